@@ -1,0 +1,1 @@
+//! `reasonix-bootstrap`: reach a host over SSH and start `reasonix-remote` there.

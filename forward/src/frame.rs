@@ -1,0 +1,1 @@
+//! Length-prefixed frames carrying `seq` and `ack`. See `docs/PROTOCOL.md`.

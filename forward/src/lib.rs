@@ -1,0 +1,26 @@
+//! `reasonix-forward`: the wire types and the resumable link shared by `reasonix` and
+//! `reasonix-remote`.
+//!
+//! Layers, bottom up:
+//! - [`frame`]: length-prefixed frames carrying `seq`/`ack`;
+//! - [`handshake`]: the preamble line and the `Hello`/`Welcome` exchange;
+//! - [`link`]: a [`link::Link`] that outlives its transports (replay buffer, resume, heartbeat);
+//! - [`rpc`]: requests, responses and notifications multiplexed on one link;
+//! - [`proto`]: every message type;
+//! - [`testing`]: an in-memory transport that can be cut and stalled on demand.
+
+pub mod frame;
+pub mod handshake;
+pub mod link;
+pub mod proto;
+pub mod rpc;
+pub mod testing;
+
+/// Build id of this build: crate version plus the git commit (or `dev`), set by the
+/// workspace build script of each binary through `REASONIX_BUILD_ID`.
+pub fn build_id() -> &'static str {
+    match option_env!("REASONIX_BUILD_ID") {
+        Some(id) => id,
+        None => concat!(env!("CARGO_PKG_VERSION"), "-dev"),
+    }
+}

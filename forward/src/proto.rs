@@ -1,0 +1,600 @@
+//! Wire types shared by `reasonix` (laptop) and `reasonix-remote` (host).
+//!
+//! Every message that crosses the link is defined here and nowhere else, so the two binaries
+//! cannot drift. Messages are serialised as JSON inside length-prefixed frames (see
+//! [`crate::frame`]); the enums are internally tagged so unknown variants fail loudly.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of the link protocol. Bumped on any incompatible change to frames or messages.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Magic prefix of the preamble line written by the host before any frame.
+pub const PREAMBLE_MAGIC: &str = "REASONIX-LINK/1";
+
+/// First control message, sent by the client right after the preamble.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Link protocol version the client speaks.
+    pub protocol: u32,
+    /// Build id of the client binary.
+    pub build_id: String,
+    /// Random id of the client process (stable across reconnects of that process).
+    pub client_id: String,
+    /// Present when the client wants to resume an existing link after a transport drop.
+    pub resume: Option<ResumeRequest>,
+}
+
+/// Resume part of a [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeRequest {
+    /// Link id the daemon handed out in its first [`Welcome`].
+    pub link_id: String,
+    /// Highest data `seq` the client has received from the daemon.
+    pub received: u64,
+}
+
+/// Answer to a [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// Link protocol version the daemon speaks.
+    pub protocol: u32,
+    /// Build id of the daemon binary.
+    pub build_id: String,
+    /// Id of this link (new or resumed).
+    pub link_id: String,
+    /// True when the requested link was found and resumed; false when a fresh link was made
+    /// (the client must then re-open its session and catch up from the journal).
+    pub resumed: bool,
+    /// Highest data `seq` the daemon has received from the client (0 on a fresh link).
+    pub received: u64,
+    /// Why a requested resume was not possible, if it was not.
+    pub resume_refused: Option<String>,
+}
+
+/// The payload of every data frame: requests, responses and notifications multiplexed on
+/// the one ordered sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Envelope {
+    /// A request expecting exactly one [`Envelope::Response`] with the same id.
+    Request {
+        /// Id unique per sender and link.
+        id: u64,
+        /// The request body.
+        body: Request,
+    },
+    /// The answer to a request.
+    Response {
+        /// Id of the request answered.
+        id: u64,
+        /// Result or error.
+        result: Result<Response, RpcError>,
+    },
+    /// A fire-and-forget message.
+    Notify {
+        /// The notification body.
+        body: Notification,
+    },
+}
+
+/// An error answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcError {
+    /// Machine-readable code (e.g. `not_found`, `read_only`, `bad_request`).
+    pub code: String,
+    /// Human-readable message that says what to do.
+    pub message: String,
+}
+
+impl RpcError {
+    /// Build an error with a code and a message.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// Requests in either direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "m", rename_all = "snake_case")]
+pub enum Request {
+    // ---- client -> daemon ----
+    /// Daemon status (build, uptime, sandbox, sessions).
+    Status,
+    /// List the sessions of this workspace, newest first.
+    ListSessions,
+    /// Open (attach to) a session. Answered with [`Response::SessionOpened`]; the events
+    /// after `since` follow as [`Notification::Event`]s, then live events.
+    OpenSession(OpenSession),
+    /// Submit a user turn to the session this link has open. Deduplicated by `request_id`.
+    SubmitTurn {
+        /// Client-chosen id; a repeat with the same id is answered without a second turn.
+        request_id: String,
+        /// The user's text.
+        text: String,
+    },
+    /// Continue a turn that paused at its step limit.
+    ContinueTurn {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+    },
+    /// Cancel the running turn.
+    Cancel {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+    },
+    /// Answer an approval request.
+    Approve {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// Id of the approval being answered.
+        approval_id: String,
+        /// The decision.
+        decision: ApprovalDecision,
+    },
+    /// Take over driving the open session (the previous driver becomes read-only).
+    Takeover,
+    /// Rewind the open session (checkpoints).
+    Rewind {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// Turn number; state is restored to just before this turn began.
+        to_turn: u64,
+        /// What to restore.
+        scope: RewindScope,
+        /// Only report what would change.
+        dry_run: bool,
+    },
+    /// List one directory of the workspace (for `@path` completion).
+    ListDir {
+        /// Path relative to the workspace root.
+        path: String,
+    },
+
+    // ---- daemon -> client ----
+    /// Ask the laptop gateway to run a chat completion. Answered with
+    /// [`Response::ProviderAccepted`] at once; the chunks follow as
+    /// [`Notification::ProviderChunk`] with the same `stream_id`.
+    Provider(ProviderRequest),
+}
+
+/// Parameters of [`Request::OpenSession`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct OpenSession {
+    /// Session to attach to; `None` with `new == false` means "most recent, or a new one".
+    pub session: Option<String>,
+    /// Start a fresh session.
+    pub new: bool,
+    /// Replay journal events with `seq > since` (0 = everything).
+    pub since: u64,
+    /// Attach read-only even if nobody drives the session.
+    pub read_only: bool,
+    /// Take the driver role from another client.
+    pub takeover: bool,
+    /// Session settings chosen by the client (model, permission mode, ...).
+    pub settings: SessionSettings,
+}
+
+/// Settings a driving client hands to its session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SessionSettings {
+    /// Model label as the user chose it (the gateway resolves it).
+    pub model: Option<String>,
+    /// Permission mode: `ask`, `auto` or `yolo`.
+    pub mode: Option<String>,
+    /// Headless client: an `ask` decision is answered with a denial the model can read.
+    pub headless: bool,
+    /// Maximum model steps per turn before the turn pauses.
+    pub max_steps: Option<u32>,
+    /// Extra permission rules from the laptop's user config (allow/ask/deny).
+    pub rules: Option<Value>,
+    /// Bash timeout in seconds.
+    pub bash_timeout_seconds: Option<u64>,
+}
+
+/// The answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run this once.
+    AllowOnce,
+    /// Allow matching calls for the rest of this session.
+    AllowSession,
+    /// Allow and persist a rule to the user's config.
+    AllowAlways,
+    /// Do not run.
+    Deny,
+}
+
+/// What a rewind restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewindScope {
+    /// Files only.
+    Code,
+    /// Conversation only.
+    Conversation,
+    /// Both.
+    Both,
+}
+
+/// Responses to [`Request`]s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "r", rename_all = "snake_case")]
+pub enum Response {
+    /// Generic success.
+    Ok,
+    /// A duplicate request id: the original was already applied.
+    Duplicate,
+    /// Answer to [`Request::Status`].
+    Status(DaemonStatus),
+    /// Answer to [`Request::ListSessions`].
+    Sessions {
+        /// Sessions, newest first.
+        sessions: Vec<SessionInfo>,
+    },
+    /// Answer to [`Request::OpenSession`].
+    SessionOpened(SessionOpened),
+    /// Answer to [`Request::ListDir`].
+    DirEntries {
+        /// Entries of that directory.
+        entries: Vec<DirEntry>,
+    },
+    /// Answer to [`Request::Rewind`].
+    Rewound {
+        /// Human-readable summary of what changed (or would change).
+        summary: String,
+        /// Paths restored or removed.
+        paths: Vec<String>,
+    },
+    /// Answer to [`Request::Provider`]: the gateway accepted the stream.
+    ProviderAccepted,
+}
+
+/// Daemon status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DaemonStatus {
+    /// Build id of the daemon.
+    pub build_id: String,
+    /// Process id of the daemon.
+    pub pid: u32,
+    /// Seconds since the daemon started.
+    pub uptime_secs: u64,
+    /// Absolute workspace path.
+    pub workspace: String,
+    /// Sandbox state, e.g. `bwrap` or `unavailable (why)`.
+    pub sandbox: String,
+    /// Number of clients attached.
+    pub clients: u32,
+    /// Sessions known.
+    pub sessions: u32,
+    /// Set when the previous daemon did not shut down cleanly.
+    pub unclean_previous_shutdown: Option<String>,
+}
+
+/// Summary of one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// Session id.
+    pub id: String,
+    /// RFC 3339 creation time.
+    pub created: String,
+    /// Number of user turns.
+    pub turns: u64,
+    /// Highest journal event seq.
+    pub last_seq: u64,
+    /// First line of the first prompt.
+    pub title: String,
+    /// Current state.
+    pub state: TurnState,
+}
+
+/// Answer to [`Request::OpenSession`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionOpened {
+    /// Session id.
+    pub session: String,
+    /// True when the session was created by this request.
+    pub created: bool,
+    /// This client's role.
+    pub role: ClientRole,
+    /// Highest event seq at the time of opening; catch-up events up to it follow.
+    pub last_seq: u64,
+    /// Current state.
+    pub state: TurnState,
+    /// A notice for the user (e.g. "the previous daemon was killed; turn 3 was interrupted").
+    pub notice: Option<String>,
+    /// Sandbox state of the daemon.
+    pub sandbox: String,
+}
+
+/// Role of a client on a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientRole {
+    /// May submit turns and answer approvals.
+    Driver,
+    /// Sees the live transcript only.
+    Spectator,
+}
+
+/// State of a session's turn machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnState {
+    /// Nothing running.
+    Idle,
+    /// A turn is running.
+    Running,
+    /// The turn needs the model but no gateway is attached.
+    WaitingForLaptop,
+    /// The turn waits for an approval answer.
+    WaitingForApproval,
+    /// The turn hit its step limit; `ContinueTurn` resumes it.
+    Paused,
+}
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    /// File name.
+    pub name: String,
+    /// True for directories.
+    pub is_dir: bool,
+}
+
+/// Notifications in either direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "n", rename_all = "snake_case")]
+pub enum Notification {
+    /// A journal event of the open session (daemon -> client).
+    Event(Event),
+    /// The turn state changed (daemon -> client), not journaled.
+    State {
+        /// New state.
+        state: TurnState,
+        /// Optional detail (e.g. "waiting for laptop").
+        detail: Option<String>,
+    },
+    /// This client's role changed (daemon -> client).
+    Role {
+        /// New role.
+        role: ClientRole,
+        /// Why.
+        reason: String,
+    },
+    /// Progress of a running tool (daemon -> client).
+    ToolProgress {
+        /// Tool call id.
+        call_id: String,
+        /// Progress text or streamed output.
+        message: String,
+    },
+    /// A chunk of a provider stream (client -> daemon).
+    ProviderChunk {
+        /// The stream this chunk belongs to.
+        stream_id: String,
+        /// The chunk.
+        chunk: ProviderChunk,
+    },
+    /// A marker that frames were dropped because a replay window was exceeded.
+    Dropped {
+        /// How many frames.
+        frames: u64,
+        /// How many bytes.
+        bytes: u64,
+    },
+}
+
+/// A chat completion the daemon asks the gateway to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderRequest {
+    /// Id of the stream; chunks carry it. Stable across re-issues of the same step so the
+    /// gateway can tell a re-issue from a new request.
+    pub stream_id: String,
+    /// Model label (`provider/model`, provider name or bare model); `None` = default.
+    pub model: Option<String>,
+    /// OpenAI-format messages.
+    pub messages: Vec<Value>,
+    /// OpenAI-format tool definitions, already canonicalised and sorted.
+    pub tools: Vec<Value>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+}
+
+/// One typed piece of a provider stream, as produced by the gateway's SSE parser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub enum ProviderChunk {
+    /// Visible assistant text.
+    Text {
+        /// The delta.
+        text: String,
+    },
+    /// Reasoning text (`reasoning_content` or `<think>`).
+    Reasoning {
+        /// The delta.
+        text: String,
+    },
+    /// A complete tool call (deltas already aggregated by index).
+    ToolCall(ToolCall),
+    /// Token usage.
+    Usage(Usage),
+    /// The stream finished.
+    Done {
+        /// The provider's finish reason.
+        finish_reason: Option<String>,
+        /// Resolved model name actually used.
+        model: String,
+    },
+    /// The stream failed.
+    Error {
+        /// What went wrong and what to do.
+        message: String,
+        /// True when re-issuing the same request may succeed.
+        retryable: bool,
+    },
+}
+
+/// A complete tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Call id (generated when the provider sent none).
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// JSON arguments as a string, exactly as the model produced them.
+    pub arguments: String,
+}
+
+/// Token usage of one model request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cache_hit_tokens: u64,
+    /// Prompt tokens not served from cache.
+    pub cache_miss_tokens: u64,
+    /// Reasoning tokens.
+    pub reasoning_tokens: u64,
+}
+
+/// A numbered journal event of a session; what clients render.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Monotonic number within the session, starting at 1.
+    pub seq: u64,
+    /// RFC 3339 timestamp.
+    pub ts: String,
+    /// Turn number (from 1) the event belongs to; 0 for session-level events.
+    pub turn: u64,
+    /// The event itself.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// Session created.
+    SessionStarted {
+        /// Workspace path.
+        workspace: String,
+        /// Hash of the system prompt.
+        system_hash: String,
+        /// Hash of the tool schemas.
+        tools_hash: String,
+    },
+    /// A user turn began.
+    UserTurn {
+        /// The request id that submitted it.
+        request_id: String,
+        /// The text.
+        text: String,
+    },
+    /// Streaming text delta (journaled so a catch-up shows partial answers too).
+    TextDelta {
+        /// The delta.
+        text: String,
+    },
+    /// Streaming reasoning delta.
+    ReasoningDelta {
+        /// The delta.
+        text: String,
+    },
+    /// A complete assistant message (one model step).
+    AssistantMessage {
+        /// Visible text.
+        content: String,
+        /// Reasoning, if any.
+        reasoning: Option<String>,
+        /// Tool calls requested.
+        tool_calls: Vec<ToolCall>,
+    },
+    /// A tool call is about to run (permission granted).
+    ToolStarted {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// JSON arguments.
+        arguments: String,
+    },
+    /// A tool call finished.
+    ToolFinished {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// True when the tool reported an error.
+        is_error: bool,
+        /// Full output (bounded only when it enters the model context).
+        output: String,
+    },
+    /// An approval is needed.
+    ApprovalRequested {
+        /// Approval id.
+        approval_id: String,
+        /// Tool name.
+        tool: String,
+        /// JSON arguments.
+        arguments: String,
+        /// Why it is asked (the matching rule or fallback).
+        reason: String,
+        /// Unified diff preview for file edits.
+        preview: Option<String>,
+    },
+    /// An approval was answered.
+    ApprovalAnswered {
+        /// Approval id.
+        approval_id: String,
+        /// The decision.
+        decision: ApprovalDecision,
+    },
+    /// Usage of one model request, with prefix-stability diagnostics.
+    Usage {
+        /// Token figures.
+        usage: Usage,
+        /// Model actually used.
+        model: String,
+        /// Hash of the system prompt of this request.
+        system_hash: String,
+        /// Hash of the tool schemas of this request.
+        tools_hash: String,
+        /// Set when cache-hit tokens dropped: which part of the prefix changed.
+        cache_note: Option<String>,
+    },
+    /// The turn finished.
+    TurnFinished {
+        /// `completed`, `cancelled`, `paused`, `interrupted` or `failed`.
+        outcome: String,
+        /// Detail, e.g. the error.
+        detail: Option<String>,
+    },
+    /// A notice for the user.
+    Notice {
+        /// The text.
+        text: String,
+    },
+    /// A checkpoint was taken.
+    Checkpoint {
+        /// Checkpoint id.
+        id: String,
+        /// Paths captured.
+        paths: Vec<String>,
+    },
+}

@@ -1,0 +1,1 @@
+//! `reasonix`: the laptop side (CLI, config, TUI, provider gateway).

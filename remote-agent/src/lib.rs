@@ -1,0 +1,14 @@
+//! `reasonix-remote`: the host side of Reasonix — daemon, attach bridge, sessions and their
+//! journal, the agent loop, tools, permission policy, sandbox, checkpoints and MCP client.
+
+pub mod agent;
+pub mod attach;
+pub mod checkpoint;
+pub mod daemon;
+pub mod journal;
+pub mod mcp;
+pub mod paths;
+pub mod policy;
+pub mod sandbox;
+pub mod session;
+pub mod tools;

@@ -1,0 +1,1 @@
+//! `reasonix-sftpfs`: one async filesystem interface over SFTP and the local disk.

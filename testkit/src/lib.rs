@@ -1,0 +1,5 @@
+//! Test support shared by the integration tests of every crate: a scripted
+//! OpenAI-compatible mock provider (real HTTP + SSE) and a real OpenSSH `sshd` harness.
+
+pub mod mock_provider;
+pub mod sshd;

@@ -1,0 +1,1 @@
+//! Scripted OpenAI-compatible mock provider (real HTTP server streaming SSE).

@@ -1,0 +1,1 @@
+//! A real OpenSSH sshd on a loopback port with throwaway keys.
