@@ -1,1 +1,28 @@
 //! `reasonix-bootstrap`: reach a host over SSH and start `reasonix-remote` there.
+//!
+//! - [`config`]: OpenSSH command-line options and `ssh_config` files;
+//! - [`dest`]: `[user@]host[:path]` and `ssh://` destinations;
+//! - [`known_hosts`]: host-key lookup and recording;
+//! - [`prompter`]: the callback trait through which the user is asked and informed;
+//! - [`connect`]: dial (with ProxyJump), host-key check before auth, authentication;
+//! - [`SshConnection::run_script`] / [`SshConnection::exec_stream`]: remote commands;
+//! - [`install`]: probe, upload and verify the matching `reasonix-remote`.
+
+mod auth;
+pub mod config;
+pub mod dest;
+mod error;
+mod exec;
+pub mod known_hosts;
+pub mod prompter;
+mod session;
+
+pub use config::{ConfigError, JumpHost, ResolvedHost, SshOptions, StrictHostKeyChecking};
+pub use dest::{Destination, DestinationError};
+pub use error::{BootstrapError, HostKeyRefusal};
+pub use exec::{ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail};
+pub use prompter::{
+    CredentialCache, HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound,
+    NonInteractivePrompter, Prompter, SecretPrompt, SecretPurpose, Stage, TerminalPrompter,
+};
+pub use session::{connect, connect_with_cache, SshConnection};

@@ -1,11 +1,26 @@
 //! The resumable link: an ordered, exactly-once stream of [`Envelope`]s that survives the
 //! loss of its transport.
+//!
+//! Each [`Link`] end numbers its data frames (`seq` from 1) and keeps every frame the peer
+//! has not acknowledged in a replay buffer bounded by bytes. Every frame carries the highest
+//! `seq` received (`ack`), which trims the peer's buffer. When a transport dies, the link
+//! lives on; [`Link::run_transport`] on a new transport resends what the peer lacks. At most
+//! one transport runs at a time: starting a new one stops the old one first.
+//! See `docs/PROTOCOL.md` for the wire-level description.
 
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, watch, Notify, OwnedMutexGuard};
+use tokio::task::{AbortHandle, JoinHandle};
 
+use crate::frame::{
+    encode_parts, io_closed, Frame, FrameDecoder, FrameKind, HEADER_LEN, PREFIX_LEN,
+};
 use crate::proto::Envelope;
 
 /// Tunables of a link.
@@ -71,51 +86,726 @@ pub enum LinkError {
     Closed,
 }
 
+/// Capacity of the inbound envelope channel. When the consumer falls behind, the reader
+/// stops reading, which pushes back on the peer (its replay buffer fills, its `send` waits).
+const INBOUND_CAPACITY: usize = 1024;
+
+/// Send an explicit `Ack` after this many data frames received without sending anything.
+const ACK_EVERY_FRAMES: u64 = 64;
+
+/// ... or after this long.
+const ACK_DELAY: Duration = Duration::from_millis(50);
+
+/// The writer takes at most this many frames / bytes per batch, so control frames (pings,
+/// pongs) queued meanwhile wait for at most one batch.
+const BATCH_FRAMES: usize = 256;
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// How long `close()` lets the writer flush its `Close` frame before the transport is torn down.
+const CLOSE_GRACE: Duration = Duration::from_millis(500);
+
+/// Counters of one link end, for status displays and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// `seq` of the last data frame queued by `send` (0 = none yet).
+    pub sent_seq: u64,
+    /// Highest `seq` the peer acknowledged.
+    pub peer_acked: u64,
+    /// Highest data `seq` received and delivered.
+    pub received: u64,
+    /// Frames in the replay buffer (queued or sent, not yet acknowledged).
+    pub buffered_frames: usize,
+    /// Payload bytes in the replay buffer.
+    pub buffered_bytes: usize,
+    /// Transports attached so far.
+    pub transports: u64,
+    /// Data frames written that had already been written on an earlier transport.
+    pub resent_frames: u64,
+    /// Duplicate data frames received and dropped.
+    pub duplicates_dropped: u64,
+    /// Round-trip time of the last answered heartbeat.
+    pub last_rtt: Option<Duration>,
+}
+
+/// Outbound state shared by senders, the writer and the ack processing.
+struct State {
+    /// `seq` the next `send` gets.
+    next_seq: u64,
+    /// Payloads (envelope JSON) of seq `front_seq .. next_seq`, unacknowledged.
+    buffer: VecDeque<Bytes>,
+    /// `seq` of `buffer[0]`; everything before it is acknowledged by the peer.
+    front_seq: u64,
+    buffered_bytes: usize,
+    /// Highest seq ever written on any transport (for counting resends).
+    high_written: u64,
+    closed: bool,
+    close_reason: Option<String>,
+    /// Dropped on close so the receiver sees the end of the stream.
+    inbound_tx: Option<mpsc::Sender<Envelope>>,
+    /// Generation of the current transport; bumped by every `run_transport` and `close`.
+    generation: u64,
+    /// Tasks of the running transport, aborted when a newer one starts.
+    tasks: Vec<AbortHandle>,
+    stats: LinkStats,
+}
+
+struct Shared {
+    config: LinkConfig,
+    state: Mutex<State>,
+    /// Highest data seq delivered to the inbound channel.
+    received: AtomicU64,
+    /// Woken when buffer space frees up or the link closes (senders wait on it).
+    space: Notify,
+    /// Held by the running transport's tasks; a new transport waits for it so two readers
+    /// never deliver concurrently.
+    slot: Arc<tokio::sync::Mutex<()>>,
+    connected: watch::Sender<bool>,
+    closed: watch::Sender<bool>,
+    /// Writer wake-up of the current transport (new data, ack due, control frame, close).
+    wake_writer: Mutex<Option<Arc<Notify>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of our locks leaves consistent data (every critical section
+    // is a few field updates), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One end of a resumable link. Cheap to clone; all clones share the same state.
 #[derive(Clone)]
 pub struct Link {
-    _private: (),
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("stats", &self.stats())
+            .finish()
+    }
 }
 
 impl Link {
     /// Make a link end. Inbound envelopes arrive on the returned receiver in order and
-    /// exactly once, whatever happens to the transports underneath.
+    /// exactly once, whatever happens to the transports underneath. The receiver ends
+    /// (`None`) after the link is closed.
     pub fn new(config: LinkConfig) -> (Link, mpsc::Receiver<Envelope>) {
-        let _ = config;
-        todo!("forward::link::Link::new")
+        let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
+        let state = State {
+            next_seq: 1,
+            buffer: VecDeque::new(),
+            front_seq: 1,
+            buffered_bytes: 0,
+            high_written: 0,
+            closed: false,
+            close_reason: None,
+            inbound_tx: Some(tx),
+            generation: 0,
+            tasks: Vec::new(),
+            stats: LinkStats::default(),
+        };
+        let shared = Shared {
+            config,
+            state: Mutex::new(state),
+            received: AtomicU64::new(0),
+            space: Notify::new(),
+            slot: Arc::new(tokio::sync::Mutex::new(())),
+            connected: watch::channel(false).0,
+            closed: watch::channel(false).0,
+            wake_writer: Mutex::new(None),
+        };
+        (
+            Link {
+                shared: Arc::new(shared),
+            },
+            rx,
+        )
+    }
+
+    /// The configuration this link was made with.
+    pub fn config(&self) -> &LinkConfig {
+        &self.shared.config
     }
 
     /// Queue an envelope. Works while no transport is attached (it waits in the replay
     /// buffer); waits when the replay buffer is full (backpressure, never drops).
+    ///
+    /// Fails with [`LinkError::Closed`] once the link is closed, and with
+    /// [`LinkError::Oversized`] when the envelope cannot fit in one frame (nothing is queued).
+    /// An envelope larger than the whole replay limit is accepted once the buffer is empty.
     pub async fn send(&self, envelope: Envelope) -> Result<(), LinkError> {
-        let _ = envelope;
-        todo!("forward::link::Link::send")
+        let payload = serde_json::to_vec(&envelope)
+            .map_err(|e| LinkError::Malformed(format!("cannot encode an envelope: {e}")))?;
+        let size = payload.len() + HEADER_LEN;
+        if size > self.shared.config.max_frame_bytes {
+            return Err(LinkError::Oversized {
+                size,
+                limit: self.shared.config.max_frame_bytes,
+            });
+        }
+        let payload = Bytes::from(payload);
+        loop {
+            // Register interest before looking, so a wake-up between the check and the
+            // await is not lost.
+            let notified = self.shared.space.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut st = lock(&self.shared.state);
+                if st.closed {
+                    return Err(LinkError::Closed);
+                }
+                let fits =
+                    st.buffered_bytes + payload.len() <= self.shared.config.replay_limit_bytes;
+                if fits || st.buffer.is_empty() {
+                    st.buffered_bytes += payload.len();
+                    st.buffer.push_back(payload);
+                    st.stats.sent_seq = st.next_seq;
+                    st.next_seq += 1;
+                    drop(st);
+                    self.wake_writer();
+                    return Ok(());
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Wait until every envelope sent so far has been acknowledged by the peer (or the link
+    /// closes: then [`LinkError::Closed`] if some were not).
+    pub async fn flush(&self) -> Result<(), LinkError> {
+        loop {
+            let notified = self.shared.space.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let st = lock(&self.shared.state);
+                if st.buffer.is_empty() {
+                    return Ok(());
+                }
+                if st.closed {
+                    return Err(LinkError::Closed);
+                }
+            }
+            notified.await;
+        }
     }
 
     /// Drive one transport until it fails. First resends every buffered frame with
     /// `seq > peer_received`, then runs the reader, writer and heartbeat until the transport
     /// ends; returns why. May be called again with a new transport to resume.
+    ///
+    /// Starting a new transport while one runs stops the old one (its call returns
+    /// [`LinkError::TransportClosed`] "replaced by a newer transport") before the new one
+    /// reads anything. Dropping the returned future also stops the transport.
     pub async fn run_transport<R, W>(&self, reader: R, writer: W, peer_received: u64) -> LinkError
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let _ = (reader, writer, peer_received);
-        todo!("forward::link::Link::run_transport")
+        let shared = &self.shared;
+        // Claim the generation and stop the previous transport.
+        let generation = {
+            let mut st = lock(&shared.state);
+            if st.closed {
+                return LinkError::Closed;
+            }
+            st.generation += 1;
+            for t in st.tasks.drain(..) {
+                t.abort();
+            }
+            shared.connected.send_replace(false);
+            st.generation
+        };
+        let guard = Arc::new(Arc::clone(&shared.slot).lock_owned().await);
+        let wake = Arc::new(Notify::new());
+        // Validate the peer's position and trim what it already has.
+        let start_seq = {
+            let mut st = lock(&shared.state);
+            if st.closed {
+                return LinkError::Closed;
+            }
+            if st.generation != generation {
+                return LinkError::TransportClosed("replaced by a newer transport".into());
+            }
+            let sent = st.next_seq - 1;
+            if peer_received > sent {
+                return LinkError::ResumeImpossible(format!(
+                    "the peer says it received data frame {peer_received}, but this side has \
+                     only sent {sent}; the peer is talking to a different link"
+                ));
+            }
+            if peer_received + 1 < st.front_seq {
+                return LinkError::ResumeImpossible(format!(
+                    "the peer has data frames up to {peer_received} only, but frames up to {} \
+                     were already discarded as acknowledged",
+                    st.front_seq - 1
+                ));
+            }
+            trim(&mut st, peer_received);
+            st.stats.transports += 1;
+            *lock(&shared.wake_writer) = Some(Arc::clone(&wake));
+            peer_received + 1
+        };
+        shared.space.notify_waiters();
+
+        let transport = Arc::new(Transport {
+            shared: Arc::clone(shared),
+            wake,
+            control: Mutex::new(VecDeque::new()),
+            ack_sent: AtomicU64::new(0),
+            ping_sent_at: Mutex::new(None),
+            _slot: guard,
+        });
+        let (err_tx, mut err_rx) = mpsc::channel::<(&'static str, LinkError)>(3);
+        let mut tasks = TaskSet(Vec::new());
+        {
+            let t = Arc::clone(&transport);
+            let tx = err_tx.clone();
+            tasks.0.push(tokio::spawn(async move {
+                let e = t.read_loop(reader).await;
+                let _ = tx.send(("reader", e)).await;
+            }));
+        }
+        let writer_task = {
+            let t = Arc::clone(&transport);
+            let tx = err_tx.clone();
+            tokio::spawn(async move {
+                let e = t.write_loop(writer, start_seq).await;
+                let _ = tx.send(("writer", e)).await;
+            })
+        };
+        let writer_abort = writer_task.abort_handle();
+        tasks.0.push(writer_task);
+        {
+            let t = Arc::clone(&transport);
+            let tx = err_tx;
+            tasks.0.push(tokio::spawn(async move {
+                let e = t.heartbeat_loop().await;
+                let _ = tx.send(("heartbeat", e)).await;
+            }));
+        }
+        // Only the tasks hold the slot from here on: the slot frees exactly when all have
+        // stopped (finished or aborted), not merely when this function returns.
+        drop(transport);
+        {
+            let mut st = lock(&shared.state);
+            if st.generation != generation || st.closed {
+                // Superseded or closed while we were starting: stop at once.
+                drop(st);
+                return LinkError::TransportClosed("replaced by a newer transport".into());
+            }
+            st.tasks = tasks.0.iter().map(JoinHandle::abort_handle).collect();
+            // Set under the state lock so a newer transport's reset cannot interleave.
+            shared.connected.send_replace(true);
+        }
+        let _connected = ConnectedGuard { shared, generation };
+        tracing::debug!(generation, start_seq, "link transport attached");
+
+        let mut closed_rx = shared.closed.subscribe();
+        let ended = tokio::select! {
+            got = err_rx.recv() => Some(got),
+            _ = async { let _ = closed_rx.wait_for(|c| *c).await; } => None,
+        };
+        let result = match ended {
+            Some(Some((task, e))) => {
+                tracing::debug!(task, error = %e, "link transport ended");
+                e
+            }
+            // Every task was aborted: a newer transport took over.
+            Some(None) => LinkError::TransportClosed("replaced by a newer transport".into()),
+            None => {
+                // Closed locally: give the writer a moment to send the Close frame.
+                let _ = tokio::time::timeout(CLOSE_GRACE, async {
+                    while let Some((task, _)) = err_rx.recv().await {
+                        if task == "writer" {
+                            break;
+                        }
+                    }
+                })
+                .await;
+                writer_abort.abort();
+                LinkError::Closed
+            }
+        };
+        drop(tasks);
+        result
     }
 
     /// Highest data `seq` received from the peer (what a resume asks for).
     pub fn received(&self) -> u64 {
-        todo!("forward::link::Link::received")
+        self.shared.received.load(Ordering::Acquire)
     }
 
     /// True while a transport is attached and alive.
     pub fn is_connected(&self) -> bool {
-        todo!("forward::link::Link::is_connected")
+        *self.shared.connected.borrow()
+    }
+
+    /// A watch of [`Link::is_connected`], for status lines.
+    pub fn watch_connected(&self) -> watch::Receiver<bool> {
+        self.shared.connected.subscribe()
+    }
+
+    /// True once the link is closed (locally or by the peer's `Close` frame).
+    pub fn is_closed(&self) -> bool {
+        *self.shared.closed.borrow()
+    }
+
+    /// Wait until the link is closed.
+    pub async fn closed(&self) {
+        let mut rx = self.shared.closed.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+
+    /// Why the link was closed: the local reason, or the peer's `Close` frame text.
+    pub fn close_reason(&self) -> Option<String> {
+        lock(&self.shared.state).close_reason.clone()
+    }
+
+    /// Counters of this link end.
+    pub fn stats(&self) -> LinkStats {
+        let st = lock(&self.shared.state);
+        let mut s = st.stats.clone();
+        s.peer_acked = st.front_seq - 1;
+        s.received = self.received();
+        s.buffered_frames = st.buffer.len();
+        s.buffered_bytes = st.buffered_bytes;
+        s
     }
 
     /// Close the link: the current transport ends, `send` fails with [`LinkError::Closed`].
     pub fn close(&self) {
-        todo!("forward::link::Link::close")
+        self.close_with_reason("closed");
     }
+
+    /// Close the link, telling the peer why (sent in a `Close` frame if a transport is up;
+    /// the peer's link closes too). Envelopes not yet acknowledged are discarded; call
+    /// [`Link::flush`] first to deliver them.
+    pub fn close_with_reason(&self, reason: &str) {
+        self.shared.close(reason.to_string());
+    }
+
+    fn wake_writer(&self) {
+        self.shared.wake_writer();
+    }
+}
+
+impl Shared {
+    fn wake_writer(&self) {
+        if let Some(w) = lock(&self.wake_writer).as_ref() {
+            w.notify_one();
+        }
+    }
+
+    fn close(&self, reason: String) {
+        {
+            let mut st = lock(&self.state);
+            if st.closed {
+                return;
+            }
+            st.closed = true;
+            st.close_reason = Some(reason);
+            st.inbound_tx = None;
+        }
+        self.closed.send_replace(true);
+        self.space.notify_waiters();
+        self.wake_writer();
+    }
+}
+
+/// Drop everything the peer acknowledged up to `ack`.
+fn trim(st: &mut State, ack: u64) -> bool {
+    let mut freed = false;
+    while st.front_seq <= ack {
+        match st.buffer.pop_front() {
+            Some(p) => {
+                st.buffered_bytes -= p.len();
+                st.front_seq += 1;
+                freed = true;
+            }
+            None => break,
+        }
+    }
+    freed
+}
+
+/// Aborts the transport's tasks when `run_transport` returns or is dropped.
+struct TaskSet(Vec<JoinHandle<()>>);
+
+impl Drop for TaskSet {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Keeps `connected` true while `run_transport` runs (also when its future is dropped).
+/// Only the guard of the current generation clears the flag: an older transport's
+/// `run_transport` may return after a newer one attached.
+struct ConnectedGuard<'a> {
+    shared: &'a Shared,
+    generation: u64,
+}
+
+impl Drop for ConnectedGuard<'_> {
+    fn drop(&mut self) {
+        let st = lock(&self.shared.state);
+        if st.generation == self.generation {
+            self.shared.connected.send_replace(false);
+            *lock(&self.shared.wake_writer) = None;
+        }
+    }
+}
+
+/// State of one running transport, shared by its reader, writer and heartbeat tasks.
+struct Transport {
+    shared: Arc<Shared>,
+    wake: Arc<Notify>,
+    /// Control frames (kind, payload) waiting for the writer; they go before data.
+    control: Mutex<VecDeque<(FrameKind, Bytes)>>,
+    /// The `ack` value of the last frame written on this transport.
+    ack_sent: AtomicU64,
+    ping_sent_at: Mutex<Option<Instant>>,
+    /// The link's transport slot, released when the last task of this transport stops.
+    _slot: Arc<OwnedMutexGuard<()>>,
+}
+
+impl Transport {
+    fn push_control(&self, kind: FrameKind, payload: Bytes) {
+        lock(&self.control).push_back((kind, payload));
+        self.wake.notify_one();
+    }
+
+    async fn read_loop<R: AsyncRead + Unpin>(&self, mut reader: R) -> LinkError {
+        let config = &self.shared.config;
+        let mut decoder = FrameDecoder::new(config.max_frame_bytes);
+        let inbound = match lock(&self.shared.state).inbound_tx.clone() {
+            Some(tx) => tx,
+            None => return LinkError::Closed,
+        };
+        loop {
+            // Decode and handle every complete frame before reading more.
+            loop {
+                let frame = match decoder.next_frame() {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break,
+                    Err(e) => return e,
+                };
+                if let Err(e) = self.handle_frame(frame, &inbound).await {
+                    return e;
+                }
+            }
+            let buf = decoder.buffer_mut();
+            if buf.capacity() - buf.len() < 8 * 1024 {
+                buf.reserve(64 * 1024);
+            }
+            match tokio::time::timeout(config.dead_after, reader.read_buf(buf)).await {
+                Err(_) => return LinkError::Dead(config.dead_after),
+                Ok(Ok(0)) => {
+                    return LinkError::TransportClosed(if decoder.pending() == 0 {
+                        "the peer closed the connection".into()
+                    } else {
+                        format!(
+                            "the connection ended in the middle of a frame ({} bytes pending)",
+                            decoder.pending()
+                        )
+                    })
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return io_closed("reading from the peer", &e),
+            }
+        }
+    }
+
+    async fn handle_frame(
+        &self,
+        frame: Frame,
+        inbound: &mpsc::Sender<Envelope>,
+    ) -> Result<(), LinkError> {
+        // Every frame carries the peer's ack.
+        if frame.ack > 0 {
+            let freed = {
+                let mut st = lock(&self.shared.state);
+                let sent = st.next_seq - 1;
+                if frame.ack > sent {
+                    return Err(LinkError::Malformed(format!(
+                        "the peer acknowledged data frame {} but only {sent} were sent",
+                        frame.ack
+                    )));
+                }
+                trim(&mut st, frame.ack)
+            };
+            if freed {
+                self.shared.space.notify_waiters();
+            }
+        }
+        match frame.kind {
+            FrameKind::Data => {
+                let received = self.shared.received.load(Ordering::Acquire);
+                if frame.seq == 0 {
+                    return Err(LinkError::Malformed("data frame with seq 0".into()));
+                }
+                if frame.seq <= received {
+                    lock(&self.shared.state).stats.duplicates_dropped += 1;
+                    return Ok(());
+                }
+                if frame.seq != received + 1 {
+                    return Err(LinkError::Malformed(format!(
+                        "sequence gap: expected data frame {}, got {}",
+                        received + 1,
+                        frame.seq
+                    )));
+                }
+                let envelope: Envelope = serde_json::from_slice(&frame.payload).map_err(|e| {
+                    LinkError::Malformed(format!(
+                        "data frame {} does not hold a valid envelope: {e}",
+                        frame.seq
+                    ))
+                })?;
+                if inbound.send(envelope).await.is_err() {
+                    // The receiver is gone: nobody will ever read inbound envelopes again.
+                    return Err(LinkError::Closed);
+                }
+                self.shared.received.store(frame.seq, Ordering::Release);
+                let unacked = frame.seq - self.ack_sent.load(Ordering::Acquire);
+                if unacked == 1 || unacked >= ACK_EVERY_FRAMES {
+                    self.wake.notify_one();
+                }
+                Ok(())
+            }
+            FrameKind::Ack => Ok(()),
+            FrameKind::Ping => {
+                self.push_control(FrameKind::Pong, Bytes::new());
+                Ok(())
+            }
+            FrameKind::Pong => {
+                if let Some(at) = lock(&self.ping_sent_at).take() {
+                    lock(&self.shared.state).stats.last_rtt = Some(at.elapsed());
+                }
+                Ok(())
+            }
+            FrameKind::Close => {
+                let reason = String::from_utf8_lossy(&frame.payload).into_owned();
+                tracing::info!(%reason, "the peer closed the link");
+                self.shared.close(format!("closed by the peer: {reason}"));
+                Err(LinkError::Closed)
+            }
+            FrameKind::Hello | FrameKind::Welcome => Err(LinkError::Malformed(format!(
+                "unexpected {} frame after the handshake",
+                frame.kind.name()
+            ))),
+        }
+    }
+
+    async fn write_loop<W: AsyncWrite + Unpin>(&self, mut writer: W, start_seq: u64) -> LinkError {
+        let mut cursor = start_seq;
+        let mut out = BytesMut::with_capacity(BATCH_BYTES + 1024);
+        let mut batch: Vec<(u64, Bytes)> = Vec::with_capacity(BATCH_FRAMES);
+        let mut ack_pending_since: Option<Instant> = None;
+        loop {
+            // The wake permit is consumed here; anything that happens after this point
+            // leaves a new permit, so the wait at the bottom cannot miss it.
+            let notified = self.wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            out.clear();
+            let received = self.shared.received.load(Ordering::Acquire);
+            let controls: Vec<(FrameKind, Bytes)> = lock(&self.control).drain(..).collect();
+            for (kind, payload) in &controls {
+                encode_parts(*kind, 0, received, payload, &mut out);
+                if *kind == FrameKind::Ping {
+                    *lock(&self.ping_sent_at) = Some(Instant::now());
+                }
+            }
+            let closing = {
+                let mut st = lock(&self.shared.state);
+                if st.closed {
+                    Some(st.close_reason.clone().unwrap_or_default())
+                } else {
+                    // Frames the peer acknowledged meanwhile need not be sent.
+                    cursor = cursor.max(st.front_seq);
+                    let mut bytes = 0;
+                    while cursor < st.next_seq && batch.len() < BATCH_FRAMES && bytes < BATCH_BYTES
+                    {
+                        // Index is in range: front_seq <= cursor < next_seq.
+                        let idx = (cursor - st.front_seq) as usize;
+                        if let Some(p) = st.buffer.get(idx) {
+                            bytes += p.len();
+                            batch.push((cursor, p.clone()));
+                        }
+                        cursor += 1;
+                    }
+                    if let Some((last, _)) = batch.last() {
+                        let first = batch[0].0;
+                        if first <= st.high_written {
+                            st.stats.resent_frames += st.high_written.min(*last) - first + 1;
+                        }
+                        st.high_written = st.high_written.max(*last);
+                    }
+                    None
+                }
+            };
+            if let Some(reason) = closing {
+                encode_parts(FrameKind::Close, 0, received, reason.as_bytes(), &mut out);
+                let _ = writer.write_all(&out).await;
+                let _ = writer.flush().await;
+                let _ = writer.shutdown().await;
+                return LinkError::Closed;
+            }
+            for (seq, payload) in batch.drain(..) {
+                encode_parts(FrameKind::Data, seq, received, &payload, &mut out);
+            }
+            let ack_sent = self.ack_sent.load(Ordering::Acquire);
+            if out.is_empty() && received > ack_sent {
+                let since = *ack_pending_since.get_or_insert_with(Instant::now);
+                if received - ack_sent >= ACK_EVERY_FRAMES || since.elapsed() >= ACK_DELAY {
+                    encode_parts(FrameKind::Ack, 0, received, &[], &mut out);
+                }
+            }
+            if !out.is_empty() {
+                if let Err(e) = writer.write_all(&out).await {
+                    return io_closed("writing to the peer", &e);
+                }
+                self.ack_sent.store(received, Ordering::Release);
+                ack_pending_since = None;
+                // Flush only when nothing else is waiting, so bursts go out in big writes.
+                let more =
+                    cursor < lock(&self.shared.state).next_seq || !lock(&self.control).is_empty();
+                if !more {
+                    if let Err(e) = writer.flush().await {
+                        return io_closed("flushing to the peer", &e);
+                    }
+                }
+                continue;
+            }
+            match ack_pending_since {
+                Some(since) => {
+                    let due = tokio::time::Instant::from_std(since + ACK_DELAY);
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(due) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    async fn heartbeat_loop(&self) -> LinkError {
+        let mut tick = tokio::time::interval(self.shared.config.heartbeat_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await; // the first tick is immediate
+        loop {
+            tick.tick().await;
+            self.push_control(FrameKind::Ping, Bytes::new());
+        }
+    }
+}
+
+/// Size on the wire of a data frame carrying `payload_len` bytes.
+pub fn data_frame_wire_len(payload_len: usize) -> usize {
+    PREFIX_LEN + HEADER_LEN + payload_len
 }

@@ -1,9 +1,22 @@
 //! Requests, responses and notifications multiplexed on one [`Link`].
+//!
+//! Request ids are per sender: each side numbers its own requests from 1, and a
+//! [`Envelope::Response`] carries the id of the request it answers, so the two id spaces
+//! never meet. Pending calls live here, above the link, so they survive transport drops.
 
-use tokio::sync::mpsc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{mpsc, oneshot};
 
 use crate::link::{Link, LinkError};
 use crate::proto::{Envelope, Notification, Request, Response, RpcError};
+
+/// Capacity of the [`Incoming`] channel. The dispatcher waits when it is full (which in
+/// turn stops the link reader), so a handler that makes its own calls should run in its own
+/// task rather than block the loop that drains this channel.
+const INCOMING_CAPACITY: usize = 4096;
 
 /// Something the peer sent that this side must handle.
 #[derive(Debug)]
@@ -30,41 +43,162 @@ pub enum CallError {
     Link(#[from] LinkError),
 }
 
+type Reply = oneshot::Sender<Result<Response, RpcError>>;
+
+struct Pending {
+    calls: HashMap<u64, Reply>,
+    /// Set when the link's inbound stream ended: no answer can come any more.
+    closed: bool,
+}
+
+struct Inner {
+    link: Link,
+    next_id: AtomicU64,
+    pending: Arc<Mutex<Pending>>,
+}
+
+fn lock(m: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
+    // Critical sections are single map operations; a poisoned lock still holds valid data.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The RPC layer over a link. Cheap to clone.
 #[derive(Clone)]
 pub struct Rpc {
-    _private: (),
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Rpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rpc")
+            .field("pending", &lock(&self.inner.pending).calls.len())
+            .finish()
+    }
+}
+
+/// Removes a call from the pending map if the caller stops waiting (future dropped).
+struct PendingGuard<'a> {
+    pending: &'a Mutex<Pending>,
+    id: u64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        lock(self.pending).calls.remove(&self.id);
+    }
 }
 
 impl Rpc {
     /// Wrap a link and its inbound receiver. Requests and notifications from the peer come
     /// out of the returned receiver; responses are routed to the waiting callers.
+    ///
+    /// Spawns the dispatcher task (needs a Tokio runtime). It ends when the link closes;
+    /// then every pending call fails with [`LinkError::Closed`] and the [`Incoming`]
+    /// receiver ends.
     pub fn new(link: Link, inbound: mpsc::Receiver<Envelope>) -> (Rpc, mpsc::Receiver<Incoming>) {
-        let _ = (link, inbound);
-        todo!("Rpc::new")
+        let (tx, rx) = mpsc::channel(INCOMING_CAPACITY);
+        let pending = Arc::new(Mutex::new(Pending {
+            calls: HashMap::new(),
+            closed: false,
+        }));
+        tokio::spawn(dispatch(inbound, Arc::clone(&pending), tx));
+        let inner = Inner {
+            link,
+            next_id: AtomicU64::new(1),
+            pending,
+        };
+        (
+            Rpc {
+                inner: Arc::new(inner),
+            },
+            rx,
+        )
     }
 
     /// Send a request and wait for its response. Survives transport drops (the link
     /// resumes underneath); fails only when the link is closed.
     pub async fn request(&self, body: Request) -> Result<Response, CallError> {
-        let _ = body;
-        todo!("Rpc::request")
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut p = lock(&self.inner.pending);
+            if p.closed {
+                return Err(CallError::Link(LinkError::Closed));
+            }
+            p.calls.insert(id, tx);
+        }
+        let _guard = PendingGuard {
+            pending: &self.inner.pending,
+            id,
+        };
+        self.inner.link.send(Envelope::Request { id, body }).await?;
+        match rx.await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => Err(CallError::Remote(e)),
+            // The dispatcher dropped the sender: the link closed.
+            Err(_) => Err(CallError::Link(LinkError::Closed)),
+        }
     }
 
     /// Answer a request received as [`Incoming::Request`].
-    pub async fn respond(&self, id: u64, result: Result<Response, RpcError>) -> Result<(), LinkError> {
-        let _ = (id, result);
-        todo!("Rpc::respond")
+    pub async fn respond(
+        &self,
+        id: u64,
+        result: Result<Response, RpcError>,
+    ) -> Result<(), LinkError> {
+        self.inner
+            .link
+            .send(Envelope::Response { id, result })
+            .await
     }
 
     /// Send a notification.
     pub async fn notify(&self, body: Notification) -> Result<(), LinkError> {
-        let _ = body;
-        todo!("Rpc::notify")
+        self.inner.link.send(Envelope::Notify { body }).await
     }
 
     /// The underlying link.
     pub fn link(&self) -> &Link {
-        todo!("Rpc::link")
+        &self.inner.link
     }
+
+    /// Number of calls waiting for an answer.
+    pub fn pending_calls(&self) -> usize {
+        lock(&self.inner.pending).calls.len()
+    }
+}
+
+async fn dispatch(
+    mut inbound: mpsc::Receiver<Envelope>,
+    pending: Arc<Mutex<Pending>>,
+    incoming: mpsc::Sender<Incoming>,
+) {
+    while let Some(envelope) = inbound.recv().await {
+        match envelope {
+            Envelope::Response { id, result } => {
+                let reply = lock(&pending).calls.remove(&id);
+                match reply {
+                    // The caller may have given up meanwhile; that is fine.
+                    Some(tx) => {
+                        let _ = tx.send(result);
+                    }
+                    None => tracing::debug!(id, "response to a request nobody waits for"),
+                }
+            }
+            Envelope::Request { id, body } => {
+                if incoming.send(Incoming::Request { id, body }).await.is_err() {
+                    tracing::warn!(id, "request dropped: nobody handles incoming requests");
+                }
+            }
+            Envelope::Notify { body } => {
+                if incoming.send(Incoming::Notify(body)).await.is_err() {
+                    tracing::debug!("notification dropped: nobody reads incoming messages");
+                }
+            }
+        }
+    }
+    // The link closed: fail every waiting call (dropping a sender wakes its caller).
+    let mut p = lock(&pending);
+    p.closed = true;
+    p.calls.clear();
 }

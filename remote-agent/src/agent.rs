@@ -1,1 +1,224 @@
-//! TODO: agent
+//! Building model requests with a byte-stable prefix, and rebuilding the conversation from
+//! journal events.
+//!
+//! Cache-first discipline: the prefix (system prompt + canonical, name-sorted tool schemas)
+//! is fixed when the session starts and never mutated; everything volatile rides the turn
+//! tail. Each request records hashes of both parts so a drop in cache hits can be explained.
+
+use std::path::Path;
+
+use reasonix_forward::proto::{Event, EventKind, ToolCall};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::tools::bound_for_context;
+
+/// Files whose content becomes standing instructions, in the order they are looked for.
+pub const INSTRUCTION_FILES: [&str; 3] = ["REASONIX.md", "AGENTS.md", "CLAUDE.md"];
+
+/// Largest standing-instruction file we include, in bytes.
+const MAX_INSTRUCTIONS: usize = 64 * 1024;
+
+/// The stable prefix of a session.
+#[derive(Debug, Clone)]
+pub struct Prefix {
+    /// The system prompt.
+    pub system: String,
+    /// Tool schemas, canonical and sorted.
+    pub tools: Vec<Value>,
+    /// Hash of the system prompt.
+    pub system_hash: String,
+    /// Hash of the tool schemas.
+    pub tools_hash: String,
+}
+
+impl Prefix {
+    /// Build the prefix for a workspace: base prompt + standing instructions + tools.
+    pub fn build(workspace: &Path, tools: Vec<Value>) -> Prefix {
+        let mut system = String::from(BASE_PROMPT);
+        system.push_str(&format!("\n\nWorkspace root: {}\n", workspace.display()));
+        for name in INSTRUCTION_FILES {
+            let path = workspace.join(name);
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                let text: String = if text.len() > MAX_INSTRUCTIONS {
+                    let mut cut = MAX_INSTRUCTIONS;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text[..cut].to_string()
+                } else {
+                    text
+                };
+                system.push_str(&format!(
+                    "\n<standing-instructions file=\"{name}\">\n{text}\n</standing-instructions>\n"
+                ));
+            }
+        }
+        let tools_bytes = serde_json::to_vec(&tools).unwrap_or_default();
+        Prefix {
+            system_hash: short_hash(system.as_bytes()),
+            tools_hash: short_hash(&tools_bytes),
+            system,
+            tools,
+        }
+    }
+}
+
+/// First 16 hex digits of the SHA-256 of `bytes`.
+pub fn short_hash(bytes: &[u8]) -> String {
+    hex::encode(&Sha256::digest(bytes)[..8])
+}
+
+const BASE_PROMPT: &str = "You are Reasonix, a careful coding agent working in the user's \
+repository through tools. Read before you write. Prefer small, exact edits (edit_file, \
+multi_edit) over rewriting files. Run commands with bash when it helps to verify your work. \
+Paths are relative to the workspace root unless absolute. When a tool returns an error, read \
+it and adapt instead of repeating the same call. Keep answers short and concrete; show the \
+user what changed.";
+
+/// Explain a drop in cache-hit tokens by comparing this request's prefix hashes with the
+/// previous request's.
+pub fn cache_note(
+    prev: Option<(&str, &str, u64)>,
+    system_hash: &str,
+    tools_hash: &str,
+    hit_tokens: u64,
+) -> Option<String> {
+    let (prev_sys, prev_tools, prev_hit) = prev?;
+    if hit_tokens >= prev_hit {
+        return None;
+    }
+    let mut changed = Vec::new();
+    if prev_sys != system_hash {
+        changed.push("system prompt");
+    }
+    if prev_tools != tools_hash {
+        changed.push("tool schemas");
+    }
+    Some(if changed.is_empty() {
+        format!(
+            "cache hits dropped from {prev_hit} to {hit_tokens} tokens with an unchanged prefix (the provider's cache expired or was evicted)"
+        )
+    } else {
+        format!(
+            "cache hits dropped from {prev_hit} to {hit_tokens} tokens: the {} changed",
+            changed.join(" and ")
+        )
+    })
+}
+
+/// The conversation (without the system message) rebuilt from journal events.
+pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
+    let mut messages = Vec::new();
+    for ev in events {
+        match &ev.kind {
+            EventKind::UserTurn { text, .. } => {
+                messages.push(json!({"role": "user", "content": text}));
+            }
+            EventKind::AssistantMessage {
+                content,
+                reasoning,
+                tool_calls,
+            } => messages.push(assistant_message(content, reasoning.as_deref(), tool_calls)),
+            EventKind::ToolFinished {
+                call_id, output, ..
+            } => messages.push(tool_message(call_id, output)),
+            EventKind::SessionStarted { .. }
+            | EventKind::TextDelta { .. }
+            | EventKind::ReasoningDelta { .. }
+            | EventKind::ToolStarted { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalAnswered { .. }
+            | EventKind::Usage { .. }
+            | EventKind::TurnFinished { .. }
+            | EventKind::Notice { .. }
+            | EventKind::Checkpoint { .. } => {}
+        }
+    }
+    messages
+}
+
+/// An assistant message in OpenAI format. DeepSeek needs `reasoning_content` replayed on
+/// messages that had reasoning or tool calls (an empty string when it was lost).
+pub fn assistant_message(content: &str, reasoning: Option<&str>, tool_calls: &[ToolCall]) -> Value {
+    let mut msg = json!({"role": "assistant", "content": content});
+    if !tool_calls.is_empty() {
+        msg["tool_calls"] = Value::Array(
+            tool_calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                           "function": {"name": c.name, "arguments": c.arguments}})
+                })
+                .collect(),
+        );
+    }
+    if reasoning.is_some() || !tool_calls.is_empty() {
+        msg["reasoning_content"] = Value::String(reasoning.unwrap_or("").to_string());
+    }
+    msg
+}
+
+/// A tool result message; the output is bounded as it enters the context.
+pub fn tool_message(call_id: &str, output: &str) -> Value {
+    json!({"role": "tool", "tool_call_id": call_id, "content": bound_for_context(output)})
+}
+
+/// Tool calls of the last assistant message that have no result yet: what a crash left
+/// behind. Returns (call, started) pairs; `started` is true when a `ToolStarted` was
+/// journaled, i.e. the tool may have run.
+pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
+    let mut pending: Vec<(ToolCall, bool)> = Vec::new();
+    for ev in events {
+        match &ev.kind {
+            EventKind::AssistantMessage { tool_calls, .. } => {
+                pending = tool_calls.iter().map(|c| (c.clone(), false)).collect();
+            }
+            EventKind::ToolStarted { call_id, .. } => {
+                if let Some(p) = pending.iter_mut().find(|(c, _)| &c.id == call_id) {
+                    p.1 = true;
+                }
+            }
+            EventKind::ToolFinished { call_id, .. } => pending.retain(|(c, _)| &c.id != call_id),
+            EventKind::UserTurn { .. } => pending.clear(),
+            EventKind::SessionStarted { .. }
+            | EventKind::TextDelta { .. }
+            | EventKind::ReasoningDelta { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalAnswered { .. }
+            | EventKind::Usage { .. }
+            | EventKind::TurnFinished { .. }
+            | EventKind::Notice { .. }
+            | EventKind::Checkpoint { .. } => {}
+        }
+    }
+    pending
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_note_names_the_changed_part() {
+        assert_eq!(cache_note(None, "a", "b", 0), None);
+        assert_eq!(cache_note(Some(("a", "b", 100)), "a", "b", 120), None);
+        let n = cache_note(Some(("a", "b", 100)), "a", "c", 10).expect("note");
+        assert!(n.contains("tool schemas changed"), "{n}");
+        let n = cache_note(Some(("a", "b", 100)), "a", "b", 10).expect("note");
+        assert!(n.contains("unchanged prefix"), "{n}");
+    }
+
+    #[test]
+    fn tool_call_messages_replay_reasoning() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "ls".into(),
+            arguments: "{}".into(),
+        };
+        let m = assistant_message("", None, std::slice::from_ref(&call));
+        assert_eq!(m["reasoning_content"], "");
+        let m = assistant_message("hi", None, &[]);
+        assert!(m.get("reasoning_content").is_none());
+    }
+}

@@ -1,1 +1,712 @@
-//! TODO: daemon
+//! The per-(user, workspace) daemon: accepts clients on a private unix socket, resumes their
+//! links, and serves sessions.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reasonix_forward::handshake::{server_accept, server_welcome};
+use reasonix_forward::link::{Link, LinkConfig};
+use reasonix_forward::proto::{
+    ClientRole, DaemonStatus, DirEntry, Notification, OpenSession, ProviderChunk,
+    ProviderRequest, Request, Response, RpcError, SessionOpened, SessionSettings, Welcome,
+    PROTOCOL_VERSION,
+};
+use reasonix_forward::rpc::{Incoming, Rpc};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+
+use crate::paths::HostPaths;
+use crate::session::{Gateway, Runtime, Session};
+
+/// Daemon tunables.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// Exit after this long with no client and no running work.
+    pub idle_timeout: Duration,
+    /// Keep a link whose transport died this long for a resume.
+    pub link_grace: Duration,
+    /// Link tunables.
+    pub link: LinkConfig,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30 * 60),
+            link_grace: Duration::from_secs(30 * 60),
+            link: LinkConfig::default(),
+        }
+    }
+}
+
+/// Errors that stop the daemon from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Another daemon holds the lock.
+    #[error("another reasonix-remote daemon already serves this workspace (lock {0})")]
+    AlreadyRunning(String),
+    /// I/O failure while setting up.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+fn io_ctx(context: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
+    let context = context.into();
+    move |source| DaemonError::Io { context, source }
+}
+
+/// Previous-run marker stored next to the journals.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct DaemonMarker {
+    pid: u32,
+    started: String,
+    clean: bool,
+}
+
+/// The running daemon.
+pub struct Daemon {
+    paths: HostPaths,
+    config: DaemonConfig,
+    runtime: Arc<Runtime>,
+    sandbox_status: String,
+    started: Instant,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    links: Mutex<HashMap<String, Arc<Conn>>>,
+    next_conn: AtomicU64,
+    unclean: Option<String>,
+    last_activity: Mutex<Instant>,
+}
+
+/// One client link.
+struct Conn {
+    id: u64,
+    link_id: String,
+    rpc: Rpc,
+    link: Link,
+    streams: Mutex<HashMap<String, mpsc::UnboundedSender<ProviderChunk>>>,
+    session: Mutex<Option<(Arc<Session>, ClientRole)>>,
+    headless: Mutex<bool>,
+    /// Bumped on every transport attach; a grace timer only closes the link when no newer
+    /// transport arrived.
+    generation: AtomicU64,
+}
+
+impl Gateway for ConnGateway {
+    fn start_stream(&self, request: ProviderRequest) -> mpsc::UnboundedReceiver<ProviderChunk> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.0.streams).insert(request.stream_id.clone(), tx);
+        let rpc = self.0.rpc.clone();
+        let conn = Arc::clone(&self.0);
+        tokio::spawn(async move {
+            let id = request.stream_id.clone();
+            match rpc.request(Request::Provider(request)).await {
+                Ok(_) => {}
+                Err(e) => {
+                    // Dropping the sender ends the stream without Done: the step re-issues.
+                    tracing::warn!("provider request {id} failed on the link: {e}");
+                    lock(&conn.streams).remove(&id);
+                }
+            }
+        });
+        rx
+    }
+
+    fn conn_id(&self) -> u64 {
+        self.0.id
+    }
+
+    fn headless(&self) -> bool {
+        *lock(&self.0.headless)
+    }
+}
+
+struct ConnGateway(Arc<Conn>);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Daemon {
+    /// Prepare a daemon for `paths` (does not bind yet).
+    pub fn new(paths: HostPaths, config: DaemonConfig, runtime: Arc<Runtime>, sandbox_status: String) -> Arc<Daemon> {
+        let unclean = match std::fs::read(&paths.daemon_state)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<DaemonMarker>(&b).ok())
+        {
+            Some(m) if !m.clean && !pid_alive(m.pid) => Some(format!(
+                "the previous reasonix-remote daemon (pid {}, started {}) did not shut down cleanly: it was killed or crashed. If the host kills processes when you log out (systemd KillUserProcesses=yes), run `loginctl enable-linger $USER` on the host so sessions keep running.",
+                m.pid, m.started
+            )),
+            _ => None,
+        };
+        Arc::new(Daemon {
+            paths,
+            config,
+            runtime,
+            sandbox_status,
+            started: Instant::now(),
+            sessions: Mutex::new(HashMap::new()),
+            links: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(1),
+            unclean,
+            last_activity: Mutex::new(Instant::now()),
+        })
+    }
+
+    fn write_marker(&self, clean: bool) {
+        let marker = DaemonMarker {
+            pid: std::process::id(),
+            started: crate::journal::now_rfc3339(),
+            clean,
+        };
+        if let Ok(b) = serde_json::to_vec(&marker) {
+            let _ = std::fs::write(&self.paths.daemon_state, b);
+        }
+    }
+
+    /// Bind the socket (holding the workspace lock) and serve until idle.
+    pub async fn serve(self: Arc<Self>) -> Result<(), DaemonError> {
+        let lock_file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.paths.lock)
+            .map_err(io_ctx(format!("open lock {}", self.paths.lock.display())))?;
+        // SAFETY: flock on a valid fd owned by lock_file, which lives until serve returns.
+        let rc = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&lock_file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        if rc != 0 {
+            return Err(DaemonError::AlreadyRunning(
+                self.paths.lock.display().to_string(),
+            ));
+        }
+        let _ = std::fs::remove_file(&self.paths.socket);
+        let listener = UnixListener::bind(&self.paths.socket)
+            .map_err(io_ctx(format!("bind {}", self.paths.socket.display())))?;
+        std::fs::set_permissions(&self.paths.socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(io_ctx("chmod socket"))?;
+        self.write_marker(false);
+        tracing::info!(socket = %self.paths.socket.display(), "daemon listening");
+        let my_uid = unsafe { libc::getuid() };
+        let mut tick = tokio::time::interval(Duration::from_secs(1).min(self.config.idle_timeout));
+        loop {
+            tokio::select! {
+                acc = listener.accept() => {
+                    let (stream, _) = match acc {
+                        Ok(s) => s,
+                        Err(e) => { tracing::warn!("accept failed: {e}"); continue; }
+                    };
+                    match stream.peer_cred() {
+                        Ok(cred) if cred.uid() == my_uid => {}
+                        Ok(cred) => {
+                            tracing::warn!("refused a client with uid {} (daemon uid {my_uid})", cred.uid());
+                            continue;
+                        }
+                        Err(e) => { tracing::warn!("peer credentials unavailable: {e}"); continue; }
+                    }
+                    self.touch();
+                    let me = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        if let Err(e) = me.handle_transport(stream).await {
+                            tracing::warn!("client transport ended: {e}");
+                        }
+                    });
+                }
+                _ = tick.tick() => {
+                    if self.idle_expired() {
+                        tracing::info!("idle timeout reached; exiting");
+                        break;
+                    }
+                }
+                _ = shutdown_signal() => {
+                    tracing::info!("signal received; exiting");
+                    break;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&self.paths.socket);
+        self.write_marker(true);
+        drop(lock_file);
+        Ok(())
+    }
+
+    fn touch(&self) {
+        *lock(&self.last_activity) = Instant::now();
+    }
+
+    fn idle_expired(&self) -> bool {
+        let connected = lock(&self.links).values().any(|c| c.link.is_connected());
+        let busy = lock(&self.sessions).values().any(|s| s.busy())
+            || self.runtime.tool_ctx.jobs.running_count() > 0;
+        if connected || busy {
+            self.touch();
+            return false;
+        }
+        lock(&self.last_activity).elapsed() >= self.config.idle_timeout
+    }
+
+    async fn handle_transport(self: Arc<Self>, stream: UnixStream) -> Result<(), String> {
+        let (reader, mut writer) = stream.into_split();
+        let (reader, hello) = server_accept(reader, &mut writer, reasonix_forward::build_id())
+            .await
+            .map_err(|e| e.to_string())?;
+        if hello.protocol != PROTOCOL_VERSION {
+            let welcome = Welcome {
+                protocol: PROTOCOL_VERSION,
+                build_id: reasonix_forward::build_id().to_string(),
+                link_id: String::new(),
+                resumed: false,
+                received: 0,
+                resume_refused: Some(format!(
+                    "protocol mismatch: host speaks {PROTOCOL_VERSION}, client speaks {}",
+                    hello.protocol
+                )),
+            };
+            let _ = server_welcome(&mut writer, &welcome).await;
+            return Err("protocol mismatch".into());
+        }
+        let existing = hello
+            .resume
+            .as_ref()
+            .and_then(|r| lock(&self.links).get(&r.link_id).cloned());
+        let (conn, peer_received, resumed, refused) = match existing {
+            Some(conn) => {
+                let received = hello.resume.as_ref().map(|r| r.received).unwrap_or(0);
+                (conn, received, true, None)
+            }
+            None => {
+                let conn = self.new_conn();
+                let refused = hello.resume.as_ref().map(|r| {
+                    format!("link {} is unknown to this daemon (it restarted or the link expired); catching up from the journal", r.link_id)
+                });
+                (conn, 0, false, refused)
+            }
+        };
+        let welcome = Welcome {
+            protocol: PROTOCOL_VERSION,
+            build_id: reasonix_forward::build_id().to_string(),
+            link_id: conn.link_id.clone(),
+            resumed,
+            received: conn.link.received(),
+            resume_refused: refused,
+        };
+        server_welcome(&mut writer, &welcome)
+            .await
+            .map_err(|e| e.to_string())?;
+        let generation = conn.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        tracing::info!(link = %conn.link_id, resumed, "transport attached");
+        let err = conn.link.run_transport(reader, writer, peer_received).await;
+        tracing::info!(link = %conn.link_id, "transport ended: {err}");
+        self.touch();
+        // Keep the link for a resume; close it if no new transport came within the grace.
+        let me = Arc::clone(&self);
+        tokio::spawn(async move {
+            tokio::time::sleep(me.config.link_grace).await;
+            if conn.generation.load(Ordering::SeqCst) == generation && !conn.link.is_connected() {
+                me.drop_conn(&conn);
+            }
+        });
+        Ok(())
+    }
+
+    fn drop_conn(&self, conn: &Arc<Conn>) {
+        tracing::info!(link = %conn.link_id, "link expired");
+        lock(&self.links).remove(&conn.link_id);
+        conn.link.close();
+        lock(&conn.streams).clear();
+        if let Some((session, _)) = lock(&conn.session).take() {
+            session.release_driver(conn.id);
+        }
+    }
+
+    fn new_conn(self: &Arc<Self>) -> Arc<Conn> {
+        let (link, inbound) = Link::new(self.config.link.clone());
+        let (rpc, incoming) = Rpc::new(link.clone(), inbound);
+        let id = self.next_conn.fetch_add(1, Ordering::SeqCst);
+        let link_id = format!("{:016x}{:08x}", rand::random::<u64>(), id);
+        let conn = Arc::new(Conn {
+            id,
+            link_id: link_id.clone(),
+            rpc,
+            link,
+            streams: Mutex::new(HashMap::new()),
+            session: Mutex::new(None),
+            headless: Mutex::new(false),
+            generation: AtomicU64::new(0),
+        });
+        lock(&self.links).insert(link_id, Arc::clone(&conn));
+        let me = Arc::clone(self);
+        let c = Arc::clone(&conn);
+        tokio::spawn(async move { me.serve_conn(c, incoming).await });
+        conn
+    }
+
+    async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
+        while let Some(msg) = incoming.recv().await {
+            match msg {
+                Incoming::Notify(Notification::ProviderChunk { stream_id, chunk }) => {
+                    let finished =
+                        matches!(chunk, ProviderChunk::Done { .. } | ProviderChunk::Error { .. });
+                    let mut streams = lock(&conn.streams);
+                    if let Some(tx) = streams.get(&stream_id) {
+                        let _ = tx.send(chunk);
+                    }
+                    if finished {
+                        streams.remove(&stream_id);
+                    }
+                }
+                Incoming::Notify(other) => {
+                    tracing::debug!("ignored notification from client: {other:?}");
+                }
+                Incoming::Request { id, body } => {
+                    let me = Arc::clone(&self);
+                    let c = Arc::clone(&conn);
+                    tokio::spawn(async move {
+                        let result = me.handle_request(&c, body).await;
+                        if let Err(e) = c.rpc.respond(id, result).await {
+                            tracing::warn!("could not answer request {id}: {e}");
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    fn status(&self) -> DaemonStatus {
+        DaemonStatus {
+            build_id: reasonix_forward::build_id().to_string(),
+            pid: std::process::id(),
+            uptime_secs: self.started.elapsed().as_secs(),
+            workspace: self.paths.workspace.display().to_string(),
+            sandbox: self.sandbox_status.clone(),
+            clients: lock(&self.links)
+                .values()
+                .filter(|c| c.link.is_connected())
+                .count() as u32,
+            sessions: self.list_session_ids().len() as u32,
+            unclean_previous_shutdown: self.unclean.clone(),
+        }
+    }
+
+    fn list_session_ids(&self) -> Vec<(String, std::time::SystemTime)> {
+        let mut out = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(&self.paths.sessions_dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(id) = name.strip_suffix(".jsonl") {
+                    let mtime = e
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .unwrap_or(std::time::UNIX_EPOCH);
+                    out.push((id.to_string(), mtime));
+                }
+            }
+        }
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        out
+    }
+
+    fn load_session(&self, id: &str) -> Result<(Arc<Session>, Option<String>), RpcError> {
+        if let Some(s) = lock(&self.sessions).get(id) {
+            return Ok((Arc::clone(s), None));
+        }
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(RpcError::new("bad_request", format!("invalid session id {id:?}")));
+        }
+        let path = self.paths.sessions_dir.join(format!("{id}.jsonl"));
+        let (session, notice) = Session::open(id, &path, Arc::clone(&self.runtime), &self.paths.workspace)
+            .map_err(|e| RpcError::new("journal", e.to_string()))?;
+        lock(&self.sessions).insert(id.to_string(), Arc::clone(&session));
+        Ok((session, notice))
+    }
+
+    async fn handle_request(&self, conn: &Arc<Conn>, body: Request) -> Result<Response, RpcError> {
+        self.touch();
+        match body {
+            Request::Status => Ok(Response::Status(self.status())),
+            Request::ListSessions => {
+                let mut sessions = Vec::new();
+                for (id, _) in self.list_session_ids() {
+                    if let Ok((s, _)) = self.load_session(&id) {
+                        sessions.push(s.info());
+                    }
+                }
+                Ok(Response::Sessions { sessions })
+            }
+            Request::OpenSession(open) => self.open_session(conn, open).await,
+            Request::SubmitTurn { request_id, text } => {
+                let session = self.driven_session(conn)?;
+                match session.submit(&request_id, &text) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(RpcError::new("busy", e.to_string())),
+                }
+            }
+            Request::ContinueTurn { request_id } => {
+                let session = self.driven_session(conn)?;
+                match session.continue_turn(&request_id) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(RpcError::new("not_paused", e.to_string())),
+                }
+            }
+            Request::Cancel { request_id } => {
+                let session = self.driven_session(conn)?;
+                Ok(if session.cancel(&request_id) {
+                    Response::Ok
+                } else {
+                    Response::Duplicate
+                })
+            }
+            Request::Approve {
+                request_id,
+                approval_id,
+                decision,
+            } => {
+                let session = self.driven_session(conn)?;
+                match session.approve(&request_id, &approval_id, decision) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(RpcError::new("not_found", e.to_string())),
+                }
+            }
+            Request::Takeover => {
+                let session = lock(&conn.session)
+                    .as_ref()
+                    .map(|(s, _)| Arc::clone(s))
+                    .ok_or_else(no_session)?;
+                self.make_driver(conn, &session, None);
+                Ok(Response::Ok)
+            }
+            Request::Rewind { .. } => Err(RpcError::new(
+                "unsupported",
+                "rewind is not available in this build of reasonix-remote",
+            )),
+            Request::ListDir { path } => self.list_dir(&path),
+            Request::Provider(_) => Err(RpcError::new(
+                "bad_request",
+                "the host has no provider gateway; provider requests go from host to laptop",
+            )),
+        }
+    }
+
+    fn driven_session(&self, conn: &Arc<Conn>) -> Result<Arc<Session>, RpcError> {
+        match lock(&conn.session).as_ref() {
+            Some((s, ClientRole::Driver)) if s.driver_id() == Some(conn.id) => Ok(Arc::clone(s)),
+            Some(_) => Err(RpcError::new(
+                "read_only",
+                "this client is attached read-only; another client drives the session (start with --takeover to take it over)",
+            )),
+            None => Err(no_session()),
+        }
+    }
+
+    fn make_driver(&self, conn: &Arc<Conn>, session: &Arc<Session>, settings: Option<SessionSettings>) {
+        if let Some(old) = session.driver_id().filter(|id| *id != conn.id) {
+            let old_conn = lock(&self.links).values().find(|c| c.id == old).cloned();
+            if let Some(old_conn) = old_conn {
+                if let Some(entry) = lock(&old_conn.session).as_mut() {
+                    entry.1 = ClientRole::Spectator;
+                }
+                let rpc = old_conn.rpc.clone();
+                tokio::spawn(async move {
+                    let _ = rpc
+                        .notify(Notification::Role {
+                            role: ClientRole::Spectator,
+                            reason: "another client took over this session; you are now read-only".into(),
+                        })
+                        .await;
+                });
+            }
+        }
+        if let Some(entry) = lock(&conn.session).as_mut() {
+            entry.1 = ClientRole::Driver;
+        }
+        session.set_driver(Some(Arc::new(ConnGateway(Arc::clone(conn)))), settings);
+    }
+
+    async fn open_session(&self, conn: &Arc<Conn>, open: OpenSession) -> Result<Response, RpcError> {
+        let (id, created) = match (&open.session, open.new) {
+            (Some(id), _) => (id.clone(), false),
+            (None, true) => (new_session_id(), true),
+            (None, false) => match self.list_session_ids().first() {
+                Some((id, _)) => (id.clone(), false),
+                None => (new_session_id(), true),
+            },
+        };
+        if !created
+            && open.session.is_some()
+            && !lock(&self.sessions).contains_key(&id)
+            && !self.paths.sessions_dir.join(format!("{id}.jsonl")).exists()
+        {
+            return Err(RpcError::new(
+                "not_found",
+                format!("no session {id} in this workspace; list them with /sessions or `reasonix run --continue`"),
+            ));
+        }
+        let (session, load_notice) = self.load_session(&id)?;
+        *lock(&conn.headless) = open.settings.headless;
+        // Detach from a previously open session.
+        if let Some((old, _)) = lock(&conn.session).take() {
+            old.release_driver(conn.id);
+        }
+        *lock(&conn.session) = Some((Arc::clone(&session), ClientRole::Spectator));
+        let current = session.driver_id();
+        let current_live = current
+            .and_then(|d| lock(&self.links).values().find(|c| c.id == d).cloned())
+            .map(|c| c.link.is_connected())
+            .unwrap_or(false);
+        let role = if open.read_only || (current_live && current != Some(conn.id) && !open.takeover) {
+            ClientRole::Spectator
+        } else {
+            self.make_driver(conn, &session, Some(open.settings.clone()));
+            ClientRole::Driver
+        };
+        let (events, mut live, state, detail) = session.subscribe(open.since);
+        let last_seq = session.last_seq();
+        let notice: Vec<String> = [self.unclean.clone(), load_notice].into_iter().flatten().collect();
+        let notice = (!notice.is_empty()).then(|| notice.join("\n"));
+        // Catch-up, then live events, on a task of their own. Events carry their seq, so a
+        // client handles them whether they arrive before or after the SessionOpened answer.
+        let rpc = conn.rpc.clone();
+        let s = Arc::clone(&session);
+        let my_conn = Arc::clone(conn);
+        tokio::spawn(async move {
+            let mut sent = open.since;
+            for ev in events {
+                sent = ev.seq;
+                if rpc.notify(Notification::Event(ev)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = rpc
+                .notify(Notification::State { state, detail })
+                .await;
+            loop {
+                // Stop forwarding when this link switched to another session.
+                let still = lock(&my_conn.session)
+                    .as_ref()
+                    .map(|(x, _)| Arc::ptr_eq(x, &s))
+                    .unwrap_or(false);
+                if !still {
+                    return;
+                }
+                match live.recv().await {
+                    Ok(Notification::Event(ev)) => {
+                        if ev.seq <= sent {
+                            continue;
+                        }
+                        // Fill any gap from memory (nothing may be skipped).
+                        if ev.seq > sent + 1 {
+                            for missed in s.events_since(sent) {
+                                if missed.seq >= ev.seq {
+                                    break;
+                                }
+                                sent = missed.seq;
+                                if rpc.notify(Notification::Event(missed)).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        sent = ev.seq;
+                        if rpc.notify(Notification::Event(ev)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(other) => {
+                        if rpc.notify(other).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        for missed in s.events_since(sent) {
+                            sent = missed.seq;
+                            if rpc.notify(Notification::Event(missed)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::SessionOpened(SessionOpened {
+            session: id,
+            created,
+            role,
+            last_seq,
+            state: session.state(),
+            notice,
+            sandbox: self.sandbox_status.clone(),
+        }))
+    }
+
+    fn list_dir(&self, rel: &str) -> Result<Response, RpcError> {
+        let rel = Path::new(rel);
+        if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            return Err(RpcError::new(
+                "outside_workspace",
+                "only paths inside the workspace can be listed",
+            ));
+        }
+        let dir = self.paths.workspace.join(rel);
+        let rd = std::fs::read_dir(&dir).map_err(|e| {
+            RpcError::new("io", format!("cannot list {}: {e}", dir.display()))
+        })?;
+        let mut entries: Vec<DirEntry> = rd
+            .flatten()
+            .map(|e| DirEntry {
+                name: e.file_name().to_string_lossy().into_owned(),
+                is_dir: e.file_type().map(|t| t.is_dir()).unwrap_or(false),
+            })
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Response::DirEntries { entries })
+    }
+}
+
+fn no_session() -> RpcError {
+    RpcError::new("no_session", "open a session first")
+}
+
+fn new_session_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format!("{now:x}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+}
+
+/// True when a process with this pid exists.
+pub fn pid_alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence/permission.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! {
+                _ = t.recv() => {}
+                _ = i.recv() => {}
+            }
+        }
+        _ => std::future::pending::<()>().await,
+    }
+}

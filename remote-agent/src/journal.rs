@@ -1,1 +1,186 @@
-//! TODO: journal
+//! The append-only session journal: one JSON event per line, numbered from 1.
+//!
+//! Lines are written as soon as an event happens and the file is fsynced at every turn
+//! boundary (and before a tool starts, so a crash can never make us run it twice). A daemon
+//! killed with `kill -9` may leave a torn last line; it is skipped (and reported) on reopen.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use reasonix_forward::proto::{Event, EventKind};
+
+/// Errors of the journal.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// I/O on the journal file failed.
+    #[error("session journal {path}: {source}")]
+    Io {
+        /// The journal file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+/// An open journal.
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    next_seq: u64,
+    /// Lines that could not be parsed on open (torn writes).
+    pub skipped_lines: usize,
+}
+
+impl Journal {
+    /// Open (or create) the journal at `path` and return it with every event in it.
+    pub fn open(path: &Path) -> Result<(Journal, Vec<Event>), JournalError> {
+        let io_err = |source| JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut events = Vec::new();
+        let mut skipped = 0;
+        if path.exists() {
+            let reader = BufReader::new(File::open(path).map_err(io_err)?);
+            for line in reader.split(b'\n') {
+                let line = line.map_err(io_err)?;
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match serde_json::from_slice::<Event>(&line) {
+                    Ok(ev) => events.push(ev),
+                    Err(_) => skipped += 1,
+                }
+            }
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io_err)?;
+        // A torn last line has no newline; terminate it so the next event starts clean.
+        if skipped > 0 {
+            file.write_all(b"\n").map_err(io_err)?;
+        }
+        let next_seq = events.last().map(|e| e.seq + 1).unwrap_or(1);
+        Ok((
+            Journal {
+                path: path.to_path_buf(),
+                file,
+                next_seq,
+                skipped_lines: skipped,
+            },
+            events,
+        ))
+    }
+
+    /// Append an event and return it with its number.
+    pub fn append(&mut self, turn: u64, kind: EventKind) -> Result<Event, JournalError> {
+        let event = Event {
+            seq: self.next_seq,
+            ts: now_rfc3339(),
+            turn,
+            kind,
+        };
+        let mut line = serde_json::to_vec(&event).map_err(|e| JournalError::Io {
+            path: self.path.clone(),
+            source: io::Error::other(e),
+        })?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .map_err(|source| JournalError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.next_seq += 1;
+        Ok(event)
+    }
+
+    /// Flush to stable storage.
+    pub fn sync(&mut self) -> Result<(), JournalError> {
+        self.file.sync_data().map_err(|source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Highest sequence number written.
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// Path of the journal file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Current UTC time as RFC 3339 with milliseconds.
+pub fn now_rfc3339() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format_rfc3339(now.as_secs() as i64, now.subsec_millis())
+}
+
+/// Format seconds since the epoch (UTC) as RFC 3339.
+pub fn format_rfc3339(secs: i64, millis: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil-from-days (proleptic Gregorian), valid for all i64 day counts we meet.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(format_rfc3339(1_796_043_600, 0), "2026-11-30T13:00:00.000Z");
+    }
+
+    #[test]
+    fn torn_last_line_is_skipped_and_numbering_continues() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.jsonl");
+        {
+            let (mut j, ev) = Journal::open(&path).expect("open");
+            assert!(ev.is_empty());
+            j.append(1, EventKind::Notice { text: "a".into() })
+                .expect("append");
+            j.append(1, EventKind::Notice { text: "b".into() })
+                .expect("append");
+            j.sync().expect("sync");
+        }
+        // Simulate a crash in the middle of a write.
+        let mut f = OpenOptions::new().append(true).open(&path).expect("reopen");
+        f.write_all(b"{\"seq\":3,\"ts\":\"x\",\"tu").expect("write");
+        drop(f);
+        let (mut j, ev) = Journal::open(&path).expect("open again");
+        assert_eq!(ev.len(), 2);
+        assert_eq!(j.skipped_lines, 1);
+        let e = j
+            .append(2, EventKind::Notice { text: "c".into() })
+            .expect("append");
+        assert_eq!(e.seq, 3);
+        drop(j);
+        let (_, ev) = Journal::open(&path).expect("open third");
+        assert_eq!(ev.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    }
+}

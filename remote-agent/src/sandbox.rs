@@ -1,1 +1,287 @@
-//! TODO: sandbox
+//! The bash sandbox: bubblewrap (`bwrap`) with the whole filesystem read-only except the
+//! writable roots, a private `/tmp`, `.git` internals re-protected, secrets masked, and
+//! optionally no network. Probed once per session; when enforced but unusable, bash refuses to
+//! run (never silently unconfined).
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// How bash commands are confined (`[sandbox] bash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Run under bwrap; refuse to run when bwrap does not work.
+    Enforce,
+    /// Run commands unconfined (an explicit user choice).
+    Off,
+}
+
+/// Sandbox settings (the `[sandbox]` table, already merged and with `~` expanded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Enforce or off.
+    pub bash: SandboxMode,
+    /// When false, commands get their own empty network namespace (`--unshare-net`).
+    pub network: bool,
+    /// Writable roots besides the workspace.
+    pub allow_write: Vec<PathBuf>,
+    /// Paths hidden from commands (dirs become empty, files read as empty).
+    pub forbid_read: Vec<PathBuf>,
+    /// Toolchain caches made writable when they exist (cargo registry, `~/.cache`, npm).
+    pub cache_dirs: Vec<PathBuf>,
+    /// The bwrap program: a bare name is looked up in `PATH`. Injectable so tests can point it
+    /// at a missing binary.
+    pub bwrap_path: PathBuf,
+}
+
+impl SandboxConfig {
+    /// Defaults for a user whose home is `home`: enforce, network on, nothing extra writable,
+    /// `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.reasonix/.env` (or `$REASONIX_HOME/.env`) hidden,
+    /// cargo/npm/`~/.cache` caches writable.
+    pub fn defaults_for_home(home: Option<&Path>) -> Self {
+        let mut forbid_read = Vec::new();
+        let mut cache_dirs = Vec::new();
+        if let Some(h) = home {
+            for d in [".ssh", ".aws", ".gnupg"] {
+                forbid_read.push(h.join(d));
+            }
+            forbid_read.push(h.join(".reasonix").join(".env"));
+            for d in [".cargo/registry", ".cargo/git", ".cache", ".npm"] {
+                cache_dirs.push(h.join(d));
+            }
+        }
+        if let Some(rh) = std::env::var_os("REASONIX_HOME") {
+            let p = PathBuf::from(rh).join(".env");
+            if !forbid_read.contains(&p) {
+                forbid_read.push(p);
+            }
+        }
+        Self {
+            bash: SandboxMode::Enforce,
+            network: true,
+            allow_write: Vec::new(),
+            forbid_read,
+            cache_dirs,
+            bwrap_path: PathBuf::from("bwrap"),
+        }
+    }
+}
+
+impl Default for SandboxConfig {
+    /// [`SandboxConfig::defaults_for_home`] with `$HOME`.
+    fn default() -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Self::defaults_for_home(home.as_deref())
+    }
+}
+
+/// Why a command was not started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// Enforced, but bwrap is missing or broken.
+    #[error(
+        "refusing to run bash: the sandbox is enforced ([sandbox] bash = \"enforce\") but bubblewrap is unavailable: {why}. \
+         Install bubblewrap (e.g. `apt-get install bubblewrap`), or choose to run commands unconfined with \
+         `bash = \"off\"` under `[sandbox]` in ~/.reasonix/config.toml."
+    )]
+    Unavailable {
+        /// What the probe found.
+        why: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Off,
+    Bwrap(PathBuf),
+    Unavailable(String),
+}
+
+/// A probed sandbox for one workspace.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    config: SandboxConfig,
+    workspace: PathBuf,
+    state: State,
+    shell: PathBuf,
+}
+
+/// How long the bwrap probe may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Sandbox {
+    /// Probes bwrap once (2 s budget) with the namespaces we use and records the outcome.
+    pub fn probe(config: SandboxConfig, workspace: &Path) -> Sandbox {
+        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+        let state = match config.bash {
+            SandboxMode::Off => State::Off,
+            SandboxMode::Enforce => match find_program(&config.bwrap_path) {
+                None => State::Unavailable(format!(
+                    "{} not found{}",
+                    config.bwrap_path.display(),
+                    if config.bwrap_path.components().count() > 1 { "" } else { " in PATH" }
+                )),
+                Some(bwrap) => match run_probe(&bwrap, config.network) {
+                    Ok(()) => State::Bwrap(bwrap),
+                    Err(why) => State::Unavailable(why),
+                },
+            },
+        };
+        Sandbox { config, workspace, state, shell: PathBuf::from(shell) }
+    }
+
+    /// A sandbox that runs commands unconfined (tests, and `bash = "off"`).
+    pub fn off(workspace: &Path) -> Sandbox {
+        let config = SandboxConfig { bash: SandboxMode::Off, ..SandboxConfig::default() };
+        Self::probe(config, workspace)
+    }
+
+    /// `"bwrap"`, `"unavailable (why)"` or `"off"`.
+    pub fn status(&self) -> String {
+        match &self.state {
+            State::Off => "off".to_string(),
+            State::Bwrap(_) => "bwrap".to_string(),
+            State::Unavailable(why) => format!("unavailable ({why})"),
+        }
+    }
+
+    /// True when commands run inside bwrap.
+    pub fn is_active(&self) -> bool {
+        matches!(self.state, State::Bwrap(_))
+    }
+
+    /// The settings this sandbox was built from.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// The workspace (canonical).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The command that runs `shell_command` in `cwd`: under bwrap when enforced, plain
+    /// `bash -c` when off. Enforced but unavailable → the refusal, and nothing runs.
+    pub fn command(&self, shell_command: &str, cwd: &Path) -> Result<tokio::process::Command, SandboxError> {
+        match &self.state {
+            State::Off => {
+                let mut c = tokio::process::Command::new(&self.shell);
+                c.arg("-c").arg(shell_command).current_dir(cwd);
+                Ok(c)
+            }
+            State::Bwrap(bwrap) => {
+                let mut c = tokio::process::Command::new(bwrap);
+                c.args(self.bwrap_args(cwd));
+                c.arg("--").arg(&self.shell).arg("-c").arg(shell_command);
+                Ok(c)
+            }
+            State::Unavailable(why) => Err(SandboxError::Unavailable { why: why.clone() }),
+        }
+    }
+
+    /// The directories a sandboxed command may write: workspace, `allow_write` and the
+    /// existing toolchain caches, canonical, without duplicates.
+    pub fn writable_roots(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        let candidates = std::iter::once(&self.workspace)
+            .chain(self.config.allow_write.iter())
+            .chain(self.config.cache_dirs.iter());
+        for p in candidates {
+            if let Ok(c) = std::fs::canonicalize(p) {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
+    /// The bwrap options (everything before `--`). Later mounts override earlier ones, so the
+    /// order is: read-only root, devices, proc, private /tmp, writable roots, `.git`
+    /// re-protected, secrets masked.
+    pub fn bwrap_args(&self, cwd: &Path) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
+        push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
+        push(&["--dev".as_ref(), "/dev".as_ref()]);
+        push(&["--proc".as_ref(), "/proc".as_ref()]);
+        push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
+        let roots = self.writable_roots();
+        for r in &roots {
+            push(&["--bind".as_ref(), r.as_os_str(), r.as_os_str()]);
+        }
+        for r in &roots {
+            let git = r.join(".git");
+            if std::fs::symlink_metadata(&git).is_ok() {
+                let git = std::fs::canonicalize(&git).unwrap_or(git);
+                push(&["--ro-bind".as_ref(), git.as_os_str(), git.as_os_str()]);
+            }
+        }
+        for f in &self.config.forbid_read {
+            let Ok(meta) = std::fs::metadata(f) else { continue };
+            let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+            if meta.is_dir() {
+                push(&["--tmpfs".as_ref(), f.as_os_str()]);
+                push(&["--remount-ro".as_ref(), f.as_os_str()]);
+            } else {
+                push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), f.as_os_str()]);
+            }
+        }
+        if !self.config.network {
+            push(&["--unshare-net".as_ref()]);
+        }
+        push(&["--die-with-parent".as_ref(), "--unshare-pid".as_ref(), "--new-session".as_ref()]);
+        push(&["--chdir".as_ref(), cwd.as_os_str()]);
+        a
+    }
+}
+
+/// `name` itself when it has a slash, else the first match in `PATH`.
+fn find_program(name: &Path) -> Option<PathBuf> {
+    if name.components().count() > 1 {
+        return name.is_file().then(|| name.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// Runs `bwrap … -- true` with the namespaces we use, within [`PROBE_TIMEOUT`].
+fn run_probe(bwrap: &Path, network: bool) -> Result<(), String> {
+    let mut cmd = std::process::Command::new(bwrap);
+    cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    cmd.args(["--die-with-parent", "--unshare-pid", "--new-session"]);
+    if !network {
+        cmd.arg("--unshare-net");
+    }
+    cmd.args(["--", "true"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", bwrap.display()))?;
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => {
+                let mut err = String::new();
+                if let Some(mut s) = child.stderr.take() {
+                    let _ = s.read_to_string(&mut err);
+                }
+                let first = err.lines().next().unwrap_or("").trim().to_string();
+                return Err(format!(
+                    "probe `{} --ro-bind / / --dev /dev --proc /proc -- true` failed ({status}){}",
+                    bwrap.display(),
+                    if first.is_empty() { String::new() } else { format!(": {first}") }
+                ));
+            }
+            Ok(None) if started.elapsed() > PROBE_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("probe did not finish within {} s", PROBE_TIMEOUT.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(format!("probe wait failed: {e}")),
+        }
+    }
+}

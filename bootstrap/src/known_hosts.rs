@@ -1,0 +1,437 @@
+//! OpenSSH `known_hosts` files: lookup (plain and hashed `|1|` entries, `[host]:port`,
+//! wildcard/negated patterns, `@revoked`, `@cert-authority`) and appending accepted keys.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use russh::keys::{HashAlg, PublicKey};
+use sha1::Sha1;
+
+use crate::config::pattern_list_match;
+
+/// Marker at the start of a known_hosts line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// A plain entry.
+    None,
+    /// `@revoked`: this key must never be accepted.
+    Revoked,
+    /// `@cert-authority`: host certificates signed by this key are trusted.
+    CertAuthority,
+}
+
+#[derive(Debug, Clone)]
+enum HostPattern {
+    /// Comma-separated patterns (may include `*`, `?`, `!` and `[host]:port`).
+    Plain(String),
+    /// `|1|salt|hash`.
+    Hashed { salt: Vec<u8>, hash: Vec<u8> },
+}
+
+/// One parsed known_hosts line.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// File the line came from.
+    pub file: PathBuf,
+    /// 1-based line number.
+    pub line: usize,
+    /// Marker.
+    pub marker: Marker,
+    hosts: HostPattern,
+    /// The key on that line.
+    pub key: PublicKey,
+}
+
+/// Result of looking a key up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The key is on record for this host (file and line of the match).
+    Known {
+        /// File.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+    },
+    /// Nothing on record for this host with this key type.
+    Unknown,
+    /// A different key of the same type is on record.
+    Changed {
+        /// Fingerprint of the recorded key.
+        old_fingerprint: String,
+        /// Type of the recorded key.
+        old_key_type: String,
+        /// File of the recorded key.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+    },
+    /// The key is marked `@revoked`.
+    Revoked {
+        /// File.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+    },
+}
+
+/// Errors writing known_hosts.
+#[derive(Debug, thiserror::Error)]
+pub enum KnownHostsError {
+    /// The file or its directory could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The known_hosts file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The key could not be encoded.
+    #[error("cannot encode host key: {0}")]
+    Encode(String),
+}
+
+/// The name OpenSSH looks up: `host` on port 22, `[host]:port` otherwise.
+pub fn host_port_name(host: &str, port: u16) -> String {
+    if port == 22 {
+        host.to_string()
+    } else {
+        format!("[{host}]:{port}")
+    }
+}
+
+/// `SHA256:...` fingerprint as OpenSSH prints it.
+pub fn fingerprint(key: &PublicKey) -> String {
+    key.fingerprint(HashAlg::Sha256).to_string()
+}
+
+/// Algorithm name, e.g. `ssh-ed25519`.
+pub fn key_type(key: &PublicKey) -> String {
+    key.algorithm().as_str().to_string()
+}
+
+fn hmac_sha1(salt: &[u8], msg: &[u8]) -> Vec<u8> {
+    // HMAC accepts keys of any length, so `new_from_slice` cannot fail here.
+    match <Hmac<Sha1> as Mac>::new_from_slice(salt) {
+        Ok(mut mac) => {
+            mac.update(msg);
+            mac.finalize().into_bytes().to_vec()
+        }
+        Err(_) => Vec::new(),
+    }
+}
+
+impl HostPattern {
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            HostPattern::Plain(list) => pattern_list_match(list.split(','), name),
+            HostPattern::Hashed { salt, hash } => hmac_sha1(salt, name.as_bytes()) == *hash,
+        }
+    }
+}
+
+fn parse_line(file: &Path, line_no: usize, line: &str) -> Option<Entry> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    let mut fields = line.split_whitespace();
+    let mut first = fields.next()?;
+    let marker = match first {
+        "@revoked" => Marker::Revoked,
+        "@cert-authority" => Marker::CertAuthority,
+        m if m.starts_with('@') => return None,
+        _ => Marker::None,
+    };
+    if marker != Marker::None {
+        first = fields.next()?;
+    }
+    let key_type = fields.next()?;
+    let key_b64 = fields.next()?;
+    let key = PublicKey::from_openssh(&format!("{key_type} {key_b64}")).ok()?;
+    let hosts = if let Some(rest) = first.strip_prefix("|1|") {
+        let (salt, hash) = rest.split_once('|')?;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        HostPattern::Hashed {
+            salt: b64.decode(salt).ok()?,
+            hash: b64.decode(hash).ok()?,
+        }
+    } else {
+        HostPattern::Plain(first.to_string())
+    };
+    Some(Entry {
+        file: file.to_path_buf(),
+        line: line_no,
+        marker,
+        hosts,
+        key,
+    })
+}
+
+/// Every entry of a set of known_hosts files (missing files are skipped).
+#[derive(Debug, Clone, Default)]
+pub struct KnownHosts {
+    entries: Vec<Entry>,
+}
+
+impl KnownHosts {
+    /// Read and parse the files; unreadable files and unparsable lines are skipped, as OpenSSH
+    /// does.
+    pub fn load(files: &[PathBuf]) -> Self {
+        let mut entries = Vec::new();
+        for file in files {
+            let Ok(text) = std::fs::read_to_string(file) else {
+                continue;
+            };
+            for (i, line) in text.lines().enumerate() {
+                if let Some(e) = parse_line(file, i + 1, line) {
+                    entries.push(e);
+                }
+            }
+        }
+        Self { entries }
+    }
+
+    /// All parsed entries.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Look up `key` presented by `host:port`.
+    ///
+    /// `@revoked` wins over everything; then an exact match; then a different key of the same
+    /// type (changed). Keys of other types on record do not make a key "changed" (OpenSSH asks
+    /// in that case too).
+    pub fn lookup(&self, host: &str, port: u16, key: &PublicKey) -> Lookup {
+        let name = host_port_name(host, port);
+        for e in &self.entries {
+            if e.marker == Marker::Revoked && e.key.key_data() == key.key_data() {
+                return Lookup::Revoked {
+                    file: e.file.clone(),
+                    line: e.line,
+                };
+            }
+        }
+        let mut changed: Option<&Entry> = None;
+        for e in &self.entries {
+            if e.marker != Marker::None || !e.hosts.matches(&name) {
+                continue;
+            }
+            if e.key.key_data() == key.key_data() {
+                return Lookup::Known {
+                    file: e.file.clone(),
+                    line: e.line,
+                };
+            }
+            if changed.is_none() && e.key.algorithm() == key.algorithm() {
+                changed = Some(e);
+            }
+        }
+        match changed {
+            Some(e) => Lookup::Changed {
+                old_fingerprint: fingerprint(&e.key),
+                old_key_type: key_type(&e.key),
+                file: e.file.clone(),
+                line: e.line,
+            },
+            None => Lookup::Unknown,
+        }
+    }
+
+    /// Whether a `@cert-authority` entry for `host:port` holds `ca_key`.
+    pub fn is_trusted_ca(&self, host: &str, port: u16, ca_key: &PublicKey) -> bool {
+        let name = host_port_name(host, port);
+        self.entries.iter().any(|e| {
+            e.marker == Marker::CertAuthority
+                && e.hosts.matches(&name)
+                && e.key.key_data() == ca_key.key_data()
+        })
+    }
+}
+
+/// Format one known_hosts line for `host:port` (hashed when asked).
+pub fn format_line(
+    host: &str,
+    port: u16,
+    key: &PublicKey,
+    hashed: bool,
+) -> Result<String, KnownHostsError> {
+    let name = host_port_name(host, port);
+    let mut k = key.clone();
+    k.set_comment("");
+    let key_text = k
+        .to_openssh()
+        .map_err(|e| KnownHostsError::Encode(e.to_string()))?;
+    let key_text = key_text.trim_end();
+    let hosts = if hashed {
+        let salt: [u8; 20] = rand::random();
+        let hash = hmac_sha1(&salt, name.as_bytes());
+        let b64 = base64::engine::general_purpose::STANDARD;
+        format!("|1|{}|{}", b64.encode(salt), b64.encode(hash))
+    } else {
+        name
+    };
+    Ok(format!("{hosts} {key_text}\n"))
+}
+
+/// Append an accepted key to `file` in OpenSSH format, creating `~/.ssh`-like parent
+/// directories with mode 0700 and the file with mode 0600.
+pub fn append(
+    file: &Path,
+    host: &str,
+    port: u16,
+    key: &PublicKey,
+    hashed: bool,
+) -> Result<(), KnownHostsError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let werr = |source| KnownHostsError::Write {
+        path: file.to_path_buf(),
+        source,
+    };
+    let line = format_line(host, port, key, hashed)?;
+    if let Some(parent) = file.parent() {
+        if !parent.as_os_str().is_empty() && !parent.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(werr)?;
+        }
+    }
+    // Start on a fresh line if the file does not end with a newline.
+    let needs_newline = std::fs::read(file)
+        .map(|b| !b.is_empty() && !b.ends_with(b"\n"))
+        .unwrap_or(false);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(file)
+        .map_err(werr)?;
+    if needs_newline {
+        f.write_all(b"\n").map_err(werr)?;
+    }
+    f.write_all(line.as_bytes()).map_err(werr)?;
+    f.flush().map_err(werr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K1: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAID+Rs58fZ7kkVtCUGimyGO8kL13Za2MRngk30PyyIrYz";
+    const K2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1CJyDKhuO6OAE+iqj1Xng+fW2qnYwFIIVwtPZpZvgr";
+
+    fn key(s: &str) -> PublicKey {
+        PublicKey::from_openssh(s).unwrap()
+    }
+
+    fn kh(text: &str) -> (tempfile::TempDir, PathBuf, KnownHosts) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
+        std::fs::write(&path, text).unwrap();
+        let k = KnownHosts::load(&[path.clone(), dir.path().join("missing")]);
+        (dir, path, k)
+    }
+
+    #[test]
+    fn plain_port_and_patterns() {
+        let (_d, path, k) = kh(&format!(
+            "# c\n\nbox,10.0.0.1 {K1}\n[box]:2222 {K2}\n*.corp,!evil.corp {K1}\n"
+        ));
+        assert_eq!(
+            k.lookup("box", 22, &key(K1)),
+            Lookup::Known {
+                file: path.clone(),
+                line: 3
+            }
+        );
+        assert_eq!(
+            k.lookup("box", 2222, &key(K2)),
+            Lookup::Known {
+                file: path.clone(),
+                line: 4
+            }
+        );
+        assert!(matches!(k.lookup("a.corp", 22, &key(K1)), Lookup::Known { .. }));
+        assert_eq!(k.lookup("evil.corp", 22, &key(K1)), Lookup::Unknown);
+        assert_eq!(k.lookup("other", 22, &key(K1)), Lookup::Unknown);
+        match k.lookup("box", 2222, &key(K1)) {
+            Lookup::Changed {
+                old_fingerprint,
+                old_key_type,
+                file,
+                line,
+            } => {
+                assert_eq!(old_fingerprint, fingerprint(&key(K2)));
+                assert!(old_fingerprint.starts_with("SHA256:"));
+                assert_eq!(old_key_type, "ssh-ed25519");
+                assert_eq!(file, path);
+                assert_eq!(line, 4);
+            }
+            other => panic!("expected changed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hashed_entries_written_and_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/known_hosts");
+        append(&path, "127.0.0.1", 2022, &key(K1), true).unwrap();
+        append(&path, "plain.example", 22, &key(K2), false).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("|1|"), "{text}");
+        assert!(!lines[0].contains("127.0.0.1"));
+        assert_eq!(lines[1], format!("plain.example {K2}"));
+        let k = KnownHosts::load(&[path.clone()]);
+        assert!(matches!(
+            k.lookup("127.0.0.1", 2022, &key(K1)),
+            Lookup::Known { line: 1, .. }
+        ));
+        assert_eq!(k.lookup("127.0.0.1", 22, &key(K1)), Lookup::Unknown);
+        assert!(matches!(
+            k.lookup("127.0.0.1", 2022, &key(K2)),
+            Lookup::Changed { line: 1, .. }
+        ));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn hashed_entry_made_by_openssh_format() {
+        // A hashed line computed independently: HMAC-SHA1 keyed by the salt over the name.
+        let salt = [7u8; 20];
+        let hash = hmac_sha1(&salt, b"[h]:2200");
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let line = format!("|1|{}|{} {K1}\n", b64.encode(salt), b64.encode(hash));
+        let (_d, _p, k) = kh(&line);
+        assert!(matches!(k.lookup("h", 2200, &key(K1)), Lookup::Known { .. }));
+        assert_eq!(k.lookup("h", 22, &key(K1)), Lookup::Unknown);
+    }
+
+    #[test]
+    fn revoked_and_cert_authority() {
+        let (_d, path, k) = kh(&format!("box {K1}\n@revoked * {K1}\n@cert-authority *.corp {K2}\n"));
+        assert_eq!(
+            k.lookup("box", 22, &key(K1)),
+            Lookup::Revoked { file: path, line: 2 }
+        );
+        assert!(k.is_trusted_ca("x.corp", 22, &key(K2)));
+        assert!(!k.is_trusted_ca("x.org", 22, &key(K2)));
+        // A CA line is not a host key.
+        assert_eq!(k.lookup("x.corp", 22, &key(K2)), Lookup::Unknown);
+    }
+
+    #[test]
+    fn append_adds_newline_when_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kh");
+        std::fs::write(&path, format!("other {K2}")).unwrap();
+        append(&path, "box", 22, &key(K1), false).unwrap();
+        let k = KnownHosts::load(&[path]);
+        assert_eq!(k.entries().len(), 2);
+    }
+}

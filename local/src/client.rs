@@ -1,0 +1,413 @@
+//! The client side of the link: a supervisor that keeps one resumable link to the host
+//! alive across transport losses, serves the host's provider requests through the local
+//! gateway, and turns everything the host says into [`ClientEvent`]s for a UI.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use reasonix_forward::handshake::client_handshake;
+use reasonix_forward::link::{Link, LinkConfig};
+use reasonix_forward::proto::{
+    ClientRole, Event, Hello, Notification, Request, Response, ResumeRequest, TurnState,
+    PROTOCOL_VERSION,
+};
+use reasonix_forward::rpc::{CallError, Incoming, Rpc};
+use tokio::sync::{mpsc, watch};
+
+use crate::connect::{ConnectError, Connector};
+use crate::gateway::Gateway;
+
+/// Connection state as shown to the user.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConnState {
+    /// Connecting for the first time.
+    Connecting,
+    /// Connected; `resumed` is true when the previous link was resumed.
+    Connected {
+        /// True when the link was resumed (nothing lost).
+        resumed: bool,
+    },
+    /// The transport is gone; retrying.
+    Reconnecting {
+        /// Attempt number (from 1).
+        attempt: u32,
+        /// Time until the next attempt.
+        next_in: Duration,
+        /// Seconds since the host was last heard from.
+        last_contact_secs: u64,
+        /// Why the last transport ended or the last attempt failed.
+        reason: String,
+    },
+    /// Gave up: retrying cannot help.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What the client reports to its UI.
+#[derive(Debug, Clone)]
+pub enum ClientEvent {
+    /// The connection changed state.
+    Connection(ConnState),
+    /// A journal event of the open session.
+    Event(Event),
+    /// The session's turn state changed.
+    State {
+        /// New state.
+        state: TurnState,
+        /// Detail text.
+        detail: Option<String>,
+    },
+    /// This client's role changed.
+    Role {
+        /// New role.
+        role: ClientRole,
+        /// Why.
+        reason: String,
+    },
+    /// Progress of a running tool.
+    ToolProgress {
+        /// Call id.
+        call_id: String,
+        /// Text.
+        message: String,
+    },
+    /// The link could not be resumed and a fresh one was made: re-open the session and
+    /// catch up from the journal.
+    Reattached {
+        /// Why the resume was refused.
+        reason: String,
+    },
+}
+
+/// Options of the supervisor.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Link tunables.
+    pub link: LinkConfig,
+    /// First reconnect delay.
+    pub backoff_start: Duration,
+    /// Largest reconnect delay (kept low so a restored network is noticed fast).
+    pub backoff_cap: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        let mut link = LinkConfig::default();
+        if let Some(ms) = env_ms("REASONIX_HEARTBEAT_MS") {
+            link.heartbeat_interval = ms;
+        }
+        if let Some(ms) = env_ms("REASONIX_DEAD_AFTER_MS") {
+            link.dead_after = ms;
+        }
+        Self {
+            link,
+            backoff_start: Duration::from_millis(200),
+            backoff_cap: Duration::from_millis(1500),
+        }
+    }
+}
+
+fn env_ms(name: &str) -> Option<Duration> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis)
+}
+
+/// A handle to the running client. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    rpc: watch::Receiver<Option<Rpc>>,
+    retry_now: Arc<tokio::sync::Notify>,
+}
+
+impl Client {
+    /// Start the supervisor. Events arrive on the returned receiver.
+    pub fn start(
+        connector: Arc<dyn Connector>,
+        gateway: Arc<Gateway>,
+        options: ClientOptions,
+    ) -> (Client, mpsc::UnboundedReceiver<ClientEvent>) {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (rpc_tx, rpc_rx) = watch::channel(None);
+        let retry_now = Arc::new(tokio::sync::Notify::new());
+        let sup = Supervisor {
+            connector,
+            gateway,
+            options,
+            events: events_tx,
+            rpc: rpc_tx,
+            retry_now: Arc::clone(&retry_now),
+            last_contact: Arc::new(Mutex::new(Instant::now())),
+        };
+        tokio::spawn(sup.run());
+        (
+            Client {
+                rpc: rpc_rx,
+                retry_now,
+            },
+            events_rx,
+        )
+    }
+
+    /// Send a request to the host on the current link (waiting for a link if none yet).
+    pub async fn request(&self, body: Request) -> Result<Response, CallError> {
+        let mut rx = self.rpc.clone();
+        let rpc = loop {
+            if let Some(r) = rx.borrow_and_update().clone() {
+                break r;
+            }
+            if rx.changed().await.is_err() {
+                return Err(CallError::Link(reasonix_forward::link::LinkError::Closed));
+            }
+        };
+        rpc.request(body).await
+    }
+
+    /// Skip the current backoff delay and try to reconnect at once.
+    pub fn retry_now(&self) {
+        self.retry_now.notify_one();
+    }
+}
+
+struct Supervisor {
+    connector: Arc<dyn Connector>,
+    gateway: Arc<Gateway>,
+    options: ClientOptions,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    rpc: watch::Sender<Option<Rpc>>,
+    retry_now: Arc<tokio::sync::Notify>,
+    last_contact: Arc<Mutex<Instant>>,
+}
+
+impl Supervisor {
+    fn emit(&self, ev: ClientEvent) {
+        let _ = self.events.send(ev);
+    }
+
+    async fn run(self) {
+        let client_id = format!("{:016x}", rand::random::<u64>());
+        let mut current: Option<(Link, String)> = None;
+        let mut attempt: u32 = 0;
+        let mut reason = String::new();
+        self.emit(ClientEvent::Connection(ConnState::Connecting));
+        loop {
+            if attempt > 0 {
+                let delay = backoff(attempt, self.options.backoff_start, self.options.backoff_cap);
+                let last = self
+                    .last_contact
+                    .lock()
+                    .map(|t| t.elapsed().as_secs())
+                    .unwrap_or(0);
+                self.emit(ClientEvent::Connection(ConnState::Reconnecting {
+                    attempt,
+                    next_in: delay,
+                    last_contact_secs: last,
+                    reason: reason.clone(),
+                }));
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = self.retry_now.notified() => {}
+                }
+            }
+            attempt += 1;
+            let transport = match self.connector.connect().await {
+                Ok(t) => t,
+                Err(ConnectError::Fatal(msg)) => {
+                    self.emit(ClientEvent::Connection(ConnState::Failed { reason: msg }));
+                    return;
+                }
+                Err(ConnectError::Transient(msg)) => {
+                    reason = msg;
+                    continue;
+                }
+            };
+            let mut writer = transport.writer;
+            let hello = Hello {
+                protocol: PROTOCOL_VERSION,
+                build_id: reasonix_forward::build_id().to_string(),
+                client_id: client_id.clone(),
+                resume: current.as_ref().map(|(link, id)| ResumeRequest {
+                    link_id: id.clone(),
+                    received: link.received(),
+                }),
+            };
+            let handshake = tokio::time::timeout(
+                Duration::from_secs(30),
+                client_handshake(transport.reader, &mut writer, &hello, 256 * 1024),
+            )
+            .await;
+            let (reader, welcome) = match handshake {
+                Ok(Ok(x)) => x,
+                Ok(Err(e)) => {
+                    let diag = tail(&transport.diagnostics);
+                    let msg = if diag.is_empty() {
+                        format!("handshake with the host failed: {e}")
+                    } else {
+                        format!("handshake with the host failed: {e}; host said: {diag}")
+                    };
+                    if matches!(e, reasonix_forward::link::LinkError::ProtocolMismatch { .. }) {
+                        self.emit(ClientEvent::Connection(ConnState::Failed { reason: msg }));
+                        return;
+                    }
+                    reason = msg;
+                    continue;
+                }
+                Err(_) => {
+                    reason = "the host did not answer the handshake within 30 s".into();
+                    continue;
+                }
+            };
+            if welcome.build_id != reasonix_forward::build_id() {
+                self.emit(ClientEvent::Connection(ConnState::Failed {
+                    reason: format!(
+                        "build mismatch: reasonix is build {} but the host's reasonix-remote is build {}; rebuild both from the same tree (`cargo build --release`) or let `reasonix ssh` install the matching host binary",
+                        reasonix_forward::build_id(),
+                        welcome.build_id
+                    ),
+                }));
+                return;
+            }
+            if let Some(refused) = welcome.resume_refused.clone().filter(|_| welcome.link_id.is_empty()) {
+                self.emit(ClientEvent::Connection(ConnState::Failed { reason: refused }));
+                return;
+            }
+            let resumed = match &current {
+                Some((_, id)) if welcome.resumed && *id == welcome.link_id => true,
+                Some((old, _)) => {
+                    old.close();
+                    current = None;
+                    false
+                }
+                None => false,
+            };
+            let link = match &current {
+                Some((link, _)) => link.clone(),
+                None => {
+                    let (link, inbound) = Link::new(self.options.link.clone());
+                    let (rpc, incoming) = Rpc::new(link.clone(), inbound);
+                    self.rpc.send_replace(Some(rpc.clone()));
+                    tokio::spawn(serve_incoming(
+                        rpc,
+                        incoming,
+                        Arc::clone(&self.gateway),
+                        self.events.clone(),
+                        Arc::clone(&self.last_contact),
+                    ));
+                    let had_link = hello.resume.is_some();
+                    current = Some((link.clone(), welcome.link_id.clone()));
+                    if had_link {
+                        self.emit(ClientEvent::Reattached {
+                            reason: welcome
+                                .resume_refused
+                                .clone()
+                                .unwrap_or_else(|| "the host could not resume the link".into()),
+                        });
+                    }
+                    link
+                }
+            };
+            attempt = 0;
+            *self
+                .last_contact
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));
+            let err = link.run_transport(reader, writer, welcome.received).await;
+            reason = match tail(&transport.diagnostics) {
+                d if d.is_empty() => err.to_string(),
+                d => format!("{err}; host said: {d}"),
+            };
+            attempt = 1;
+        }
+    }
+}
+
+fn tail(diag: &Arc<Mutex<String>>) -> String {
+    let d = diag.lock().unwrap_or_else(|p| p.into_inner());
+    let t = d.trim();
+    let start = t.len().saturating_sub(400);
+    let mut s = start;
+    while !t.is_char_boundary(s) {
+        s += 1;
+    }
+    t[s..].to_string()
+}
+
+/// Delay before attempt `attempt` (>= 1): grows from `start` by 1.6x with ±20% jitter, capped.
+pub fn backoff(attempt: u32, start: Duration, cap: Duration) -> Duration {
+    let base = start.as_secs_f64() * 1.6f64.powi(attempt.saturating_sub(1).min(20) as i32);
+    let jitter = rand::thread_rng().gen_range(0.8..1.2);
+    Duration::from_secs_f64((base * jitter).min(cap.as_secs_f64()))
+}
+
+async fn serve_incoming(
+    rpc: Rpc,
+    mut incoming: mpsc::Receiver<Incoming>,
+    gateway: Arc<Gateway>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    last_contact: Arc<Mutex<Instant>>,
+) {
+    while let Some(msg) = incoming.recv().await {
+        *last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        match msg {
+            Incoming::Request { id, body } => match body {
+                Request::Provider(req) => {
+                    let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
+                    // The gateway keeps reading the HTTP stream into its channel whatever
+                    // happens to the link; the link buffers chunks while it is down.
+                    let stream_id = req.stream_id.clone();
+                    let mut chunks = gateway.stream(req);
+                    let rpc = rpc.clone();
+                    tokio::spawn(async move {
+                        while let Some(chunk) = chunks.recv().await {
+                            let n = Notification::ProviderChunk {
+                                stream_id: stream_id.clone(),
+                                chunk,
+                            };
+                            if rpc.notify(n).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+                other => {
+                    let _ = rpc
+                        .respond(
+                            id,
+                            Err(reasonix_forward::proto::RpcError::new(
+                                "bad_request",
+                                format!("the laptop does not serve {other:?}"),
+                            )),
+                        )
+                        .await;
+                }
+            },
+            Incoming::Notify(n) => {
+                let ev = match n {
+                    Notification::Event(e) => ClientEvent::Event(e),
+                    Notification::State { state, detail } => ClientEvent::State { state, detail },
+                    Notification::Role { role, reason } => ClientEvent::Role { role, reason },
+                    Notification::ToolProgress { call_id, message } => {
+                        ClientEvent::ToolProgress { call_id, message }
+                    }
+                    Notification::Dropped { frames, bytes } => {
+                        ClientEvent::Event(Event {
+                            seq: 0,
+                            ts: String::new(),
+                            turn: 0,
+                            kind: reasonix_forward::proto::EventKind::Notice {
+                                text: format!("{frames} frames ({bytes} bytes) were dropped because the replay window was exceeded"),
+                            },
+                        })
+                    }
+                    Notification::ProviderChunk { .. } => continue,
+                };
+                let _ = events.send(ev);
+            }
+        }
+    }
+}

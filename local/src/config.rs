@@ -1,0 +1,1166 @@
+//! Configuration of the laptop side: providers, agent, tools, permissions, sandbox and MCP.
+//!
+//! Layers, lowest to highest precedence: built-in defaults, the user file
+//! `<home>/config.toml` (`<home>` is `$REASONIX_HOME`, else `~/.reasonix`), the project file
+//! `./reasonix.toml`, then command-line flags ([`Overrides`]).
+//!
+//! The user file and flags are trusted. The project file comes with a repository and is not:
+//! it may only *tighten* security settings, and anything that would loosen them (or point an
+//! API key at a new endpoint, or start a program on the laptop) is ignored and reported in
+//! [`Config::warnings`].
+//!
+//! API keys never live here: a key-looking field in any file is an error telling the user to
+//! move it to the environment or `<home>/.env` (which only the gateway reads).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Name of the project config file looked up in the project directory.
+pub const PROJECT_FILE: &str = "reasonix.toml";
+/// Name of the user config file inside the Reasonix home.
+pub const USER_FILE: &str = "config.toml";
+/// Name of the secrets file inside the Reasonix home (read by the gateway only).
+pub const DOTENV_FILE: &str = ".env";
+/// Environment variable that overrides the Reasonix home directory.
+pub const HOME_ENV: &str = "REASONIX_HOME";
+/// Context window assumed when a provider does not say.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+
+/// Everything that can go wrong while loading or using the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A config file exists but cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A config file is not valid TOML or has a value of the wrong type or an unknown key.
+    #[error("{}:{line}:{column}: {}{message}", path.display(), key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// Dotted key the error is about, when it can be told (`sandbox.network`,
+        /// `providers[1].context_window`).
+        key: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A config file contains something that looks like an API key.
+    #[error("{}{}: `{key}` looks like an API key; keys are never read from config files. Remove it, and put the key in the environment or in {} as `{env_hint}=...`", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), dotenv.display())]
+    SecretInConfig {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line, when found.
+        line: Option<usize>,
+        /// Dotted key holding the secret.
+        key: String,
+        /// Environment variable name the user should use instead.
+        env_hint: String,
+        /// Where `.env` lives.
+        dotenv: PathBuf,
+    },
+    /// A value is well-typed but not acceptable.
+    #[error("{}: key `{key}`: {message}", source_name.as_deref().unwrap_or("config"))]
+    Invalid {
+        /// File or flag the value came from.
+        source_name: Option<String>,
+        /// Dotted key.
+        key: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// A model label matches no configured provider or model.
+    #[error("unknown model `{label}`; configured: {known}. Use `provider/model`, a provider name, or a model listed under [[providers]] models")]
+    UnknownModel {
+        /// The label as given.
+        label: String,
+        /// What exists, as `provider: model, model; ...`.
+        known: String,
+    },
+    /// Neither `REASONIX_HOME` nor `HOME` is set.
+    #[error("cannot locate the Reasonix home: set REASONIX_HOME or HOME")]
+    NoHome,
+}
+
+/// Wire flavour of a provider. Only OpenAI-compatible `/chat/completions` exists today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI-compatible chat completions with SSE streaming.
+    #[default]
+    Openai,
+}
+
+/// Prices in currency units per one million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    /// Uncached prompt tokens.
+    pub input: f64,
+    /// Prompt tokens served from the provider's cache.
+    #[serde(default)]
+    pub cached: f64,
+    /// Completion tokens (including reasoning).
+    pub output: f64,
+}
+
+/// Per-model settings that differ from the provider's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ModelOverride {
+    /// Context window of this model.
+    pub context_window: Option<u64>,
+    /// Prices of this model.
+    pub prices: Option<Prices>,
+}
+
+/// One model provider after merging.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderConfig {
+    /// Name used in model labels (`name/model`).
+    pub name: String,
+    /// Wire flavour.
+    pub kind: ProviderKind,
+    /// Base URL; the gateway appends `/chat/completions`.
+    pub base_url: String,
+    /// Models offered (used to resolve bare model names).
+    pub models: Vec<String>,
+    /// Model used when only the provider name is given (falls back to the first of `models`).
+    pub default: Option<String>,
+    /// Name of the environment variable (or `<home>/.env` entry) holding the API key.
+    pub api_key_env: String,
+    /// Context window of the provider's models unless overridden per model.
+    pub context_window: u64,
+    /// Per-model overrides keyed by model name.
+    pub model_overrides: BTreeMap<String, ModelOverride>,
+    /// Prices per 1M tokens, unless overridden per model.
+    pub prices: Option<Prices>,
+}
+
+impl ProviderConfig {
+    /// The model used when only the provider is named.
+    pub fn default_model(&self) -> Option<&str> {
+        self.default
+            .as_deref()
+            .or_else(|| self.models.first().map(String::as_str))
+    }
+}
+
+/// `[agent]` settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentConfig {
+    /// Sampling temperature; `None` leaves it to the provider.
+    pub temperature: Option<f64>,
+    /// Compact the context when it reaches `context_window × compact_ratio`.
+    pub compact_ratio: f64,
+    /// Model steps per turn before the turn pauses.
+    pub max_steps: u32,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            temperature: None,
+            compact_ratio: 0.8,
+            max_steps: 50,
+        }
+    }
+}
+
+/// `[tools]` settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolsConfig {
+    /// Tools offered to the model; `None` means all built-in tools.
+    pub enabled: Option<Vec<String>>,
+    /// Timeout of one foreground `bash` call.
+    pub bash_timeout_seconds: u64,
+    /// Timeout of one MCP `tools/call`.
+    pub mcp_call_timeout_seconds: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: None,
+            bash_timeout_seconds: 120,
+            mcp_call_timeout_seconds: 300,
+        }
+    }
+}
+
+/// Permission mode: what happens to a writer tool with no matching rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionMode {
+    /// Prompt the user.
+    #[default]
+    Ask,
+    /// Allow writers without a prompt; explicit ask/deny rules still apply.
+    Auto,
+    /// Never prompt; deny rules still hold.
+    Yolo,
+}
+
+impl PermissionMode {
+    /// Higher is stricter.
+    fn strictness(self) -> u8 {
+        match self {
+            PermissionMode::Yolo => 0,
+            PermissionMode::Auto => 1,
+            PermissionMode::Ask => 2,
+        }
+    }
+
+    /// The mode as written in config files (`ask`, `auto`, `yolo`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Ask => "ask",
+            PermissionMode::Auto => "auto",
+            PermissionMode::Yolo => "yolo",
+        }
+    }
+}
+
+impl fmt::Display for PermissionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[permissions]` settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct PermissionsConfig {
+    /// Fallback for writer tools.
+    pub mode: PermissionMode,
+    /// Rules that allow without a prompt (`Tool`, `Tool(glob)`, `Bash(prefix:*)`).
+    pub allow: Vec<String>,
+    /// Rules that always prompt.
+    pub ask: Vec<String>,
+    /// Rules that always deny.
+    pub deny: Vec<String>,
+}
+
+/// How `bash` is sandboxed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BashSandbox {
+    /// Run bash inside bubblewrap; refuse to run when bubblewrap does not work.
+    #[default]
+    Enforce,
+    /// Run bash unconfined.
+    Off,
+}
+
+/// `[sandbox]` settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SandboxConfig {
+    /// Workspace root on the host; `None` means the directory the session is opened in.
+    pub workspace_root: Option<PathBuf>,
+    /// Extra writable roots besides the workspace.
+    pub allow_write: Vec<PathBuf>,
+    /// Paths hidden from tools and bash.
+    pub forbid_read: Vec<PathBuf>,
+    /// Bash sandbox policy.
+    pub bash: BashSandbox,
+    /// Whether sandboxed bash has network access.
+    pub network: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            workspace_root: None,
+            allow_write: Vec::new(),
+            forbid_read: Vec::new(),
+            bash: BashSandbox::Enforce,
+            network: true,
+        }
+    }
+}
+
+/// Where an MCP server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum McpRunOn {
+    /// On the laptop, next to the gateway.
+    Laptop,
+    /// On the remote host, next to the workspace.
+    #[default]
+    Host,
+}
+
+/// One `[[mcp]]` server entry, as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Server name (tools become `mcp__<name>__<tool>`).
+    pub name: String,
+    /// Program to start for a stdio server.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Arguments of `command`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment of `command`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// URL of an HTTP server (instead of `command`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers for `url`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Where the server runs.
+    #[serde(default)]
+    pub run_on: McpRunOn,
+}
+
+/// Command-line flags; they win over every file and are trusted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--mode` / `--auto` / `--yolo`.
+    pub mode: Option<PermissionMode>,
+    /// `--workspace`.
+    pub workspace_root: Option<PathBuf>,
+    /// `--temperature`.
+    pub temperature: Option<f64>,
+    /// `--max-steps`.
+    pub max_steps: Option<u32>,
+}
+
+/// Where to look for config files.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadOptions {
+    /// Reasonix home; `None` = `$REASONIX_HOME`, else `~/.reasonix`.
+    pub home: Option<PathBuf>,
+    /// Directory holding the project file; `None` = the current directory.
+    pub project_dir: Option<PathBuf>,
+    /// Skip the project file entirely.
+    pub ignore_project: bool,
+    /// Command-line flags.
+    pub overrides: Overrides,
+}
+
+/// A model label resolved against the configured providers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolvedModel {
+    /// Provider name.
+    pub provider: String,
+    /// Model name as sent to the provider.
+    pub model: String,
+    /// Provider base URL.
+    pub base_url: String,
+    /// Environment variable holding the provider's key.
+    pub api_key_env: String,
+    /// Context window of this model.
+    pub context_window: u64,
+    /// Prices of this model, when configured.
+    pub prices: Option<Prices>,
+}
+
+impl ResolvedModel {
+    /// `provider/model`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+}
+
+/// The merged configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// Model label used when none is given.
+    pub default_model: Option<String>,
+    /// Providers, in declaration order (built-in `deepseek` first unless redefined).
+    pub providers: Vec<ProviderConfig>,
+    /// `[agent]`.
+    pub agent: AgentConfig,
+    /// `[tools]`.
+    pub tools: ToolsConfig,
+    /// `[permissions]`.
+    pub permissions: PermissionsConfig,
+    /// `[sandbox]`.
+    pub sandbox: SandboxConfig,
+    /// `[[mcp]]` servers.
+    pub mcp: Vec<McpServerConfig>,
+    /// The Reasonix home directory (holds `config.toml` and `.env`).
+    pub home: PathBuf,
+    /// Config files that were read, lowest precedence first.
+    pub sources: Vec<PathBuf>,
+    /// Project settings that were ignored because they would loosen security.
+    warnings: Vec<String>,
+}
+
+impl Config {
+    /// Built-in defaults only: the `deepseek` provider and default settings.
+    pub fn defaults(home: PathBuf) -> Config {
+        Config {
+            default_model: None,
+            providers: vec![ProviderConfig {
+                name: "deepseek".into(),
+                kind: ProviderKind::Openai,
+                base_url: "https://api.deepseek.com".into(),
+                models: vec!["deepseek-chat".into(), "deepseek-reasoner".into()],
+                default: Some("deepseek-chat".into()),
+                api_key_env: "DEEPSEEK_API_KEY".into(),
+                context_window: DEFAULT_CONTEXT_WINDOW,
+                model_overrides: BTreeMap::new(),
+                prices: None,
+            }],
+            agent: AgentConfig::default(),
+            tools: ToolsConfig::default(),
+            permissions: PermissionsConfig::default(),
+            sandbox: SandboxConfig::default(),
+            mcp: Vec::new(),
+            home,
+            sources: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Load defaults, the user file, the project file and the flags, in that order.
+    pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
+        let home = match &opts.home {
+            Some(h) => h.clone(),
+            None => reasonix_home()?,
+        };
+        let mut cfg = Config::defaults(home.clone());
+        let dotenv = home.join(DOTENV_FILE);
+
+        let user_path = home.join(USER_FILE);
+        if let Some(text) = read_optional(&user_path)? {
+            let file = parse_file(&user_path, &text, &dotenv)?;
+            cfg.apply_user(file, &user_path)?;
+            cfg.sources.push(user_path);
+        }
+
+        if !opts.ignore_project {
+            let project_dir = match &opts.project_dir {
+                Some(d) => d.clone(),
+                None => std::env::current_dir().map_err(|source| ConfigError::Read {
+                    path: PathBuf::from("."),
+                    source,
+                })?,
+            };
+            let project_path = project_dir.join(PROJECT_FILE);
+            if let Some(text) = read_optional(&project_path)? {
+                let file = parse_file(&project_path, &text, &dotenv)?;
+                let root = opts
+                    .overrides
+                    .workspace_root
+                    .clone()
+                    .or_else(|| cfg.sandbox.workspace_root.clone())
+                    .unwrap_or_else(|| project_dir.clone());
+                cfg.apply_project(file, &project_path, &absolutize(&root, &project_dir));
+                cfg.sources.push(project_path);
+            }
+        }
+
+        cfg.apply_overrides(&opts.overrides);
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Settings from the project file that were ignored, one human-readable line each.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Path of the `.env` file the gateway reads keys from.
+    pub fn dotenv_path(&self) -> PathBuf {
+        self.home.join(DOTENV_FILE)
+    }
+
+    /// Find a provider by name.
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// Resolve a model label: `provider/model`, a provider name (its default model), or a
+    /// bare model name listed by some provider (the first such provider wins). `None` or an
+    /// empty label means `default_model`, else the first provider's default model.
+    pub fn resolve_model(&self, label: Option<&str>) -> Result<ResolvedModel, ConfigError> {
+        let label = label
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .or(self.default_model.as_deref());
+        let Some(label) = label else {
+            let first = self.providers.first();
+            return match first.and_then(|p| p.default_model().map(|m| (p, m))) {
+                Some((p, m)) => Ok(self.resolved(p, m)),
+                None => Err(self.unknown("(default)")),
+            };
+        };
+        if let Some(p) = self.provider(label) {
+            return match p.default_model() {
+                Some(m) => Ok(self.resolved(p, m)),
+                None => Err(self.unknown(label)),
+            };
+        }
+        if let Some((prov, model)) = label.split_once('/') {
+            if let Some(p) = self.provider(prov) {
+                if !model.is_empty() {
+                    return Ok(self.resolved(p, model));
+                }
+            }
+        }
+        // A bare model; may itself contain '/' (`openai/gpt-4o` on a router).
+        for p in &self.providers {
+            if p.models.iter().any(|m| m == label) {
+                return Ok(self.resolved(p, label));
+            }
+        }
+        Err(self.unknown(label))
+    }
+
+    fn resolved(&self, p: &ProviderConfig, model: &str) -> ResolvedModel {
+        let ov = p.model_overrides.get(model);
+        ResolvedModel {
+            provider: p.name.clone(),
+            model: model.to_string(),
+            base_url: p.base_url.clone(),
+            api_key_env: p.api_key_env.clone(),
+            context_window: ov
+                .and_then(|o| o.context_window)
+                .unwrap_or(p.context_window),
+            prices: ov.and_then(|o| o.prices).or(p.prices),
+        }
+    }
+
+    fn unknown(&self, label: &str) -> ConfigError {
+        let known = if self.providers.is_empty() {
+            "no providers".to_string()
+        } else {
+            self.providers
+                .iter()
+                .map(|p| {
+                    if p.models.is_empty() {
+                        format!("{} (no models listed)", p.name)
+                    } else {
+                        format!("{}: {}", p.name, p.models.join(", "))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        ConfigError::UnknownModel {
+            label: label.to_string(),
+            known,
+        }
+    }
+
+    /// Apply a trusted (user) file.
+    fn apply_user(&mut self, file: FileConfig, path: &Path) -> Result<(), ConfigError> {
+        let src = path.display().to_string();
+        if let Some(m) = file.default_model {
+            self.default_model = Some(m);
+        }
+        for (i, pf) in file.providers.into_iter().enumerate() {
+            self.merge_provider(pf, &src, i)?;
+        }
+        let a = file.agent;
+        set(&mut self.agent.temperature, a.temperature.map(Some));
+        set(&mut self.agent.compact_ratio, a.compact_ratio);
+        set(&mut self.agent.max_steps, a.max_steps);
+        let t = file.tools;
+        set(&mut self.tools.enabled, t.enabled.map(Some));
+        set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
+        set(
+            &mut self.tools.mcp_call_timeout_seconds,
+            t.mcp_call_timeout_seconds,
+        );
+        let p = file.permissions;
+        set(&mut self.permissions.mode, p.mode);
+        self.permissions.allow.extend(p.allow.unwrap_or_default());
+        self.permissions.ask.extend(p.ask.unwrap_or_default());
+        self.permissions.deny.extend(p.deny.unwrap_or_default());
+        let s = file.sandbox;
+        set(&mut self.sandbox.workspace_root, s.workspace_root.map(Some));
+        self.sandbox
+            .allow_write
+            .extend(s.allow_write.unwrap_or_default());
+        self.sandbox
+            .forbid_read
+            .extend(s.forbid_read.unwrap_or_default());
+        set(&mut self.sandbox.bash, s.bash);
+        set(&mut self.sandbox.network, s.network);
+        for m in file.mcp {
+            upsert_mcp(&mut self.mcp, m);
+        }
+        Ok(())
+    }
+
+    fn merge_provider(&mut self, pf: ProviderFile, src: &str, i: usize) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            source_name: Some(src.to_string()),
+            key: format!("providers[{i}].{key}"),
+            message,
+        };
+        if pf.name.trim().is_empty() {
+            return Err(invalid("name", "a provider needs a non-empty name".into()));
+        }
+        if let Some(existing) = self.providers.iter_mut().find(|p| p.name == pf.name) {
+            set(&mut existing.kind, pf.kind);
+            set(&mut existing.base_url, pf.base_url);
+            set(&mut existing.models, pf.models);
+            set(&mut existing.default, pf.default.map(Some));
+            set(&mut existing.api_key_env, pf.api_key_env);
+            set(&mut existing.context_window, pf.context_window);
+            existing
+                .model_overrides
+                .extend(pf.model_overrides.unwrap_or_default());
+            set(&mut existing.prices, pf.prices.map(Some));
+            return Ok(());
+        }
+        let base_url = pf.base_url.ok_or_else(|| {
+            invalid(
+                "base_url",
+                format!("provider `{}` needs a base_url", pf.name),
+            )
+        })?;
+        let api_key_env = pf.api_key_env.ok_or_else(|| {
+            invalid(
+                "api_key_env",
+                format!(
+                    "provider `{}` needs api_key_env (the NAME of the variable holding its key)",
+                    pf.name
+                ),
+            )
+        })?;
+        self.providers.push(ProviderConfig {
+            name: pf.name,
+            kind: pf.kind.unwrap_or_default(),
+            base_url,
+            models: pf.models.unwrap_or_default(),
+            default: pf.default,
+            api_key_env,
+            context_window: pf.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
+            model_overrides: pf.model_overrides.unwrap_or_default(),
+            prices: pf.prices,
+        });
+        Ok(())
+    }
+
+    /// Apply an untrusted (project) file: only tightening changes to security settings.
+    fn apply_project(&mut self, file: FileConfig, path: &Path, workspace_root: &Path) {
+        let src = path.display().to_string();
+        let mut warns: Vec<String> = Vec::new();
+
+        // Providers: a repository must not be able to send the user's key somewhere new, so
+        // only cosmetic fields of providers the user already has are taken.
+        let mut provider_notes = Vec::new();
+        for pf in file.providers {
+            let Some(existing) = self.providers.iter_mut().find(|p| p.name == pf.name) else {
+                provider_notes.push(format!(
+                    "ignored [[providers]] `{}`: a project file cannot add providers (define it in your user config)",
+                    pf.name
+                ));
+                continue;
+            };
+            if pf.base_url.as_ref().is_some_and(|u| *u != existing.base_url) {
+                provider_notes.push(format!(
+                    "ignored providers `{}` base_url: a project file cannot redirect a provider",
+                    pf.name
+                ));
+            }
+            if pf
+                .api_key_env
+                .as_ref()
+                .is_some_and(|k| *k != existing.api_key_env)
+            {
+                provider_notes.push(format!(
+                    "ignored providers `{}` api_key_env: a project file cannot choose which key is sent",
+                    pf.name
+                ));
+            }
+            if pf.kind.is_some_and(|k| k != existing.kind) {
+                provider_notes.push(format!(
+                    "ignored providers `{}` kind: a project file cannot change a provider's kind",
+                    pf.name
+                ));
+            }
+            set(&mut existing.models, pf.models);
+            set(&mut existing.default, pf.default.map(Some));
+            set(&mut existing.context_window, pf.context_window);
+            existing
+                .model_overrides
+                .extend(pf.model_overrides.unwrap_or_default());
+            set(&mut existing.prices, pf.prices.map(Some));
+        }
+        warns.extend(provider_notes);
+
+        if let Some(m) = file.default_model {
+            self.default_model = Some(m);
+        }
+
+        // Agent settings are not security settings.
+        let a = file.agent;
+        set(&mut self.agent.temperature, a.temperature.map(Some));
+        set(&mut self.agent.compact_ratio, a.compact_ratio);
+        set(&mut self.agent.max_steps, a.max_steps);
+
+        let t = file.tools;
+        if let Some(list) = t.enabled {
+            match &self.tools.enabled {
+                None => self.tools.enabled = Some(list),
+                Some(user) => {
+                    let (keep, drop): (Vec<_>, Vec<_>) =
+                        list.into_iter().partition(|t| user.contains(t));
+                    if !drop.is_empty() {
+                        warns.push(format!(
+                            "ignored tools.enabled entries {drop:?}: a project file can only narrow your enabled tools"
+                        ));
+                    }
+                    self.tools.enabled = Some(keep);
+                }
+            }
+        }
+        set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
+        set(
+            &mut self.tools.mcp_call_timeout_seconds,
+            t.mcp_call_timeout_seconds,
+        );
+
+        let p = file.permissions;
+        if let Some(mode) = p.mode {
+            if mode.strictness() >= self.permissions.mode.strictness() {
+                self.permissions.mode = mode;
+            } else {
+                warns.push(format!(
+                    "ignored permissions.mode = \"{mode}\": a project file may only tighten security (your mode is \"{}\")",
+                    self.permissions.mode
+                ));
+            }
+        }
+        if let Some(allow) = p.allow.filter(|a| !a.is_empty()) {
+            warns.push(format!(
+                "ignored permissions.allow {allow:?}: a project file cannot allow anything (add allow rules to your user config)"
+            ));
+        }
+        self.permissions.ask.extend(p.ask.unwrap_or_default());
+        self.permissions.deny.extend(p.deny.unwrap_or_default());
+
+        let s = file.sandbox;
+        if let Some(root) = s.workspace_root {
+            let abs = absolutize(&root, workspace_root);
+            if abs.starts_with(workspace_root) {
+                self.sandbox.workspace_root = Some(abs);
+            } else {
+                warns.push(format!(
+                    "ignored sandbox.workspace_root = {}: outside the workspace {}",
+                    root.display(),
+                    workspace_root.display()
+                ));
+            }
+        }
+        for w in s.allow_write.unwrap_or_default() {
+            let abs = absolutize(&w, workspace_root);
+            if abs.starts_with(workspace_root) {
+                self.sandbox.allow_write.push(abs);
+            } else {
+                warns.push(format!(
+                    "ignored sandbox.allow_write entry {}: a project file cannot make paths outside the workspace writable",
+                    w.display()
+                ));
+            }
+        }
+        self.sandbox
+            .forbid_read
+            .extend(s.forbid_read.unwrap_or_default());
+        match s.bash {
+            Some(BashSandbox::Enforce) => self.sandbox.bash = BashSandbox::Enforce,
+            Some(BashSandbox::Off) if self.sandbox.bash == BashSandbox::Enforce => warns.push(
+                "ignored sandbox.bash = \"off\": a project file cannot turn the bash sandbox off"
+                    .into(),
+            ),
+            Some(BashSandbox::Off) | None => {}
+        }
+        match s.network {
+            Some(false) => self.sandbox.network = false,
+            Some(true) if !self.sandbox.network => warns.push(
+                "ignored sandbox.network = true: a project file cannot turn network access on"
+                    .into(),
+            ),
+            Some(true) | None => {}
+        }
+
+        for m in file.mcp {
+            if m.run_on == McpRunOn::Laptop {
+                warns.push(format!(
+                    "ignored [[mcp]] `{}`: a project file cannot start programs on the laptop (run_on = \"laptop\")",
+                    m.name
+                ));
+                continue;
+            }
+            upsert_mcp(&mut self.mcp, m);
+        }
+        self.warnings
+            .extend(warns.into_iter().map(|w| format!("{src}: {w}")));
+    }
+
+    fn apply_overrides(&mut self, o: &Overrides) {
+        if let Some(m) = &o.model {
+            self.default_model = Some(m.clone());
+        }
+        if let Some(mode) = o.mode {
+            self.permissions.mode = mode;
+        }
+        if let Some(root) = &o.workspace_root {
+            self.sandbox.workspace_root = Some(root.clone());
+        }
+        if let Some(t) = o.temperature {
+            self.agent.temperature = Some(t);
+        }
+        if let Some(s) = o.max_steps {
+            self.agent.max_steps = s;
+        }
+    }
+
+    /// Checks that need the merged picture.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            source_name: None,
+            key: key.to_string(),
+            message,
+        };
+        if !(self.agent.compact_ratio > 0.0 && self.agent.compact_ratio <= 1.0) {
+            return Err(invalid(
+                "agent.compact_ratio",
+                format!("must be in (0, 1], got {}", self.agent.compact_ratio),
+            ));
+        }
+        if let Some(t) = self.agent.temperature {
+            if !(0.0..=2.0).contains(&t) {
+                return Err(invalid(
+                    "agent.temperature",
+                    format!("must be between 0 and 2, got {t}"),
+                ));
+            }
+        }
+        if self.agent.max_steps == 0 {
+            return Err(invalid("agent.max_steps", "must be at least 1".into()));
+        }
+        for p in &self.providers {
+            if !is_env_name(&p.api_key_env) {
+                return Err(invalid(
+                    &format!("providers.{}.api_key_env", p.name),
+                    format!(
+                        "`api_key_env` is the NAME of an environment variable (like DEEPSEEK_API_KEY), not the key; put the key itself in {}",
+                        self.dotenv_path().display()
+                    ),
+                ));
+            }
+            if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
+                return Err(invalid(
+                    &format!("providers.{}.base_url", p.name),
+                    format!("must start with http:// or https://, got `{}`", p.base_url),
+                ));
+            }
+        }
+        if self.default_model.is_some() {
+            self.resolve_model(None)?;
+        }
+        Ok(())
+    }
+}
+
+/// Replace `slot` when the layer sets a value.
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+fn upsert_mcp(list: &mut Vec<McpServerConfig>, m: McpServerConfig) {
+    match list.iter_mut().find(|x| x.name == m.name) {
+        Some(slot) => *slot = m,
+        None => list.push(m),
+    }
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The Reasonix home: `$REASONIX_HOME`, else `$HOME/.reasonix`.
+pub fn reasonix_home() -> Result<PathBuf, ConfigError> {
+    if let Some(h) = std::env::var_os(HOME_ENV).filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(h) => Ok(PathBuf::from(h).join(".reasonix")),
+        None => Err(ConfigError::NoHome),
+    }
+}
+
+/// `base.join(p)` for relative `p`, then `.` and `..` removed lexically (no file system
+/// access: the workspace may live on another machine).
+fn absolutize(p: &Path, base: &Path) -> PathBuf {
+    let joined = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    };
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, ConfigError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// File layer: every field optional so layers can be told apart from defaults.
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    default_model: Option<String>,
+    #[serde(default)]
+    providers: Vec<ProviderFile>,
+    #[serde(default)]
+    agent: AgentFile,
+    #[serde(default)]
+    tools: ToolsFile,
+    #[serde(default)]
+    permissions: PermissionsFile,
+    #[serde(default)]
+    sandbox: SandboxFile,
+    #[serde(default)]
+    mcp: Vec<McpServerConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderFile {
+    name: String,
+    kind: Option<ProviderKind>,
+    base_url: Option<String>,
+    models: Option<Vec<String>>,
+    default: Option<String>,
+    api_key_env: Option<String>,
+    context_window: Option<u64>,
+    model_overrides: Option<BTreeMap<String, ModelOverride>>,
+    prices: Option<Prices>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AgentFile {
+    temperature: Option<f64>,
+    compact_ratio: Option<f64>,
+    max_steps: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ToolsFile {
+    enabled: Option<Vec<String>>,
+    bash_timeout_seconds: Option<u64>,
+    mcp_call_timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PermissionsFile {
+    mode: Option<PermissionMode>,
+    allow: Option<Vec<String>>,
+    ask: Option<Vec<String>>,
+    deny: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SandboxFile {
+    workspace_root: Option<PathBuf>,
+    allow_write: Option<Vec<PathBuf>>,
+    forbid_read: Option<Vec<PathBuf>>,
+    bash: Option<BashSandbox>,
+    network: Option<bool>,
+}
+
+/// Field names that only ever hold secrets.
+const SECRET_KEYS: &[&str] = &[
+    "api_key",
+    "apikey",
+    "api-key",
+    "key",
+    "secret",
+    "token",
+    "access_token",
+    "auth_token",
+    "password",
+    "authorization",
+    "bearer",
+];
+
+fn parse_file(path: &Path, text: &str, dotenv: &Path) -> Result<FileConfig, ConfigError> {
+    // Syntax first, then the secret scan (before typed parsing, which would only call an
+    // `api_key` field "unknown"), then types.
+    let table: toml::Table = toml::from_str(text).map_err(|e| parse_error(path, text, &e))?;
+    scan_secrets(path, text, &table, dotenv)?;
+    toml::from_str::<FileConfig>(text).map_err(|e| parse_error(path, text, &e))
+}
+
+fn scan_secrets(
+    path: &Path,
+    text: &str,
+    table: &toml::Table,
+    dotenv: &Path,
+) -> Result<(), ConfigError> {
+    let found = |key: String, field: &str, hint: String| ConfigError::SecretInConfig {
+        path: path.to_path_buf(),
+        line: find_key_line(text, field),
+        key,
+        env_hint: hint,
+        dotenv: dotenv.to_path_buf(),
+    };
+    for (k, v) in table {
+        if is_secret_key(k) || looks_like_key(v) {
+            return Err(found(k.clone(), k, "PROVIDER_API_KEY".into()));
+        }
+    }
+    if let Some(toml::Value::Array(providers)) = table.get("providers") {
+        for (i, p) in providers.iter().enumerate() {
+            let Some(p) = p.as_table() else { continue };
+            let name = p.get("name").and_then(|n| n.as_str()).unwrap_or("provider");
+            let hint = p
+                .get("api_key_env")
+                .and_then(|n| n.as_str())
+                .filter(|n| is_env_name(n))
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{}_API_KEY", name.to_uppercase().replace('-', "_")));
+            for (k, v) in p {
+                // `api_key_env` holds a variable NAME; flag it only when it holds a key.
+                let secret = if k == "api_key_env" {
+                    looks_like_key(v)
+                } else {
+                    is_secret_key(k) || looks_like_key(v)
+                };
+                if secret {
+                    return Err(found(format!("providers[{i}].{k}"), k, hint));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_secret_key(k: &str) -> bool {
+    let k = k.to_ascii_lowercase();
+    SECRET_KEYS.contains(&k.as_str())
+}
+
+/// A string that looks like a provider API key (`sk-…`, long and without spaces).
+fn looks_like_key(v: &toml::Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        let s = s.trim();
+        s.len() >= 20
+            && ((s.starts_with("sk-") && !s.contains(char::is_whitespace))
+                || s.starts_with("Bearer "))
+    })
+}
+
+fn find_key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines().position(|l| {
+        let l = l.trim_start();
+        l.strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+            || l.strip_prefix(&format!("\"{key}\""))
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+    })
+    .map(|i| i + 1)
+}
+
+fn parse_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+    let (line, column, key) = match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let before = &text[..start];
+            let line = before.matches('\n').count() + 1;
+            let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+            let column = text[line_start..start].chars().count() + 1;
+            (line, column, key_at(text, line_start))
+        }
+        None => (1, 1, None),
+    };
+    ConfigError::Parse {
+        path: path.to_path_buf(),
+        line,
+        column,
+        key,
+        message: e.message().trim().to_string(),
+    }
+}
+
+/// The dotted key of the `key = value` line starting at byte `line_start`, prefixed with the
+/// table header above it (`[[providers]]` headers are numbered: `providers[1]`).
+fn key_at(text: &str, line_start: usize) -> Option<String> {
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let trimmed = line.trim();
+    let (local, header_search_end) = if trimmed.starts_with('[') {
+        (None, line_start)
+    } else {
+        let (k, _) = line.split_once('=')?;
+        (Some(k.trim().trim_matches('"').to_string()), line_start)
+    };
+    let above = &text[..header_search_end];
+    let mut header: Option<String> = None;
+    for l in above.lines().rev() {
+        let l = l.trim();
+        if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
+            let name = name.0.trim();
+            let idx = above
+                .lines()
+                .filter(|x| {
+                    x.trim()
+                        .strip_prefix("[[")
+                        .and_then(|r| r.split_once("]]"))
+                        .is_some_and(|(n, _)| n.trim() == name)
+                })
+                .count()
+                .saturating_sub(1);
+            header = Some(format!("{name}[{idx}]"));
+            break;
+        }
+        if let Some(name) = l.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            header = Some(name.0.trim().to_string());
+            break;
+        }
+    }
+    match (header, local) {
+        (Some(h), Some(k)) => Some(format!("{h}.{k}")),
+        (None, Some(k)) => Some(k),
+        (Some(h), None) => Some(h),
+        (None, None) => None,
+    }
+}

@@ -1,0 +1,463 @@
+//! The provider gateway: the only code in Reasonix that reads API keys and speaks HTTP to
+//! model providers.
+//!
+//! The daemon on the host sends a [`ProviderRequest`]; [`Gateway::stream`] resolves the model,
+//! reads the key (environment, then `<home>/.env`), POSTs to `base_url/chat/completions` with
+//! SSE streaming, retries transient failures of the connection/header phase, and turns the
+//! stream into typed [`ProviderChunk`]s on a channel. The reading task does not depend on the
+//! channel's reader keeping up, so a slow or temporarily disconnected consumer does not stall
+//! the provider connection.
+
+pub mod keys;
+pub mod retry;
+pub mod sse;
+pub mod think;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reasonix_forward::proto::{ProviderChunk, ProviderRequest};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::config::{Config, ResolvedModel};
+use keys::{lookup_api_key, ApiKey};
+use retry::{classify_status, parse_retry_after, RetryPolicy, StatusClass};
+use sse::{classify_line, SseLine, SseLines, StreamAssembler};
+
+/// Tunables of the gateway. Tests shrink the timings.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    /// Longest silence tolerated while waiting for headers or the next bytes of a stream.
+    pub idle_timeout: Duration,
+    /// TCP/TLS connect timeout of one attempt.
+    pub connect_timeout: Duration,
+    /// Retries of the connection/header phase.
+    pub retry: RetryPolicy,
+    /// Capacity of the chunk channel returned by [`Gateway::stream`]. Large on purpose: the
+    /// reader may be slow (e.g. while the link to the host is down) and the provider stream
+    /// must keep being drained meanwhile.
+    pub channel_capacity: usize,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+            channel_capacity: 1 << 16,
+        }
+    }
+}
+
+/// The provider gateway. Cheap to clone; clones share one HTTP connection pool.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    settings: GatewaySettings,
+    /// `Err` holds why the HTTP client could not be built; every stream then reports it.
+    client: Result<reqwest::Client, String>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway with the default settings (300 s idle timeout, 10 retries).
+    pub fn new(config: &Config) -> Gateway {
+        Gateway::with_settings(config, GatewaySettings::default())
+    }
+
+    /// A gateway with explicit settings.
+    pub fn with_settings(config: &Config, settings: GatewaySettings) -> Gateway {
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .user_agent(concat!("reasonix/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot initialise the HTTP client: {e}"));
+        Gateway {
+            inner: Arc::new(Inner {
+                config: config.clone(),
+                settings,
+                client,
+            }),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &GatewaySettings {
+        &self.inner.settings
+    }
+
+    /// Resolve a model label with this gateway's config.
+    pub fn resolve(&self, label: Option<&str>) -> Result<ResolvedModel, crate::config::ConfigError> {
+        self.inner.config.resolve_model(label)
+    }
+
+    /// Start one chat completion. Returns at once; a spawned task performs the request and
+    /// sends chunks: any number of `Text`/`Reasoning`, then complete `ToolCall`s in index
+    /// order, `Usage` (when the provider reports it) and `Done` — or a single final `Error`.
+    /// Every stream ends with exactly one `Done` or `Error`. Dropping the receiver cancels the
+    /// request. Must be called inside a Tokio runtime.
+    pub fn stream(&self, req: ProviderRequest) -> mpsc::Receiver<ProviderChunk> {
+        let (tx, rx) = mpsc::channel(self.inner.settings.channel_capacity.max(1));
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let stream_id = req.stream_id.clone();
+            run_stream(&inner, req, &tx).await;
+            tracing::debug!(stream_id, "provider stream finished");
+        });
+        rx
+    }
+}
+
+/// Sends one chunk; `false` when the receiver is gone (the request is then abandoned).
+async fn emit(tx: &mpsc::Sender<ProviderChunk>, chunk: ProviderChunk) -> bool {
+    tx.send(chunk).await.is_ok()
+}
+
+fn error_chunk(message: impl Into<String>, retryable: bool) -> ProviderChunk {
+    ProviderChunk::Error {
+        message: message.into(),
+        retryable,
+    }
+}
+
+async fn run_stream(inner: &Inner, req: ProviderRequest, tx: &mpsc::Sender<ProviderChunk>) {
+    let client = match &inner.client {
+        Ok(c) => c,
+        Err(e) => {
+            emit(tx, error_chunk(e.clone(), false)).await;
+            return;
+        }
+    };
+    let resolved = match inner.config.resolve_model(req.model.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            emit(tx, error_chunk(e.to_string(), false)).await;
+            return;
+        }
+    };
+    let key = match lookup_api_key(&resolved.api_key_env, &inner.config.dotenv_path()) {
+        Ok((k, _)) => k,
+        Err(e) => {
+            emit(
+                tx,
+                error_chunk(format!("provider `{}`: {e}", resolved.provider), false),
+            )
+            .await;
+            return;
+        }
+    };
+    let body = build_body(&req, &resolved, inner.config.agent.temperature);
+    let body = match serde_json::to_vec(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            emit(tx, error_chunk(format!("cannot encode the request: {e}"), false)).await;
+            return;
+        }
+    };
+    let url = format!("{}/chat/completions", resolved.base_url.trim_end_matches('/'));
+    let resp = match connect(client, &inner.settings, &url, &key, body, &resolved).await {
+        Ok(r) => r,
+        Err(chunk) => {
+            let chunk = match chunk {
+                ProviderChunk::Error { message, retryable } => ProviderChunk::Error {
+                    message: key.redact(&message),
+                    retryable,
+                },
+                other => other,
+            };
+            emit(tx, chunk).await;
+            return;
+        }
+    };
+    read_stream(resp, &inner.settings, &resolved, &key, tx).await;
+}
+
+/// The JSON body of a streaming chat completion.
+pub fn build_body(
+    req: &ProviderRequest,
+    model: &ResolvedModel,
+    default_temperature: Option<f64>,
+) -> Value {
+    let mut messages = req.messages.clone();
+    fix_reasoning_replay(&mut messages);
+    let mut body = json!({
+        "model": model.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+    });
+    if !req.tools.is_empty() {
+        body["tools"] = Value::Array(req.tools.clone());
+    }
+    if let Some(t) = req.temperature.or(default_temperature) {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+/// DeepSeek answers HTTP 400 when an assistant message with tool calls is replayed without
+/// `reasoning_content`; give every such message an empty one when it lost it. Messages that
+/// carry reasoning keep it untouched.
+pub fn fix_reasoning_replay(messages: &mut [Value]) {
+    for m in messages.iter_mut() {
+        let is_assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
+        let has_calls = m
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty());
+        if !(is_assistant && has_calls) {
+            continue;
+        }
+        if let Some(obj) = m.as_object_mut() {
+            let missing = obj.get("reasoning_content").is_none_or(Value::is_null);
+            if missing {
+                obj.insert("reasoning_content".into(), Value::String(String::new()));
+            }
+        }
+    }
+}
+
+/// Up to 4 KiB of an error body, for messages.
+const ERROR_BODY_LIMIT: usize = 4096;
+
+/// The connection/header phase, with retries. `Err` carries the final `Error` chunk.
+async fn connect(
+    client: &reqwest::Client,
+    settings: &GatewaySettings,
+    url: &str,
+    key: &ApiKey,
+    body: Vec<u8>,
+    model: &ResolvedModel,
+) -> Result<reqwest::Response, ProviderChunk> {
+    let policy = settings.retry;
+    let mut retry: u32 = 0;
+    loop {
+        let attempt = client
+            .post(url)
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .bearer_auth(key.expose())
+            .body(body.clone())
+            .send();
+        let (problem, retry_after) = match tokio::time::timeout(settings.idle_timeout, attempt).await
+        {
+            Err(_) => (
+                format!(
+                    "no response from {url} within {} s",
+                    settings.idle_timeout.as_secs()
+                ),
+                None,
+            ),
+            Ok(Err(e)) if e.is_builder() => {
+                return Err(error_chunk(
+                    format!("invalid request to provider `{}`: {}", model.provider, describe(&e)),
+                    false,
+                ));
+            }
+            Ok(Err(e)) => (describe(&e), None),
+            Ok(Ok(resp)) if resp.status().is_success() => return Ok(resp),
+            Ok(Ok(resp)) => {
+                let status = resp.status().as_u16();
+                let retry_after = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_retry_after);
+                let text = read_error_body(resp, settings.idle_timeout).await;
+                match classify_status(status, &text) {
+                    StatusClass::Retry => (
+                        format!("HTTP {status} from provider `{}`: {}", model.provider, text),
+                        retry_after,
+                    ),
+                    StatusClass::Auth => {
+                        return Err(error_chunk(
+                            format!(
+                                "provider `{}` rejected the API key from {} (HTTP {status}): {text}. Check the key in the environment or in your Reasonix .env",
+                                model.provider, model.api_key_env
+                            ),
+                            false,
+                        ));
+                    }
+                    StatusClass::Quota => {
+                        return Err(error_chunk(
+                            format!(
+                                "provider `{}` says the account's balance or quota is exhausted (HTTP {status}): {text}. Top up the account or switch model; retrying will not help",
+                                model.provider
+                            ),
+                            false,
+                        ));
+                    }
+                    StatusClass::Fatal => {
+                        return Err(error_chunk(
+                            format!(
+                                "provider `{}` refused the request for model `{}` (HTTP {status}): {text}",
+                                model.provider, model.model
+                            ),
+                            false,
+                        ));
+                    }
+                }
+            }
+        };
+        if retry >= policy.max_retries {
+            return Err(error_chunk(
+                format!("{problem} (gave up after {retry} retries)"),
+                true,
+            ));
+        }
+        retry += 1;
+        let delay = policy.delay(retry, retry_after);
+        tracing::warn!(
+            provider = %model.provider,
+            retry,
+            delay_ms = delay.as_millis() as u64,
+            problem = %key.redact(&problem),
+            "provider request failed; retrying"
+        );
+        tokio::time::sleep(delay).await;
+    }
+}
+
+async fn read_error_body(mut resp: reqwest::Response, idle: Duration) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < ERROR_BODY_LIMIT {
+        match tokio::time::timeout(idle, resp.chunk()).await {
+            Ok(Ok(Some(b))) => buf.extend_from_slice(&b),
+            _ => break,
+        }
+    }
+    buf.truncate(ERROR_BODY_LIMIT);
+    let text = String::from_utf8_lossy(&buf).trim().to_string();
+    // Prefer the provider's own message when the body is the usual `{"error":{...}}`.
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or(text)
+}
+
+/// A reqwest error with its causes (e.g. "connection refused"), without headers.
+fn describe(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// Read the SSE body until `[DONE]`, end of stream, an error or an idle timeout.
+async fn read_stream(
+    mut resp: reqwest::Response,
+    settings: &GatewaySettings,
+    model: &ResolvedModel,
+    key: &ApiKey,
+    tx: &mpsc::Sender<ProviderChunk>,
+) {
+    let mut lines = SseLines::new();
+    let mut asm = StreamAssembler::new(&model.model);
+    // Non-SSE text in the body (e.g. a JSON error with status 200), kept for the message.
+    let mut stray = String::new();
+    loop {
+        let next = tokio::time::timeout(settings.idle_timeout, resp.chunk()).await;
+        let bytes = match next {
+            Err(_) => {
+                let msg = format!(
+                    "no data from provider `{}` for {} s (idle timeout)",
+                    model.provider,
+                    settings.idle_timeout.as_secs()
+                );
+                emit(tx, error_chunk(msg, true)).await;
+                return;
+            }
+            Ok(Err(e)) => {
+                if asm.has_finish_reason() {
+                    // The answer is complete; only the trailer was lost.
+                    finish(&mut asm, None, tx).await;
+                } else {
+                    let msg = format!(
+                        "the provider stream broke: {}",
+                        key.redact(&describe(&e))
+                    );
+                    emit(tx, error_chunk(msg, true)).await;
+                }
+                return;
+            }
+            Ok(Ok(None)) => {
+                if let Some(line) = lines.finish() {
+                    if !handle_line(&line, &mut asm, &mut stray, tx).await {
+                        return;
+                    }
+                }
+                let note = (!stray.is_empty()).then(|| key.redact(stray.trim()));
+                finish(&mut asm, note.as_deref(), tx).await;
+                return;
+            }
+            Ok(Ok(Some(b))) => b,
+        };
+        for line in lines.push(&bytes) {
+            if !handle_line(&line, &mut asm, &mut stray, tx).await {
+                return;
+            }
+            if asm.saw_done() {
+                finish(&mut asm, None, tx).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Handle one line; `false` means stop (receiver gone or the provider reported an error).
+async fn handle_line(
+    line: &str,
+    asm: &mut StreamAssembler,
+    stray: &mut String,
+    tx: &mpsc::Sender<ProviderChunk>,
+) -> bool {
+    match classify_line(line) {
+        SseLine::Data(payload) => {
+            for chunk in asm.data(payload) {
+                let is_error = matches!(chunk, ProviderChunk::Error { .. });
+                if !emit(tx, chunk).await || is_error {
+                    return false;
+                }
+            }
+            true
+        }
+        SseLine::Ignorable => true,
+        SseLine::Other(text) => {
+            if stray.len() < 300 {
+                stray.push_str(text);
+                stray.push(' ');
+            }
+            true
+        }
+    }
+}
+
+async fn finish(asm: &mut StreamAssembler, note: Option<&str>, tx: &mpsc::Sender<ProviderChunk>) {
+    for chunk in asm.finish(note) {
+        if !emit(tx, chunk).await {
+            return;
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! `reasonix run`: one headless turn, printed as it streams (text or JSON lines).
+
+use std::io::Write;
+use std::sync::Arc;
+
+use reasonix_forward::proto::{
+    EventKind, OpenSession, Request, Response, SessionSettings, TurnState, Usage,
+};
+use serde_json::json;
+
+use crate::client::{Client, ClientEvent, ClientOptions, ConnState};
+use crate::config::Config;
+use crate::connect::Connector;
+use crate::gateway::Gateway;
+
+/// Options of a headless run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The prompt.
+    pub prompt: String,
+    /// Print JSON lines instead of text.
+    pub json: bool,
+    /// Resume this session.
+    pub session: Option<String>,
+    /// Resume the most recent session.
+    pub continue_last: bool,
+    /// Model label.
+    pub model: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Process exit code.
+    pub code: i32,
+    /// One-line reason when not successful.
+    pub reason: Option<String>,
+}
+
+/// Run one turn against the host behind `connector`.
+pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOptions) -> RunOutcome {
+    let gateway = Arc::new(Gateway::new(config));
+    let (client, mut events) = Client::start(connector, gateway, ClientOptions::default());
+    let mut out = Printer { json: opts.json };
+    let mode = config.permissions.mode;
+    let settings = SessionSettings {
+        model: opts.model.clone().or(config.default_model.clone()),
+        mode: Some(mode.as_str().to_string()),
+        headless: true,
+        max_steps: Some(config.agent.max_steps),
+        rules: Some(json!({
+            "allow": config.permissions.allow,
+            "ask": config.permissions.ask,
+            "deny": config.permissions.deny,
+        })),
+        bash_timeout_seconds: Some(config.tools.bash_timeout_seconds),
+    };
+    let request_id = format!("run-{:016x}", rand::random::<u64>());
+    let mut session_id = opts.session.clone();
+    let mut our_turn: Option<u64> = None;
+    let mut last_seq = 0u64;
+    let mut usage = Usage::default();
+    let mut model = String::new();
+    let mut need_open = true;
+    let (opened_tx, mut opened_rx) = tokio::sync::mpsc::unbounded_channel();
+
+    loop {
+        if need_open {
+            need_open = false;
+            let open = OpenSession {
+                session: session_id.clone(),
+                new: session_id.is_none() && !opts.continue_last,
+                since: last_seq,
+                read_only: false,
+                takeover: false,
+                settings: settings.clone(),
+            };
+            let c = client.clone();
+            let rid = request_id.clone();
+            let prompt = opts.prompt.clone();
+            // Open and submit on a task so connection events keep flowing meanwhile.
+            let tx = opened_tx.clone();
+            tokio::spawn(async move {
+                let r = async {
+                    let opened = match c.request(Request::OpenSession(open)).await? {
+                        Response::SessionOpened(o) => o,
+                        other => return Ok(Err(format!("unexpected answer {other:?}"))),
+                    };
+                    c.request(Request::SubmitTurn {
+                        request_id: rid,
+                        text: prompt,
+                    })
+                    .await?;
+                    Ok::<_, reasonix_forward::rpc::CallError>(Ok(opened))
+                }
+                .await;
+                let _ = tx.send(r);
+            });
+        }
+        let ev = tokio::select! {
+            ev = events.recv() => ev,
+            Some(r) = opened_rx.recv() => {
+                match r {
+                    Ok(Ok(opened)) => {
+                        if let Some(n) = &opened.notice {
+                            out.notice(n);
+                        }
+                        out.session(&opened.session, &opened.sandbox);
+                        session_id = Some(opened.session);
+                        continue;
+                    }
+                    Ok(Err(msg)) => return fail(&mut out, msg),
+                    Err(reasonix_forward::rpc::CallError::Remote(e)) => return fail(&mut out, e.message),
+                    // The link was replaced; a Reattached event re-opens.
+                    Err(reasonix_forward::rpc::CallError::Link(_)) => continue,
+                }
+            }
+        };
+        let Some(ev) = ev else {
+            return fail(&mut out, "the client stopped unexpectedly".into());
+        };
+        match ev {
+            ClientEvent::Connection(ConnState::Failed { reason }) => return fail(&mut out, reason),
+            ClientEvent::Connection(state) => out.connection(&state),
+            ClientEvent::Reattached { reason } => {
+                out.notice(&format!("{reason}; re-attaching to the session"));
+                need_open = true;
+            }
+            ClientEvent::Event(e) => {
+                if e.seq > 0 {
+                    if e.seq <= last_seq {
+                        continue;
+                    }
+                    last_seq = e.seq;
+                }
+                if let EventKind::UserTurn { request_id: rid, .. } = &e.kind {
+                    if *rid == request_id {
+                        our_turn = Some(e.turn);
+                    }
+                }
+                if our_turn != Some(e.turn) {
+                    continue;
+                }
+                match &e.kind {
+                    EventKind::Usage { usage: u, model: m, cache_note, .. } => {
+                        usage.prompt_tokens += u.prompt_tokens;
+                        usage.completion_tokens += u.completion_tokens;
+                        usage.cache_hit_tokens += u.cache_hit_tokens;
+                        usage.cache_miss_tokens += u.cache_miss_tokens;
+                        usage.reasoning_tokens += u.reasoning_tokens;
+                        model = m.clone();
+                        if let Some(n) = cache_note {
+                            out.notice(n);
+                        }
+                    }
+                    EventKind::TurnFinished { outcome, detail } => {
+                        out.finished(outcome, detail.as_deref(), &usage, &model);
+                        return match outcome.as_str() {
+                            "completed" => RunOutcome { code: 0, reason: None },
+                            "paused" => RunOutcome {
+                                code: 3,
+                                reason: Some(detail.clone().unwrap_or_else(|| "paused".into())),
+                            },
+                            other => RunOutcome {
+                                code: 1,
+                                reason: Some(format!(
+                                    "turn {other}{}",
+                                    detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
+                                )),
+                            },
+                        };
+                    }
+                    _ => out.event(&e.kind),
+                }
+            }
+            ClientEvent::State { state, detail } => {
+                if matches!(state, TurnState::WaitingForLaptop | TurnState::WaitingForApproval) {
+                    out.notice(detail.as_deref().unwrap_or("waiting"));
+                }
+            }
+            ClientEvent::Role { reason, .. } => out.notice(&reason),
+            ClientEvent::ToolProgress { call_id, message } => out.progress(&call_id, &message),
+        }
+    }
+}
+
+fn fail(out: &mut Printer, reason: String) -> RunOutcome {
+    out.error(&reason);
+    RunOutcome {
+        code: 1,
+        reason: Some(reason),
+    }
+}
+
+struct Printer {
+    json: bool,
+}
+
+impl Printer {
+    fn line(&self, v: serde_json::Value) {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{v}");
+        let _ = o.flush();
+    }
+
+    fn session(&mut self, id: &str, sandbox: &str) {
+        if self.json {
+            self.line(json!({"type": "session", "session": id, "sandbox": sandbox}));
+        }
+    }
+
+    fn notice(&mut self, text: &str) {
+        if self.json {
+            self.line(json!({"type": "notice", "text": text}));
+        } else {
+            eprintln!("[reasonix] {text}");
+        }
+    }
+
+    fn error(&mut self, text: &str) {
+        if self.json {
+            self.line(json!({"type": "error", "message": text}));
+        }
+    }
+
+    fn progress(&mut self, call_id: &str, message: &str) {
+        if self.json {
+            self.line(json!({"type": "tool_progress", "call_id": call_id, "message": message}));
+        }
+    }
+
+    fn connection(&mut self, state: &ConnState) {
+        let v = match state {
+            ConnState::Connecting => json!({"type": "connection", "state": "connecting"}),
+            ConnState::Connected { resumed } => {
+                json!({"type": "connection", "state": "connected", "resumed": resumed})
+            }
+            ConnState::Reconnecting {
+                attempt,
+                next_in,
+                last_contact_secs,
+                reason,
+            } => json!({"type": "connection", "state": "reconnecting", "attempt": attempt,
+                "next_retry_ms": next_in.as_millis() as u64, "last_contact_secs": last_contact_secs,
+                "reason": reason}),
+            ConnState::Failed { reason } => {
+                json!({"type": "connection", "state": "failed", "reason": reason})
+            }
+        };
+        if self.json {
+            self.line(v);
+        } else if let ConnState::Reconnecting {
+            attempt,
+            next_in,
+            last_contact_secs,
+            reason,
+        } = state
+        {
+            eprintln!(
+                "[reasonix] connection lost ({reason}); reconnecting, attempt {attempt}, next in {:.1}s, last contact {last_contact_secs}s ago",
+                next_in.as_secs_f64()
+            );
+        } else if let ConnState::Connected { resumed: true } = state {
+            eprintln!("[reasonix] reconnected; session resumed");
+        }
+    }
+
+    fn event(&mut self, kind: &EventKind) {
+        if self.json {
+            let v = match kind {
+                EventKind::TextDelta { text } => json!({"type": "text", "text": text}),
+                EventKind::ReasoningDelta { text } => json!({"type": "reasoning", "text": text}),
+                EventKind::ToolStarted { call_id, name, arguments } => {
+                    json!({"type": "tool_started", "call_id": call_id, "name": name, "arguments": arguments})
+                }
+                EventKind::ToolFinished { call_id, name, is_error, output } => {
+                    json!({"type": "tool_finished", "call_id": call_id, "name": name,
+                           "is_error": is_error, "summary": summary(output), "bytes": output.len()})
+                }
+                EventKind::ApprovalRequested { tool, arguments, reason, .. } => {
+                    json!({"type": "approval_requested", "tool": tool, "arguments": arguments, "reason": reason})
+                }
+                EventKind::Notice { text } => json!({"type": "notice", "text": text}),
+                _ => return,
+            };
+            self.line(v);
+            return;
+        }
+        match kind {
+            EventKind::TextDelta { text } => {
+                let mut o = std::io::stdout().lock();
+                let _ = o.write_all(text.as_bytes());
+                let _ = o.flush();
+            }
+            EventKind::ToolStarted { name, arguments, .. } => {
+                eprintln!("[tool] {name} {}", summary(arguments));
+            }
+            EventKind::ToolFinished { name, is_error: true, output, .. } => {
+                eprintln!("[tool] {name} failed: {}", summary(output));
+            }
+            EventKind::Notice { text } => eprintln!("[reasonix] {text}"),
+            _ => {}
+        }
+    }
+
+    fn finished(&mut self, outcome: &str, detail: Option<&str>, usage: &Usage, model: &str) {
+        if self.json {
+            self.line(json!({"type": "turn_finished", "outcome": outcome, "detail": detail,
+                "model": model,
+                "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                          "cache_hit_tokens": usage.cache_hit_tokens, "cache_miss_tokens": usage.cache_miss_tokens,
+                          "reasoning_tokens": usage.reasoning_tokens}}));
+        } else {
+            println!();
+            if outcome != "completed" {
+                eprintln!("[reasonix] turn {outcome}{}", detail.map(|d| format!(": {d}")).unwrap_or_default());
+            }
+        }
+    }
+}
+
+fn summary(text: &str) -> String {
+    let first: String = text.lines().next().unwrap_or("").chars().take(160).collect();
+    if text.len() > first.len() {
+        format!("{first}…")
+    } else {
+        first
+    }
+}

@@ -1,0 +1,64 @@
+//! Assembles the per-daemon runtime: tool registry, sandbox probe and tool context.
+//!
+//! Host-side settings come from the workspace's `reasonix.toml` (`[sandbox]`, `[tools]`);
+//! the laptop's settings (model, permission mode and rules) arrive per session over the link.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::sandbox::{Sandbox, SandboxConfig, SandboxMode};
+use crate::session::Runtime;
+use crate::tools::{ToolContext, ToolRegistry};
+
+/// Build the runtime for `workspace`.
+pub fn build(workspace: &Path) -> Runtime {
+    let project = read_project_config(workspace);
+    let mut sandbox_config = SandboxConfig::default();
+    if let Some(sb) = project.as_ref().and_then(|p| p.get("sandbox")) {
+        if sb.get("bash").and_then(|v| v.as_str()) == Some("enforce") {
+            sandbox_config.bash = SandboxMode::Enforce;
+        }
+        if sb.get("network").and_then(|v| v.as_bool()) == Some(false) {
+            sandbox_config.network = false;
+        }
+        for (key, list) in [
+            ("allow_write", &mut sandbox_config.allow_write),
+            ("forbid_read", &mut sandbox_config.forbid_read),
+        ] {
+            if let Some(items) = sb.get(key).and_then(|v| v.as_array()) {
+                for item in items.iter().filter_map(|v| v.as_str()) {
+                    list.push(workspace.join(item));
+                }
+            }
+        }
+    }
+    let sandbox = Arc::new(Sandbox::probe(sandbox_config.clone(), workspace));
+    let mut tool_ctx = ToolContext::new(workspace, sandbox);
+    tool_ctx.allow_write = sandbox_config.allow_write.clone();
+    if let Some(secs) = project
+        .as_ref()
+        .and_then(|p| p.get("tools"))
+        .and_then(|t| t.get("bash_timeout_seconds"))
+        .and_then(|v| v.as_integer())
+        .filter(|s| *s > 0)
+    {
+        tool_ctx.bash_timeout = Duration::from_secs(secs as u64);
+    }
+    Runtime {
+        registry: ToolRegistry::builtin(),
+        tool_ctx,
+    }
+}
+
+fn read_project_config(workspace: &Path) -> Option<toml::Table> {
+    let path = workspace.join("reasonix.toml");
+    let text = std::fs::read_to_string(&path).ok()?;
+    match text.parse::<toml::Table>() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!("ignoring {}: {e}", path.display());
+            None
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Process plumbing for bash: one pipe for stdout+stderr (so the interleaving is what a
+//! terminal would show), its own process group, group kill, and the background job table.
+
+use std::collections::BTreeMap;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Identifier of a background job (`job_1`, `job_2`, ...).
+pub type JobId = String;
+
+/// Bytes of output a background job keeps; older bytes are dropped (and reported).
+pub const JOB_OUTPUT_CAP: usize = 8 * 1024 * 1024;
+/// How long to wait for the output pipe to close after the process group was killed (a
+/// process that left the group can hold it open).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Where a background job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Still running.
+    Running,
+    /// Exited by itself with this code.
+    Exited(i32),
+    /// Ended by a signal it did not get from `kill_shell`.
+    Signaled(i32),
+    /// Stopped by `kill_shell` (or the session ending).
+    Killed,
+}
+
+impl JobStatus {
+    /// True once the job has ended.
+    pub fn is_finished(self) -> bool {
+        !matches!(self, JobStatus::Running)
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobStatus::Running => write!(f, "running"),
+            JobStatus::Exited(c) => write!(f, "exited with code {c}"),
+            JobStatus::Signaled(s) => write!(f, "killed by signal {s}"),
+            JobStatus::Killed => write!(f, "killed"),
+        }
+    }
+}
+
+/// Captured output with a cap that drops the oldest bytes.
+#[derive(Debug, Default)]
+pub(crate) struct OutBuf {
+    data: Vec<u8>,
+    /// Bytes dropped from the front so far.
+    dropped: u64,
+    /// Absolute position up to which `bash_output` has returned output.
+    read_pos: u64,
+    cap: usize,
+}
+
+impl OutBuf {
+    fn new(cap: usize) -> Self {
+        Self { cap, ..Self::default() }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.data.extend_from_slice(bytes);
+        if self.data.len() > self.cap {
+            let excess = self.data.len() - self.cap;
+            self.data.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    /// Everything kept, and how many bytes were dropped before it.
+    pub(crate) fn all(&self) -> (&[u8], u64) {
+        (&self.data, self.dropped)
+    }
+
+    /// Output not yet returned by [`OutBuf::take_new`], and how many unread bytes were lost.
+    pub(crate) fn take_new(&mut self) -> (Vec<u8>, u64) {
+        let lost = self.dropped.saturating_sub(self.read_pos);
+        let start = self.read_pos.max(self.dropped);
+        let from = (start - self.dropped) as usize;
+        let out = self.data[from..].to_vec();
+        self.read_pos = self.dropped + self.data.len() as u64;
+        (out, lost)
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A started process: its child handle, group id, output and the task filling it.
+pub(crate) struct Running {
+    pub child: tokio::process::Child,
+    pub pgid: i32,
+    pub out: Arc<Mutex<OutBuf>>,
+    pub reader: JoinHandle<()>,
+}
+
+/// Starts `cmd` in its own process group with stdout and stderr on one pipe.
+pub(crate) fn spawn_captured(mut cmd: tokio::process::Command, cap: usize) -> std::io::Result<Running> {
+    let (read_end, write_end) = pipe()?;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(write_end.try_clone()?))
+        .stderr(std::process::Stdio::from(write_end))
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd.spawn()?;
+    // Dropping the command closes our copies of the write end, so EOF arrives when the
+    // process group is gone.
+    drop(cmd);
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let out = Arc::new(Mutex::new(OutBuf::new(cap)));
+    let mut rx = tokio::net::unix::pipe::Receiver::from_owned_fd(read_end)?;
+    let sink = out.clone();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match rx.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => lock(&sink).push(&buf[..n]),
+            }
+        }
+    });
+    Ok(Running { child, pgid, out, reader })
+}
+
+/// A pipe whose read end is non-blocking (for tokio) and whose write end is blocking (for
+/// the child). Both are close-on-exec; the child gets dup2'ed copies.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl on a descriptor we own; flags come from F_GETFL on the same descriptor.
+    unsafe {
+        let flags = libc::fcntl(fds[0], libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fds[0], libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok((r, w))
+}
+
+/// SIGKILLs every process in group `pgid` (ignores a group that is already gone).
+pub(crate) fn kill_group(pgid: i32) {
+    // Guard against 0/1/negative: killpg(0) would hit our own group.
+    if pgid > 1 {
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// After the leader exited or was killed: kill the rest of the group, then let the reader
+/// finish (bounded, because a process that left the group may keep the pipe open).
+pub(crate) async fn finish(pgid: i32, reader: &mut JoinHandle<()>) {
+    kill_group(pgid);
+    if tokio::time::timeout(DRAIN_GRACE, &mut *reader).await.is_err() {
+        reader.abort();
+    }
+}
+
+fn status_of(st: std::process::ExitStatus, killed: bool) -> JobStatus {
+    use std::os::unix::process::ExitStatusExt;
+    if killed {
+        return JobStatus::Killed;
+    }
+    match (st.code(), st.signal()) {
+        (Some(c), _) => JobStatus::Exited(c),
+        (None, Some(s)) => JobStatus::Signaled(s),
+        (None, None) => JobStatus::Exited(-1),
+    }
+}
+
+pub(crate) fn exit_status(st: std::process::ExitStatus) -> JobStatus {
+    status_of(st, false)
+}
+
+/// One background bash job.
+pub struct Job {
+    id: JobId,
+    command: String,
+    pgid: i32,
+    out: Arc<Mutex<OutBuf>>,
+    status: watch::Receiver<JobStatus>,
+    killed: Arc<AtomicBool>,
+}
+
+impl Job {
+    /// The job id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The command line it runs.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// Its process group id.
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Where it is now.
+    pub fn status(&self) -> JobStatus {
+        *self.status.borrow()
+    }
+
+    /// Output since the previous call, lossily decoded, and how many unread bytes the cap
+    /// dropped.
+    pub fn take_new_output(&self) -> (String, u64) {
+        let (bytes, lost) = lock(&self.out).take_new();
+        (String::from_utf8_lossy(&bytes).into_owned(), lost)
+    }
+
+    /// All output kept so far (does not move the read position).
+    pub fn full_output(&self) -> String {
+        String::from_utf8_lossy(lock(&self.out).all().0).into_owned()
+    }
+
+    /// Waits until the job ends, or `timeout` passes; returns the status then.
+    pub async fn wait(&self, timeout: Duration) -> JobStatus {
+        let mut rx = self.status.clone();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|s| s.is_finished())).await;
+        self.status()
+    }
+
+    /// Kills the whole process group. Returns false when the job had already finished.
+    pub fn kill(&self) -> bool {
+        if self.status().is_finished() {
+            return false;
+        }
+        self.killed.store(true, Ordering::SeqCst);
+        kill_group(self.pgid);
+        true
+    }
+}
+
+/// Background jobs of one session. Owned by the daemon session, so jobs keep running while no
+/// client is attached; dropping the table kills whatever still runs.
+#[derive(Default)]
+pub struct JobTable {
+    inner: Mutex<(u64, BTreeMap<JobId, Arc<Job>>)>,
+}
+
+impl JobTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts `cmd` as a background job (needs a tokio runtime).
+    pub fn spawn(&self, cmd: tokio::process::Command, command_text: &str) -> std::io::Result<Arc<Job>> {
+        let Running { mut child, pgid, out, mut reader } = spawn_captured(cmd, JOB_OUTPUT_CAP)?;
+        let (tx, rx) = watch::channel(JobStatus::Running);
+        let killed = Arc::new(AtomicBool::new(false));
+        let id = {
+            let mut g = lock(&self.inner);
+            g.0 += 1;
+            format!("job_{}", g.0)
+        };
+        let job = Arc::new(Job {
+            id: id.clone(),
+            command: command_text.to_string(),
+            pgid,
+            out,
+            status: rx,
+            killed: killed.clone(),
+        });
+        lock(&self.inner).1.insert(id, job.clone());
+        tokio::spawn(async move {
+            let st = child.wait().await;
+            finish(pgid, &mut reader).await;
+            let status = match st {
+                Ok(s) => status_of(s, killed.load(Ordering::SeqCst)),
+                Err(_) => JobStatus::Exited(-1),
+            };
+            let _ = tx.send(status);
+        });
+        Ok(job)
+    }
+
+    /// The job with this id.
+    pub fn get(&self, id: &str) -> Option<Arc<Job>> {
+        lock(&self.inner).1.get(id).cloned()
+    }
+
+    /// All job ids, in start order.
+    pub fn ids(&self) -> Vec<JobId> {
+        let g = lock(&self.inner);
+        let mut ids: Vec<(u64, JobId)> =
+            g.1.keys().map(|k| (k.trim_start_matches("job_").parse().unwrap_or(0), k.clone())).collect();
+        ids.sort();
+        ids.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// Kills every running job (session end).
+    pub fn kill_all(&self) {
+        for job in lock(&self.inner).1.values() {
+            job.kill();
+        }
+    }
+}
+
+impl Drop for JobTable {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}

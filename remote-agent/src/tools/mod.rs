@@ -1,0 +1,321 @@
+//! Built-in host tools: the file readers and writers, search, bash with background jobs, and
+//! the plan. Every tool implements [`Tool`]; the agent looks them up in a [`ToolRegistry`],
+//! asks the permission policy, then calls [`Tool::run`] with a [`ToolContext`].
+//!
+//! The observable contract (parameters, limits, output shapes, error texts) is written down in
+//! `docs/TOOL_CONTRACT.md`; a test keeps that file and [`ToolRegistry::schemas`] in step.
+
+mod bash;
+mod confine;
+mod edit;
+mod jobs;
+mod read;
+mod search;
+mod todo;
+mod write;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use bash::{BashOutputTool, BashTool, KillShellTool, WaitTool};
+pub use confine::{confine_write, writable_roots, ConfineError, RootList, WriteTarget};
+pub use edit::{EditFileTool, MultiEditTool};
+pub use jobs::{JobId, JobStatus, JobTable};
+pub use read::ReadFileTool;
+pub use search::{GlobTool, GrepTool, LsTool};
+pub use todo::TodoWriteTool;
+pub use write::{MoveFileTool, WriteFileTool};
+
+use crate::sandbox::Sandbox;
+
+/// What a tool hands back to the model: text, and whether it describes a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The text the model sees (before [`bound_for_context`]).
+    pub text: String,
+    /// True when the call failed; the text then says why and what to do instead.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self { text: text.into(), is_error: false }
+    }
+
+    /// A failed result; tool errors go back to the model, they never abort the loop.
+    pub fn err(text: impl Into<String>) -> Self {
+        Self { text: text.into(), is_error: true }
+    }
+}
+
+/// One tool the model can call.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by (`read_file`, `bash`, `mcp__srv__x`).
+    fn name(&self) -> &'static str;
+    /// One paragraph telling the model what the tool does and its limits.
+    fn description(&self) -> &'static str;
+    /// JSON schema of the arguments object.
+    fn parameters(&self) -> Value;
+    /// True when the tool never changes the workspace or the host; the policy lets read-only
+    /// tools run without a rule.
+    fn read_only(&self) -> bool;
+    /// Runs the tool. Permission has already been decided by the caller.
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolOutput;
+}
+
+/// Called by every writer, once per path, right before the path changes. Checkpoints plug in
+/// here to save the prior state (the file may be absent, which is itself a state to restore).
+pub trait MutationHook: Send + Sync {
+    /// `path` is absolute and symlink-resolved; it may not exist yet.
+    fn before_write(&self, path: &Path);
+}
+
+/// A hook that does nothing (no checkpoints).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopHook;
+
+impl MutationHook for NoopHook {
+    fn before_write(&self, _path: &Path) {}
+}
+
+/// Everything a tool may need from its session. Cloning is cheap: the shared parts sit
+/// behind `Arc`s, the paths are small.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Canonical workspace root; relative paths are resolved against it.
+    pub workspace: PathBuf,
+    /// Extra roots writers may change besides the workspace (`[sandbox] allow_write`).
+    pub allow_write: Vec<PathBuf>,
+    /// Paths the readers refuse (`[sandbox] forbid_read`: `~/.ssh`, `~/.aws`, ...).
+    pub forbid_read: Vec<PathBuf>,
+    /// Foreground bash timeout (`tools.bash_timeout_seconds`, default 120 s).
+    pub bash_timeout: Duration,
+    /// How bash commands are confined.
+    pub sandbox: Arc<Sandbox>,
+    /// Background bash jobs; owned by the daemon session so they outlive client links.
+    pub jobs: Arc<JobTable>,
+    /// Prior-state capture before every write (checkpoints).
+    pub mutation_hook: Arc<dyn MutationHook>,
+    /// The current plan written by `todo_write` (one JSON object per item).
+    pub todos: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ToolContext {
+    /// A context with defaults: no extra roots, the default forbid list of the sandbox,
+    /// 120 s bash timeout, a fresh job table, no hook, an empty plan. `workspace` is
+    /// canonicalised when possible (so confinement compares resolved paths).
+    pub fn new(workspace: &Path, sandbox: Arc<Sandbox>) -> Self {
+        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        Self {
+            allow_write: Vec::new(),
+            forbid_read: sandbox.config().forbid_read.clone(),
+            workspace,
+            bash_timeout: Duration::from_secs(DEFAULT_BASH_TIMEOUT_SECS),
+            sandbox,
+            jobs: Arc::new(JobTable::new()),
+            mutation_hook: Arc::new(NoopHook),
+            todos: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Absolute form of a path argument: relative paths are taken from the workspace. No
+    /// symlink resolution (readers open what the path names; writers use [`confine_write`]).
+    pub fn resolve(&self, raw: &str) -> PathBuf {
+        let p = Path::new(raw);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.workspace.join(p)
+        }
+    }
+
+    /// How a path is shown to the model: relative to the workspace when inside it.
+    pub fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.workspace) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    /// True when `path` lies in one of the `forbid_read` roots (compared after resolving
+    /// symlinks, so a link into `~/.ssh` is caught too).
+    pub fn is_forbidden_read(&self, path: &Path) -> bool {
+        let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.forbid_read.iter().any(|root| {
+            let root_c = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+            resolved.starts_with(&root_c) || path.starts_with(root)
+        })
+    }
+}
+
+/// Default foreground bash timeout in seconds (`tools.bash_timeout_seconds`).
+pub const DEFAULT_BASH_TIMEOUT_SECS: u64 = 120;
+
+/// The tool set of a session, keyed by name. Iteration is by name, so the schema list (part of
+/// the cached prompt prefix) never depends on registration order.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// All built-in tools.
+    pub fn builtin() -> Self {
+        let mut r = Self::new();
+        let all: [Arc<dyn Tool>; 13] = [
+            Arc::new(ReadFileTool),
+            Arc::new(WriteFileTool),
+            Arc::new(EditFileTool),
+            Arc::new(MultiEditTool),
+            Arc::new(MoveFileTool),
+            Arc::new(LsTool),
+            Arc::new(GlobTool),
+            Arc::new(GrepTool),
+            Arc::new(BashTool),
+            Arc::new(BashOutputTool),
+            Arc::new(KillShellTool),
+            Arc::new(WaitTool),
+            Arc::new(TodoWriteTool),
+        ];
+        for t in all {
+            r.register(t);
+        }
+        r
+    }
+
+    /// Adds (or replaces) a tool; MCP tools come in this way.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.name().to_string(), tool);
+    }
+
+    /// Removes a tool (e.g. one disabled by `[tools] enabled`).
+    pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.remove(name)
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.get(name).cloned()
+    }
+
+    /// Registered names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    /// Tools in the OpenAI format `{"type":"function","function":{name,description,parameters}}`,
+    /// keys sorted recursively and the list sorted by name: the bytes are stable.
+    pub fn schemas(&self) -> Vec<Value> {
+        self.tools.values().map(|t| schema_of(t.as_ref())).collect()
+    }
+}
+
+/// The canonical OpenAI-format schema of one tool.
+pub fn schema_of(tool: &dyn Tool) -> Value {
+    canonicalize(&serde_json::json!({
+        "type": "function",
+        "function": {
+            "name": tool.name(),
+            "description": tool.description(),
+            "parameters": tool.parameters(),
+        }
+    }))
+}
+
+/// A copy of `v` whose object keys are sorted at every depth.
+pub fn canonicalize(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let mut out = serde_json::Map::new();
+            for k in keys {
+                if let Some(child) = map.get(k) {
+                    out.insert(k.clone(), canonicalize(child));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonicalize).collect()),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => v.clone(),
+    }
+}
+
+/// Bytes of a tool result that stay visible in the model context.
+pub const CONTEXT_BOUND_BYTES: usize = 32 * 1024;
+
+/// Bounds a tool result once, when it enters the model context: results up to
+/// [`CONTEXT_BOUND_BYTES`] pass unchanged; longer ones keep their head (3/4) and tail (1/4)
+/// with a marker saying how much was cut. The full text belongs in the journal.
+pub fn bound_for_context(text: &str) -> String {
+    if text.len() <= CONTEXT_BOUND_BYTES {
+        return text.to_string();
+    }
+    let head_end = floor_char_boundary(text, CONTEXT_BOUND_BYTES * 3 / 4);
+    let tail_start = ceil_char_boundary(text, text.len() - CONTEXT_BOUND_BYTES / 4);
+    let cut = &text[head_end..tail_start];
+    let cut_lines = cut.matches('\n').count();
+    format!(
+        "{}\n\n[… {} bytes ({} lines) cut from the middle of this {}-byte result; narrow the \
+         request (offset/limit, a tighter pattern, or `| head`) to see them …]\n\n{}",
+        &text[..head_end],
+        cut.len(),
+        cut_lines,
+        text.len(),
+        &text[tail_start..]
+    )
+}
+
+/// Largest char boundary `<= i`.
+pub(crate) fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Smallest char boundary `>= i`.
+pub(crate) fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i.min(s.len())
+}
+
+/// Parses a tool's arguments, or gives the error result the model should see.
+pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
+    // Some models send `null` or nothing for tools without required parameters.
+    let args = if args.is_null() { Value::Object(serde_json::Map::new()) } else { args };
+    serde_json::from_value(args)
+        .map_err(|e| ToolOutput::err(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// Runs blocking filesystem work off the async threads.
+pub(crate) async fn blocking<F>(f: F) -> ToolOutput
+where
+    F: FnOnce() -> ToolOutput + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(out) => out,
+        Err(e) => ToolOutput::err(format!("internal error: tool task failed: {e}")),
+    }
+}
+
+/// The writer group that a policy rule `Edit` names.
+pub const WRITER_TOOLS: [&str; 4] = ["write_file", "edit_file", "multi_edit", "move_file"];

@@ -1,0 +1,38 @@
+//! Standalone scripted mock provider for manual runs and benchmarks.
+//!
+//! Usage: `mock-provider SCRIPT.json` where the file holds a JSON array of `MockReply`
+//! objects tagged by `"type"`, e.g.
+//! `[{"type":"text","chunks":["Hel","lo"]},{"type":"status","code":429,"retry_after":1,"body":""}]`.
+//! Prints the base URL on the first line of stdout, then serves until killed (or Ctrl-C).
+//! Once the script is exhausted every request gets the text reply "done".
+
+use std::io::Write;
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply};
+
+#[tokio::main]
+async fn main() {
+    let Some(path) = std::env::args().nth(1) else {
+        eprintln!("usage: mock-provider SCRIPT.json");
+        std::process::exit(2);
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mock-provider: cannot read {path}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let script: Vec<MockReply> = match serde_json::from_str(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mock-provider: {path} is not a JSON array of replies: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mock = MockProvider::start(script).await;
+    println!("{}", mock.base_url());
+    let _ = std::io::stdout().flush();
+    let _ = tokio::signal::ctrl_c().await;
+    eprintln!("mock-provider: served {} requests", mock.request_count());
+}
