@@ -57,6 +57,11 @@ struct Ctx<'a> {
     prompter: &'a dyn Prompter,
     cache: &'a CredentialCache,
     tried: Vec<&'static str>,
+    /// Secrets that worked for one factor; cached only once the whole login succeeded.
+    pending_cache: Vec<(String, Zeroizing<String>)>,
+    /// Cached keyboard-interactive answers are used for the first kbd factor only: a server
+    /// asking again within the same login wants a fresh answer.
+    kbd_factor_done: bool,
 }
 
 impl Ctx<'_> {
@@ -98,6 +103,8 @@ pub(crate) async fn authenticate(
         prompter,
         cache,
         tried: Vec::new(),
+        pending_cache: Vec::new(),
+        kbd_factor_done: false,
     };
     let mut allowed = match ctx.handle.authenticate_none(&r.user).await {
         Ok(AuthResult::Success) => return Ok(()),
@@ -133,7 +140,12 @@ pub(crate) async fn authenticate(
                 | MethodKind::GssapiWithMic => Step::Failed,
             };
             match step {
-                Step::Done => return Ok(()),
+                Step::Done => {
+                    for (k, v) in ctx.pending_cache.drain(..) {
+                        ctx.cache.put(k, v);
+                    }
+                    return Ok(());
+                }
                 Step::Partial(rest) => {
                     tracing::debug!(method = name, remaining = %allowed_names(&rest), "partial success");
                     allowed = rest;
@@ -403,7 +415,7 @@ async fn try_password(ctx: &mut Ctx<'_>) -> Result<Step, BootstrapError> {
                 }
             }
             other => {
-                ctx.cache.put(key, pw);
+                ctx.pending_cache.push((key, pw));
                 return Ok(other);
             }
         }
@@ -419,8 +431,9 @@ fn is_password_prompt(prompt: &str, echo: bool) -> bool {
 async fn try_kbd(ctx: &mut Ctx<'_>) -> Result<Step, BootstrapError> {
     let r = ctx.r;
     let mut failures = 0;
-    // Cached answers are tried at most once per factor.
-    let mut use_cache = true;
+    // Cached answers are tried at most once, and only for the first kbd factor.
+    let mut use_cache = !ctx.kbd_factor_done;
+    ctx.kbd_factor_done = true;
     loop {
         let mut reply = ctx
             .handle
@@ -524,9 +537,7 @@ async fn try_kbd(ctx: &mut Ctx<'_>) -> Result<Step, BootstrapError> {
                 }
             }
             other => {
-                for (k, v) in fresh {
-                    ctx.cache.put(k, v);
-                }
+                ctx.pending_cache.extend(fresh);
                 return Ok(other);
             }
         }

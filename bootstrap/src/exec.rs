@@ -56,7 +56,7 @@ fn cut(raw: &str, marker: &str) -> Option<(String, String, Option<i32>)> {
     let stop = body.rfind(&end)?;
     let inner = body[..stop].to_string();
     let tail = &body[stop + end.len()..];
-    let code = tail.trim().split_whitespace().next().and_then(|c| c.parse().ok());
+    let code = tail.split_whitespace().next().and_then(|c| c.parse().ok());
     Some((inner, noise, code))
 }
 
@@ -172,9 +172,9 @@ impl SshConnection {
             while let Some(msg) = read_half.wait().await {
                 match msg {
                     ChannelMsg::Data { data } => {
-                        if tx.send(data).await.is_err() {
-                            // Reader dropped; keep draining so the session stays healthy.
-                        }
+                        // A dropped reader is not an error: keep draining so the session
+                        // stays healthy until the channel closes.
+                        let _ = tx.send(data).await;
                     }
                     ChannelMsg::ExtendedData { data, .. } => {
                         stderr_pump.push(&data);

@@ -385,7 +385,7 @@ mod tests {
         assert!(lines[0].starts_with("|1|"), "{text}");
         assert!(!lines[0].contains("127.0.0.1"));
         assert_eq!(lines[1], format!("plain.example {K2}"));
-        let k = KnownHosts::load(&[path.clone()]);
+        let k = KnownHosts::load(std::slice::from_ref(&path));
         assert!(matches!(
             k.lookup("127.0.0.1", 2022, &key(K1)),
             Lookup::Known { line: 1, .. }

@@ -8,6 +8,8 @@
 //! - [`SshConnection::run_script`] / [`SshConnection::exec_stream`]: remote commands;
 //! - [`install`]: probe, upload and verify the matching `reasonix-remote`.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 mod auth;
 pub mod config;
 pub mod dest;

@@ -239,6 +239,7 @@ pub(crate) fn io_closed(doing: &str, e: &std::io::Error) -> LinkError {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

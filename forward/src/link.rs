@@ -9,7 +9,7 @@
 //! See `docs/PROTOCOL.md` for the wire-level description.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -161,8 +161,8 @@ struct Shared {
     slot: Arc<tokio::sync::Mutex<()>>,
     connected: watch::Sender<bool>,
     closed: watch::Sender<bool>,
-    /// Writer wake-up of the current transport (new data, ack due, control frame, close).
-    wake_writer: Mutex<Option<Arc<Notify>>>,
+    /// The running transport's writer queue (None while disconnected).
+    wire: Mutex<Option<Arc<Wire>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -212,7 +212,7 @@ impl Link {
             slot: Arc::new(tokio::sync::Mutex::new(())),
             connected: watch::channel(false).0,
             closed: watch::channel(false).0,
-            wake_writer: Mutex::new(None),
+            wire: Mutex::new(None),
         };
         (
             Link {
@@ -263,10 +263,12 @@ impl Link {
                     st.stats.sent_seq = st.next_seq;
                     st.next_seq += 1;
                     drop(st);
-                    self.wake_writer();
+                    self.shared.wake_writer();
                     return Ok(());
                 }
             }
+            // Full: ask the peer for an ack now instead of waiting for its ack timer.
+            self.shared.request_ack();
             notified.await;
         }
     }
@@ -318,7 +320,13 @@ impl Link {
             st.generation
         };
         let guard = Arc::new(Arc::clone(&shared.slot).lock_owned().await);
-        let wake = Arc::new(Notify::new());
+        let wire = Arc::new(Wire {
+            wake: Notify::new(),
+            control: Mutex::new(VecDeque::new()),
+            ack_sent: AtomicU64::new(0),
+            ping_sent_at: Mutex::new(None),
+            ack_requested: AtomicBool::new(false),
+        });
         // Validate the peer's position and trim what it already has.
         let start_seq = {
             let mut st = lock(&shared.state);
@@ -335,26 +343,19 @@ impl Link {
                      only sent {sent}; the peer is talking to a different link"
                 ));
             }
-            if peer_received + 1 < st.front_seq {
-                return LinkError::ResumeImpossible(format!(
-                    "the peer has data frames up to {peer_received} only, but frames up to {} \
-                     were already discarded as acknowledged",
-                    st.front_seq - 1
-                ));
-            }
+            // `peer_received` may be older than an ack that came in since (the peer read it
+            // while its previous transport still ran), so it is a lower bound: start after
+            // whichever is higher. A peer that really lost frames we discarded sees a gap.
             trim(&mut st, peer_received);
             st.stats.transports += 1;
-            *lock(&shared.wake_writer) = Some(Arc::clone(&wake));
-            peer_received + 1
+            *lock(&shared.wire) = Some(Arc::clone(&wire));
+            (peer_received + 1).max(st.front_seq)
         };
         shared.space.notify_waiters();
 
         let transport = Arc::new(Transport {
             shared: Arc::clone(shared),
-            wake,
-            control: Mutex::new(VecDeque::new()),
-            ack_sent: AtomicU64::new(0),
-            ping_sent_at: Mutex::new(None),
+            wire,
             _slot: guard,
         });
         let (err_tx, mut err_rx) = mpsc::channel::<(&'static str, LinkError)>(3);
@@ -485,16 +486,22 @@ impl Link {
     pub fn close_with_reason(&self, reason: &str) {
         self.shared.close(reason.to_string());
     }
-
-    fn wake_writer(&self) {
-        self.shared.wake_writer();
-    }
 }
 
 impl Shared {
     fn wake_writer(&self) {
-        if let Some(w) = lock(&self.wake_writer).as_ref() {
-            w.notify_one();
+        if let Some(w) = lock(&self.wire).as_ref() {
+            w.wake.notify_one();
+        }
+    }
+
+    /// Send a `Ping` (answered at once with a `Pong` carrying the peer's ack) unless one
+    /// is already out.
+    fn request_ack(&self) {
+        if let Some(w) = lock(&self.wire).as_ref() {
+            if !w.ack_requested.swap(true, Ordering::AcqRel) {
+                w.push_control(FrameKind::Ping, Bytes::new());
+            }
         }
     }
 
@@ -554,28 +561,43 @@ impl Drop for ConnectedGuard<'_> {
         let st = lock(&self.shared.state);
         if st.generation == self.generation {
             self.shared.connected.send_replace(false);
-            *lock(&self.shared.wake_writer) = None;
+            *lock(&self.shared.wire) = None;
         }
+    }
+}
+
+/// The writer side of one running transport, reachable from `Shared` (senders wake it).
+struct Wire {
+    /// Wakes the writer: new data, ack due, control frame, close.
+    wake: Notify,
+    /// Control frames (kind, payload) waiting for the writer; they go before data.
+    control: Mutex<VecDeque<(FrameKind, Bytes)>>,
+    /// The `ack` value of the last frame written on this transport.
+    ack_sent: AtomicU64,
+    ping_sent_at: Mutex<Option<Instant>>,
+    /// A `Ping` asking for an ack is out (reset when an ack or pong arrives).
+    ack_requested: AtomicBool,
+}
+
+impl Wire {
+    fn push_control(&self, kind: FrameKind, payload: Bytes) {
+        lock(&self.control).push_back((kind, payload));
+        self.wake.notify_one();
     }
 }
 
 /// State of one running transport, shared by its reader, writer and heartbeat tasks.
 struct Transport {
     shared: Arc<Shared>,
-    wake: Arc<Notify>,
-    /// Control frames (kind, payload) waiting for the writer; they go before data.
-    control: Mutex<VecDeque<(FrameKind, Bytes)>>,
-    /// The `ack` value of the last frame written on this transport.
-    ack_sent: AtomicU64,
-    ping_sent_at: Mutex<Option<Instant>>,
+    wire: Arc<Wire>,
     /// The link's transport slot, released when the last task of this transport stops.
+    /// Kept out of `Wire` because `Shared` holds the wire.
     _slot: Arc<OwnedMutexGuard<()>>,
 }
 
 impl Transport {
     fn push_control(&self, kind: FrameKind, payload: Bytes) {
-        lock(&self.control).push_back((kind, payload));
-        self.wake.notify_one();
+        self.wire.push_control(kind, payload);
     }
 
     async fn read_loop<R: AsyncRead + Unpin>(&self, mut reader: R) -> LinkError {
@@ -638,6 +660,7 @@ impl Transport {
                 trim(&mut st, frame.ack)
             };
             if freed {
+                self.wire.ack_requested.store(false, Ordering::Release);
                 self.shared.space.notify_waiters();
             }
         }
@@ -669,9 +692,9 @@ impl Transport {
                     return Err(LinkError::Closed);
                 }
                 self.shared.received.store(frame.seq, Ordering::Release);
-                let unacked = frame.seq - self.ack_sent.load(Ordering::Acquire);
+                let unacked = frame.seq - self.wire.ack_sent.load(Ordering::Acquire);
                 if unacked == 1 || unacked >= ACK_EVERY_FRAMES {
-                    self.wake.notify_one();
+                    self.wire.wake.notify_one();
                 }
                 Ok(())
             }
@@ -681,7 +704,8 @@ impl Transport {
                 Ok(())
             }
             FrameKind::Pong => {
-                if let Some(at) = lock(&self.ping_sent_at).take() {
+                self.wire.ack_requested.store(false, Ordering::Release);
+                if let Some(at) = lock(&self.wire.ping_sent_at).take() {
                     lock(&self.shared.state).stats.last_rtt = Some(at.elapsed());
                 }
                 Ok(())
@@ -707,17 +731,17 @@ impl Transport {
         loop {
             // The wake permit is consumed here; anything that happens after this point
             // leaves a new permit, so the wait at the bottom cannot miss it.
-            let notified = self.wake.notified();
+            let notified = self.wire.wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
 
             out.clear();
             let received = self.shared.received.load(Ordering::Acquire);
-            let controls: Vec<(FrameKind, Bytes)> = lock(&self.control).drain(..).collect();
+            let controls: Vec<(FrameKind, Bytes)> = lock(&self.wire.control).drain(..).collect();
             for (kind, payload) in &controls {
                 encode_parts(*kind, 0, received, payload, &mut out);
                 if *kind == FrameKind::Ping {
-                    *lock(&self.ping_sent_at) = Some(Instant::now());
+                    *lock(&self.wire.ping_sent_at) = Some(Instant::now());
                 }
             }
             let closing = {
@@ -758,7 +782,7 @@ impl Transport {
             for (seq, payload) in batch.drain(..) {
                 encode_parts(FrameKind::Data, seq, received, &payload, &mut out);
             }
-            let ack_sent = self.ack_sent.load(Ordering::Acquire);
+            let ack_sent = self.wire.ack_sent.load(Ordering::Acquire);
             if out.is_empty() && received > ack_sent {
                 let since = *ack_pending_since.get_or_insert_with(Instant::now);
                 if received - ack_sent >= ACK_EVERY_FRAMES || since.elapsed() >= ACK_DELAY {
@@ -769,11 +793,11 @@ impl Transport {
                 if let Err(e) = writer.write_all(&out).await {
                     return io_closed("writing to the peer", &e);
                 }
-                self.ack_sent.store(received, Ordering::Release);
+                self.wire.ack_sent.store(received, Ordering::Release);
                 ack_pending_since = None;
                 // Flush only when nothing else is waiting, so bursts go out in big writes.
-                let more =
-                    cursor < lock(&self.shared.state).next_seq || !lock(&self.control).is_empty();
+                let more = cursor < lock(&self.shared.state).next_seq
+                    || !lock(&self.wire.control).is_empty();
                 if !more {
                     if let Err(e) = writer.flush().await {
                         return io_closed("flushing to the peer", &e);

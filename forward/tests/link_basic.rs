@@ -1,5 +1,7 @@
 //! Basic behaviour of the link, the handshake and the RPC layer over the in-memory transport.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -310,7 +310,6 @@ impl Supervisor {
                     link
                 }
             };
-            attempt = 0;
             *self
                 .last_contact
                 .lock()

@@ -668,7 +668,11 @@ impl Config {
                 ));
                 continue;
             };
-            if pf.base_url.as_ref().is_some_and(|u| *u != existing.base_url) {
+            if pf
+                .base_url
+                .as_ref()
+                .is_some_and(|u| *u != existing.base_url)
+            {
                 provider_notes.push(format!(
                     "ignored providers `{}` base_url: a project file cannot redirect a provider",
                     pf.name
@@ -1091,14 +1095,15 @@ fn looks_like_key(v: &toml::Value) -> bool {
 }
 
 fn find_key_line(text: &str, key: &str) -> Option<usize> {
-    text.lines().position(|l| {
-        let l = l.trim_start();
-        l.strip_prefix(key)
-            .is_some_and(|rest| rest.trim_start().starts_with('='))
-            || l.strip_prefix(&format!("\"{key}\""))
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(key)
                 .is_some_and(|rest| rest.trim_start().starts_with('='))
-    })
-    .map(|i| i + 1)
+                || l.strip_prefix(&format!("\"{key}\""))
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
 }
 
 fn parse_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {

@@ -1,4 +1,5 @@
 //! Configuration loading against real files in temporary directories.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
@@ -50,7 +51,10 @@ fn defaults_without_files() {
     assert_eq!(m.model, "deepseek-chat");
     assert_eq!(m.base_url, "https://api.deepseek.com");
     assert_eq!(m.api_key_env, "DEEPSEEK_API_KEY");
-    assert_eq!(cfg.provider("deepseek").unwrap().models, ["deepseek-chat", "deepseek-reasoner"]);
+    assert_eq!(
+        cfg.provider("deepseek").unwrap().models,
+        ["deepseek-chat", "deepseek-reasoner"]
+    );
     assert_eq!(cfg.agent.compact_ratio, 0.8);
     assert_eq!(cfg.agent.max_steps, 50);
     assert_eq!(cfg.tools.bash_timeout_seconds, 120);
@@ -98,7 +102,11 @@ max_steps = 20
     let cfg = Config::load(&opts).unwrap();
     assert_eq!(cfg.agent.max_steps, 30, "flag over project");
     assert_eq!(cfg.resolve_model(None).unwrap().model, "deepseek-chat");
-    assert_eq!(cfg.permissions.mode, PermissionMode::Yolo, "flags are trusted");
+    assert_eq!(
+        cfg.permissions.mode,
+        PermissionMode::Yolo,
+        "flags are trusted"
+    );
 
     let mut opts = d.opts();
     opts.ignore_project = true;
@@ -158,8 +166,14 @@ command = "mcp-server-time"
     assert_eq!(cfg.sandbox.allow_write, [ws.join("build/out")]);
     assert_eq!(cfg.sandbox.forbid_read, [PathBuf::from("secrets")]);
     let ds = cfg.provider("deepseek").unwrap();
-    assert_eq!(ds.base_url, "https://api.deepseek.com", "no redirect of a key");
-    assert_eq!(ds.context_window, 64000, "cosmetic provider fields are taken");
+    assert_eq!(
+        ds.base_url, "https://api.deepseek.com",
+        "no redirect of a key"
+    );
+    assert_eq!(
+        ds.context_window, 64000,
+        "cosmetic provider fields are taken"
+    );
     assert!(cfg.provider("evil").is_none());
     assert_eq!(cfg.mcp.len(), 1);
     assert_eq!(cfg.mcp[0].name, "host-tool");
@@ -177,7 +191,10 @@ command = "mcp-server-time"
         "`evil`",
         "`local-tool`",
     ] {
-        assert!(w.contains(needle), "warning about {needle} missing in:\n{w}");
+        assert!(
+            w.contains(needle),
+            "warning about {needle} missing in:\n{w}"
+        );
     }
     assert_eq!(cfg.warnings().len(), 9, "{w}");
     assert!(cfg.warnings().iter().all(|l| l.contains("reasonix.toml")));
@@ -211,7 +228,10 @@ enabled = ["read_file", "ls", "web_fetch"]
     assert_eq!(cfg.permissions.mode, PermissionMode::Auto);
     assert_eq!(cfg.sandbox.bash, BashSandbox::Enforce);
     assert!(!cfg.sandbox.network);
-    assert_eq!(cfg.tools.enabled.as_deref(), Some(&["read_file".to_string(), "ls".to_string()][..]));
+    assert_eq!(
+        cfg.tools.enabled.as_deref(),
+        Some(&["read_file".to_string(), "ls".to_string()][..])
+    );
     assert_eq!(cfg.warnings().len(), 1, "{:?}", cfg.warnings());
     assert!(cfg.warnings()[0].contains("web_fetch"));
 }
@@ -228,7 +248,12 @@ api_key = "sk-abcdefabcdefabcdefabcdef"
     );
     let err = d.load().unwrap_err();
     match &err {
-        ConfigError::SecretInConfig { key, line, env_hint, .. } => {
+        ConfigError::SecretInConfig {
+            key,
+            line,
+            env_hint,
+            ..
+        } => {
             assert_eq!(key, "providers[0].api_key");
             assert_eq!(*line, Some(4));
             assert_eq!(env_hint, "DEEPSEEK_API_KEY");
@@ -236,8 +261,14 @@ api_key = "sk-abcdefabcdefabcdefabcdef"
         other => panic!("unexpected {other:?}"),
     }
     let msg = err.to_string();
-    assert!(msg.contains(".env") && msg.contains("DEEPSEEK_API_KEY="), "{msg}");
-    assert!(!msg.contains("sk-abcdef"), "the secret is not echoed: {msg}");
+    assert!(
+        msg.contains(".env") && msg.contains("DEEPSEEK_API_KEY="),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("sk-abcdef"),
+        "the secret is not echoed: {msg}"
+    );
 
     // A key pasted where the variable NAME belongs.
     let d = Dirs::new();
@@ -248,7 +279,10 @@ name = "deepseek"
 api_key_env = "sk-abcdefabcdefabcdefabcdef"
 "#,
     );
-    assert!(matches!(d.load().unwrap_err(), ConfigError::SecretInConfig { .. }));
+    assert!(matches!(
+        d.load().unwrap_err(),
+        ConfigError::SecretInConfig { .. }
+    ));
 }
 
 #[test]
@@ -257,7 +291,9 @@ fn broken_toml_names_file_line_column_and_key() {
     let d = Dirs::new();
     d.user("[agent]\nmax_steps = 5\ntemperature = = 1\n");
     match d.load().unwrap_err() {
-        ConfigError::Parse { path, line, column, .. } => {
+        ConfigError::Parse {
+            path, line, column, ..
+        } => {
             assert_eq!(path, d.home.path().join("config.toml"));
             assert_eq!(line, 3);
             assert!(column > 1);
@@ -271,7 +307,13 @@ fn broken_toml_names_file_line_column_and_key() {
     let err = d.load().unwrap_err();
     let msg = err.to_string();
     match err {
-        ConfigError::Parse { path, line, column, key, .. } => {
+        ConfigError::Parse {
+            path,
+            line,
+            column,
+            key,
+            ..
+        } => {
             assert_eq!(path, d.project.path().join("reasonix.toml"));
             assert_eq!(line, 5);
             assert_eq!(column, 11);
@@ -279,7 +321,10 @@ fn broken_toml_names_file_line_column_and_key() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert!(msg.contains("reasonix.toml:5:11") && msg.contains("sandbox.network"), "{msg}");
+    assert!(
+        msg.contains("reasonix.toml:5:11") && msg.contains("sandbox.network"),
+        "{msg}"
+    );
 
     // Unknown key inside the second provider.
     let d = Dirs::new();
@@ -287,7 +332,9 @@ fn broken_toml_names_file_line_column_and_key() {
         "[[providers]]\nname = \"a\"\nbase_url = \"http://x\"\napi_key_env = \"A_KEY\"\n\n[[providers]]\nname = \"b\"\ncontext_windw = 5\n",
     );
     match d.load().unwrap_err() {
-        ConfigError::Parse { line, key, message, .. } => {
+        ConfigError::Parse {
+            line, key, message, ..
+        } => {
             assert_eq!(line, 8);
             assert_eq!(key.as_deref(), Some("providers[1].context_windw"));
             assert!(message.contains("context_windw"), "{message}");
@@ -310,7 +357,10 @@ fn invalid_values_are_reported() {
 
     let d = Dirs::new();
     d.user("default_model = \"nope\"\n");
-    assert!(matches!(d.load().unwrap_err(), ConfigError::UnknownModel { .. }));
+    assert!(matches!(
+        d.load().unwrap_err(),
+        ConfigError::UnknownModel { .. }
+    ));
 }
 
 #[test]
@@ -332,7 +382,10 @@ context_window = 128000
     );
     let cfg = d.load().unwrap();
     let r = cfg.resolve_model(Some("router")).unwrap();
-    assert_eq!((r.provider.as_str(), r.model.as_str()), ("router", "qwen-coder"));
+    assert_eq!(
+        (r.provider.as_str(), r.model.as_str()),
+        ("router", "qwen-coder")
+    );
     assert_eq!(r.context_window, 32000);
     assert_eq!(r.prices.unwrap().cached, 0.1);
     assert_eq!(r.api_key_env, "ROUTER_KEY");
@@ -345,16 +398,25 @@ context_window = 128000
     assert_eq!(r.provider, "router", "bare model containing a slash");
 
     let r = cfg.resolve_model(Some("deepseek-reasoner")).unwrap();
-    assert_eq!((r.provider.as_str(), r.base_url.as_str()), ("deepseek", "https://api.deepseek.com"));
+    assert_eq!(
+        (r.provider.as_str(), r.base_url.as_str()),
+        ("deepseek", "https://api.deepseek.com")
+    );
 
     let r = cfg.resolve_model(Some("deepseek/deepseek-v4")).unwrap();
-    assert_eq!(r.model, "deepseek-v4", "explicit provider/model may name unlisted models");
+    assert_eq!(
+        r.model, "deepseek-v4",
+        "explicit provider/model may name unlisted models"
+    );
     assert_eq!(r.label(), "deepseek/deepseek-v4");
 
     let err = cfg.resolve_model(Some("claude-9")).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("claude-9"), "{msg}");
-    assert!(msg.contains("deepseek: deepseek-chat, deepseek-reasoner"), "{msg}");
+    assert!(
+        msg.contains("deepseek: deepseek-chat, deepseek-reasoner"),
+        "{msg}"
+    );
     assert!(msg.contains("router: openai/gpt-4o, qwen-coder"), "{msg}");
 }
 
@@ -365,7 +427,10 @@ fn dotenv_parsing() {
     );
     assert_eq!(env.get("A").map(String::as_str), Some("1"));
     assert_eq!(env.get("B").map(String::as_str), Some("two words"));
-    assert_eq!(env.get("C").map(String::as_str), Some("single # not comment"));
+    assert_eq!(
+        env.get("C").map(String::as_str),
+        Some("single # not comment")
+    );
     assert_eq!(env.get("D").map(String::as_str), Some("plain"));
     assert_eq!(env.get("E").map(String::as_str), Some(""));
     assert_eq!(env.len(), 5);
@@ -375,17 +440,28 @@ fn dotenv_parsing() {
 fn api_key_lookup_env_then_dotenv() {
     let home = tempfile::tempdir().unwrap();
     let dotenv = home.path().join(".env");
-    std::fs::write(&dotenv, "REASONIX_CFG_TEST_KEY='sk-from-dotenv'\nPATH=from-dotenv\nEMPTY=\n").unwrap();
+    std::fs::write(
+        &dotenv,
+        "REASONIX_CFG_TEST_KEY='sk-from-dotenv'\nPATH=from-dotenv\nEMPTY=\n",
+    )
+    .unwrap();
     let (k, src) = lookup_api_key("REASONIX_CFG_TEST_KEY", &dotenv).unwrap();
     assert_eq!((k.expose(), src), ("sk-from-dotenv", KeySource::DotEnv));
-    assert!(!format!("{k:?}").contains("sk-from"), "Debug never shows the key");
+    assert!(
+        !format!("{k:?}").contains("sk-from"),
+        "Debug never shows the key"
+    );
     // The process environment wins (PATH is always set).
     let (k, src) = lookup_api_key("PATH", &dotenv).unwrap();
     assert_eq!(src, KeySource::Environment);
     assert_ne!(k.expose(), "from-dotenv");
     let err = lookup_api_key("EMPTY", &dotenv).unwrap_err().to_string();
-    assert!(err.contains("EMPTY") && err.contains(&dotenv.display().to_string()), "{err}");
-    let err = lookup_api_key("REASONIX_CFG_TEST_KEY", &home.path().join("missing.env")).unwrap_err();
+    assert!(
+        err.contains("EMPTY") && err.contains(&dotenv.display().to_string()),
+        "{err}"
+    );
+    let err =
+        lookup_api_key("REASONIX_CFG_TEST_KEY", &home.path().join("missing.env")).unwrap_err();
     assert!(err.to_string().contains("REASONIX_CFG_TEST_KEY"));
 }
 
@@ -410,12 +486,17 @@ fn reasonix_home_env_overrides() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir(home.path().join("proj")).unwrap();
     std::fs::write(home.path().join("config.toml"), "[agent]\nmax_steps = 7\n").unwrap();
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_reasonix_home", "--quiet"])
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "child_reasonix_home"])
         .env("REASONIX_HOME", home.path())
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success());
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && report.contains("1 passed"),
+        "child failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -427,12 +508,42 @@ fn example_config_parses_and_documents_every_key() {
     let cfg = d.load().unwrap();
     assert!(cfg.warnings().is_empty());
     for key in [
-        "default_model", "[[providers]]", "kind", "base_url", "models", "default", "api_key_env",
-        "context_window", "model_overrides", "prices", "[agent]", "temperature", "compact_ratio",
-        "max_steps", "[tools]", "enabled", "bash_timeout_seconds", "mcp_call_timeout_seconds",
-        "[permissions]", "mode", "allow", "ask", "deny", "[sandbox]", "workspace_root",
-        "allow_write", "forbid_read", "bash", "network", "[[mcp]]", "command", "args", "env",
-        "url", "headers", "run_on",
+        "default_model",
+        "[[providers]]",
+        "kind",
+        "base_url",
+        "models",
+        "default",
+        "api_key_env",
+        "context_window",
+        "model_overrides",
+        "prices",
+        "[agent]",
+        "temperature",
+        "compact_ratio",
+        "max_steps",
+        "[tools]",
+        "enabled",
+        "bash_timeout_seconds",
+        "mcp_call_timeout_seconds",
+        "[permissions]",
+        "mode",
+        "allow",
+        "ask",
+        "deny",
+        "[sandbox]",
+        "workspace_root",
+        "allow_write",
+        "forbid_read",
+        "bash",
+        "network",
+        "[[mcp]]",
+        "command",
+        "args",
+        "env",
+        "url",
+        "headers",
+        "run_on",
     ] {
         assert!(text.contains(key), "example does not mention {key}");
     }

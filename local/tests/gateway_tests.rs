@@ -1,4 +1,5 @@
 //! The provider gateway against the scripted mock provider over real HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -164,7 +165,10 @@ async fn text_stream_and_request_shape() {
     let r = &reqs[0];
     assert_eq!(r.method, "POST");
     assert_eq!(r.path, "/chat/completions");
-    assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     assert_eq!(r.header("accept"), Some("text/event-stream"));
     assert_eq!(r.body["model"], "mock-model");
     assert_eq!(r.body["stream"], true);
@@ -179,7 +183,8 @@ async fn tools_are_sent_when_present() {
     let mock = MockProvider::start(vec![]).await;
     let (_home, cfg) = setup(&mock.base_url());
     let gw = Gateway::with_settings(&cfg, fast());
-    let tool = json!({"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}});
+    let tool =
+        json!({"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}});
     let mut req = request(user("hi"));
     req.tools = vec![tool.clone()];
     req.model = Some("other-model".into());
@@ -220,21 +225,41 @@ async fn tool_calls_split_across_deltas_aggregate_in_index_order() {
     let calls = calls_of(&out);
     assert_eq!(calls.len(), 3, "{out:?}");
     assert_eq!(
-        (calls[0].id.as_str(), calls[0].name.as_str(), calls[0].arguments.as_str()),
+        (
+            calls[0].id.as_str(),
+            calls[0].name.as_str(),
+            calls[0].arguments.as_str()
+        ),
         ("call_a", "read_file", args0)
     );
-    assert_eq!((calls[1].name.as_str(), calls[1].arguments.as_str()), ("bash", args1));
-    assert!(calls[1].id.starts_with("call_") && calls[1].id.len() > 6, "generated id {}", calls[1].id);
     assert_eq!(
-        (calls[2].id.as_str(), calls[2].name.as_str(), calls[2].arguments.as_str()),
+        (calls[1].name.as_str(), calls[1].arguments.as_str()),
+        ("bash", args1)
+    );
+    assert!(
+        calls[1].id.starts_with("call_") && calls[1].id.len() > 6,
+        "generated id {}",
+        calls[1].id
+    );
+    assert_eq!(
+        (
+            calls[2].id.as_str(),
+            calls[2].name.as_str(),
+            calls[2].arguments.as_str()
+        ),
         ("call_c", "grep", args2)
     );
     for c in &calls {
         serde_json::from_str::<Value>(&c.arguments).expect("complete JSON arguments");
     }
     // Calls come after all text and right before Done.
-    let first_call = out.iter().position(|c| matches!(c, ProviderChunk::ToolCall(_))).unwrap();
-    assert!(out[first_call..].iter().all(|c| !matches!(c, ProviderChunk::Text { .. })));
+    let first_call = out
+        .iter()
+        .position(|c| matches!(c, ProviderChunk::ToolCall(_)))
+        .unwrap();
+    assert!(out[first_call..]
+        .iter()
+        .all(|c| !matches!(c, ProviderChunk::Text { .. })));
     assert_done(&out, "tool_calls");
 }
 
@@ -247,7 +272,8 @@ async fn reasoning_content_is_streamed_and_replay_is_fixed() {
     .await;
     let (_home, cfg) = setup(&mock.base_url());
     let gw = Gateway::with_settings(&cfg, fast());
-    let call = json!([{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]);
+    let call =
+        json!([{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]);
     let messages = vec![
         json!({"role": "user", "content": "q"}),
         json!({"role": "assistant", "content": "", "tool_calls": call}),
@@ -263,9 +289,18 @@ async fn reasoning_content_is_streamed_and_replay_is_fixed() {
     assert_done(&out, "stop");
 
     let sent = mock.requests()[0].messages();
-    assert_eq!(sent[1]["reasoning_content"], "", "tool-call message gets an empty reasoning");
-    assert_eq!(sent[3]["reasoning_content"], "kept", "existing reasoning is replayed as is");
-    assert!(sent[5].get("reasoning_content").is_none(), "plain messages untouched");
+    assert_eq!(
+        sent[1]["reasoning_content"], "",
+        "tool-call message gets an empty reasoning"
+    );
+    assert_eq!(
+        sent[3]["reasoning_content"], "kept",
+        "existing reasoning is replayed as is"
+    );
+    assert!(
+        sent[5].get("reasoning_content").is_none(),
+        "plain messages untouched"
+    );
     assert!(sent[0].get("reasoning_content").is_none());
 }
 
@@ -285,7 +320,11 @@ fn fix_reasoning_replay_helper() {
 #[tokio::test]
 async fn think_tags_split_across_deltas() {
     let mock = MockProvider::start(vec![MockReply::text(&[
-        "<th", "ink>plan", "ning</thi", "nk>\n\nAns", "wer <b>ok</b>",
+        "<th",
+        "ink>plan",
+        "ning</thi",
+        "nk>\n\nAns",
+        "wer <b>ok</b>",
     ])])
     .await;
     let (_home, cfg) = setup(&mock.base_url());
@@ -304,8 +343,14 @@ fn usage_of(chunks: &[ProviderChunk]) -> Usage {
             _ => None,
         })
         .expect("a Usage chunk");
-    let pos_u = chunks.iter().position(|c| matches!(c, ProviderChunk::Usage(_))).unwrap();
-    let pos_d = chunks.iter().position(|c| matches!(c, ProviderChunk::Done { .. })).unwrap();
+    let pos_u = chunks
+        .iter()
+        .position(|c| matches!(c, ProviderChunk::Usage(_)))
+        .unwrap();
+    let pos_d = chunks
+        .iter()
+        .position(|c| matches!(c, ProviderChunk::Done { .. }))
+        .unwrap();
     assert!(pos_u < pos_d, "usage before done");
     u
 }
@@ -347,7 +392,10 @@ async fn usage_openai_cached_tokens() {
     let out = collect(&gw, request(user("q"))).await;
     let u = usage_of(&out);
     assert_eq!((u.prompt_tokens, u.completion_tokens), (2000, 7));
-    assert_eq!((u.cache_hit_tokens, u.cache_miss_tokens, u.reasoning_tokens), (1536, 464, 0));
+    assert_eq!(
+        (u.cache_hit_tokens, u.cache_miss_tokens, u.reasoning_tokens),
+        (1536, 464, 0)
+    );
 }
 
 #[tokio::test]
@@ -365,7 +413,11 @@ async fn rate_limit_429_honours_retry_after_then_succeeds() {
     assert_done(&out, "stop");
     assert_eq!(mock.request_count(), 2);
     // Lower bound only: the base backoff is 5 ms, so waiting ~1 s proves Retry-After was used.
-    assert!(started.elapsed() >= Duration::from_millis(900), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -439,7 +491,10 @@ async fn quota_exhausted_429_fails_at_once() {
     let out = collect(&gw, request(user("q"))).await;
     let (msg, retryable) = last_error(&out);
     assert!(!retryable);
-    assert!(msg.contains("quota") && msg.contains("Insufficient Balance"), "{msg}");
+    assert!(
+        msg.contains("quota") && msg.contains("Insufficient Balance"),
+        "{msg}"
+    );
     assert_eq!(mock.request_count(), 1);
 }
 
@@ -485,7 +540,10 @@ async fn finish_reason_without_done_still_finishes() {
             .to_string()
     };
     let mock = MockProvider::start(vec![MockReply::Raw {
-        events: vec![ev(json!({"content": "hi"}), Value::Null), ev(json!({}), json!("length"))],
+        events: vec![
+            ev(json!({"content": "hi"}), Value::Null),
+            ev(json!({}), json!("length")),
+        ],
     }])
     .await;
     let (_home, cfg) = setup(&mock.base_url());
@@ -528,7 +586,10 @@ async fn missing_key_names_variable_and_dotenv() {
     let (msg, retryable) = last_error(&out);
     assert!(!retryable);
     assert!(msg.contains("REASONIX_GATEWAY_TEST_KEY"), "{msg}");
-    assert!(msg.contains(&home.path().join(".env").display().to_string()), "{msg}");
+    assert!(
+        msg.contains(&home.path().join(".env").display().to_string()),
+        "{msg}"
+    );
     assert_eq!(mock.request_count(), 0, "nothing is sent without a key");
 }
 
@@ -542,7 +603,10 @@ async fn unknown_model_lists_what_exists() {
     let out = collect(&gw, req).await;
     let (msg, retryable) = last_error(&out);
     assert!(!retryable);
-    assert!(msg.contains("gpt-nonexistent") && msg.contains("mock-model"), "{msg}");
+    assert!(
+        msg.contains("gpt-nonexistent") && msg.contains("mock-model"),
+        "{msg}"
+    );
     assert_eq!(mock.request_count(), 0);
 }
 
@@ -567,7 +631,10 @@ async fn connection_refused_is_retried_then_reported() {
 #[tokio::test]
 async fn closure_mode_sees_the_messages() {
     let mock = MockProvider::start_with(|req| {
-        let last = req.messages().last().and_then(|m| m["content"].as_str().map(str::to_string));
+        let last = req
+            .messages()
+            .last()
+            .and_then(|m| m["content"].as_str().map(str::to_string));
         MockReply::text(&[format!("echo: {}", last.unwrap_or_default())])
     })
     .await;
@@ -583,7 +650,8 @@ async fn closure_mode_sees_the_messages() {
 #[tokio::test]
 async fn slow_stream_is_delivered_whole_to_a_late_reader() {
     let chunks: Vec<String> = (0..20).map(|i| format!("{i},")).collect();
-    let mock = MockProvider::start(vec![MockReply::text(&chunks).slow(Duration::from_millis(5))]).await;
+    let mock =
+        MockProvider::start(vec![MockReply::text(&chunks).slow(Duration::from_millis(5))]).await;
     let (_home, cfg) = setup(&mock.base_url());
     let gw = Gateway::with_settings(&cfg, fast());
     let mut rx = gw.stream(request(user("q")));

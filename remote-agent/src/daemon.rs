@@ -251,12 +251,20 @@ impl Daemon {
     fn idle_expired(&self) -> bool {
         let connected = lock(&self.links).values().any(|c| c.link.is_connected());
         let busy = lock(&self.sessions).values().any(|s| s.busy())
-            || self.runtime.tool_ctx.jobs.running_count() > 0;
+            || self.jobs_running();
         if connected || busy {
             self.touch();
             return false;
         }
         lock(&self.last_activity).elapsed() >= self.config.idle_timeout
+    }
+
+    fn jobs_running(&self) -> bool {
+        let jobs = &self.runtime.tool_ctx.jobs;
+        jobs.ids()
+            .iter()
+            .filter_map(|id| jobs.get(id))
+            .any(|j| !j.status().is_finished())
     }
 
     async fn handle_transport(self: Arc<Self>, stream: UnixStream) -> Result<(), String> {
@@ -616,7 +624,6 @@ impl Daemon {
                                 if missed.seq >= ev.seq {
                                     break;
                                 }
-                                sent = missed.seq;
                                 if rpc.notify(Notification::Event(missed)).await.is_err() {
                                     return;
                                 }

@@ -49,6 +49,9 @@ pub enum SessionError {
     /// Nothing to continue.
     #[error("no paused turn to continue")]
     NotPaused,
+    /// The permission rules are invalid.
+    #[error("invalid permission rules: {0}")]
+    Policy(String),
     /// Unknown approval id.
     #[error("no pending approval with id {0}")]
     NoSuchApproval(String),
@@ -171,6 +174,8 @@ impl Session {
             }
         }
         let created = events.first().map(|e| e.ts.clone()).unwrap_or_default();
+        let policy = Policy::new(Mode::Ask, &[], &[], &[])
+            .map_err(|e| SessionError::Policy(e.to_string()))?;
         let (live, _) = broadcast::channel(4096);
         let (driver, _) = watch::channel(None);
         let session = Arc::new(Session {
@@ -186,7 +191,7 @@ impl Session {
                 approvals: HashMap::new(),
                 cancel: None,
                 settings: SessionSettings::default(),
-                policy: Policy::new(Mode::Ask, &[], &[], &[]).unwrap_or_else(|_| Policy::default()),
+                policy,
                 prev_prefix: None,
                 created,
                 title,
@@ -321,12 +326,6 @@ impl Session {
     fn record(&self, kind: EventKind) -> Option<Event> {
         let mut inner = self.lock();
         self.emit(&mut inner, kind)
-    }
-
-    fn sync(&self) {
-        if let Err(e) = self.lock().journal.sync() {
-            tracing::error!("journal sync failed: {e}");
-        }
     }
 
     fn set_state(&self, state: TurnState, detail: Option<String>) {

@@ -396,7 +396,13 @@ async fn serve(mut sock: TcpStream, state: &State) -> std::io::Result<()> {
     };
     let path_only = path.split('?').next().unwrap_or("");
     if method != "POST" || !path_only.ends_with("/chat/completions") {
-        return write_simple(&mut sock, 404, "", "not found: the mock serves POST /chat/completions").await;
+        return write_simple(
+            &mut sock,
+            404,
+            "",
+            "not found: the mock serves POST /chat/completions",
+        )
+        .await;
     }
     let reply = match &mut *lock(&state.source) {
         Source::Script(q) => q.pop_front().unwrap_or_else(|| MockReply::text(&["done"])),

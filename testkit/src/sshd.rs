@@ -456,6 +456,7 @@ impl Drop for TestUser {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

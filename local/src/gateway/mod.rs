@@ -100,7 +100,10 @@ impl Gateway {
     }
 
     /// Resolve a model label with this gateway's config.
-    pub fn resolve(&self, label: Option<&str>) -> Result<ResolvedModel, crate::config::ConfigError> {
+    pub fn resolve(
+        &self,
+        label: Option<&str>,
+    ) -> Result<ResolvedModel, crate::config::ConfigError> {
         self.inner.config.resolve_model(label)
     }
 
@@ -114,8 +117,16 @@ impl Gateway {
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let stream_id = req.stream_id.clone();
-            run_stream(&inner, req, &tx).await;
-            tracing::debug!(stream_id, "provider stream finished");
+            // A dropped receiver cancels at once, even while waiting on the provider or
+            // sleeping between retries.
+            tokio::select! {
+                _ = run_stream(&inner, req, &tx) => {
+                    tracing::debug!(stream_id, "provider stream finished");
+                }
+                _ = tx.closed() => {
+                    tracing::debug!(stream_id, "provider stream cancelled by its reader");
+                }
+            }
         });
         rx
     }
@@ -163,11 +174,18 @@ async fn run_stream(inner: &Inner, req: ProviderRequest, tx: &mpsc::Sender<Provi
     let body = match serde_json::to_vec(&body) {
         Ok(b) => b,
         Err(e) => {
-            emit(tx, error_chunk(format!("cannot encode the request: {e}"), false)).await;
+            emit(
+                tx,
+                error_chunk(format!("cannot encode the request: {e}"), false),
+            )
+            .await;
             return;
         }
     };
-    let url = format!("{}/chat/completions", resolved.base_url.trim_end_matches('/'));
+    let url = format!(
+        "{}/chat/completions",
+        resolved.base_url.trim_end_matches('/')
+    );
     let resp = match connect(client, &inner.settings, &url, &key, body, &resolved).await {
         Ok(r) => r,
         Err(chunk) => {
@@ -252,7 +270,8 @@ async fn connect(
             .bearer_auth(key.expose())
             .body(body.clone())
             .send();
-        let (problem, retry_after) = match tokio::time::timeout(settings.idle_timeout, attempt).await
+        let (problem, retry_after) = match tokio::time::timeout(settings.idle_timeout, attempt)
+            .await
         {
             Err(_) => (
                 format!(
@@ -263,7 +282,11 @@ async fn connect(
             ),
             Ok(Err(e)) if e.is_builder() => {
                 return Err(error_chunk(
-                    format!("invalid request to provider `{}`: {}", model.provider, describe(&e)),
+                    format!(
+                        "invalid request to provider `{}`: {}",
+                        model.provider,
+                        describe(&e)
+                    ),
                     false,
                 ));
             }
@@ -394,10 +417,7 @@ async fn read_stream(
                     // The answer is complete; only the trailer was lost.
                     finish(&mut asm, None, tx).await;
                 } else {
-                    let msg = format!(
-                        "the provider stream broke: {}",
-                        key.redact(&describe(&e))
-                    );
+                    let msg = format!("the provider stream broke: {}", key.redact(&describe(&e)));
                     emit(tx, error_chunk(msg, true)).await;
                 }
                 return;

@@ -87,24 +87,43 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn backoff_doubles_and_caps() {
         let p = RetryPolicy::default();
-        for (n, base) in [(1u32, 500u64), (2, 1000), (3, 2000), (6, 15_000), (10, 15_000)] {
+        for (n, base) in [
+            (1u32, 500u64),
+            (2, 1000),
+            (3, 2000),
+            (6, 15_000),
+            (10, 15_000),
+        ] {
             let d = p.delay(n, None).as_millis() as u64;
             assert!(d >= base && d <= base + base / 4, "retry {n}: {d} ms");
         }
-        assert_eq!(p.delay(1, Some(Duration::from_secs(3))), Duration::from_secs(3));
-        assert_eq!(p.delay(1, Some(Duration::from_secs(99))), Duration::from_secs(15));
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(99))),
+            Duration::from_secs(15)
+        );
     }
 
     #[test]
     fn classes() {
-        assert_eq!(classify_status(429, "rate limit reached"), StatusClass::Retry);
-        assert_eq!(classify_status(429, "Insufficient Balance"), StatusClass::Quota);
+        assert_eq!(
+            classify_status(429, "rate limit reached"),
+            StatusClass::Retry
+        );
+        assert_eq!(
+            classify_status(429, "Insufficient Balance"),
+            StatusClass::Quota
+        );
         assert_eq!(classify_status(503, ""), StatusClass::Retry);
         assert_eq!(classify_status(408, ""), StatusClass::Retry);
         assert_eq!(classify_status(401, ""), StatusClass::Auth);

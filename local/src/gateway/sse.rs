@@ -148,7 +148,11 @@ impl StreamAssembler {
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
             return vec![provider_error(err)];
         }
-        if let Some(m) = v.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+        if let Some(m) = v
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+        {
             self.model = Some(m.to_string());
         }
         if let Some(u) = v.get("usage").and_then(parse_usage) {
@@ -196,7 +200,10 @@ impl StreamAssembler {
     }
 
     fn tool_call_delta(&mut self, pos: usize, tc: &Value) {
-        let id = tc.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let id = tc
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
         let index = match tc.get("index").and_then(Value::as_u64) {
             Some(i) => i,
             // No index: match by id, else a new id starts a new call, else continue the last.
@@ -230,7 +237,8 @@ impl StreamAssembler {
     /// and `Done` — or an `Error` when the stream ended without `[DONE]` and without a
     /// finish reason (a cut connection, not a finished turn). `note` is added to that error.
     pub fn finish(&mut self, note: Option<&str>) -> Vec<ProviderChunk> {
-        let mut out: Vec<ProviderChunk> = self.think.finish().into_iter().map(piece_chunk).collect();
+        let mut out: Vec<ProviderChunk> =
+            self.think.finish().into_iter().map(piece_chunk).collect();
         if !self.saw_done && self.finish_reason.is_none() {
             let mut message = format!(
                 "the provider stream ended early (no [DONE] and no finish_reason after {} events)",
@@ -330,6 +338,7 @@ pub fn parse_usage(u: &Value) -> Option<Usage> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -350,7 +359,10 @@ mod tests {
         assert_eq!(classify_line("data: {}"), SseLine::Data("{}"));
         assert_eq!(classify_line("data:[DONE]"), SseLine::Data("[DONE]"));
         assert_eq!(classify_line(": keep-alive"), SseLine::Ignorable);
-        assert_eq!(classify_line("{\"error\":1}"), SseLine::Other("{\"error\":1}"));
+        assert_eq!(
+            classify_line("{\"error\":1}"),
+            SseLine::Other("{\"error\":1}")
+        );
     }
 
     #[test]
@@ -377,7 +389,10 @@ mod tests {
             "prompt_cache_hit_tokens": 80, "prompt_cache_miss_tokens": 20,
             "completion_tokens_details": {"reasoning_tokens": 3}});
         let u = parse_usage(&ds).unwrap();
-        assert_eq!((u.cache_hit_tokens, u.cache_miss_tokens, u.reasoning_tokens), (80, 20, 3));
+        assert_eq!(
+            (u.cache_hit_tokens, u.cache_miss_tokens, u.reasoning_tokens),
+            (80, 20, 3)
+        );
         let oa = serde_json::json!({"prompt_tokens": 100, "completion_tokens": 5,
             "prompt_tokens_details": {"cached_tokens": 64}});
         let u = parse_usage(&oa).unwrap();

@@ -99,45 +99,11 @@ fn ls(ctx: &ToolContext, raw: &str, recursive: bool) -> ToolOutput {
     }
     let forbidden = forbidden_roots(ctx);
     let mut out: Vec<String> = Vec::new();
-    let mut truncated = false;
-    // Depth-first, sorted, so the listing reads like a tree and is stable.
-    let mut stack: Vec<(PathBuf, String)> = vec![(root.clone(), String::new())];
-    while let Some((dir, prefix)) = stack.pop() {
-        let mut entries: Vec<(String, bool)> = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd
-                .filter_map(Result::ok)
-                .map(|e| {
-                    let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-                    (e.file_name().to_string_lossy().into_owned(), is_dir)
-                })
-                .collect(),
-            Err(e) if dir == root => return ToolOutput::err(format!("ls {shown}: {}", io_text(&e))),
-            Err(_) => continue,
-        };
-        entries.sort();
-        let mut subdirs = Vec::new();
-        for (name, is_dir) in entries {
-            if out.len() >= LS_MAX_ENTRIES {
-                truncated = true;
-                break;
-            }
-            let rel = format!("{prefix}{name}");
-            if is_dir {
-                out.push(format!("{rel}/"));
-                let full = dir.join(&name);
-                if recursive && !LS_SKIP_DIRS.contains(&name.as_str()) && !forbidden.iter().any(|f| full.starts_with(f)) {
-                    subdirs.push((full, format!("{rel}/")));
-                }
-            } else {
-                out.push(rel);
-            }
-        }
-        if truncated {
-            break;
-        }
-        // Reverse so the alphabetically first subdirectory is listed next.
-        stack.extend(subdirs.into_iter().rev());
+    if let Err(e) = list_dir(&root, "", recursive, &forbidden, &mut out) {
+        return ToolOutput::err(format!("ls {shown}: {}", io_text(&e)));
     }
+    let truncated = out.len() > LS_MAX_ENTRIES;
+    out.truncate(LS_MAX_ENTRIES);
     if out.is_empty() {
         return ToolOutput::ok(format!("(empty directory: {shown})"));
     }
@@ -148,6 +114,42 @@ fn ls(ctx: &ToolContext, raw: &str, recursive: bool) -> ToolOutput {
         ));
     }
     ToolOutput::ok(text)
+}
+
+/// Appends the entries of `dir` (sorted, each directory followed by its subtree when
+/// recursive) to `out`, stopping one past the cap so the caller can tell it was cut.
+fn list_dir(
+    dir: &Path,
+    prefix: &str,
+    recursive: bool,
+    forbidden: &[PathBuf],
+    out: &mut Vec<String>,
+) -> std::io::Result<()> {
+    let mut entries: Vec<(String, bool)> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| {
+            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            (e.file_name().to_string_lossy().into_owned(), is_dir)
+        })
+        .collect();
+    entries.sort();
+    for (name, is_dir) in entries {
+        if out.len() > LS_MAX_ENTRIES {
+            return Ok(());
+        }
+        let rel = format!("{prefix}{name}");
+        if !is_dir {
+            out.push(rel);
+            continue;
+        }
+        out.push(format!("{rel}/"));
+        let full = dir.join(&name);
+        if recursive && !LS_SKIP_DIRS.contains(&name.as_str()) && !forbidden.iter().any(|f| full.starts_with(f)) {
+            // An unreadable subdirectory is listed but not entered.
+            let _ = list_dir(&full, &format!("{rel}/"), recursive, forbidden, out);
+        }
+    }
+    Ok(())
 }
 
 // -------------------------------------------------------------------------------------- glob

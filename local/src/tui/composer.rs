@@ -1,0 +1,347 @@
+//! The multi-line input box: editing, cursor movement and prompt history.
+
+use unicode_width::UnicodeWidthChar;
+
+/// Editable text with a cursor (a byte index on a char boundary) and submitted history.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Composer {
+    text: String,
+    cursor: usize,
+    history: Vec<String>,
+    /// Position while browsing history (`None` = editing the draft).
+    browsing: Option<usize>,
+    draft: String,
+}
+
+impl Composer {
+    /// The text.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Cursor byte offset.
+    pub(crate) fn cursor(&self) -> usize {
+        self.cursor
+    }
+
+    /// True when empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// Replace the whole text, cursor at the end.
+    pub(crate) fn set(&mut self, text: &str) {
+        self.text = text.to_string();
+        self.cursor = self.text.len();
+        self.browsing = None;
+    }
+
+    /// Empty the box.
+    pub(crate) fn clear(&mut self) {
+        self.set("");
+    }
+
+    /// Take the text for sending, recording it in the history.
+    pub(crate) fn take(&mut self) -> String {
+        let t = std::mem::take(&mut self.text);
+        self.cursor = 0;
+        self.browsing = None;
+        self.draft.clear();
+        if !t.trim().is_empty() && self.history.last() != Some(&t) {
+            self.history.push(t.clone());
+        }
+        t
+    }
+
+    /// Insert text at the cursor (typing and paste).
+    pub(crate) fn insert(&mut self, s: &str) {
+        let s = s.replace("\r\n", "\n").replace('\r', "\n");
+        self.text.insert_str(self.cursor, &s);
+        self.cursor += s.len();
+    }
+
+    fn prev_boundary(&self, i: usize) -> usize {
+        self.text[..i].char_indices().last().map(|(p, _)| p).unwrap_or(0)
+    }
+
+    fn next_boundary(&self, i: usize) -> usize {
+        self.text[i..].chars().next().map(|c| i + c.len_utf8()).unwrap_or(i)
+    }
+
+    /// Delete the char before the cursor.
+    pub(crate) fn backspace(&mut self) {
+        if self.cursor > 0 {
+            let p = self.prev_boundary(self.cursor);
+            self.text.replace_range(p..self.cursor, "");
+            self.cursor = p;
+        }
+    }
+
+    /// Delete the char under the cursor.
+    pub(crate) fn delete(&mut self) {
+        if self.cursor < self.text.len() {
+            let n = self.next_boundary(self.cursor);
+            self.text.replace_range(self.cursor..n, "");
+        }
+    }
+
+    /// Move one char left.
+    pub(crate) fn left(&mut self) {
+        self.cursor = self.prev_boundary(self.cursor);
+    }
+
+    /// Move one char right.
+    pub(crate) fn right(&mut self) {
+        self.cursor = self.next_boundary(self.cursor);
+    }
+
+    fn line_start(&self) -> usize {
+        self.text[..self.cursor].rfind('\n').map(|i| i + 1).unwrap_or(0)
+    }
+
+    fn line_end(&self) -> usize {
+        self.text[self.cursor..]
+            .find('\n')
+            .map(|i| self.cursor + i)
+            .unwrap_or(self.text.len())
+    }
+
+    /// Start of the current line.
+    pub(crate) fn home(&mut self) {
+        self.cursor = self.line_start();
+    }
+
+    /// End of the current line.
+    pub(crate) fn end(&mut self) {
+        self.cursor = self.line_end();
+    }
+
+    /// Delete from the line start to the cursor.
+    pub(crate) fn kill_to_start(&mut self) {
+        let s = self.line_start();
+        self.text.replace_range(s..self.cursor, "");
+        self.cursor = s;
+    }
+
+    /// Delete from the cursor to the line end.
+    pub(crate) fn kill_to_end(&mut self) {
+        let e = self.line_end();
+        if e == self.cursor && e < self.text.len() {
+            // At the end of a line: join with the next one.
+            self.delete();
+        } else {
+            self.text.replace_range(self.cursor..e, "");
+        }
+    }
+
+    /// Delete the word before the cursor.
+    pub(crate) fn delete_word(&mut self) {
+        let before = &self.text[..self.cursor];
+        let trimmed = before.trim_end_matches([' ', '\t']);
+        let start = trimmed
+            .rfind([' ', '\t', '\n', '/'])
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let start = if start == self.cursor { self.prev_boundary(self.cursor) } else { start };
+        self.text.replace_range(start..self.cursor, "");
+        self.cursor = start;
+    }
+
+    /// Move left by a word.
+    pub(crate) fn word_left(&mut self) {
+        let before = &self.text[..self.cursor];
+        let trimmed = before.trim_end();
+        self.cursor = trimmed.rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
+    }
+
+    /// Move right by a word.
+    pub(crate) fn word_right(&mut self) {
+        let after = &self.text[self.cursor..];
+        let skip_ws = after.len() - after.trim_start().len();
+        let rest = &after[skip_ws..];
+        let word = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        self.cursor += skip_ws + word;
+    }
+
+    /// (line index, column in chars) of the cursor.
+    pub(crate) fn cursor_line_col(&self) -> (usize, usize) {
+        let before = &self.text[..self.cursor];
+        let line = before.matches('\n').count();
+        let col = before[self.line_start()..].chars().count();
+        (line, col)
+    }
+
+    /// Number of lines.
+    pub(crate) fn line_count(&self) -> usize {
+        self.text.matches('\n').count() + 1
+    }
+
+    fn move_vertical(&mut self, down: bool) -> bool {
+        let (line, col) = self.cursor_line_col();
+        let lines: Vec<&str> = self.text.split('\n').collect();
+        let target = if down {
+            if line + 1 >= lines.len() {
+                return false;
+            }
+            line + 1
+        } else {
+            if line == 0 {
+                return false;
+            }
+            line - 1
+        };
+        let start: usize = lines[..target].iter().map(|l| l.len() + 1).sum();
+        let off: usize = lines[target].chars().take(col).map(char::len_utf8).sum();
+        self.cursor = start + off;
+        true
+    }
+
+    /// Up: move to the previous line, or recall older history on the first line.
+    pub(crate) fn up(&mut self) {
+        if self.move_vertical(false) {
+            return;
+        }
+        if self.history.is_empty() {
+            return;
+        }
+        let next = match self.browsing {
+            None => {
+                self.draft = self.text.clone();
+                self.history.len() - 1
+            }
+            Some(0) => 0,
+            Some(i) => i - 1,
+        };
+        self.browsing = Some(next);
+        self.text = self.history[next].clone();
+        self.cursor = self.text.len();
+    }
+
+    /// Down: move to the next line, or recall newer history (then the draft) on the last line.
+    pub(crate) fn down(&mut self) {
+        if self.move_vertical(true) {
+            return;
+        }
+        match self.browsing {
+            None => {}
+            Some(i) if i + 1 < self.history.len() => {
+                self.browsing = Some(i + 1);
+                self.text = self.history[i + 1].clone();
+                self.cursor = self.text.len();
+            }
+            Some(_) => {
+                self.browsing = None;
+                self.text = std::mem::take(&mut self.draft);
+                self.cursor = self.text.len();
+            }
+        }
+    }
+
+    /// Wrap the text for a box `width` columns wide; returns rows and the cursor (row, col).
+    pub(crate) fn layout(&self, width: usize) -> (Vec<String>, (usize, usize)) {
+        let width = width.max(2);
+        let mut rows: Vec<String> = vec![String::new()];
+        let mut col = 0usize;
+        let mut cur = (0usize, 0usize);
+        for (i, c) in self.text.char_indices() {
+            if i == self.cursor {
+                cur = (rows.len() - 1, col);
+            }
+            if c == '\n' {
+                rows.push(String::new());
+                col = 0;
+                continue;
+            }
+            let cw = c.width().unwrap_or(0);
+            if col + cw > width {
+                rows.push(String::new());
+                col = 0;
+            }
+            if let Some(r) = rows.last_mut() {
+                if c == '\t' {
+                    r.push(' ');
+                } else {
+                    r.push(c);
+                }
+            }
+            col += cw;
+        }
+        if self.cursor >= self.text.len() {
+            if col >= width {
+                rows.push(String::new());
+                col = 0;
+            }
+            cur = (rows.len() - 1, col);
+        }
+        (rows, cur)
+    }
+
+    /// Replace the byte range `range` of the text and put the cursor after the replacement.
+    pub(crate) fn replace_range(&mut self, range: std::ops::Range<usize>, with: &str) {
+        self.text.replace_range(range.clone(), with);
+        self.cursor = range.start + with.len();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn editing_and_vertical_moves() {
+        let mut c = Composer::default();
+        c.insert("hello");
+        c.insert("\nwor");
+        c.insert("ld");
+        assert_eq!(c.text(), "hello\nworld");
+        assert_eq!(c.cursor_line_col(), (1, 5));
+        c.up();
+        assert_eq!(c.cursor_line_col(), (0, 5));
+        c.left();
+        c.backspace();
+        assert_eq!(c.text(), "helo\nworld");
+        c.down();
+        assert_eq!(c.cursor_line_col(), (1, 3));
+        c.kill_to_start();
+        assert_eq!(c.text(), "helo\nld");
+        // At a line start, Ctrl-W joins the lines.
+        c.delete_word();
+        assert_eq!(c.text(), "helold");
+        c.end();
+        c.delete_word();
+        assert_eq!(c.text(), "");
+    }
+
+    #[test]
+    fn history_keeps_the_draft() {
+        let mut c = Composer::default();
+        c.insert("first");
+        c.take();
+        c.insert("second");
+        c.take();
+        c.insert("draft");
+        c.up();
+        assert_eq!(c.text(), "second");
+        c.up();
+        assert_eq!(c.text(), "first");
+        c.up();
+        assert_eq!(c.text(), "first");
+        c.down();
+        assert_eq!(c.text(), "second");
+        c.down();
+        assert_eq!(c.text(), "draft");
+    }
+
+    #[test]
+    fn layout_wraps_and_places_the_cursor() {
+        let mut c = Composer::default();
+        c.insert("abcdefgh\nxy");
+        let (rows, cur) = c.layout(5);
+        assert_eq!(rows, vec!["abcde", "fgh", "xy"]);
+        assert_eq!(cur, (2, 2));
+        c.set("abcde");
+        let (rows, cur) = c.layout(5);
+        assert_eq!(rows, vec!["abcde", ""]);
+        assert_eq!(cur, (1, 0));
+    }
+}

@@ -1,0 +1,1 @@
+//! TUI (stub while building).
