@@ -135,9 +135,9 @@ pub(crate) async fn authenticate(
                 MethodKind::PublicKey => try_publickey(&mut ctx).await?,
                 MethodKind::KeyboardInteractive => try_kbd(&mut ctx).await?,
                 MethodKind::Password => try_password(&mut ctx).await?,
-                MethodKind::None
-                | MethodKind::HostBased
-                | MethodKind::GssapiWithMic => Step::Failed,
+                MethodKind::None | MethodKind::HostBased | MethodKind::GssapiWithMic => {
+                    Step::Failed
+                }
             };
             match step {
                 Step::Done => {
@@ -458,7 +458,8 @@ async fn try_kbd(ctx: &mut Ctx<'_>) -> Result<Step, BootstrapError> {
                     let mut answers: Vec<Option<Zeroizing<String>>> = Vec::new();
                     for p in &prompts {
                         let cached = if use_cache && is_password_prompt(&p.prompt, p.echo) {
-                            let k = CredentialCache::kbd_key(&r.user, &r.hostname, r.port, &p.prompt);
+                            let k =
+                                CredentialCache::kbd_key(&r.user, &r.hostname, r.port, &p.prompt);
                             let v = ctx.cache.get(&k);
                             if v.is_some() {
                                 used_cache_keys.push(k);
@@ -506,7 +507,12 @@ async fn try_kbd(ctx: &mut Ctx<'_>) -> Result<Step, BootstrapError> {
                         for (&i, a) in missing.iter().zip(got) {
                             if is_password_prompt(&prompts[i].prompt, prompts[i].echo) {
                                 fresh.push((
-                                    CredentialCache::kbd_key(&r.user, &r.hostname, r.port, &prompts[i].prompt),
+                                    CredentialCache::kbd_key(
+                                        &r.user,
+                                        &r.hostname,
+                                        r.port,
+                                        &prompts[i].prompt,
+                                    ),
                                     Zeroizing::new(a.as_str().to_owned()),
                                 ));
                             }

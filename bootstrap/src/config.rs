@@ -372,7 +372,10 @@ pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
 
 /// OpenSSH pattern-list semantics: any negated match → false; otherwise true if any positive
 /// pattern matches.
-pub(crate) fn pattern_list_match<'a>(patterns: impl IntoIterator<Item = &'a str>, text: &str) -> bool {
+pub(crate) fn pattern_list_match<'a>(
+    patterns: impl IntoIterator<Item = &'a str>,
+    text: &str,
+) -> bool {
     let mut positive = false;
     for pat in patterns {
         if let Some(neg) = pat.strip_prefix('!') {
@@ -456,7 +459,11 @@ impl Resolver<'_> {
                 "user" => (value_match(i, &self.current_user()), 2),
                 "localuser" => (value_match(i, &self.local_user), 2),
                 other => {
-                    tracing::debug!(origin, criterion = other, "unsupported Match criterion never matches");
+                    tracing::debug!(
+                        origin,
+                        criterion = other,
+                        "unsupported Match criterion never matches"
+                    );
                     (false, 2)
                 }
             };
@@ -725,10 +732,16 @@ impl SshOptions {
         let identity_files: Vec<PathBuf> = if identity_files_explicit {
             s.identity_files.iter().map(|f| expand(f)).collect()
         } else {
-            ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk"]
-                .iter()
-                .map(|n| home.join(".ssh").join(n))
-                .collect()
+            [
+                "id_rsa",
+                "id_ecdsa",
+                "id_ecdsa_sk",
+                "id_ed25519",
+                "id_ed25519_sk",
+            ]
+            .iter()
+            .map(|n| home.join(".ssh").join(n))
+            .collect()
         };
         let identity_agent = match s.identity_agent.as_deref() {
             Some(v) if v.eq_ignore_ascii_case("none") => None,
@@ -912,9 +925,8 @@ mod tests {
 
     #[test]
     fn proxy_jump_and_known_hosts_files() {
-        let (_dir, mut o) = opts_with(
-            "Host t\n ProxyJump a@j1:2201,ssh://j2\n UserKnownHostsFile /k1 \"/k 2\"\n",
-        );
+        let (_dir, mut o) =
+            opts_with("Host t\n ProxyJump a@j1:2201,ssh://j2\n UserKnownHostsFile /k1 \"/k 2\"\n");
         let r = o.resolve(&dest("t")).unwrap();
         assert_eq!(
             r.proxy_jump,

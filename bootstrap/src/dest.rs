@@ -47,7 +47,11 @@ impl Destination {
             let path = path.and_then(|p| {
                 // `ssh://h/~/x` and `ssh://h/~` are home-relative, as in git URLs.
                 let p = if p == "/~" || p == "/" {
-                    return if p == "/" { Some("/".to_string()) } else { None };
+                    return if p == "/" {
+                        Some("/".to_string())
+                    } else {
+                        None
+                    };
                 } else if let Some(rel) = p.strip_prefix("/~/") {
                     rel.to_string()
                 } else {
@@ -99,7 +103,10 @@ impl Destination {
         if host.starts_with('-') {
             return Err("host must not start with '-'".into());
         }
-        if host.chars().any(|c| c.is_whitespace() || c == '/' || c == '@') {
+        if host
+            .chars()
+            .any(|c| c.is_whitespace() || c == '/' || c == '@')
+        {
             return Err("host contains an invalid character".into());
         }
         if let Some(u) = &user {
@@ -196,7 +203,10 @@ mod tests {
 
     #[test]
     fn scp_forms() {
-        assert_eq!(Destination::parse("box").unwrap(), d(None, "box", None, None));
+        assert_eq!(
+            Destination::parse("box").unwrap(),
+            d(None, "box", None, None)
+        );
         assert_eq!(
             Destination::parse("me@box:/repo").unwrap(),
             d(Some("me"), "box", None, Some("/repo"))

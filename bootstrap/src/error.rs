@@ -209,7 +209,12 @@ impl BootstrapError {
         }
     }
 
-    pub(crate) fn ssh(stage: Stage, host: &str, what: &str, reason: impl std::fmt::Display) -> Self {
+    pub(crate) fn ssh(
+        stage: Stage,
+        host: &str,
+        what: &str,
+        reason: impl std::fmt::Display,
+    ) -> Self {
         BootstrapError::Ssh {
             stage,
             host: host.to_string(),

@@ -99,26 +99,25 @@ impl SshConnection {
                     ChannelMsg::Data { data } => out.extend_from_slice(&data),
                     ChannelMsg::ExtendedData { data, ext: 1 } => err.extend_from_slice(&data),
                     ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
-                    ChannelMsg::Failure => {
-                        return Err(BootstrapError::remote(
-                            stage,
-                            &host,
-                            "the server refused to run `sh -s` (is a shell available for this user?)",
-                        ))
-                    }
+                    ChannelMsg::Failure => return Err(BootstrapError::remote(
+                        stage,
+                        &host,
+                        "the server refused to run `sh -s` (is a shell available for this user?)",
+                    )),
                     ChannelMsg::Close => break,
                     _ => {}
                 }
             }
             Ok((out, err, status))
         };
-        let (out, err, status) = tokio::time::timeout(SCRIPT_TIMEOUT, fut)
-            .await
-            .map_err(|_| BootstrapError::Timeout {
-                stage,
-                host: host.clone(),
-                secs: SCRIPT_TIMEOUT.as_secs(),
-            })??;
+        let (out, err, status) =
+            tokio::time::timeout(SCRIPT_TIMEOUT, fut)
+                .await
+                .map_err(|_| BootstrapError::Timeout {
+                    stage,
+                    host: host.clone(),
+                    secs: SCRIPT_TIMEOUT.as_secs(),
+                })??;
         let out = String::from_utf8_lossy(&out).into_owned();
         let err = String::from_utf8_lossy(&err).into_owned();
         let Some((stdout, noise, code)) = cut(&out, &marker) else {
@@ -142,6 +141,29 @@ impl SshConnection {
         })
     }
 
+    /// Open an SFTP session on a new channel (`sftp` subsystem).
+    pub async fn sftp(&self) -> Result<reasonix_sftpfs::SftpFs, BootstrapError> {
+        let host = self.host().to_string();
+        let ch = self
+            .handle
+            .channel_open_session()
+            .await
+            .map_err(|e| BootstrapError::ssh(Stage::Upload, &host, "open sftp channel", e))?;
+        ch.request_subsystem(true, "sftp")
+            .await
+            .map_err(|e| BootstrapError::ssh(Stage::Upload, &host, "request sftp subsystem", e))?;
+        reasonix_sftpfs::SftpFs::new(ch.into_stream())
+            .await
+            .map_err(|e| {
+                BootstrapError::ssh(
+                    Stage::Upload,
+                    &host,
+                    "start sftp (is `Subsystem sftp` enabled in the host's sshd_config?)",
+                    e,
+                )
+            })
+    }
+
     /// Start `command` on one exec channel whose stdio becomes a byte stream (the link).
     /// The remote stderr is logged (tracing target `reasonix_bootstrap::remote_stderr`) and
     /// its tail kept in [`ExecStream::stderr`]. Uses no TCP or streamlocal forwarding.
@@ -151,11 +173,10 @@ impl SshConnection {
     /// for, not assumed at byte 0.
     pub async fn exec_stream(&self, command: &str) -> Result<ExecStream, BootstrapError> {
         let host = self.host().to_string();
-        let ch = self
-            .handle
-            .channel_open_session()
-            .await
-            .map_err(|e| BootstrapError::ssh(Stage::Launch, &host, "open session channel", e))?;
+        let ch =
+            self.handle.channel_open_session().await.map_err(|e| {
+                BootstrapError::ssh(Stage::Launch, &host, "open session channel", e)
+            })?;
         ch.exec(true, command)
             .await
             .map_err(|e| BootstrapError::ssh(Stage::Launch, &host, "exec", e))?;

@@ -320,8 +320,10 @@ pub fn append(
 mod tests {
     use super::*;
 
-    const K1: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAID+Rs58fZ7kkVtCUGimyGO8kL13Za2MRngk30PyyIrYz";
-    const K2: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1CJyDKhuO6OAE+iqj1Xng+fW2qnYwFIIVwtPZpZvgr";
+    const K1: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAID+Rs58fZ7kkVtCUGimyGO8kL13Za2MRngk30PyyIrYz";
+    const K2: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1CJyDKhuO6OAE+iqj1Xng+fW2qnYwFIIVwtPZpZvgr";
 
     fn key(s: &str) -> PublicKey {
         PublicKey::from_openssh(s).unwrap()
@@ -354,7 +356,10 @@ mod tests {
                 line: 4
             }
         );
-        assert!(matches!(k.lookup("a.corp", 22, &key(K1)), Lookup::Known { .. }));
+        assert!(matches!(
+            k.lookup("a.corp", 22, &key(K1)),
+            Lookup::Known { .. }
+        ));
         assert_eq!(k.lookup("evil.corp", 22, &key(K1)), Lookup::Unknown);
         assert_eq!(k.lookup("other", 22, &key(K1)), Lookup::Unknown);
         match k.lookup("box", 2222, &key(K1)) {
@@ -408,16 +413,24 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD;
         let line = format!("|1|{}|{} {K1}\n", b64.encode(salt), b64.encode(hash));
         let (_d, _p, k) = kh(&line);
-        assert!(matches!(k.lookup("h", 2200, &key(K1)), Lookup::Known { .. }));
+        assert!(matches!(
+            k.lookup("h", 2200, &key(K1)),
+            Lookup::Known { .. }
+        ));
         assert_eq!(k.lookup("h", 22, &key(K1)), Lookup::Unknown);
     }
 
     #[test]
     fn revoked_and_cert_authority() {
-        let (_d, path, k) = kh(&format!("box {K1}\n@revoked * {K1}\n@cert-authority *.corp {K2}\n"));
+        let (_d, path, k) = kh(&format!(
+            "box {K1}\n@revoked * {K1}\n@cert-authority *.corp {K2}\n"
+        ));
         assert_eq!(
             k.lookup("box", 22, &key(K1)),
-            Lookup::Revoked { file: path, line: 2 }
+            Lookup::Revoked {
+                file: path,
+                line: 2
+            }
         );
         assert!(k.is_trusted_ca("x.corp", 22, &key(K2)));
         assert!(!k.is_trusted_ca("x.org", 22, &key(K2)));

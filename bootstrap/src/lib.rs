@@ -15,6 +15,7 @@ pub mod config;
 pub mod dest;
 mod error;
 mod exec;
+pub mod install;
 pub mod known_hosts;
 pub mod prompter;
 mod session;
@@ -23,8 +24,13 @@ pub use config::{ConfigError, JumpHost, ResolvedHost, SshOptions, StrictHostKeyC
 pub use dest::{Destination, DestinationError};
 pub use error::{BootstrapError, HostKeyRefusal};
 pub use exec::{ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail};
+pub use install::{
+    install, launch_command, probe, status, stop, uninstall, InstalledVersion, Probe,
+    RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, UninstallScope,
+};
 pub use prompter::{
     CredentialCache, HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound,
     NonInteractivePrompter, Prompter, SecretPrompt, SecretPurpose, Stage, TerminalPrompter,
 };
+pub use reasonix_sftpfs as sftpfs;
 pub use session::{connect, connect_with_cache, SshConnection};

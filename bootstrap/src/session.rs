@@ -120,9 +120,7 @@ impl ClientHandler {
                     }
                 };
                 match answer {
-                    HostKeyAnswer::Reject => {
-                        self.refuse(question, HostKeyRefusal::RejectedByUser)
-                    }
+                    HostKeyAnswer::Reject => self.refuse(question, HostKeyRefusal::RejectedByUser),
                     HostKeyAnswer::AcceptOnce => true,
                     HostKeyAnswer::AcceptAndSave => {
                         if let Some(file) = &self.append_file {
@@ -285,16 +283,21 @@ async fn dial_hop(
     let host = r.hostname.clone();
     prompter.progress(
         Stage::Connect,
-        &format!("connecting to {}", known_hosts::host_port_name(&host, r.port)),
+        &format!(
+            "connecting to {}",
+            known_hosts::host_port_name(&host, r.port)
+        ),
         None,
     );
     let kex_limit = r.connect_timeout.unwrap_or(DEFAULT_KEX_TIMEOUT);
-    let fut: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Handle<ClientHandler>, russh::Error>> + Send>> =
-        match transport {
-            Transport::Tcp => {
-                let tcp_limit = r.connect_timeout.unwrap_or(DEFAULT_TCP_TIMEOUT);
-                let addr = (host.as_str(), r.port);
-                let stream = match tokio::time::timeout(tcp_limit, tokio::net::TcpStream::connect(addr)).await {
+    let fut: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Handle<ClientHandler>, russh::Error>> + Send>,
+    > = match transport {
+        Transport::Tcp => {
+            let tcp_limit = r.connect_timeout.unwrap_or(DEFAULT_TCP_TIMEOUT);
+            let addr = (host.as_str(), r.port);
+            let stream =
+                match tokio::time::timeout(tcp_limit, tokio::net::TcpStream::connect(addr)).await {
                     Ok(Ok(s)) => s,
                     Ok(Err(e)) => {
                         return Err(BootstrapError::Connect {
@@ -311,11 +314,13 @@ async fn dial_hop(
                         })
                     }
                 };
-                let _ = stream.set_nodelay(true);
-                Box::pin(client::connect_stream(config, stream, handler))
-            }
-            Transport::Tunnel(ch) => Box::pin(client::connect_stream(config, ch.into_stream(), handler)),
-        };
+            let _ = stream.set_nodelay(true);
+            Box::pin(client::connect_stream(config, stream, handler))
+        }
+        Transport::Tunnel(ch) => {
+            Box::pin(client::connect_stream(config, ch.into_stream(), handler))
+        }
+    };
     prompter.progress(Stage::Kex, "key exchange", None);
     let mut fut = fut;
     let result = loop {
@@ -396,7 +401,9 @@ pub async fn connect_with_cache(
     }
     let transport = match hops.last() {
         None => Transport::Tcp,
-        Some(prev) => Transport::Tunnel(open_tunnel(prev, &resolved.hostname, resolved.port).await?),
+        Some(prev) => {
+            Transport::Tunnel(open_tunnel(prev, &resolved.hostname, resolved.port).await?)
+        }
     };
     let handle = dial_hop(&resolved, transport, &prompter, cache).await?;
     Ok(SshConnection {

@@ -27,13 +27,22 @@ async fn key_auth_and_fenced_script_with_tcsh_banner_user() {
     );
     // A chatty rc file: prints to stdout and stderr on every (also non-interactive) start.
     s.user
-        .write_file(".cshrc", "echo WELCOME-TO-TCSH\necho rc-noise >/dev/stderr\n", 0o644)
+        .write_file(
+            ".cshrc",
+            "echo WELCOME-TO-TCSH\necho rc-noise >/dev/stderr\n",
+            0o644,
+        )
         .unwrap();
     let p = ScriptedPrompter::new(HostKeyAnswer::Reject);
     let cache = CredentialCache::new();
-    let conn = guard(connect_with_cache(&s.dest("/tmp"), &s.opts(), p.clone(), &cache))
-        .await
-        .unwrap();
+    let conn = guard(connect_with_cache(
+        &s.dest("/tmp"),
+        &s.opts(),
+        p.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap();
     assert_eq!(conn.user(), s.user.name);
     let out = guard(conn.run_script("echo \"$HOME\"; echo err >&2; [ -n \"$BASH_VERSION$ZSH_VERSION\" ] && echo notsh; printf 'a b'; exit 3"))
         .await
@@ -41,10 +50,20 @@ async fn key_auth_and_fenced_script_with_tcsh_banner_user() {
     assert_eq!(out.stdout, format!("{}\na b", s.user.home.display()));
     assert_eq!(out.stderr, "err\n");
     assert_eq!(out.exit_code, 3);
-    assert!(out.noise.contains("WELCOME-TO-TCSH"), "noise: {:?}", out.noise);
+    assert!(
+        out.noise.contains("WELCOME-TO-TCSH"),
+        "noise: {:?}",
+        out.noise
+    );
     let seen = p.seen.lock().unwrap();
-    assert!(seen.host_keys.is_empty(), "known host must not be asked about");
-    assert!(seen.banners.iter().any(|b| b.contains("Authorized use only")));
+    assert!(
+        seen.host_keys.is_empty(),
+        "known host must not be asked about"
+    );
+    assert!(seen
+        .banners
+        .iter()
+        .any(|b| b.contains("Authorized use only")));
     assert!(seen.progress.iter().any(|(st, _, _)| *st == Stage::Auth));
 }
 
@@ -54,9 +73,14 @@ async fn unknown_host_accepted_is_written_then_known() {
     std::fs::remove_file(s.laptop.known_hosts()).unwrap();
     let p = ScriptedPrompter::new(HostKeyAnswer::AcceptAndSave);
     let cache = CredentialCache::new();
-    let conn = guard(connect_with_cache(&s.dest(""), &s.opts(), p.clone(), &cache))
-        .await
-        .unwrap();
+    let conn = guard(connect_with_cache(
+        &s.dest(""),
+        &s.opts(),
+        p.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap();
     drop(conn);
     {
         let seen = p.seen.lock().unwrap();
@@ -70,14 +94,22 @@ async fn unknown_host_accepted_is_written_then_known() {
     let kh = std::fs::read_to_string(s.laptop.known_hosts()).unwrap();
     let key_b64 = s.sshd.host_public_key().split_whitespace().nth(1).unwrap();
     assert!(
-        kh.contains(&format!("[127.0.0.1]:{} ssh-ed25519 {key_b64}", s.sshd.port())),
+        kh.contains(&format!(
+            "[127.0.0.1]:{} ssh-ed25519 {key_b64}",
+            s.sshd.port()
+        )),
         "{kh}"
     );
     // Second connection: no question.
     let p2 = ScriptedPrompter::new(HostKeyAnswer::Reject);
-    guard(connect_with_cache(&s.dest(""), &s.opts(), p2.clone(), &cache))
-        .await
-        .unwrap();
+    guard(connect_with_cache(
+        &s.dest(""),
+        &s.opts(),
+        p2.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap();
     assert!(p2.seen.lock().unwrap().host_keys.is_empty());
 }
 
@@ -87,17 +119,35 @@ async fn unknown_host_headless_refused_naming_accept_new_and_accept_new_works() 
     std::fs::remove_file(s.laptop.known_hosts()).unwrap();
     let cache = CredentialCache::new();
     let p: Arc<dyn Prompter> = Arc::new(NonInteractivePrompter);
-    let err = guard(connect_with_cache(&s.dest(""), &s.opts(), p.clone(), &cache))
-        .await
-        .unwrap_err();
+    let err = guard(connect_with_cache(
+        &s.dest(""),
+        &s.opts(),
+        p.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap_err();
     assert!(
-        matches!(err, BootstrapError::HostKey { refusal: HostKeyRefusal::RejectedByUser, .. }),
+        matches!(
+            err,
+            BootstrapError::HostKey {
+                refusal: HostKeyRefusal::RejectedByUser,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(err.stage(), Stage::HostKey);
-    assert!(err.to_string().contains("-o StrictHostKeyChecking=accept-new"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("-o StrictHostKeyChecking=accept-new"),
+        "{err}"
+    );
     assert!(!s.laptop.known_hosts().exists());
-    assert!(!s.sshd.log().contains("userauth-request"), "no auth may be attempted");
+    assert!(
+        !s.sshd.log().contains("userauth-request"),
+        "no auth may be attempted"
+    );
 
     let mut o = s.opts();
     o.push_option("StrictHostKeyChecking=accept-new").unwrap();
@@ -135,8 +185,12 @@ async fn changed_host_key_refused_before_auth_with_both_fingerprints() {
     };
     assert_eq!(*refusal, HostKeyRefusal::Changed);
     let new_fp = question.fingerprint_sha256.clone();
-    let HostKeyStatus::Changed { old_fingerprint, old_key_type, known_hosts_file, line } =
-        &question.status
+    let HostKeyStatus::Changed {
+        old_fingerprint,
+        old_key_type,
+        known_hosts_file,
+        line,
+    } = &question.status
     else {
         panic!("status {:?}", question.status);
     };
@@ -145,9 +199,18 @@ async fn changed_host_key_refused_before_auth_with_both_fingerprints() {
     assert_eq!(old_key_type, "ssh-ed25519");
     assert_ne!(old_fingerprint, &new_fp);
     let msg = err.to_string();
-    assert!(msg.contains(&new_fp) && msg.contains(old_fingerprint.as_str()), "{msg}");
-    assert!(msg.contains(&format!("{}:2", s.laptop.known_hosts().display())), "{msg}");
-    assert!(p.seen.lock().unwrap().host_keys.is_empty(), "changed keys are not negotiable");
+    assert!(
+        msg.contains(&new_fp) && msg.contains(old_fingerprint.as_str()),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("{}:2", s.laptop.known_hosts().display())),
+        "{msg}"
+    );
+    assert!(
+        p.seen.lock().unwrap().host_keys.is_empty(),
+        "changed keys are not negotiable"
+    );
     // Nothing was sent: sshd never saw an authentication request.
     let log = s.sshd.log();
     assert!(!log.contains("userauth-request"), "{log}");
@@ -177,23 +240,38 @@ async fn password_auth_asks_once_then_reuses_cached_secret() {
     let cache = CredentialCache::new();
     // First a wrong password, then the right one.
     let p = ScriptedPrompter::new(HostKeyAnswer::Reject).with_secrets(&["wrong", "pw-Correct-1"]);
-    guard(connect_with_cache(&dest, &laptop.opts(&sshd), p.clone(), &cache))
-        .await
-        .unwrap();
+    guard(connect_with_cache(
+        &dest,
+        &laptop.opts(&sshd),
+        p.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap();
     assert_eq!(p.seen.lock().unwrap().secrets.len(), 2);
     assert_eq!(cache.len(), 1);
     // Reconnect in the same process: no question.
     let p2 = ScriptedPrompter::new(HostKeyAnswer::Reject);
-    guard(connect_with_cache(&dest, &laptop.opts(&sshd), p2.clone(), &cache))
-        .await
-        .unwrap();
+    guard(connect_with_cache(
+        &dest,
+        &laptop.opts(&sshd),
+        p2.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap();
     assert!(p2.seen.lock().unwrap().secrets.is_empty());
     // Three wrong answers: auth error naming the stage and host.
     let fresh = CredentialCache::new();
     let p3 = ScriptedPrompter::new(HostKeyAnswer::Reject).with_secrets(&["a", "b", "c", "d"]);
-    let err = guard(connect_with_cache(&dest, &laptop.opts(&sshd), p3.clone(), &fresh))
-        .await
-        .unwrap_err();
+    let err = guard(connect_with_cache(
+        &dest,
+        &laptop.opts(&sshd),
+        p3.clone(),
+        &fresh,
+    ))
+    .await
+    .unwrap_err();
     assert!(matches!(err, BootstrapError::Auth { .. }), "{err:?}");
     assert_eq!(p3.seen.lock().unwrap().secrets.len(), 3);
     assert!(err.to_string().contains("127.0.0.1"));
@@ -220,16 +298,27 @@ async fn two_round_keyboard_interactive() {
     let cache = CredentialCache::new();
     let p = ScriptedPrompter::new(HostKeyAnswer::Reject)
         .with_rounds(&[&["kbd-Secret-2"], &["kbd-Secret-2"]]);
-    let conn = guard(connect_with_cache(&dest, &laptop.opts(&sshd), p.clone(), &cache))
-        .await
-        .unwrap();
+    let conn = guard(connect_with_cache(
+        &dest,
+        &laptop.opts(&sshd),
+        p.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap();
     let out = guard(conn.run_script("id -un")).await.unwrap();
     assert_eq!(out.stdout.trim(), user.name);
     {
         let seen = p.seen.lock().unwrap();
-        let asked: Vec<_> = seen.rounds.iter().filter(|r| !r.prompts.is_empty()).collect();
+        let asked: Vec<_> = seen
+            .rounds
+            .iter()
+            .filter(|r| !r.prompts.is_empty())
+            .collect();
         assert_eq!(asked.len(), 2, "two rounds expected: {:?}", seen.rounds);
-        assert!(asked.iter().all(|r| r.prompts.len() == 1 && !r.prompts[0].1));
+        assert!(asked
+            .iter()
+            .all(|r| r.prompts.len() == 1 && !r.prompts[0].1));
     }
     assert!(
         sshd.log().contains("Partial keyboard-interactive"),
@@ -237,10 +326,22 @@ async fn two_round_keyboard_interactive() {
     );
     // A reconnect answers the first factor from the cache and asks only for the second.
     let p2 = ScriptedPrompter::new(HostKeyAnswer::Reject).with_rounds(&[&["kbd-Secret-2"]]);
-    guard(connect_with_cache(&dest, &laptop.opts(&sshd), p2.clone(), &cache))
-        .await
-        .unwrap();
-    let asked2 = p2.seen.lock().unwrap().rounds.iter().filter(|r| !r.prompts.is_empty()).count();
+    guard(connect_with_cache(
+        &dest,
+        &laptop.opts(&sshd),
+        p2.clone(),
+        &cache,
+    ))
+    .await
+    .unwrap();
+    let asked2 = p2
+        .seen
+        .lock()
+        .unwrap()
+        .rounds
+        .iter()
+        .filter(|r| !r.prompts.is_empty())
+        .count();
     assert_eq!(asked2, 1);
 }
 
@@ -260,8 +361,17 @@ async fn encrypted_key_passphrase_asked_lazily_and_cached() {
     let dest = reasonix_bootstrap::Destination::parse(&format!("{}@127.0.0.1", user.name)).unwrap();
     let cache = CredentialCache::new();
     let p = ScriptedPrompter::new(HostKeyAnswer::Reject).with_secrets(&["wrong", "correct horse"]);
-    let conn = guard(connect_with_cache(&dest, &o, p.clone(), &cache)).await.unwrap();
-    assert_eq!(guard(conn.run_script("id -un")).await.unwrap().stdout.trim(), user.name);
+    let conn = guard(connect_with_cache(&dest, &o, p.clone(), &cache))
+        .await
+        .unwrap();
+    assert_eq!(
+        guard(conn.run_script("id -un"))
+            .await
+            .unwrap()
+            .stdout
+            .trim(),
+        user.name
+    );
     {
         let seen = p.seen.lock().unwrap();
         assert_eq!(seen.secrets.len(), 2, "{:?}", seen.secrets);
@@ -269,18 +379,27 @@ async fn encrypted_key_passphrase_asked_lazily_and_cached() {
             assert!(!s.echo);
             assert_eq!(
                 s.purpose,
-                reasonix_bootstrap::SecretPurpose::Passphrase { path: key.private.clone() }
+                reasonix_bootstrap::SecretPurpose::Passphrase {
+                    path: key.private.clone()
+                }
             );
         }
     }
     // Reconnect: passphrase comes from the cache.
     let p2 = ScriptedPrompter::new(HostKeyAnswer::Reject);
-    guard(connect_with_cache(&dest, &o, p2.clone(), &cache)).await.unwrap();
+    guard(connect_with_cache(&dest, &o, p2.clone(), &cache))
+        .await
+        .unwrap();
     assert!(p2.seen.lock().unwrap().secrets.is_empty());
     // Headless without cache: the key is skipped and auth fails cleanly.
-    let err = guard(connect_with_cache(&dest, &o, Arc::new(NonInteractivePrompter), &CredentialCache::new()))
-        .await
-        .unwrap_err();
+    let err = guard(connect_with_cache(
+        &dest,
+        &o,
+        Arc::new(NonInteractivePrompter),
+        &CredentialCache::new(),
+    ))
+    .await
+    .unwrap_err();
     assert!(matches!(err, BootstrapError::Auth { .. }), "{err:?}");
 }
 
@@ -312,14 +431,22 @@ async fn ssh_agent_auth() {
     std::fs::remove_file(&s.key.private).unwrap();
     let mut o = s.laptop.opts(&s.sshd);
     o.options.retain(|(k, _)| k != "IdentityAgent");
-    o.push_option(&format!("IdentityAgent={}", sock.display())).unwrap();
+    o.push_option(&format!("IdentityAgent={}", sock.display()))
+        .unwrap();
     let cache = CredentialCache::new();
     let p = ScriptedPrompter::new(HostKeyAnswer::Reject);
     let res = guard(connect_with_cache(&s.dest(""), &o, p.clone(), &cache)).await;
     let _ = agent.kill();
     let _ = agent.wait();
     let conn = res.unwrap();
-    assert_eq!(guard(conn.run_script("id -un")).await.unwrap().stdout.trim(), s.user.name);
+    assert_eq!(
+        guard(conn.run_script("id -un"))
+            .await
+            .unwrap()
+            .stdout
+            .trim(),
+        s.user.name
+    );
     assert!(p.seen.lock().unwrap().secrets.is_empty());
 }
 
@@ -336,10 +463,16 @@ async fn exec_stream_works_without_any_forwarding() {
     );
     let cache = CredentialCache::new();
     let p = ScriptedPrompter::new(HostKeyAnswer::Reject);
-    let conn = guard(connect_with_cache(&s.dest(""), &s.opts(), p, &cache)).await.unwrap();
+    let conn = guard(connect_with_cache(&s.dest(""), &s.opts(), p, &cache))
+        .await
+        .unwrap();
     // An echo server: reads lines, writes them back uppercased; stderr gets a note.
-    let mut stream = guard(conn.exec_stream("echo starting >&2; tr a-z A-Z")).await.unwrap();
-    let payload: Vec<u8> = (0..200_000u32).map(|i| b"abcdefghij\n"[(i % 11) as usize]).collect();
+    let mut stream = guard(conn.exec_stream("echo starting >&2; tr a-z A-Z"))
+        .await
+        .unwrap();
+    let payload: Vec<u8> = (0..200_000u32)
+        .map(|i| b"abcdefghij\n"[(i % 11) as usize])
+        .collect();
     let expected: Vec<u8> = payload.iter().map(|b| b.to_ascii_uppercase()).collect();
     let mut writer = stream.writer;
     let send = tokio::spawn(async move {
@@ -387,13 +520,25 @@ async fn proxy_jump_through_a_second_sshd() {
     let conn = guard(connect_with_cache(&target.dest(""), &o, p.clone(), &cache))
         .await
         .unwrap();
-    assert_eq!(guard(conn.run_script("id -un")).await.unwrap().stdout.trim(), target.user.name);
+    assert_eq!(
+        guard(conn.run_script("id -un"))
+            .await
+            .unwrap()
+            .stdout
+            .trim(),
+        target.user.name
+    );
     let seen = p.seen.lock().unwrap();
     assert_eq!(seen.host_keys.len(), 1, "only the jump host is unknown");
     assert_eq!(seen.host_keys[0].port, jump.port());
-    assert!(jump.log().contains("direct-tcpip"), "tunnel went through the jump host");
+    assert!(
+        jump.log().contains("direct-tcpip"),
+        "tunnel went through the jump host"
+    );
     drop(seen);
     // AcceptOnce did not write anything.
     let kh = std::fs::read_to_string(target.laptop.known_hosts()).unwrap();
-    assert!(!kh.contains(&format!(":{}]", jump.port())) && !kh.contains(&format!("]:{}", jump.port())));
+    assert!(
+        !kh.contains(&format!(":{}]", jump.port())) && !kh.contains(&format!("]:{}", jump.port()))
+    );
 }

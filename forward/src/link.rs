@@ -161,6 +161,9 @@ struct Shared {
     slot: Arc<tokio::sync::Mutex<()>>,
     connected: watch::Sender<bool>,
     closed: watch::Sender<bool>,
+    /// Mirror of `State::generation`, so a transport waiting for the slot can notice that
+    /// a newer one was started and give up.
+    generation: watch::Sender<u64>,
     /// The running transport's writer queue (None while disconnected).
     wire: Mutex<Option<Arc<Wire>>>,
 }
@@ -212,6 +215,7 @@ impl Link {
             slot: Arc::new(tokio::sync::Mutex::new(())),
             connected: watch::channel(false).0,
             closed: watch::channel(false).0,
+            generation: watch::channel(0).0,
             wire: Mutex::new(None),
         };
         (
@@ -305,132 +309,46 @@ impl Link {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let shared = &self.shared;
+        self.start_transport(reader, writer, peer_received).await
+    }
+
+    /// Like [`Link::run_transport`], but the transport is claimed when this is *called*
+    /// (the previous one is stopped at once), not when the future is first polled. Useful
+    /// when the future is spawned: the last call wins, whatever order the tasks run in.
+    pub fn start_transport<R, W>(
+        &self,
+        reader: R,
+        writer: W,
+        peer_received: u64,
+    ) -> impl std::future::Future<Output = LinkError> + Send + 'static
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
         // Claim the generation and stop the previous transport.
         let generation = {
             let mut st = lock(&shared.state);
             if st.closed {
-                return LinkError::Closed;
+                None
+            } else {
+                st.generation += 1;
+                for t in st.tasks.drain(..) {
+                    t.abort();
+                }
+                shared.connected.send_replace(false);
+                shared.generation.send_replace(st.generation);
+                Some(st.generation)
             }
-            st.generation += 1;
-            for t in st.tasks.drain(..) {
-                t.abort();
-            }
-            shared.connected.send_replace(false);
-            st.generation
         };
-        let guard = Arc::new(Arc::clone(&shared.slot).lock_owned().await);
-        let wire = Arc::new(Wire {
-            wake: Notify::new(),
-            control: Mutex::new(VecDeque::new()),
-            ack_sent: AtomicU64::new(0),
-            ping_sent_at: Mutex::new(None),
-            ack_requested: AtomicBool::new(false),
-        });
-        // Validate the peer's position and trim what it already has.
-        let start_seq = {
-            let mut st = lock(&shared.state);
-            if st.closed {
-                return LinkError::Closed;
+        async move {
+            match generation {
+                Some(generation) => {
+                    drive_transport(shared, generation, reader, writer, peer_received).await
+                }
+                None => LinkError::Closed,
             }
-            if st.generation != generation {
-                return LinkError::TransportClosed("replaced by a newer transport".into());
-            }
-            let sent = st.next_seq - 1;
-            if peer_received > sent {
-                return LinkError::ResumeImpossible(format!(
-                    "the peer says it received data frame {peer_received}, but this side has \
-                     only sent {sent}; the peer is talking to a different link"
-                ));
-            }
-            // `peer_received` may be older than an ack that came in since (the peer read it
-            // while its previous transport still ran), so it is a lower bound: start after
-            // whichever is higher. A peer that really lost frames we discarded sees a gap.
-            trim(&mut st, peer_received);
-            st.stats.transports += 1;
-            *lock(&shared.wire) = Some(Arc::clone(&wire));
-            (peer_received + 1).max(st.front_seq)
-        };
-        shared.space.notify_waiters();
-
-        let transport = Arc::new(Transport {
-            shared: Arc::clone(shared),
-            wire,
-            _slot: guard,
-        });
-        let (err_tx, mut err_rx) = mpsc::channel::<(&'static str, LinkError)>(3);
-        let mut tasks = TaskSet(Vec::new());
-        {
-            let t = Arc::clone(&transport);
-            let tx = err_tx.clone();
-            tasks.0.push(tokio::spawn(async move {
-                let e = t.read_loop(reader).await;
-                let _ = tx.send(("reader", e)).await;
-            }));
         }
-        let writer_task = {
-            let t = Arc::clone(&transport);
-            let tx = err_tx.clone();
-            tokio::spawn(async move {
-                let e = t.write_loop(writer, start_seq).await;
-                let _ = tx.send(("writer", e)).await;
-            })
-        };
-        let writer_abort = writer_task.abort_handle();
-        tasks.0.push(writer_task);
-        {
-            let t = Arc::clone(&transport);
-            let tx = err_tx;
-            tasks.0.push(tokio::spawn(async move {
-                let e = t.heartbeat_loop().await;
-                let _ = tx.send(("heartbeat", e)).await;
-            }));
-        }
-        // Only the tasks hold the slot from here on: the slot frees exactly when all have
-        // stopped (finished or aborted), not merely when this function returns.
-        drop(transport);
-        {
-            let mut st = lock(&shared.state);
-            if st.generation != generation || st.closed {
-                // Superseded or closed while we were starting: stop at once.
-                drop(st);
-                return LinkError::TransportClosed("replaced by a newer transport".into());
-            }
-            st.tasks = tasks.0.iter().map(JoinHandle::abort_handle).collect();
-            // Set under the state lock so a newer transport's reset cannot interleave.
-            shared.connected.send_replace(true);
-        }
-        let _connected = ConnectedGuard { shared, generation };
-        tracing::debug!(generation, start_seq, "link transport attached");
-
-        let mut closed_rx = shared.closed.subscribe();
-        let ended = tokio::select! {
-            got = err_rx.recv() => Some(got),
-            _ = async { let _ = closed_rx.wait_for(|c| *c).await; } => None,
-        };
-        let result = match ended {
-            Some(Some((task, e))) => {
-                tracing::debug!(task, error = %e, "link transport ended");
-                e
-            }
-            // Every task was aborted: a newer transport took over.
-            Some(None) => LinkError::TransportClosed("replaced by a newer transport".into()),
-            None => {
-                // Closed locally: give the writer a moment to send the Close frame.
-                let _ = tokio::time::timeout(CLOSE_GRACE, async {
-                    while let Some((task, _)) = err_rx.recv().await {
-                        if task == "writer" {
-                            break;
-                        }
-                    }
-                })
-                .await;
-                writer_abort.abort();
-                LinkError::Closed
-            }
-        };
-        drop(tasks);
-        result
     }
 
     /// Highest data `seq` received from the peer (what a resume asks for).
@@ -500,7 +418,8 @@ impl Shared {
     fn request_ack(&self) {
         if let Some(w) = lock(&self.wire).as_ref() {
             if !w.ack_requested.swap(true, Ordering::AcqRel) {
-                w.push_control(FrameKind::Ping, Bytes::new());
+                w.ack_ping_due.store(true, Ordering::Release);
+                w.wake.notify_one();
             }
         }
     }
@@ -519,6 +438,142 @@ impl Shared {
         self.space.notify_waiters();
         self.wake_writer();
     }
+}
+
+/// The body of [`Link::start_transport`] once the generation is claimed.
+async fn drive_transport<R, W>(
+    shared: Arc<Shared>,
+    generation: u64,
+    reader: R,
+    writer: W,
+    peer_received: u64,
+) -> LinkError
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = &shared;
+    // Wait for the previous transport's tasks to stop. A newer transport may have been
+    // started meanwhile, and may even hold the slot already: then this one gives up.
+    let mut generation_rx = shared.generation.subscribe();
+    let guard = tokio::select! {
+        g = Arc::clone(&shared.slot).lock_owned() => Arc::new(g),
+        _ = async { let _ = generation_rx.wait_for(|g| *g != generation).await; } => {
+            return LinkError::TransportClosed("replaced by a newer transport".into());
+        }
+    };
+    let wire = Arc::new(Wire {
+        wake: Notify::new(),
+        control: Mutex::new(VecDeque::new()),
+        ack_sent: AtomicU64::new(0),
+        ping_sent_at: Mutex::new(None),
+        ack_requested: AtomicBool::new(false),
+        ack_ping_due: AtomicBool::new(false),
+    });
+    // Validate the peer's position and trim what it already has.
+    let start_seq = {
+        let mut st = lock(&shared.state);
+        if st.closed {
+            return LinkError::Closed;
+        }
+        if st.generation != generation {
+            return LinkError::TransportClosed("replaced by a newer transport".into());
+        }
+        let sent = st.next_seq - 1;
+        if peer_received > sent {
+            return LinkError::ResumeImpossible(format!(
+                "the peer says it received data frame {peer_received}, but this side has \
+                     only sent {sent}; the peer is talking to a different link"
+            ));
+        }
+        // `peer_received` may be older than an ack that came in since (the peer read it
+        // while its previous transport still ran), so it is a lower bound: start after
+        // whichever is higher. A peer that really lost frames we discarded sees a gap.
+        trim(&mut st, peer_received);
+        st.stats.transports += 1;
+        *lock(&shared.wire) = Some(Arc::clone(&wire));
+        (peer_received + 1).max(st.front_seq)
+    };
+    shared.space.notify_waiters();
+
+    let transport = Arc::new(Transport {
+        shared: Arc::clone(shared),
+        wire,
+        _slot: guard,
+    });
+    let (err_tx, mut err_rx) = mpsc::channel::<(&'static str, LinkError)>(3);
+    let mut tasks = TaskSet(Vec::new());
+    {
+        let t = Arc::clone(&transport);
+        let tx = err_tx.clone();
+        tasks.0.push(tokio::spawn(async move {
+            let e = t.read_loop(reader).await;
+            let _ = tx.send(("reader", e)).await;
+        }));
+    }
+    let writer_task = {
+        let t = Arc::clone(&transport);
+        let tx = err_tx.clone();
+        tokio::spawn(async move {
+            let e = t.write_loop(writer, start_seq).await;
+            let _ = tx.send(("writer", e)).await;
+        })
+    };
+    let writer_abort = writer_task.abort_handle();
+    tasks.0.push(writer_task);
+    {
+        let t = Arc::clone(&transport);
+        let tx = err_tx;
+        tasks.0.push(tokio::spawn(async move {
+            let e = t.heartbeat_loop().await;
+            let _ = tx.send(("heartbeat", e)).await;
+        }));
+    }
+    // Only the tasks hold the slot from here on: the slot frees exactly when all have
+    // stopped (finished or aborted), not merely when this function returns.
+    drop(transport);
+    {
+        let mut st = lock(&shared.state);
+        if st.generation != generation || st.closed {
+            // Superseded or closed while we were starting: stop at once.
+            drop(st);
+            return LinkError::TransportClosed("replaced by a newer transport".into());
+        }
+        st.tasks = tasks.0.iter().map(JoinHandle::abort_handle).collect();
+        // Set under the state lock so a newer transport's reset cannot interleave.
+        shared.connected.send_replace(true);
+    }
+    let _connected = ConnectedGuard { shared, generation };
+    tracing::debug!(generation, start_seq, "link transport attached");
+
+    let mut closed_rx = shared.closed.subscribe();
+    let ended = tokio::select! {
+        got = err_rx.recv() => Some(got),
+        _ = async { let _ = closed_rx.wait_for(|c| *c).await; } => None,
+    };
+    let result = match ended {
+        Some(Some((task, e))) => {
+            tracing::debug!(task, error = %e, "link transport ended");
+            e
+        }
+        // Every task was aborted: a newer transport took over.
+        Some(None) => LinkError::TransportClosed("replaced by a newer transport".into()),
+        None => {
+            // Closed locally: give the writer a moment to send the Close frame.
+            let _ = tokio::time::timeout(CLOSE_GRACE, async {
+                while let Some((task, _)) = err_rx.recv().await {
+                    if task == "writer" {
+                        break;
+                    }
+                }
+            })
+            .await;
+            writer_abort.abort();
+            LinkError::Closed
+        }
+    };
+    drop(tasks);
+    result
 }
 
 /// Drop everything the peer acknowledged up to `ack`.
@@ -577,6 +632,9 @@ struct Wire {
     ping_sent_at: Mutex<Option<Instant>>,
     /// A `Ping` asking for an ack is out (reset when an ack or pong arrives).
     ack_requested: AtomicBool,
+    /// The writer owes that `Ping`; it goes after the data of the batch, so the answer
+    /// acknowledges the data written before it.
+    ack_ping_due: AtomicBool,
 }
 
 impl Wire {
@@ -781,6 +839,10 @@ impl Transport {
             }
             for (seq, payload) in batch.drain(..) {
                 encode_parts(FrameKind::Data, seq, received, &payload, &mut out);
+            }
+            if self.wire.ack_ping_due.swap(false, Ordering::AcqRel) {
+                encode_parts(FrameKind::Ping, 0, received, &[], &mut out);
+                *lock(&self.wire.ping_sent_at) = Some(Instant::now());
             }
             let ack_sent = self.wire.ack_sent.load(Ordering::Acquire);
             if out.is_empty() && received > ack_sent {

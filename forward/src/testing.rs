@@ -428,11 +428,11 @@ pub fn connect_with_capacity(a: &Link, b: &Link, capacity: usize) -> Connection 
     let (rb, wb) = sb.into_split();
     let a_received = a.received();
     let b_received = b.received();
-    let la = a.clone();
-    let lb = b.clone();
+    // `start_transport` claims the links now, so a later `connect` always wins even if
+    // these tasks have not run yet.
     Connection {
         control,
-        a: tokio::spawn(async move { la.run_transport(ra, wa, b_received).await }),
-        b: tokio::spawn(async move { lb.run_transport(rb, wb, a_received).await }),
+        a: tokio::spawn(a.start_transport(ra, wa, b_received)),
+        b: tokio::spawn(b.start_transport(rb, wb, a_received)),
     }
 }

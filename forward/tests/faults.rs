@@ -59,6 +59,27 @@ fn spawn_sender(link: Link, n: u64, sizes: Vec<usize>) -> tokio::task::JoinHandl
     })
 }
 
+/// Like `guard`, with a shorter limit and the state of both links in the panic message.
+async fn diag<F: std::future::Future>(
+    what: &str,
+    seed: u64,
+    a: &Link,
+    b: &Link,
+    trace: &[String],
+    f: F,
+) -> F::Output {
+    match tokio::time::timeout(Duration::from_secs(8), f).await {
+        Ok(v) => v,
+        Err(_) => panic!(
+            "seed {seed}: stuck at {what}\n a: {:?} connected={}\n b: {:?} connected={}\n trace: {trace:?}",
+            a.stats(),
+            a.is_connected(),
+            b.stats(),
+            b.is_connected()
+        ),
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Fault {
     /// Cut after this many bytes (both directions together).
@@ -82,7 +103,7 @@ fn random_fault(rng: &mut StdRng) -> Fault {
 
 async fn one_scenario(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let replay_limit = if rng.gen_bool(std::env::var("P_SMALL").ok().and_then(|v| v.parse().ok()).unwrap_or(0.3)) {
+    let replay_limit = if rng.gen_bool(0.3) {
         rng.gen_range(200..4000)
     } else {
         64 * 1024 * 1024
@@ -116,6 +137,7 @@ async fn one_scenario(seed: u64) {
     let send_b = spawn_sender(b.clone(), n_b, sizes_b);
 
     let mut faults_left = rng.gen_range(0..8);
+    let mut trace: Vec<String> = vec![format!("n_a={n_a} n_b={n_b} limit={replay_limit}")];
     let mut old: Option<reasonix_forward::testing::Connection> = None;
     loop {
         if *done_rx.borrow() == 2 {
@@ -125,7 +147,15 @@ async fn one_scenario(seed: u64) {
         let conn = connect_with_capacity(&a, &b, capacity);
         // The transport replaced last time must have stopped by itself.
         if let Some(prev) = old.take() {
-            let (ea, eb) = guard("replaced transport stops", prev.join()).await;
+            let (ea, eb) = diag(
+                "replaced transport stops",
+                seed,
+                &a,
+                &b,
+                &trace,
+                prev.join(),
+            )
+            .await;
             for e in [ea, eb] {
                 assert!(
                     matches!(e, LinkError::TransportClosed(_)),
@@ -139,6 +169,7 @@ async fn one_scenario(seed: u64) {
             faults_left -= 1;
             let f = random_fault(&mut rng);
             fault = Some(f);
+            trace.push(format!("cap={capacity} {f:?}"));
             match f {
                 Fault::CutAfterBytes(n) => control.cut_after(n),
                 Fault::CutAfterMicros(us) => {
@@ -175,20 +206,27 @@ async fn one_scenario(seed: u64) {
             }
             _ => {}
         }
-        tokio::select! {
-            _ = done_rx.wait_for(|n| *n == 2) => {}
-            r = &mut ta => ra = Some(r.unwrap()),
-            r = &mut tb => rb = Some(r.unwrap()),
+        if fault.is_none() {
+            trace.push(format!("cap={capacity} no fault"));
         }
+        diag("running", seed, &a, &b, &trace, async {
+            tokio::select! {
+                _ = done_rx.wait_for(|n| *n == 2) => {}
+                r = &mut ta => ra = Some(r.unwrap()),
+                r = &mut tb => rb = Some(r.unwrap()),
+            }
+        })
+        .await;
         control.cut();
         let ea = match ra {
             Some(e) => e,
-            None => guard("a ends", ta).await.unwrap(),
+            None => diag("a ends", seed, &a, &b, &trace, ta).await.unwrap(),
         };
         let eb = match rb {
             Some(e) => e,
-            None => guard("b ends", tb).await.unwrap(),
+            None => diag("b ends", seed, &a, &b, &trace, tb).await.unwrap(),
         };
+        trace.push(format!("ended: {ea} / {eb}"));
         for e in [ea, eb] {
             assert!(
                 matches!(e, LinkError::TransportClosed(_)),
@@ -229,7 +267,7 @@ async fn random_cuts_deliver_exactly_once_in_order() {
     );
     for i in 0..n {
         let seed = base.wrapping_add(i);
-        guard("scenario", one_scenario(seed)).await;
+        guard(&format!("scenario with seed {seed}"), one_scenario(seed)).await;
     }
 }
 

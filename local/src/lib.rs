@@ -5,5 +5,6 @@ pub mod client;
 pub mod config;
 pub mod connect;
 pub mod gateway;
+pub mod mcp_host;
 pub mod run;
 pub mod tui;

@@ -54,7 +54,9 @@ pub enum McpHostError {
     #[error("no laptop MCP server named `{0}` is configured")]
     UnknownServer(String),
     /// A `${VAR}` without default names an unset variable.
-    #[error("laptop MCP server `{server}`: environment variable `{var}` is not set (used in {field})")]
+    #[error(
+        "laptop MCP server `{server}`: environment variable `{var}` is not set (used in {field})"
+    )]
     UnsetVar {
         /// Server.
         server: String,
@@ -93,12 +95,19 @@ impl ServerDiagnostics {
     /// The last stderr lines, oldest first.
     pub fn stderr_tail(&self) -> String {
         let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        g.0.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
+        g.0.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// `exit status: 1`, once the process ended.
     pub fn exit(&self) -> Option<String> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner).1.clone()
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+            .clone()
     }
 
     fn push(&self, line: &str) {
@@ -136,7 +145,9 @@ pub struct ProcessGuard {
 
 impl Drop for ProcessGuard {
     fn drop(&mut self) {
-        let Some(Ok(pgid)) = self.pgid.map(libc::pid_t::try_from) else { return };
+        let Some(Ok(pgid)) = self.pgid.map(libc::pid_t::try_from) else {
+            return;
+        };
         // SAFETY: kill(2) on a negative pid signals the process group created for this server
         // by `process_group(0)`; no memory is involved. ESRCH (already gone) is harmless.
         unsafe {
@@ -168,23 +179,36 @@ impl McpHost {
     /// Starts `server` (killing a previous instance of it) and returns its channels. Must be
     /// called inside a tokio runtime.
     pub fn open(&self, server: &str) -> Result<McpHostChannels, McpHostError> {
-        let spec = self.specs.get(server).ok_or_else(|| McpHostError::UnknownServer(server.to_string()))?;
+        let spec = self
+            .specs
+            .get(server)
+            .ok_or_else(|| McpHostError::UnknownServer(server.to_string()))?;
         let spec = expand(spec)?;
         // Old instance first, so two copies never run at once.
         self.close(server);
         let (channels, guard) = spawn_stdio(&spec)?;
-        self.running.lock().unwrap_or_else(PoisonError::into_inner).insert(server.to_string(), guard);
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(server.to_string(), guard);
         Ok(channels)
     }
 
     /// Kills `server` if running; true when it was.
     pub fn close(&self, server: &str) -> bool {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(server).is_some()
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(server)
+            .is_some()
     }
 
     /// Kills every running server.
     pub fn close_all(&self) {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 }
 
@@ -215,17 +239,33 @@ pub fn spawn_stdio(spec: &McpHostSpec) -> Result<(McpHostChannels, ProcessGuard)
     };
     let mut child = cmd.spawn().map_err(spawn_err)?;
     let guard = ProcessGuard { pgid: child.id() };
-    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err(spawn_err(std::io::Error::other("child pipes missing after spawn")));
+        return Err(spawn_err(std::io::Error::other(
+            "child pipes missing after spawn",
+        )));
     };
     let diagnostics = Arc::new(ServerDiagnostics::default());
     let (to_tx, to_rx) = mpsc::channel(CHANNEL_DEPTH);
     let (from_tx, from_rx) = mpsc::channel(CHANNEL_DEPTH);
     tokio::spawn(pump_stdin(stdin, to_rx));
     let stderr_task = tokio::spawn(pump_stderr(stderr, diagnostics.clone(), spec.name.clone()));
-    tokio::spawn(pump_stdout(stdout, from_tx, child, stderr_task, diagnostics.clone()));
-    Ok((McpHostChannels { to_server: to_tx, from_server: from_rx, diagnostics }, guard))
+    tokio::spawn(pump_stdout(
+        stdout,
+        from_tx,
+        child,
+        stderr_task,
+        diagnostics.clone(),
+    ));
+    Ok((
+        McpHostChannels {
+            to_server: to_tx,
+            from_server: from_rx,
+            diagnostics,
+        },
+        guard,
+    ))
 }
 
 async fn pump_stdin(mut stdin: ChildStdin, mut rx: mpsc::Receiver<String>) {
@@ -268,7 +308,9 @@ async fn pump_stdout(
         match r.read_until(b'\n', &mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
-                let line = String::from_utf8_lossy(&buf).trim_end_matches(['\r', '\n']).to_string();
+                let line = String::from_utf8_lossy(&buf)
+                    .trim_end_matches(['\r', '\n'])
+                    .to_string();
                 if line.is_empty() {
                     continue;
                 }
@@ -295,7 +337,12 @@ fn expand(spec: &McpHostSpec) -> Result<McpHostSpec, McpHostError> {
     Ok(McpHostSpec {
         name: spec.name.clone(),
         command: one(&spec.command, "command".into())?,
-        args: spec.args.iter().enumerate().map(|(i, a)| one(a, format!("args[{i}]"))).collect::<Result<_, _>>()?,
+        args: spec
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| one(a, format!("args[{i}]")))
+            .collect::<Result<_, _>>()?,
         env: spec
             .env
             .iter()
@@ -318,7 +365,10 @@ pub fn expand_str(
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(McpHostError::BadReference { server: server.to_string(), field });
+            return Err(McpHostError::BadReference {
+                server: server.to_string(),
+                field,
+            });
         };
         let inner = &after[..end];
         let (var, default) = match inner.split_once(":-") {
@@ -326,14 +376,21 @@ pub fn expand_str(
             None => (inner, None),
         };
         if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(McpHostError::BadReference { server: server.to_string(), field });
+            return Err(McpHostError::BadReference {
+                server: server.to_string(),
+                field,
+            });
         }
         let value = match (lookup(var), default) {
             (Some(v), Some(d)) if v.is_empty() => d.to_string(),
             (Some(v), _) => v,
             (None, Some(d)) => d.to_string(),
             (None, None) => {
-                return Err(McpHostError::UnsetVar { server: server.to_string(), var: var.to_string(), field })
+                return Err(McpHostError::UnsetVar {
+                    server: server.to_string(),
+                    var: var.to_string(),
+                    field,
+                })
             }
         };
         out.push_str(&value);

@@ -18,7 +18,9 @@ use serde_json::json;
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        eprintln!("usage: tool_bench grep|glob <pattern> <dir> | bash <command> <dir> <n> <enforce|off>");
+        eprintln!(
+            "usage: tool_bench grep|glob <pattern> <dir> | bash <command> <dir> <n> <enforce|off>"
+        );
         std::process::exit(2);
     }
     let (tool, arg, dir) = (args[1].as_str(), args[2].as_str(), Path::new(&args[3]));
@@ -26,7 +28,10 @@ async fn main() {
         Some("enforce") => SandboxMode::Enforce,
         _ => SandboxMode::Off,
     };
-    let cfg = SandboxConfig { bash: mode, ..SandboxConfig::default() };
+    let cfg = SandboxConfig {
+        bash: mode,
+        ..SandboxConfig::default()
+    };
     let sandbox = Arc::new(Sandbox::probe(cfg, dir));
     let mut ctx = ToolContext::new(dir, sandbox.clone());
     ctx.forbid_read.clear();
@@ -46,7 +51,10 @@ async fn main() {
                     std::process::exit(1);
                 }
             }
-            println!("{:.2}", start.elapsed().as_secs_f64() * 1000.0 / f64::from(n));
+            println!(
+                "{:.2}",
+                start.elapsed().as_secs_f64() * 1000.0 / f64::from(n)
+            );
         }
         _ => {
             let o = t.run(json!({"pattern": arg}), &ctx).await;

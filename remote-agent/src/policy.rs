@@ -121,7 +121,10 @@ enum Spec {
     /// `Bash(prefix:*)`: the words of the command start with these words.
     Prefix(Vec<String>),
     /// `Tool(glob)`: a path glob, or a glob over a bash command.
-    Glob { glob: GlobMatcher, basename_only: Option<GlobMatcher> },
+    Glob {
+        glob: GlobMatcher,
+        basename_only: Option<GlobMatcher>,
+    },
     /// Session approval of one exact bash command.
     Exact(String),
 }
@@ -134,7 +137,10 @@ struct Rule {
 }
 
 fn bad(rule: &str, why: &str) -> PolicyError {
-    PolicyError::BadRule { rule: rule.to_string(), why: why.to_string() }
+    PolicyError::BadRule {
+        rule: rule.to_string(),
+        why: why.to_string(),
+    }
 }
 
 impl Rule {
@@ -152,13 +158,21 @@ impl Rule {
         if name.is_empty() {
             return Err(bad(text, "empty tool name"));
         }
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?')) {
-            return Err(bad(text, "tool names use letters, digits, `_`, `-` and glob `*`"));
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?'))
+        {
+            return Err(bad(
+                text,
+                "tool names use letters, digits, `_`, `-` and glob `*`",
+            ));
         }
         let tool = if name.eq_ignore_ascii_case("edit") {
             ToolPat::Writers
         } else if name.contains(['*', '?']) {
-            let g = GlobBuilder::new(&name.to_ascii_lowercase()).build().map_err(|e| bad(text, &e.to_string()))?;
+            let g = GlobBuilder::new(&name.to_ascii_lowercase())
+                .build()
+                .map_err(|e| bad(text, &e.to_string()))?;
             ToolPat::Glob(g.compile_matcher())
         } else {
             ToolPat::Name(name.to_ascii_lowercase())
@@ -188,10 +202,17 @@ impl Rule {
                 } else {
                     None
                 };
-                Some(Spec::Glob { glob, basename_only })
+                Some(Spec::Glob {
+                    glob,
+                    basename_only,
+                })
             }
         };
-        Ok(Rule { text: t.to_string(), tool, spec })
+        Ok(Rule {
+            text: t.to_string(),
+            tool,
+            spec,
+        })
     }
 
     fn names_tool(&self, tool: &str) -> bool {
@@ -207,10 +228,15 @@ impl Rule {
     fn matches_path(&self, subject: &str) -> bool {
         match &self.spec {
             None => true,
-            Some(Spec::Glob { glob, basename_only }) => {
+            Some(Spec::Glob {
+                glob,
+                basename_only,
+            }) => {
                 glob.is_match(subject)
                     || basename_only.as_ref().is_some_and(|g| {
-                        Path::new(subject).file_name().is_some_and(|n| g.is_match(n))
+                        Path::new(subject)
+                            .file_name()
+                            .is_some_and(|n| g.is_match(n))
                     })
             }
             Some(Spec::Prefix(_)) | Some(Spec::Exact(_)) => false,
@@ -238,7 +264,13 @@ impl Rule {
                         let based: Vec<String> = inner
                             .iter()
                             .enumerate()
-                            .map(|(i, w)| if i == 0 { basename(w).to_string() } else { w.clone() })
+                            .map(|(i, w)| {
+                                if i == 0 {
+                                    basename(w).to_string()
+                                } else {
+                                    w.clone()
+                                }
+                            })
                             .collect();
                         starts_with_words(&based, prefix)
                     }
@@ -275,8 +307,17 @@ pub struct Policy {
 
 impl Policy {
     /// Compiles the rule lists; any bad rule is an error naming it.
-    pub fn new(mode: Mode, allow: &[String], ask: &[String], deny: &[String]) -> Result<Self, PolicyError> {
-        let parse = |v: &[String]| v.iter().map(|r| Rule::parse(r)).collect::<Result<Vec<_>, _>>();
+    pub fn new(
+        mode: Mode,
+        allow: &[String],
+        ask: &[String],
+        deny: &[String],
+    ) -> Result<Self, PolicyError> {
+        let parse = |v: &[String]| {
+            v.iter()
+                .map(|r| Rule::parse(r))
+                .collect::<Result<Vec<_>, _>>()
+        };
         Ok(Policy {
             mode,
             allow: parse(allow)?,
@@ -289,12 +330,18 @@ impl Policy {
 
     /// From a merged `[permissions]` table (mode defaults to ask).
     pub fn from_config(cfg: &PolicyConfig) -> Result<Self, PolicyError> {
-        Self::new(cfg.mode.unwrap_or_default(), &cfg.allow, &cfg.ask, &cfg.deny)
+        Self::new(
+            cfg.mode.unwrap_or_default(),
+            &cfg.allow,
+            &cfg.ask,
+            &cfg.deny,
+        )
     }
 
     /// Lets path globs match absolute paths inside the workspace by their relative form.
     pub fn with_workspace(mut self, workspace: &Path) -> Self {
-        self.workspace = Some(std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf()));
+        self.workspace =
+            Some(std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf()));
         self
     }
 
@@ -348,19 +395,28 @@ impl Policy {
         let subjects = self.subjects(args);
         let any = |r: &Rule| {
             r.names_tool(tool)
-                && (r.spec.is_none() || subjects.iter().any(|forms| forms.iter().any(|f| r.matches_path(f))))
+                && (r.spec.is_none()
+                    || subjects
+                        .iter()
+                        .any(|forms| forms.iter().any(|f| r.matches_path(f))))
         };
         let all = |r: &Rule| {
             r.names_tool(tool)
                 && (r.spec.is_none()
                     || (!subjects.is_empty()
-                        && subjects.iter().all(|forms| forms.iter().any(|f| r.matches_path(f)))))
+                        && subjects
+                            .iter()
+                            .all(|forms| forms.iter().any(|f| r.matches_path(f)))))
         };
         if let Some(r) = self.deny.iter().find(|r| any(r)) {
-            return Decision::Deny { reason: format!("denied by rule `{}`", r.text) };
+            return Decision::Deny {
+                reason: format!("denied by rule `{}`", r.text),
+            };
         }
         if let Some(r) = self.ask.iter().find(|r| any(r)) {
-            return Decision::Ask { reason: format!("rule `{}` asks before {tool} runs", r.text) };
+            return Decision::Ask {
+                reason: format!("rule `{}` asks before {tool} runs", r.text),
+            };
         }
         if self.allow.iter().chain(self.session.iter()).any(all) {
             return Decision::Allow;
@@ -370,7 +426,10 @@ impl Policy {
         }
         match self.mode {
             Mode::Ask => {
-                let paths: Vec<&str> = subjects.iter().filter_map(|f| f.first().map(String::as_str)).collect();
+                let paths: Vec<&str> = subjects
+                    .iter()
+                    .filter_map(|f| f.first().map(String::as_str))
+                    .collect();
                 Decision::Ask {
                     reason: if paths.is_empty() {
                         format!("{tool} is not read-only and no rule allows it")
@@ -387,25 +446,49 @@ impl Policy {
         let pieces = split_command(command);
         let whole = Piece::whole(command);
         let bash_rules = |rules: &'_ [Rule]| -> Vec<Rule> {
-            rules.iter().filter(|r| r.names_tool("bash")).cloned().collect()
+            rules
+                .iter()
+                .filter(|r| r.names_tool("bash"))
+                .cloned()
+                .collect()
         };
         for r in &bash_rules(&self.deny) {
-            if let Some(p) = pieces.iter().chain(std::iter::once(&whole)).find(|p| r.matches_piece(p, false)) {
-                return Decision::Deny { reason: format!("denied by rule `{}` (matched `{}`)", r.text, p.text) };
+            if let Some(p) = pieces
+                .iter()
+                .chain(std::iter::once(&whole))
+                .find(|p| r.matches_piece(p, false))
+            {
+                return Decision::Deny {
+                    reason: format!("denied by rule `{}` (matched `{}`)", r.text, p.text),
+                };
             }
         }
         for r in &bash_rules(&self.ask) {
-            if let Some(p) = pieces.iter().chain(std::iter::once(&whole)).find(|p| r.matches_piece(p, false)) {
-                return Decision::Ask { reason: format!("rule `{}` asks before running `{}`", r.text, p.text) };
+            if let Some(p) = pieces
+                .iter()
+                .chain(std::iter::once(&whole))
+                .find(|p| r.matches_piece(p, false))
+            {
+                return Decision::Ask {
+                    reason: format!("rule `{}` asks before running `{}`", r.text, p.text),
+                };
             }
         }
-        let allow: Vec<Rule> = bash_rules(&self.allow).into_iter().chain(bash_rules(&self.session)).collect();
-        if allow.iter().any(|r| r.matches_piece(&whole, true) && matches!(r.spec, Some(Spec::Exact(_)))) {
+        let allow: Vec<Rule> = bash_rules(&self.allow)
+            .into_iter()
+            .chain(bash_rules(&self.session))
+            .collect();
+        if allow
+            .iter()
+            .any(|r| r.matches_piece(&whole, true) && matches!(r.spec, Some(Spec::Exact(_))))
+        {
             return Decision::Allow;
         }
         let uncovered: Vec<&Piece> = pieces
             .iter()
-            .filter(|p| !(allow.iter().any(|r| r.matches_piece(p, true)) || is_read_only_command(p)))
+            .filter(|p| {
+                !(allow.iter().any(|r| r.matches_piece(p, true)) || is_read_only_command(p))
+            })
             .collect();
         if uncovered.is_empty() {
             return Decision::Allow;
@@ -414,7 +497,11 @@ impl Policy {
             Mode::Ask => Decision::Ask {
                 reason: format!(
                     "bash: no rule allows `{}`",
-                    uncovered.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("`, `")
+                    uncovered
+                        .iter()
+                        .map(|p| p.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join("`, `")
                 ),
             },
             Mode::Auto | Mode::Yolo => Decision::Allow,
@@ -452,7 +539,9 @@ impl Policy {
         }
         let cmd = args.get("command").and_then(Value::as_str)?;
         let pieces = split_command(cmd);
-        let [piece] = pieces.as_slice() else { return None };
+        let [piece] = pieces.as_slice() else {
+            return None;
+        };
         if piece.has_ops || is_dangerous(&piece.words) {
             return None;
         }
@@ -471,7 +560,10 @@ impl Policy {
 
     /// Merges user and project `[permissions]`: the project may add ask and deny rules and
     /// pick a stricter mode; its allow rules and looser modes are dropped, each with a warning.
-    pub fn tighten_only(user: &PolicyConfig, project: &PolicyConfig) -> (PolicyConfig, Vec<String>) {
+    pub fn tighten_only(
+        user: &PolicyConfig,
+        project: &PolicyConfig,
+    ) -> (PolicyConfig, Vec<String>) {
         let mut warnings = Vec::new();
         let user_mode = user.mode.unwrap_or_default();
         let mode = match project.mode {
@@ -513,23 +605,31 @@ impl Policy {
 
 /// Tools whose first argument is a subcommand worth keeping in an "always" prefix.
 const SUBCOMMAND_TOOLS: [&str; 14] = [
-    "git", "cargo", "npm", "pnpm", "yarn", "go", "docker", "kubectl", "pip", "uv", "make", "bun", "npx", "rustup",
+    "git", "cargo", "npm", "pnpm", "yarn", "go", "docker", "kubectl", "pip", "uv", "make", "bun",
+    "npx", "rustup",
 ];
 
 /// Commands an "always allow" must never cover.
 fn is_dangerous(words: &[String]) -> bool {
     let words = strip_assignments(words);
-    let Some(first) = words.first().map(|w| basename(w)) else { return false };
+    let Some(first) = words.first().map(|w| basename(w)) else {
+        return false;
+    };
     match first {
         "sudo" | "su" | "doas" | "dd" | "shred" | "mkfs" => true,
         f if f.starts_with("mkfs.") => true,
         "rm" => words[1..].iter().any(|w| {
-            w == "--recursive" || w == "--force" || (w.starts_with('-') && !w.starts_with("--") && w.contains(['r', 'R', 'f']))
+            w == "--recursive"
+                || w == "--force"
+                || (w.starts_with('-') && !w.starts_with("--") && w.contains(['r', 'R', 'f']))
         }),
         "git" => {
             words.get(1).is_some_and(|w| w == "push")
                 && words[2..].iter().any(|w| {
-                    w == "-f" || w.starts_with("--force") || w.starts_with('+') || (w.starts_with('-') && !w.starts_with("--") && w.contains('f'))
+                    w == "-f"
+                        || w.starts_with("--force")
+                        || w.starts_with('+')
+                        || (w.starts_with('-') && !w.starts_with("--") && w.contains('f'))
                 })
         }
         "chmod" | "chown" => words[1..].iter().any(|w| w == "-R" || w == "--recursive"),
@@ -554,12 +654,19 @@ pub struct Piece {
 impl Piece {
     fn new(text: &str, has_ops: bool) -> Piece {
         let text = text.trim().to_string();
-        Piece { words: shell_words(&text), text, has_ops }
+        Piece {
+            words: shell_words(&text),
+            text,
+            has_ops,
+        }
     }
 
     fn whole(command: &str) -> Piece {
         let text = command.trim();
-        Piece::new(text, split_command(text).len() > 1 || split_command(text).iter().any(|p| p.has_ops))
+        Piece::new(
+            text,
+            split_command(text).len() > 1 || split_command(text).iter().any(|p| p.has_ops),
+        )
     }
 }
 
@@ -618,7 +725,8 @@ pub fn split_command(cmd: &str) -> Vec<Piece> {
             ')' if depth > 0 => depth -= 1,
             _ => {}
         }
-        let top = !(double || backtick || in_subst || depth != 0 || c == '\'' || c == '"' || c == '`');
+        let top =
+            !(double || backtick || in_subst || depth != 0 || c == '\'' || c == '"' || c == '`');
         if !top {
             cur.push(c);
             i += 1;
@@ -631,7 +739,11 @@ pub fn split_command(cmd: &str) -> Vec<Piece> {
             }
             '|' => {
                 flush(&mut cur, &mut has_ops, &mut pieces);
-                i += if matches!(next, Some('|') | Some('&')) { 2 } else { 1 };
+                i += if matches!(next, Some('|') | Some('&')) {
+                    2
+                } else {
+                    1
+                };
             }
             '&' if next == Some('&') => {
                 flush(&mut cur, &mut has_ops, &mut pieces);
@@ -662,7 +774,13 @@ pub fn split_command(cmd: &str) -> Vec<Piece> {
                 let (consumed, harmless) = if chars.get(j) == Some(&'&') {
                     let (n, _) = redirect_target(&chars, j + 1);
                     let target: String = chars[j + 1..j + 1 + n].iter().collect();
-                    (n + 1, target.trim().chars().all(|d| d.is_ascii_digit() || d == '-'))
+                    (
+                        n + 1,
+                        target
+                            .trim()
+                            .chars()
+                            .all(|d| d.is_ascii_digit() || d == '-'),
+                    )
                 } else {
                     redirect_target(&chars, j)
                 };
@@ -693,7 +811,10 @@ fn redirect_target(chars: &[char], start: usize) -> (usize, bool) {
         j += 1;
     }
     let word_start = j;
-    while j < chars.len() && !chars[j].is_whitespace() && !matches!(chars[j], ';' | '&' | '|' | '(' | ')' | '<' | '>') {
+    while j < chars.len()
+        && !chars[j].is_whitespace()
+        && !matches!(chars[j], ';' | '&' | '|' | '(' | ')' | '<' | '>')
+    {
         j += 1;
     }
     let word: String = chars[word_start..j].iter().collect();
@@ -747,7 +868,9 @@ fn strip_assignments(words: &[String]) -> &[String] {
     let n = words
         .iter()
         .take_while(|w| {
-            w.split_once('=').is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            w.split_once('=').is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
         })
         .count();
     &words[n..]
@@ -769,9 +892,11 @@ fn strip_one_wrapper(words: &[String]) -> Option<&[String]> {
     let first = w.first()?;
     let name = basename(first);
     let rest = &w[1..];
-    let skip_flags = |r: &[String]| -> usize { r.iter().take_while(|x| x.starts_with('-')).count() };
+    let skip_flags =
+        |r: &[String]| -> usize { r.iter().take_while(|x| x.starts_with('-')).count() };
     let next = match name {
-        "sudo" | "doas" | "nohup" | "command" | "exec" | "time" | "xargs" | "stdbuf" | "nice" | "ionice" => {
+        "sudo" | "doas" | "nohup" | "command" | "exec" | "time" | "xargs" | "stdbuf" | "nice"
+        | "ionice" => {
             let mut n = skip_flags(rest);
             // `sudo -u user cmd`, `nice -n 5 cmd`: a short flag's value looks like a word.
             if matches!(name, "sudo" | "nice" | "ionice")
@@ -795,14 +920,72 @@ fn strip_one_wrapper(words: &[String]) -> Option<&[String]> {
 
 /// Commands that only read: they pass without a rule.
 const READ_ONLY_COMMANDS: [&str; 52] = [
-    "cat", "ls", "ll", "grep", "egrep", "fgrep", "rg", "head", "tail", "wc", "pwd", "echo", "printf", "which",
-    "whereis", "type", "file", "stat", "du", "df", "tree", "sort", "uniq", "diff", "cmp", "basename", "dirname",
-    "realpath", "readlink", "date", "whoami", "id", "hostname", "uname", "true", "false", "test", "[", "nl", "cut",
-    "tr", "column", "jq", "sha256sum", "sha1sum", "md5sum", "cksum", "hexdump", "od", "strings", "cd", "find",
+    "cat",
+    "ls",
+    "ll",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "head",
+    "tail",
+    "wc",
+    "pwd",
+    "echo",
+    "printf",
+    "which",
+    "whereis",
+    "type",
+    "file",
+    "stat",
+    "du",
+    "df",
+    "tree",
+    "sort",
+    "uniq",
+    "diff",
+    "cmp",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "date",
+    "whoami",
+    "id",
+    "hostname",
+    "uname",
+    "true",
+    "false",
+    "test",
+    "[",
+    "nl",
+    "cut",
+    "tr",
+    "column",
+    "jq",
+    "sha256sum",
+    "sha1sum",
+    "md5sum",
+    "cksum",
+    "hexdump",
+    "od",
+    "strings",
+    "cd",
+    "find",
 ];
 
-const READ_ONLY_GIT: [&str; 10] =
-    ["status", "log", "diff", "show", "blame", "ls-files", "rev-parse", "describe", "shortlog", "grep"];
+const READ_ONLY_GIT: [&str; 10] = [
+    "status",
+    "log",
+    "diff",
+    "show",
+    "blame",
+    "ls-files",
+    "rev-parse",
+    "describe",
+    "shortlog",
+    "grep",
+];
 
 /// True when `piece` is a command that cannot change anything.
 pub fn is_read_only_command(piece: &Piece) -> bool {
@@ -811,27 +994,56 @@ pub fn is_read_only_command(piece: &Piece) -> bool {
     }
     let words = &piece.words;
     // `FOO=bar cat` could set LD_PRELOAD or similar.
-    let Some(first) = words.first() else { return true };
+    let Some(first) = words.first() else {
+        return true;
+    };
     if strip_assignments(words).len() != words.len() {
         return false;
     }
     let args = &words[1..];
     match first.as_str() {
         "find" => !args.iter().any(|a| {
-            matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprint0" | "-fprintf" | "-fls")
+            matches!(
+                a.as_str(),
+                "-exec"
+                    | "-execdir"
+                    | "-ok"
+                    | "-okdir"
+                    | "-delete"
+                    | "-fprint"
+                    | "-fprint0"
+                    | "-fprintf"
+                    | "-fls"
+            )
         }),
-        "sort" => !args.iter().any(|a| a == "-o" || a.starts_with("--output") || (a.starts_with("-o") && !a.starts_with("--"))),
+        "sort" => !args.iter().any(|a| {
+            a == "-o" || a.starts_with("--output") || (a.starts_with("-o") && !a.starts_with("--"))
+        }),
         "uniq" => args.iter().filter(|a| !a.starts_with('-')).count() <= 1,
         "git" => {
-            let Some(sub) = args.first() else { return false };
-            if args.iter().any(|a| a.starts_with("--output") || a == "--ext-diff") {
+            let Some(sub) = args.first() else {
+                return false;
+            };
+            if args
+                .iter()
+                .any(|a| a.starts_with("--output") || a == "--ext-diff")
+            {
                 return false;
             }
             let rest = &args[1..];
             match sub.as_str() {
                 s if READ_ONLY_GIT.contains(&s) => true,
                 "branch" => rest.iter().all(|a| {
-                    matches!(a.as_str(), "-a" | "-r" | "-v" | "-vv" | "--list" | "--all" | "--show-current" | "--remotes")
+                    matches!(
+                        a.as_str(),
+                        "-a" | "-r"
+                            | "-v"
+                            | "-vv"
+                            | "--list"
+                            | "--all"
+                            | "--show-current"
+                            | "--remotes"
+                    )
                 }),
                 "remote" => rest.is_empty() || rest.iter().all(|a| a == "-v" || a == "--verbose"),
                 "tag" => rest.is_empty() || rest.iter().all(|a| a == "-l" || a == "--list"),

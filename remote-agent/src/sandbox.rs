@@ -70,6 +70,55 @@ impl SandboxConfig {
     }
 }
 
+/// The `[sandbox]` keys a project's `reasonix.toml` sets (paths already resolved).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxOverrides {
+    /// `bash`, when set.
+    pub bash: Option<SandboxMode>,
+    /// `network`, when set.
+    pub network: Option<bool>,
+    /// `allow_write` (a loosening: ignored with a warning).
+    pub allow_write: Vec<PathBuf>,
+    /// `forbid_read` (added).
+    pub forbid_read: Vec<PathBuf>,
+}
+
+impl SandboxConfig {
+    /// Applies a project file on top of the user's settings, tightening only: it may enforce
+    /// the sandbox, turn the network off and hide more paths; turning the sandbox off, the
+    /// network on, or widening `allow_write` is ignored with a warning each.
+    pub fn tighten_only(&self, project: &SandboxOverrides) -> (SandboxConfig, Vec<String>) {
+        let mut out = self.clone();
+        let mut warnings = Vec::new();
+        match (self.bash, project.bash) {
+            (_, None) | (SandboxMode::Enforce, Some(SandboxMode::Enforce)) | (SandboxMode::Off, Some(SandboxMode::Off)) => {}
+            (SandboxMode::Off, Some(SandboxMode::Enforce)) => out.bash = SandboxMode::Enforce,
+            (SandboxMode::Enforce, Some(SandboxMode::Off)) => warnings.push(
+                "ignored project sandbox.bash = \"off\": a project file may only tighten security settings".to_string(),
+            ),
+        }
+        match (self.network, project.network) {
+            (true, Some(false)) => out.network = false,
+            (false, Some(true)) => warnings.push(
+                "ignored project sandbox.network = true: a project file may only tighten security settings".to_string(),
+            ),
+            _ => {}
+        }
+        for p in &project.allow_write {
+            warnings.push(format!(
+                "ignored project sandbox.allow_write entry {}: a project file may only tighten; add it to ~/.reasonix/config.toml",
+                p.display()
+            ));
+        }
+        for p in &project.forbid_read {
+            if !out.forbid_read.contains(p) {
+                out.forbid_read.push(p.clone());
+            }
+        }
+        (out, warnings)
+    }
+}
+
 impl Default for SandboxConfig {
     /// [`SandboxConfig::defaults_for_home`] with `$HOME`.
     fn default() -> Self {
@@ -115,15 +164,24 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 impl Sandbox {
     /// Probes bwrap once (2 s budget) with the namespaces we use and records the outcome.
     pub fn probe(config: SandboxConfig, workspace: &Path) -> Sandbox {
-        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-        let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+        let workspace =
+            std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let shell = if Path::new("/bin/bash").exists() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        };
         let state = match config.bash {
             SandboxMode::Off => State::Off,
             SandboxMode::Enforce => match find_program(&config.bwrap_path) {
                 None => State::Unavailable(format!(
                     "{} not found{}",
                     config.bwrap_path.display(),
-                    if config.bwrap_path.components().count() > 1 { "" } else { " in PATH" }
+                    if config.bwrap_path.components().count() > 1 {
+                        ""
+                    } else {
+                        " in PATH"
+                    }
                 )),
                 Some(bwrap) => match run_probe(&bwrap, config.network) {
                     Ok(()) => State::Bwrap(bwrap),
@@ -131,12 +189,20 @@ impl Sandbox {
                 },
             },
         };
-        Sandbox { config, workspace, state, shell: PathBuf::from(shell) }
+        Sandbox {
+            config,
+            workspace,
+            state,
+            shell: PathBuf::from(shell),
+        }
     }
 
     /// A sandbox that runs commands unconfined (tests, and `bash = "off"`).
     pub fn off(workspace: &Path) -> Sandbox {
-        let config = SandboxConfig { bash: SandboxMode::Off, ..SandboxConfig::default() };
+        let config = SandboxConfig {
+            bash: SandboxMode::Off,
+            ..SandboxConfig::default()
+        };
         Self::probe(config, workspace)
     }
 
@@ -166,7 +232,11 @@ impl Sandbox {
 
     /// The command that runs `shell_command` in `cwd`: under bwrap when enforced, plain
     /// `bash -c` when off. Enforced but unavailable → the refusal, and nothing runs.
-    pub fn command(&self, shell_command: &str, cwd: &Path) -> Result<tokio::process::Command, SandboxError> {
+    pub fn command(
+        &self,
+        shell_command: &str,
+        cwd: &Path,
+    ) -> Result<tokio::process::Command, SandboxError> {
         match &self.state {
             State::Off => {
                 let mut c = tokio::process::Command::new(&self.shell);
@@ -205,7 +275,8 @@ impl Sandbox {
     /// re-protected, secrets masked.
     pub fn bwrap_args(&self, cwd: &Path) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::new();
-        let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
+        let mut push =
+            |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
         push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
         push(&["--dev".as_ref(), "/dev".as_ref()]);
         push(&["--proc".as_ref(), "/proc".as_ref()]);
@@ -222,7 +293,9 @@ impl Sandbox {
             }
         }
         for f in &self.config.forbid_read {
-            let Ok(meta) = std::fs::metadata(f) else { continue };
+            let Ok(meta) = std::fs::metadata(f) else {
+                continue;
+            };
             let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
             if meta.is_dir() {
                 push(&["--tmpfs".as_ref(), f.as_os_str()]);
@@ -234,7 +307,11 @@ impl Sandbox {
         if !self.config.network {
             push(&["--unshare-net".as_ref()]);
         }
-        push(&["--die-with-parent".as_ref(), "--unshare-pid".as_ref(), "--new-session".as_ref()]);
+        push(&[
+            "--die-with-parent".as_ref(),
+            "--unshare-pid".as_ref(),
+            "--new-session".as_ref(),
+        ]);
         push(&["--chdir".as_ref(), cwd.as_os_str()]);
         a
     }
@@ -246,7 +323,9 @@ fn find_program(name: &Path) -> Option<PathBuf> {
         return name.is_file().then(|| name.to_path_buf());
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 /// Runs `bwrap … -- true` with the namespaces we use, within [`PROBE_TIMEOUT`].
@@ -257,8 +336,13 @@ fn run_probe(bwrap: &Path, network: bool) -> Result<(), String> {
     if !network {
         cmd.arg("--unshare-net");
     }
-    cmd.args(["--", "true"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", bwrap.display()))?;
+    cmd.args(["--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", bwrap.display()))?;
     let started = Instant::now();
     loop {
         match child.try_wait() {
@@ -272,13 +356,20 @@ fn run_probe(bwrap: &Path, network: bool) -> Result<(), String> {
                 return Err(format!(
                     "probe `{} --ro-bind / / --dev /dev --proc /proc -- true` failed ({status}){}",
                     bwrap.display(),
-                    if first.is_empty() { String::new() } else { format!(": {first}") }
+                    if first.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {first}")
+                    }
                 ));
             }
             Ok(None) if started.elapsed() > PROBE_TIMEOUT => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("probe did not finish within {} s", PROBE_TIMEOUT.as_secs()));
+                return Err(format!(
+                    "probe did not finish within {} s",
+                    PROBE_TIMEOUT.as_secs()
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => return Err(format!("probe wait failed: {e}")),

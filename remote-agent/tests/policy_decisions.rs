@@ -1,5 +1,7 @@
 //! The permission decision table: rule forms, compound commands, modes, tighten-only.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use reasonix_remote::policy::{split_command, Decision, Mode, Policy, PolicyConfig};
 use serde_json::{json, Value};
 
@@ -25,12 +27,32 @@ fn kind(d: &Decision) -> &'static str {
 
 #[test]
 fn read_only_tools_pass_and_writers_follow_the_mode() {
-    for (mode, writer) in [(Mode::Ask, "ask"), (Mode::Auto, "allow"), (Mode::Yolo, "allow")] {
+    for (mode, writer) in [
+        (Mode::Ask, "ask"),
+        (Mode::Auto, "allow"),
+        (Mode::Yolo, "allow"),
+    ] {
         let p = policy(mode, &[], &[], &[]);
-        assert_eq!(kind(&p.decide("read_file", &json!({"path": "a"}), true)), "allow", "{mode:?}");
-        assert_eq!(kind(&p.decide("write_file", &json!({"path": "a"}), false)), writer, "{mode:?}");
-        assert_eq!(kind(&p.decide("bash", &bash("cargo build"), false)), writer, "{mode:?}");
-        assert_eq!(kind(&p.decide("mcp__srv__do", &json!({}), false)), writer, "{mode:?}");
+        assert_eq!(
+            kind(&p.decide("read_file", &json!({"path": "a"}), true)),
+            "allow",
+            "{mode:?}"
+        );
+        assert_eq!(
+            kind(&p.decide("write_file", &json!({"path": "a"}), false)),
+            writer,
+            "{mode:?}"
+        );
+        assert_eq!(
+            kind(&p.decide("bash", &bash("cargo build"), false)),
+            writer,
+            "{mode:?}"
+        );
+        assert_eq!(
+            kind(&p.decide("mcp__srv__do", &json!({}), false)),
+            writer,
+            "{mode:?}"
+        );
     }
     let p = policy(Mode::Ask, &[], &[], &[]);
     match p.decide("edit_file", &json!({"path": "src/a.rs"}), false) {
@@ -41,40 +63,118 @@ fn read_only_tools_pass_and_writers_follow_the_mode() {
 
 #[test]
 fn rule_forms_tool_glob_prefix_and_edit_group() {
-    let p = policy(Mode::Ask, &["Edit(src/**)", "Bash(cargo test:*)", "mcp__github__*", "Read"], &[], &["Edit(*.lock)", "read_file(secrets/**)"]);
+    let p = policy(
+        Mode::Ask,
+        &[
+            "Edit(src/**)",
+            "Bash(cargo test:*)",
+            "mcp__github__*",
+            "Read",
+        ],
+        &[],
+        &["Edit(*.lock)", "read_file(secrets/**)"],
+    );
     // Edit names the writer group; path globs are relative to the workspace.
     for tool in ["write_file", "edit_file", "multi_edit"] {
-        assert_eq!(kind(&p.decide(tool, &json!({"path": "src/x/y.rs"}), false)), "allow", "{tool}");
-        assert_eq!(kind(&p.decide(tool, &json!({"path": "./src/y.rs"}), false)), "allow", "{tool}");
-        assert_eq!(kind(&p.decide(tool, &json!({"path": "docs/y.md"}), false)), "ask", "{tool}");
+        assert_eq!(
+            kind(&p.decide(tool, &json!({"path": "src/x/y.rs"}), false)),
+            "allow",
+            "{tool}"
+        );
+        assert_eq!(
+            kind(&p.decide(tool, &json!({"path": "./src/y.rs"}), false)),
+            "allow",
+            "{tool}"
+        );
+        assert_eq!(
+            kind(&p.decide(tool, &json!({"path": "docs/y.md"}), false)),
+            "ask",
+            "{tool}"
+        );
         // A slash-free glob matches the file name anywhere; deny beats allow.
-        assert_eq!(kind(&p.decide(tool, &json!({"path": "src/Cargo.lock"}), false)), "deny", "{tool}");
+        assert_eq!(
+            kind(&p.decide(tool, &json!({"path": "src/Cargo.lock"}), false)),
+            "deny",
+            "{tool}"
+        );
     }
     // move_file needs both paths allowed; either denied denies.
-    assert_eq!(kind(&p.decide("move_file", &json!({"source_path": "src/a", "destination_path": "src/b"}), false)), "allow");
-    assert_eq!(kind(&p.decide("move_file", &json!({"source_path": "src/a", "destination_path": "b"}), false)), "ask");
-    assert_eq!(kind(&p.decide("move_file", &json!({"source_path": "a.lock", "destination_path": "src/b"}), false)), "deny");
+    assert_eq!(
+        kind(&p.decide(
+            "move_file",
+            &json!({"source_path": "src/a", "destination_path": "src/b"}),
+            false
+        )),
+        "allow"
+    );
+    assert_eq!(
+        kind(&p.decide(
+            "move_file",
+            &json!({"source_path": "src/a", "destination_path": "b"}),
+            false
+        )),
+        "ask"
+    );
+    assert_eq!(
+        kind(&p.decide(
+            "move_file",
+            &json!({"source_path": "a.lock", "destination_path": "src/b"}),
+            false
+        )),
+        "deny"
+    );
     // Deny applies to read-only tools too.
-    assert_eq!(kind(&p.decide("read_file", &json!({"path": "secrets/k"}), true)), "deny");
+    assert_eq!(
+        kind(&p.decide("read_file", &json!({"path": "secrets/k"}), true)),
+        "deny"
+    );
     // Tool-name globs (MCP servers).
-    assert_eq!(kind(&p.decide("mcp__github__create_issue", &json!({}), false)), "allow");
+    assert_eq!(
+        kind(&p.decide("mcp__github__create_issue", &json!({}), false)),
+        "allow"
+    );
     assert_eq!(kind(&p.decide("mcp__other__x", &json!({}), false)), "ask");
     // Bash prefix: word boundary.
     assert_eq!(kind(&p.decide("bash", &bash("cargo test"), false)), "allow");
-    assert_eq!(kind(&p.decide("bash", &bash("cargo test -p x -- --nocapture"), false)), "allow");
-    assert_eq!(kind(&p.decide("bash", &bash("cargo testing"), false)), "ask");
-    assert_eq!(kind(&p.decide("bash", &bash("cargo  test  --all"), false)), "allow", "whitespace is not significant");
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo test -p x -- --nocapture"), false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo testing"), false)),
+        "ask"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo  test  --all"), false)),
+        "allow",
+        "whitespace is not significant"
+    );
     // ... never with shell operators, substitutions or writing redirections.
-    for cmd in ["cargo test > out.txt", "cargo test $(rm -rf x)", "cargo test `id`", "cargo test && curl x | sh"] {
+    for cmd in [
+        "cargo test > out.txt",
+        "cargo test $(rm -rf x)",
+        "cargo test `id`",
+        "cargo test && curl x | sh",
+    ] {
         assert_eq!(kind(&p.decide("bash", &bash(cmd), false)), "ask", "{cmd}");
     }
-    assert_eq!(kind(&p.decide("bash", &bash("cargo test 2>&1"), false)), "allow", "fd duplication is fine");
-    assert_eq!(kind(&p.decide("bash", &bash("cargo test 2>/dev/null"), false)), "allow");
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo test 2>&1"), false)),
+        "allow",
+        "fd duplication is fine"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo test 2>/dev/null"), false)),
+        "allow"
+    );
     // Absolute paths inside the workspace match relative globs once the workspace is known.
     let d = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(d.path()).unwrap();
     let p = policy(Mode::Ask, &["Edit(src/**)"], &[], &[]).with_workspace(&ws);
-    assert_eq!(kind(&p.decide("write_file", &json!({"path": ws.join("src/a.rs")}), false)), "allow");
+    assert_eq!(
+        kind(&p.decide("write_file", &json!({"path": ws.join("src/a.rs")}), false)),
+        "allow"
+    );
 }
 
 #[test]
@@ -82,29 +182,59 @@ fn bad_rules_are_errors() {
     for bad in ["Bash(", "(x)", "Bash()", "Bash(:*)", "Edit([)", "Bad Name"] {
         let err = Policy::new(Mode::Ask, &s(&[bad]), &[], &[]).err();
         assert!(err.is_some(), "{bad} should not parse");
-        assert!(err.unwrap().to_string().contains(bad), "error names the rule");
+        assert!(
+            err.unwrap().to_string().contains(bad),
+            "error names the rule"
+        );
     }
 }
 
 #[test]
 fn decision_order_is_deny_ask_allow_fallback() {
-    let p = policy(Mode::Auto, &["Bash(git:*)"], &["Bash(git push:*)"], &["Bash(git push --force:*)"]);
-    assert_eq!(kind(&p.decide("bash", &bash("git commit -m x"), false)), "allow");
-    assert_eq!(kind(&p.decide("bash", &bash("git push origin main"), false)), "ask", "ask beats allow, even in auto");
+    let p = policy(
+        Mode::Auto,
+        &["Bash(git:*)"],
+        &["Bash(git push:*)"],
+        &["Bash(git push --force:*)"],
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("git commit -m x"), false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("git push origin main"), false)),
+        "ask",
+        "ask beats allow, even in auto"
+    );
     match p.decide("bash", &bash("git push --force origin"), false) {
-        Decision::Deny { reason } => assert_eq!(reason, "denied by rule `Bash(git push --force:*)` (matched `git push --force origin`)"),
+        Decision::Deny { reason } => assert_eq!(
+            reason,
+            "denied by rule `Bash(git push --force:*)` (matched `git push --force origin`)"
+        ),
         other => panic!("{other:?}"),
     }
     // Bare Tool rules cover the whole tool.
     let p = policy(Mode::Yolo, &[], &[], &["Bash"]);
-    assert_eq!(kind(&p.decide("bash", &bash("ls"), false)), "deny", "yolo still denies");
+    assert_eq!(
+        kind(&p.decide("bash", &bash("ls"), false)),
+        "deny",
+        "yolo still denies"
+    );
     let p = policy(Mode::Ask, &["Bash"], &[], &[]);
-    assert_eq!(kind(&p.decide("bash", &bash("make && ./run > log"), false)), "allow");
+    assert_eq!(
+        kind(&p.decide("bash", &bash("make && ./run > log"), false)),
+        "allow"
+    );
 }
 
 #[test]
 fn compound_commands_are_decided_piece_by_piece() {
-    let p = policy(Mode::Ask, &["Bash(npm test:*)"], &["Bash(curl:*)"], &["Bash(rm:*)"]);
+    let p = policy(
+        Mode::Ask,
+        &["Bash(npm test:*)"],
+        &["Bash(curl:*)"],
+        &["Bash(rm:*)"],
+    );
     let cases = [
         ("npm test && ls -la", "allow"),
         ("npm test; git status | head -5", "allow"),
@@ -136,14 +266,28 @@ fn compound_commands_are_decided_piece_by_piece() {
     assert_eq!(kind(&y.decide("bash", &bash("ls; rm x"), false)), "deny");
     // auto: fallback allowed, explicit ask still asks.
     let a = policy(Mode::Auto, &[], &["Bash(curl:*)"], &[]);
-    assert_eq!(kind(&a.decide("bash", &bash("make install"), false)), "allow");
-    assert_eq!(kind(&a.decide("bash", &bash("make && curl x"), false)), "ask");
+    assert_eq!(
+        kind(&a.decide("bash", &bash("make install"), false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(&a.decide("bash", &bash("make && curl x"), false)),
+        "ask"
+    );
 }
 
 #[test]
 fn splitting_respects_quotes_and_substitutions() {
-    let texts = |c: &str| split_command(c).into_iter().map(|p| p.text).collect::<Vec<_>>();
-    assert_eq!(texts("a && b || c; d | e & f\ng"), ["a", "b", "c", "d", "e", "f", "g"]);
+    let texts = |c: &str| {
+        split_command(c)
+            .into_iter()
+            .map(|p| p.text)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        texts("a && b || c; d | e & f\ng"),
+        ["a", "b", "c", "d", "e", "f", "g"]
+    );
     assert_eq!(texts("echo 'x && y' \"p; q\""), ["echo 'x && y' \"p; q\""]);
     assert_eq!(texts("echo $(a; b) `c | d`"), ["echo $(a; b) `c | d`"]);
     assert_eq!(texts("cmd 2>&1 | tail"), ["cmd 2>&1", "tail"]);
@@ -155,35 +299,87 @@ fn splitting_respects_quotes_and_substitutions() {
 
 #[test]
 fn always_rules_and_session_approvals() {
-    assert_eq!(Policy::always_rule("bash", &bash("cargo test --all")), Some("Bash(cargo test:*)".into()));
-    assert_eq!(Policy::always_rule("bash", &bash("pytest -x tests/")), Some("Bash(pytest:*)".into()));
-    assert_eq!(Policy::always_rule("bash", &bash("git -C x status")), Some("Bash(git:*)".into()));
-    assert_eq!(Policy::always_rule("edit_file", &json!({"path": "a"})), Some("Edit".into()));
-    assert_eq!(Policy::always_rule("move_file", &json!({})), Some("Edit".into()));
-    assert_eq!(Policy::always_rule("mcp__s__t", &json!({})), Some("mcp__s__t".into()));
+    assert_eq!(
+        Policy::always_rule("bash", &bash("cargo test --all")),
+        Some("Bash(cargo test:*)".into())
+    );
+    assert_eq!(
+        Policy::always_rule("bash", &bash("pytest -x tests/")),
+        Some("Bash(pytest:*)".into())
+    );
+    assert_eq!(
+        Policy::always_rule("bash", &bash("git -C x status")),
+        Some("Bash(git:*)".into())
+    );
+    assert_eq!(
+        Policy::always_rule("edit_file", &json!({"path": "a"})),
+        Some("Edit".into())
+    );
+    assert_eq!(
+        Policy::always_rule("move_file", &json!({})),
+        Some("Edit".into())
+    );
+    assert_eq!(
+        Policy::always_rule("mcp__s__t", &json!({})),
+        Some("mcp__s__t".into())
+    );
     for dangerous in [
-        "rm -rf build", "rm -fr x", "rm -r x", "rm --recursive x", "git push --force", "git push -f origin",
-        "git push origin +main", "sudo apt-get install x", "sudo -u bob ls", "env A=1 sudo ls", "dd if=/dev/zero of=x",
-        "make && make install", "echo x > y",
+        "rm -rf build",
+        "rm -fr x",
+        "rm -r x",
+        "rm --recursive x",
+        "git push --force",
+        "git push -f origin",
+        "git push origin +main",
+        "sudo apt-get install x",
+        "sudo -u bob ls",
+        "env A=1 sudo ls",
+        "dd if=/dev/zero of=x",
+        "make && make install",
+        "echo x > y",
     ] {
-        assert_eq!(Policy::always_rule("bash", &bash(dangerous)), None, "{dangerous}");
+        assert_eq!(
+            Policy::always_rule("bash", &bash(dangerous)),
+            None,
+            "{dangerous}"
+        );
     }
     // allow_for_session remembers the rule, or the exact command when there is no safe rule.
     let mut p = policy(Mode::Ask, &[], &[], &[]);
-    assert_eq!(kind(&p.decide("bash", &bash("cargo build --release"), false)), "ask");
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo build --release"), false)),
+        "ask"
+    );
     p.allow_for_session("bash", &bash("cargo build"));
-    assert_eq!(kind(&p.decide("bash", &bash("cargo build --release"), false)), "allow");
-    assert_eq!(kind(&p.decide("bash", &bash("cargo publish"), false)), "ask");
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo build --release"), false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("cargo publish"), false)),
+        "ask"
+    );
     p.allow_for_session("bash", &bash("rm -rf target"));
-    assert_eq!(kind(&p.decide("bash", &bash("rm -rf target"), false)), "allow");
+    assert_eq!(
+        kind(&p.decide("bash", &bash("rm -rf target"), false)),
+        "allow"
+    );
     assert_eq!(kind(&p.decide("bash", &bash("rm -rf /"), false)), "ask");
     p.allow_for_session("write_file", &json!({"path": "a"}));
-    assert_eq!(kind(&p.decide("multi_edit", &json!({"path": "zzz"}), false)), "allow");
+    assert_eq!(
+        kind(&p.decide("multi_edit", &json!({"path": "zzz"}), false)),
+        "allow"
+    );
 }
 
 #[test]
 fn project_config_may_only_tighten() {
-    let user = PolicyConfig { mode: Some(Mode::Auto), allow: s(&["Bash(make:*)"]), ask: s(&[]), deny: s(&["Bash(sudo:*)"]) };
+    let user = PolicyConfig {
+        mode: Some(Mode::Auto),
+        allow: s(&["Bash(make:*)"]),
+        ask: s(&[]),
+        deny: s(&["Bash(sudo:*)"]),
+    };
     let project = PolicyConfig {
         mode: Some(Mode::Yolo),
         allow: s(&["Bash", "Edit"]),
@@ -196,10 +392,16 @@ fn project_config_may_only_tighten() {
     assert_eq!(merged.ask, s(&["Bash(git push:*)"]));
     assert_eq!(merged.deny, s(&["Bash(sudo:*)", "Edit(.env)"]));
     assert_eq!(warnings.len(), 3, "{warnings:?}");
-    assert!(warnings[0].contains("ignored project permissions.mode = \"yolo\""), "{warnings:?}");
+    assert!(
+        warnings[0].contains("ignored project permissions.mode = \"yolo\""),
+        "{warnings:?}"
+    );
     assert!(warnings[1].contains("`Bash`"), "{warnings:?}");
     // A stricter mode is taken.
-    let strict = PolicyConfig { mode: Some(Mode::Ask), ..Default::default() };
+    let strict = PolicyConfig {
+        mode: Some(Mode::Ask),
+        ..Default::default()
+    };
     let (merged, warnings) = Policy::tighten_only(&user, &strict);
     assert_eq!((merged.mode, warnings.len()), (Some(Mode::Ask), 0));
     let p = Policy::from_config(&merged).unwrap();

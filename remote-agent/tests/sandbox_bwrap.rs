@@ -1,6 +1,8 @@
 //! The bash sandbox with the real /usr/bin/bwrap: confinement of writes, masked secrets,
 //! network off, protected .git, and refusal when bwrap is unavailable.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,13 +28,21 @@ fn enforced(ws: &Path, cfg: SandboxConfig) -> ToolContext {
 }
 
 async fn bash(ctx: &ToolContext, cmd: &str) -> ToolOutput {
-    ToolRegistry::builtin().get("bash").unwrap().run(json!({"command": cmd}), ctx).await
+    ToolRegistry::builtin()
+        .get("bash")
+        .unwrap()
+        .run(json!({"command": cmd}), ctx)
+        .await
 }
 
 /// A directory outside /tmp (the sandbox has a private /tmp, which would hide the effect).
 fn outside_dir() -> tempfile::TempDir {
     let base = env!("CARGO_TARGET_TMPDIR");
-    let base = if base.starts_with("/tmp") { "/var/tmp" } else { base };
+    let base = if base.starts_with("/tmp") {
+        "/var/tmp"
+    } else {
+        base
+    };
     tempfile::tempdir_in(base).unwrap()
 }
 
@@ -45,12 +55,29 @@ async fn writes_land_only_in_writable_roots() {
     cfg.allow_write = vec![extra.path().to_path_buf()];
     let c = enforced(ws.path(), cfg);
     let target = other.path().join("escaped.txt");
-    let o = bash(&c, &format!("echo inside > in.txt && echo x > {} ; echo rc=$?", target.display())).await;
+    let o = bash(
+        &c,
+        &format!(
+            "echo inside > in.txt && echo x > {} ; echo rc=$?",
+            target.display()
+        ),
+    )
+    .await;
     assert!(o.text.contains("Read-only file system"), "{}", o.text);
     assert!(o.text.contains("rc=1"), "{}", o.text);
-    assert!(!target.exists(), "write outside the workspace reached the disk");
-    assert_eq!(std::fs::read_to_string(ws.path().join("in.txt")).unwrap(), "inside\n");
-    let o = bash(&c, &format!("echo ok > {}/allowed.txt", extra.path().display())).await;
+    assert!(
+        !target.exists(),
+        "write outside the workspace reached the disk"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("in.txt")).unwrap(),
+        "inside\n"
+    );
+    let o = bash(
+        &c,
+        &format!("echo ok > {}/allowed.txt", extra.path().display()),
+    )
+    .await;
     assert!(!o.is_error, "{}", o.text);
     assert!(extra.path().join("allowed.txt").exists());
     // /tmp is private: a file written there is gone afterwards.
@@ -74,10 +101,23 @@ async fn forbidden_paths_read_empty() {
     cfg.cache_dirs.clear();
     assert!(cfg.forbid_read.contains(&ssh), "defaults hide ~/.ssh");
     let c = enforced(ws.path(), cfg);
-    let o = bash(&c, &format!("ls -A {}; cat {}/id_ed25519; cat {}; echo end", ssh.display(), ssh.display(), env_file.display())).await;
+    let o = bash(
+        &c,
+        &format!(
+            "ls -A {}; cat {}/id_ed25519; cat {}; echo end",
+            ssh.display(),
+            ssh.display(),
+            env_file.display()
+        ),
+    )
+    .await;
     assert!(!o.text.contains("PRIVATE KEY"), "{}", o.text);
     assert!(!o.text.contains("secret"), "{}", o.text);
-    assert!(o.text.contains("No such file"), "the key file is hidden: {}", o.text);
+    assert!(
+        o.text.contains("No such file"),
+        "the key file is hidden: {}",
+        o.text
+    );
     assert!(o.text.ends_with("end\n"), "{}", o.text);
     // Unsandboxed, the same command sees them (the test is not vacuous).
     let plain = ToolContext::new(ws.path(), Arc::new(Sandbox::off(ws.path())));
@@ -90,24 +130,42 @@ async fn network_off_blocks_loopback_connect() {
     let ws = outside_dir();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let probe = format!("(echo hi > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused");
+    let probe = format!(
+        "(echo hi > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused"
+    );
     let mut cfg = config();
     cfg.network = false;
     let c = enforced(ws.path(), cfg);
     assert_eq!(bash(&c, &probe).await.text, "refused\n");
     let c = enforced(ws.path(), config());
-    assert_eq!(bash(&c, &probe).await.text, "connected\n", "with network on the same connect works");
+    assert_eq!(
+        bash(&c, &probe).await.text,
+        "connected\n",
+        "with network on the same connect works"
+    );
 }
 
 #[tokio::test]
 async fn git_internals_cannot_be_rewritten() {
     let ws = outside_dir();
-    assert!(std::process::Command::new("git").args(["init", "-q"]).arg(ws.path()).status().unwrap().success());
+    assert!(std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(ws.path())
+        .status()
+        .unwrap()
+        .success());
     let head_before = std::fs::read_to_string(ws.path().join(".git/HEAD")).unwrap();
     let c = enforced(ws.path(), config());
-    let o = bash(&c, "echo 'ref: refs/heads/evil' > .git/HEAD; rm -rf .git/hooks; touch .git/new; echo done").await;
+    let o = bash(
+        &c,
+        "echo 'ref: refs/heads/evil' > .git/HEAD; rm -rf .git/hooks; touch .git/new; echo done",
+    )
+    .await;
     assert!(o.text.contains("Read-only file system"), "{}", o.text);
-    assert_eq!(std::fs::read_to_string(ws.path().join(".git/HEAD")).unwrap(), head_before);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".git/HEAD")).unwrap(),
+        head_before
+    );
     assert!(ws.path().join(".git/hooks").exists());
     assert!(!ws.path().join(".git/new").exists());
     // Ordinary files next to .git are writable.
@@ -122,11 +180,17 @@ async fn enforce_without_bwrap_refuses_and_runs_nothing() {
     cfg.bwrap_path = PathBuf::from("/nonexistent/bwrap");
     let sb = Sandbox::probe(cfg.clone(), ws.path());
     assert_eq!(sb.status(), "unavailable (/nonexistent/bwrap not found)");
-    let err = sb.command("true", ws.path()).err().expect("refused");
+    let err = sb.command("true", ws.path()).expect_err("refused");
     let text = err.to_string();
     assert!(text.contains("refusing to run bash"), "{text}");
-    assert!(text.contains("/nonexistent/bwrap not found"), "says why: {text}");
-    assert!(text.contains("bash = \"off\""), "says how to opt out: {text}");
+    assert!(
+        text.contains("/nonexistent/bwrap not found"),
+        "says why: {text}"
+    );
+    assert!(
+        text.contains("bash = \"off\""),
+        "says how to opt out: {text}"
+    );
     let c = ToolContext::new(ws.path(), Arc::new(sb));
     let o = bash(&c, "touch ran.txt").await;
     assert!(o.is_error);
@@ -135,7 +199,11 @@ async fn enforce_without_bwrap_refuses_and_runs_nothing() {
     // A program that exists but is not a working bwrap fails the probe the same way.
     cfg.bwrap_path = PathBuf::from("/bin/false");
     let sb = Sandbox::probe(cfg.clone(), ws.path());
-    assert!(sb.status().starts_with("unavailable (probe `/bin/false"), "{}", sb.status());
+    assert!(
+        sb.status().starts_with("unavailable (probe `/bin/false"),
+        "{}",
+        sb.status()
+    );
     // Off is an explicit choice and runs unconfined.
     cfg.bash = SandboxMode::Off;
     assert_eq!(Sandbox::probe(cfg, ws.path()).status(), "off");
@@ -148,10 +216,17 @@ async fn sandboxed_timeout_kills_everything() {
     c.bash_timeout = std::time::Duration::from_secs(1);
     let o = bash(&c, "sleep 300 & echo started; wait").await;
     assert!(o.is_error);
-    assert!(o.text.starts_with("started\n[timed out after 1 s"), "{}", o.text);
+    assert!(
+        o.text.starts_with("started\n[timed out after 1 s"),
+        "{}",
+        o.text
+    );
     // No `sleep 300` is left anywhere on the host.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let left = std::process::Command::new("pgrep").args(["-f", "^sleep 300$"]).output().unwrap();
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "^sleep 300$"])
+        .output()
+        .unwrap();
     let pids = String::from_utf8_lossy(&left.stdout).to_string();
     // Other tests run `sleep 300` unsandboxed concurrently; only fail when a sleep whose
     // parent chain includes bwrap survives.
@@ -163,6 +238,9 @@ async fn sandboxed_timeout_kills_everything() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0);
         let parent = std::fs::read_to_string(format!("/proc/{ppid}/comm")).unwrap_or_default();
-        assert!(!parent.starts_with("bwrap"), "sandboxed sleep {pid} survived");
+        assert!(
+            !parent.starts_with("bwrap"),
+            "sandboxed sleep {pid} survived"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! bash (unsandboxed here; the sandbox has its own tests), background jobs, group kill.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,13 +15,23 @@ fn ctx(dir: &Path) -> ToolContext {
 }
 
 async fn call(ctx: &ToolContext, tool: &str, args: Value) -> ToolOutput {
-    ToolRegistry::builtin().get(tool).expect("registered").run(args, ctx).await
+    ToolRegistry::builtin()
+        .get(tool)
+        .expect("registered")
+        .run(args, ctx)
+        .await
 }
 
 fn alive(pid: i32) -> bool {
     // A zombie still answers kill(0); look at /proc state too.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .trim_start()
+        .chars()
+        .next();
     let exists = unsafe { libc::kill(pid, 0) == 0 };
     exists && state.is_some_and(|s| s != 'Z')
 }
@@ -38,17 +50,29 @@ async fn wait_dead(pid: i32) -> bool {
 async fn bash_output_exit_codes_and_cwd() {
     let d = tempfile::tempdir().unwrap();
     let c = ctx(d.path());
-    let o = call(&c, "bash", json!({"command": "echo out; echo err >&2; pwd"})).await;
+    let o = call(
+        &c,
+        "bash",
+        json!({"command": "echo out; echo err >&2; pwd"}),
+    )
+    .await;
     assert!(!o.is_error, "{}", o.text);
     assert_eq!(o.text, format!("out\nerr\n{}\n", c.workspace.display()));
     let o = call(&c, "bash", json!({"command": "true"})).await;
     assert_eq!((o.is_error, o.text.as_str()), (false, "(no output)"));
     let o = call(&c, "bash", json!({"command": "echo partial; exit 3"})).await;
-    assert_eq!((o.is_error, o.text.as_str()), (true, "partial\n[exit code 3]"));
+    assert_eq!(
+        (o.is_error, o.text.as_str()),
+        (true, "partial\n[exit code 3]")
+    );
     let o = call(&c, "bash", json!({"command": "exit 1"})).await;
     assert_eq!(o.text, "(no output)\n[exit code 1]");
     let o = call(&c, "bash", json!({"command": "kill -9 $$"})).await;
-    assert!(o.is_error && o.text.ends_with("[killed by signal 9]"), "{}", o.text);
+    assert!(
+        o.is_error && o.text.ends_with("[killed by signal 9]"),
+        "{}",
+        o.text
+    );
     let o = call(&c, "bash", json!({"command": "  "})).await;
     assert_eq!(o.text, "command is required");
 }
@@ -57,9 +81,18 @@ async fn bash_output_exit_codes_and_cwd() {
 async fn bash_binary_output_does_not_crash() {
     let d = tempfile::tempdir().unwrap();
     let c = ctx(d.path());
-    let o = call(&c, "bash", json!({"command": "printf 'a\\000b\\377\\376c'; head -c 100000 /dev/urandom"})).await;
+    let o = call(
+        &c,
+        "bash",
+        json!({"command": "printf 'a\\000b\\377\\376c'; head -c 100000 /dev/urandom"}),
+    )
+    .await;
     assert!(!o.is_error, "{}", o.text);
-    assert!(o.text.starts_with("a\0b\u{FFFD}\u{FFFD}c"), "{:?}", &o.text[..10]);
+    assert!(
+        o.text.starts_with("a\0b\u{FFFD}\u{FFFD}c"),
+        "{:?}",
+        &o.text[..10]
+    );
 }
 
 #[tokio::test]
@@ -79,12 +112,25 @@ async fn bash_timeout_kills_the_whole_group() {
     let mut c = ctx(d.path());
     c.bash_timeout = Duration::from_secs(1);
     let pidfile = d.path().join("pid");
-    let cmd = format!("sleep 300 & echo $! > {}; echo started; wait", pidfile.display());
+    let cmd = format!(
+        "sleep 300 & echo $! > {}; echo started; wait",
+        pidfile.display()
+    );
     let o = call(&c, "bash", json!({"command": cmd})).await;
     assert!(o.is_error);
-    assert_eq!(o.text, "started\n[timed out after 1 s; the command and every process it started were killed]");
-    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-    assert!(wait_dead(pid).await, "sleep grandchild {pid} survived the timeout");
+    assert_eq!(
+        o.text,
+        "started\n[timed out after 1 s; the command and every process it started were killed]"
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wait_dead(pid).await,
+        "sleep grandchild {pid} survived the timeout"
+    );
 }
 
 #[tokio::test]
@@ -96,9 +142,18 @@ async fn background_job_output_in_pieces_wait_and_kill() {
         "echo first; echo noise; while [ ! -e {g} ]; do sleep 0.05; done; echo second; echo noise2",
         g = gate.display()
     );
-    let o = call(&c, "bash", json!({"command": cmd, "run_in_background": true})).await;
+    let o = call(
+        &c,
+        "bash",
+        json!({"command": cmd, "run_in_background": true}),
+    )
+    .await;
     assert!(!o.is_error, "{}", o.text);
-    assert!(o.text.starts_with("started background job job_1."), "{}", o.text);
+    assert!(
+        o.text.starts_with("started background job job_1."),
+        "{}",
+        o.text
+    );
     // First piece: wait until the first lines are there.
     let mut seen = String::new();
     for _ in 0..200 {
@@ -116,10 +171,20 @@ async fn background_job_output_in_pieces_wait_and_kill() {
     let o = call(&c, "bash_output", json!({"job_id": "job_1"})).await;
     assert_eq!(o.text, "job_1: running\n(no new output)");
     std::fs::write(&gate, "").unwrap();
-    let o = call(&c, "wait", json!({"job_ids": ["job_1"], "timeout_seconds": 30})).await;
+    let o = call(
+        &c,
+        "wait",
+        json!({"job_ids": ["job_1"], "timeout_seconds": 30}),
+    )
+    .await;
     assert_eq!(o.text, "job_1: exited with code 0");
     // Second piece: only what is new, filtered.
-    let o = call(&c, "bash_output", json!({"job_id": "job_1", "filter": "^sec"})).await;
+    let o = call(
+        &c,
+        "bash_output",
+        json!({"job_id": "job_1", "filter": "^sec"}),
+    )
+    .await;
     assert_eq!(o.text, "job_1: exited with code 0\nsecond");
     let o = call(&c, "bash_output", json!({"job_id": "job_1"})).await;
     assert_eq!(o.text, "job_1: exited with code 0\n(no new output)");
@@ -127,20 +192,48 @@ async fn background_job_output_in_pieces_wait_and_kill() {
     // A long job: wait times out, kill_shell kills its whole group.
     let pidfile = d.path().join("bgpid");
     let cmd = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let o = call(&c, "bash", json!({"command": cmd, "run_in_background": true})).await;
-    assert!(o.text.starts_with("started background job job_2."), "{}", o.text);
-    let o = call(&c, "wait", json!({"job_ids": ["job_2"], "timeout_seconds": 1})).await;
+    let o = call(
+        &c,
+        "bash",
+        json!({"command": cmd, "run_in_background": true}),
+    )
+    .await;
+    assert!(
+        o.text.starts_with("started background job job_2."),
+        "{}",
+        o.text
+    );
+    let o = call(
+        &c,
+        "wait",
+        json!({"job_ids": ["job_2"], "timeout_seconds": 1}),
+    )
+    .await;
     assert_eq!(o.text, "job_2: running\n[still running after 1 s]");
-    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let o = call(&c, "kill_shell", json!({"job_id": "job_2"})).await;
     assert_eq!(o.text, "killed job_2 (killed)");
-    assert!(wait_dead(pid).await, "grandchild {pid} of killed job survived");
+    assert!(
+        wait_dead(pid).await,
+        "grandchild {pid} of killed job survived"
+    );
     let o = call(&c, "kill_shell", json!({"job_id": "job_2"})).await;
     assert_eq!(o.text, "job_2 had already finished (killed)");
     let o = call(&c, "bash_output", json!({"job_id": "job_9"})).await;
-    assert_eq!((o.is_error, o.text.as_str()), (true, "no background job job_9 (known jobs: job_1, job_2)"));
+    assert_eq!(
+        (o.is_error, o.text.as_str()),
+        (true, "no background job job_9 (known jobs: job_1, job_2)")
+    );
     let o = call(&c, "bash_output", json!({"job_id": "job_1", "filter": "("})).await;
-    assert!(o.is_error && o.text.starts_with("invalid filter regex"), "{}", o.text);
+    assert!(
+        o.is_error && o.text.starts_with("invalid filter regex"),
+        "{}",
+        o.text
+    );
 }
 
 #[tokio::test]
@@ -149,7 +242,12 @@ async fn background_jobs_outlive_the_call_and_die_with_the_table() {
     let c = ctx(d.path());
     let pidfile = d.path().join("p");
     let cmd = format!("echo $$ > {}; sleep 300", pidfile.display());
-    call(&c, "bash", json!({"command": cmd, "run_in_background": true})).await;
+    call(
+        &c,
+        "bash",
+        json!({"command": cmd, "run_in_background": true}),
+    )
+    .await;
     let mut pid = None;
     for _ in 0..200 {
         if let Ok(s) = std::fs::read_to_string(&pidfile) {
@@ -164,7 +262,37 @@ async fn background_jobs_outlive_the_call_and_die_with_the_table() {
     assert!(alive(pid));
     let jobs = c.jobs.clone();
     drop(c);
-    assert!(alive(pid), "the job belongs to the table, not the call or the context");
+    assert!(
+        alive(pid),
+        "the job belongs to the table, not the call or the context"
+    );
     drop(jobs);
-    assert!(wait_dead(pid).await, "dropping the job table kills its jobs");
+    assert!(
+        wait_dead(pid).await,
+        "dropping the job table kills its jobs"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_foreground_call_kills_its_group() {
+    let d = tempfile::tempdir().unwrap();
+    let c = ctx(d.path());
+    let pidfile = d.path().join("pid");
+    let cmd = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let call_fut = call(&c, "bash", json!({ "command": cmd }));
+    // The turn is cancelled while the command runs: the future is dropped.
+    let cancelled = tokio::time::timeout(Duration::from_millis(500), call_fut).await;
+    assert!(
+        cancelled.is_err(),
+        "the command should still have been running"
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wait_dead(pid).await,
+        "grandchild {pid} survived the cancelled call"
+    );
 }

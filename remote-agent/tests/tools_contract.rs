@@ -3,6 +3,8 @@
 //!
 //! `REASONIX_BLESS=1 cargo test -p reasonix-remote --test tools_contract`
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use std::sync::Arc;
 
 use reasonix_remote::tools::{schema_of, Tool, ToolContext, ToolOutput, ToolRegistry};
@@ -55,8 +57,25 @@ fn doc_matches_registered_schemas() {
         .map(|s| serde_json::from_str(&s[..s.find("\n```").unwrap()]).unwrap())
         .collect();
     assert_eq!(blocks, reg.schemas());
-    for name in ["read_file", "write_file", "edit_file", "multi_edit", "move_file", "ls", "glob", "grep", "bash", "bash_output", "kill_shell", "wait", "todo_write"] {
-        assert!(doc.contains(&format!("### `{name}`")), "{name} missing from the doc");
+    for name in [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "multi_edit",
+        "move_file",
+        "ls",
+        "glob",
+        "grep",
+        "bash",
+        "bash_output",
+        "kill_shell",
+        "wait",
+        "todo_write",
+    ] {
+        assert!(
+            doc.contains(&format!("### `{name}`")),
+            "{name} missing from the doc"
+        );
     }
 }
 
@@ -100,5 +119,8 @@ fn schemas_are_sorted_canonical_and_independent_of_registration_order() {
     assert!(sa.starts_with(r#"[{"function":{"description":"fake","name":"alpha","parameters":{"properties":{"a":{"type":"integer"},"z":{"type":"string"}},"required":["z"],"type":"object"}},"type":"function"}"#), "{sa}");
     let builtin = ToolRegistry::builtin();
     assert_eq!(builtin.schemas().len(), 13);
-    assert_eq!(serde_json::to_string(&builtin.schemas()).unwrap(), serde_json::to_string(&ToolRegistry::builtin().schemas()).unwrap());
+    assert_eq!(
+        serde_json::to_string(&builtin.schemas()).unwrap(),
+        serde_json::to_string(&ToolRegistry::builtin().schemas()).unwrap()
+    );
 }

@@ -1,5 +1,7 @@
 //! ls, glob and grep on real trees, including .gitignore handling.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,7 +14,11 @@ fn ctx(dir: &Path) -> ToolContext {
 }
 
 async fn call(ctx: &ToolContext, tool: &str, args: Value) -> ToolOutput {
-    ToolRegistry::builtin().get(tool).expect("registered").run(args, ctx).await
+    ToolRegistry::builtin()
+        .get(tool)
+        .expect("registered")
+        .run(args, ctx)
+        .await
 }
 
 fn ok(o: &ToolOutput) -> &str {
@@ -32,7 +38,11 @@ fn project() -> tempfile::TempDir {
     let r = d.path();
     write(r, ".gitignore", "build/\n*.log\n");
     write(r, "src/main.rs", "fn main() {\n    needle();\n}\n");
-    write(r, "src/lib/util.rs", "pub fn needle() {}\n// needle again\n");
+    write(
+        r,
+        "src/lib/util.rs",
+        "pub fn needle() {}\n// needle again\n",
+    );
     write(r, "build/out.rs", "needle in ignored dir\n");
     write(r, "debug.log", "needle in ignored file\n");
     write(r, ".hidden.rs", "needle hidden\n");
@@ -46,18 +56,31 @@ async fn ls_lists_sorted_and_recursive_skips_heavy_dirs() {
     let d = project();
     let c = ctx(d.path());
     let o = call(&c, "ls", json!({})).await;
-    assert_eq!(ok(&o), ".gitignore\n.hidden.rs\nblob.bin\nbuild/\ndebug.log\nnode_modules/\nsrc/");
+    assert_eq!(
+        ok(&o),
+        ".gitignore\n.hidden.rs\nblob.bin\nbuild/\ndebug.log\nnode_modules/\nsrc/"
+    );
     let o = call(&c, "ls", json!({"path": "src", "recursive": true})).await;
     assert_eq!(ok(&o), "lib/\nlib/util.rs\nmain.rs");
     let o = call(&c, "ls", json!({"recursive": true})).await;
     let t = ok(&o);
     assert!(t.contains("node_modules/\n"), "{t}");
-    assert!(!t.contains("node_modules/pkg"), "does not descend into node_modules: {t}");
+    assert!(
+        !t.contains("node_modules/pkg"),
+        "does not descend into node_modules: {t}"
+    );
     assert!(t.contains("src/lib/util.rs"), "{t}");
     let o = call(&c, "ls", json!({"path": "src/main.rs"})).await;
-    assert!(o.is_error && o.text.contains("is a file, not a directory"), "{}", o.text);
+    assert!(
+        o.is_error && o.text.contains("is a file, not a directory"),
+        "{}",
+        o.text
+    );
     std::fs::create_dir(d.path().join("empty")).unwrap();
-    assert_eq!(ok(&call(&c, "ls", json!({"path": "empty"})).await), "(empty directory: empty)");
+    assert_eq!(
+        ok(&call(&c, "ls", json!({"path": "empty"})).await),
+        "(empty directory: empty)"
+    );
 }
 
 #[tokio::test]
@@ -70,7 +93,11 @@ async fn ls_caps_entries() {
     let o = call(&c, "ls", json!({})).await;
     let t = ok(&o);
     assert_eq!(t.lines().count(), 5001);
-    assert!(t.ends_with("[truncated at 5000 entries; list a subdirectory or use glob]"), "{}", &t[t.len() - 100..]);
+    assert!(
+        t.ends_with("[truncated at 5000 entries; list a subdirectory or use glob]"),
+        "{}",
+        &t[t.len() - 100..]
+    );
 }
 
 #[tokio::test]
@@ -85,9 +112,17 @@ async fn glob_matches_and_skips_gitignored() {
     let o = call(&c, "glob", json!({"pattern": "*.log"})).await;
     assert_eq!(ok(&o), "no files match *.log");
     let o = call(&c, "glob", json!({"pattern": "../**"})).await;
-    assert!(o.is_error && o.text.contains("relative to the workspace root"), "{}", o.text);
+    assert!(
+        o.is_error && o.text.contains("relative to the workspace root"),
+        "{}",
+        o.text
+    );
     let o = call(&c, "glob", json!({"pattern": "src/[z"})).await;
-    assert!(o.is_error && o.text.starts_with("invalid glob pattern"), "{}", o.text);
+    assert!(
+        o.is_error && o.text.starts_with("invalid glob pattern"),
+        "{}",
+        o.text
+    );
 }
 
 #[tokio::test]
@@ -100,14 +135,23 @@ async fn glob_caps_results() {
     let o = call(&c, "glob", json!({"pattern": "*.txt"})).await;
     let t = ok(&o);
     assert!(t.starts_with("g0000.txt\ng0001.txt\n"));
-    assert!(t.ends_with("[showing the first 1000 of 1200 matches; use a narrower pattern]"), "{t}");
+    assert!(
+        t.ends_with("[showing the first 1000 of 1200 matches; use a narrower pattern]"),
+        "{t}"
+    );
 }
 
 #[tokio::test]
 async fn grep_finds_lines_respecting_ignores_and_binary() {
     let d = project();
     // With a real git repository too: .git/info/exclude is honoured.
-    assert!(std::process::Command::new("git").arg("init").arg("-q").arg(d.path()).status().unwrap().success());
+    assert!(std::process::Command::new("git")
+        .arg("init")
+        .arg("-q")
+        .arg(d.path())
+        .status()
+        .unwrap()
+        .success());
     std::fs::write(d.path().join(".git/info/exclude"), "excluded.rs\n").unwrap();
     write(d.path(), "excluded.rs", "needle excluded\n");
     let c = ctx(d.path());
@@ -116,14 +160,28 @@ async fn grep_finds_lines_respecting_ignores_and_binary() {
         ok(&o),
         "node_modules/pkg/index.js:1:needle\nsrc/lib/util.rs:1:pub fn needle() {}\nsrc/lib/util.rs:2:// needle again\nsrc/main.rs:2:    needle();\n"
     );
-    let o = call(&c, "grep", json!({"pattern": "need(le)\\(\\);", "path": "src"})).await;
+    let o = call(
+        &c,
+        "grep",
+        json!({"pattern": "need(le)\\(\\);", "path": "src"}),
+    )
+    .await;
     assert_eq!(ok(&o), "src/main.rs:2:    needle();\n");
-    let o = call(&c, "grep", json!({"pattern": "(?i)PUB FN", "path": "src/lib/util.rs"})).await;
+    let o = call(
+        &c,
+        "grep",
+        json!({"pattern": "(?i)PUB FN", "path": "src/lib/util.rs"}),
+    )
+    .await;
     assert_eq!(ok(&o), "src/lib/util.rs:1:pub fn needle() {}\n");
     let o = call(&c, "grep", json!({"pattern": "absent-word"})).await;
     assert_eq!(ok(&o), "no matches for absent-word in .");
     let o = call(&c, "grep", json!({"pattern": "("})).await;
-    assert!(o.is_error && o.text.starts_with("invalid regex ("), "{}", o.text);
+    assert!(
+        o.is_error && o.text.starts_with("invalid regex ("),
+        "{}",
+        o.text
+    );
     let o = call(&c, "grep", json!({"pattern": "x", "path": "nowhere"})).await;
     assert_eq!(o.text, "grep nowhere: no such file or directory");
 }
@@ -139,8 +197,15 @@ async fn grep_caps_at_200_and_reports_total() {
     let t = ok(&o);
     assert_eq!(t.lines().count(), 201);
     assert!(t.starts_with("a.txt:1:hit 0\na.txt:2:hit 1\n"), "{t}");
-    assert!(t.ends_with("[showing the first 200 of 201 matches; narrow the pattern or path]\n"), "{t}");
+    assert!(
+        t.ends_with("[showing the first 200 of 201 matches; narrow the pattern or path]\n"),
+        "{t}"
+    );
     let o = call(&c, "grep", json!({"pattern": "hit b$", "path": "b.txt"})).await;
     // CRLF: `$` before \r does not match in the regex engine, but the shown text has no \r.
-    assert!(ok(&o).starts_with("no matches") || o.text == "b.txt:1:hit b\n", "{}", o.text);
+    assert!(
+        ok(&o).starts_with("no matches") || o.text == "b.txt:1:hit b\n",
+        "{}",
+        o.text
+    );
 }

@@ -469,7 +469,9 @@ mod tests {
         use std::io::Read;
         (&s).read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"SSH-2.0");
-        assert!(sshd.known_hosts_line().starts_with(&format!("[127.0.0.1]:{} ssh-ed25519 ", sshd.port())));
+        assert!(sshd
+            .known_hosts_line()
+            .starts_with(&format!("[127.0.0.1]:{} ssh-ed25519 ", sshd.port())));
         let user = TestUser::create(&UserOptions::default()).unwrap();
         assert!(user.home.is_dir());
         user.authorize("ssh-ed25519 AAAA test").unwrap();

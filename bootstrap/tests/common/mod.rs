@@ -95,7 +95,10 @@ pub struct Laptop {
 
 impl Laptop {
     pub fn new() -> Self {
-        let home = tempfile::Builder::new().prefix("rx-laptop-").tempdir().unwrap();
+        let home = tempfile::Builder::new()
+            .prefix("rx-laptop-")
+            .tempdir()
+            .unwrap();
         std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
         Self { home }
     }

@@ -154,6 +154,8 @@ pub enum AppEvent {
     },
     /// A question for the user.
     Prompt(PromptRequest),
+    /// A host key the connection refused (changed or revoked): shown, nothing to accept.
+    HostKeyRefused(HostKeyQuestion),
     /// The SSH server's banner.
     Banner(String),
     /// Bootstrap progress.
@@ -199,7 +201,7 @@ pub(crate) struct PendingApproval {
 /// Informational overlays (closed with Esc; they hide the composer).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Overlay {
-    Help,
+    Help { scroll: usize },
     Status,
     Sessions { list: Option<Vec<SessionInfo>>, sel: usize },
     Models { sel: usize },
@@ -496,7 +498,7 @@ impl App {
             width,
             show_reasoning: self.show_reasoning,
             now_ms: self.wall_ms,
-            frame: (self.mono_ms.max(0) / 120) as u64,
+            frame: (self.mono_ms.max(0) / 100) as u64,
         }
     }
 
@@ -613,6 +615,10 @@ impl App {
                         reply: Some(reply),
                     },
                 });
+                Vec::new()
+            }
+            AppEvent::HostKeyRefused(q) => {
+                self.show_host_key_refusal(q);
                 Vec::new()
             }
             AppEvent::Banner(text) => {
@@ -897,6 +903,19 @@ impl App {
         if ctrl && key.code == KeyCode::Char('c') {
             return self.ctrl_c();
         }
+        if let Some(Overlay::Help { scroll }) = self.overlay.as_mut() {
+            match key.code {
+                KeyCode::PageUp => {
+                    *scroll = scroll.saturating_sub(10);
+                    return Vec::new();
+                }
+                KeyCode::PageDown => {
+                    *scroll += 10;
+                    return Vec::new();
+                }
+                _ => {}
+            }
+        }
         // Transcript and global keys that work under overlays too.
         let (_, h) = self.view.get();
         let page = (h as isize - 2).max(1);
@@ -1114,7 +1133,16 @@ impl App {
             _ => {}
         }
         match ov {
-            Overlay::Help | Overlay::Status => {
+            Overlay::Help { scroll } => {
+                match key.code {
+                    KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+                    KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
+                    KeyCode::Enter => self.overlay = None,
+                    _ => {}
+                }
+                Vec::new()
+            }
+            Overlay::Status => {
                 if key.code == KeyCode::Enter {
                     self.overlay = None;
                 }
@@ -1324,7 +1352,7 @@ impl App {
         };
         match name {
             "help" | "?" => {
-                self.overlay = Some(Overlay::Help);
+                self.overlay = Some(Overlay::Help { scroll: 0 });
                 Vec::new()
             }
             "new" => self.switch_session(None, true),

@@ -171,11 +171,6 @@ impl Composer {
         (line, col)
     }
 
-    /// Number of lines.
-    pub(crate) fn line_count(&self) -> usize {
-        self.text.matches('\n').count() + 1
-    }
-
     fn move_vertical(&mut self, down: bool) -> bool {
         let (line, col) = self.cursor_line_col();
         let lines: Vec<&str> = self.text.split('\n').collect();

@@ -159,7 +159,7 @@ pub(crate) fn render(rows: &[DiffRow], width: usize, indent: &str, max_rows: usi
         if out.len() + wrapped.len() > max_rows {
             let left = rows.len() - i;
             out.push(Line::from(Span::styled(
-                format!("{indent}… {left} more diff lines"),
+                format!("{indent}… {}", theme::plural(left as u64, "more diff line", "more diff lines")),
                 theme::dim(),
             )));
             break;

@@ -1,1 +1,28 @@
-//! TUI (stub while building).
+//! The full-screen terminal UI (ratatui + crossterm) for local and remote sessions.
+//!
+//! - [`App`] is the pure state machine (transcript, composer, modals, status bar data),
+//!   driven by [`App::handle_event`] / [`App::handle`] / [`App::handle_key`], which return
+//!   [`Action`]s for the runner to execute;
+//! - [`render()`] draws an [`App`] into a frame (tested with ratatui's `TestBackend`);
+//! - [`run_tui`] owns the terminal and the event loop;
+//! - [`TuiPrompter`] lets the SSH/bootstrap code ask the user through modals.
+//!
+//! Only the 16 ANSI colours are used and nothing needs emoji, so it reads the same over SSH,
+//! inside tmux and on light terminals.
+
+mod app;
+mod composer;
+mod diff;
+mod markdown;
+pub mod osc52;
+mod prompter;
+mod render;
+mod runner;
+mod theme;
+mod transcript;
+mod wrap;
+
+pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest};
+pub use prompter::{prompter_channel, TuiPrompter, TuiPrompts};
+pub use render::render;
+pub use runner::{app_settings, run_tui, TuiOptions};

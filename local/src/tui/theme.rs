@@ -113,7 +113,28 @@ pub(crate) fn key() -> Style {
     Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD)
 }
 
-/// The status bar background.
-pub(crate) fn status_bar() -> Style {
-    Style::default().add_modifier(Modifier::REVERSED)
+/// Frames of the activity spinner (Braille patterns: plain text, not emoji).
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// The spinner frame for a frame counter.
+pub(crate) fn spinner(frame: u64) -> &'static str {
+    SPINNER[(frame % SPINNER.len() as u64) as usize]
+}
+
+/// `n thing` / `n things`.
+pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// 12345 -> `12,345`.
+pub(crate) fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

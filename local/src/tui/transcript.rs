@@ -44,7 +44,6 @@ pub(crate) enum ToolState {
 /// One tool call.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCard {
-    pub(crate) call_id: String,
     pub(crate) name: String,
     pub(crate) arguments: String,
     pub(crate) state: ToolState,
@@ -136,14 +135,14 @@ pub(crate) enum Scroll {
 pub(crate) struct Transcript {
     entries: Vec<Entry>,
     by_call: HashMap<String, usize>,
+    /// Text and reasoning entries of the model step in progress.
     streaming_text: Option<usize>,
     streaming_reasoning: Option<usize>,
 }
 
-const SPINNER: [&str; 4] = ["|", "/", "-", "\\"];
-
 impl Transcript {
     /// Number of entries.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -151,11 +150,6 @@ impl Transcript {
     /// True when there is nothing to show.
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
-    }
-
-    /// The entries (for tests and copy).
-    pub(crate) fn entries(&self) -> &[Entry] {
-        &self.entries
     }
 
     /// Remove everything.
@@ -174,12 +168,6 @@ impl Transcript {
             text: text.into(),
             level,
         });
-    }
-
-    /// Add a user turn shown before the host echoes it (not used for journal turns).
-    pub(crate) fn user(&mut self, text: impl Into<String>) {
-        self.end_streams();
-        self.push(EntryKind::User { text: text.into() });
     }
 
     fn end_streams(&mut self) {
@@ -213,8 +201,8 @@ impl Transcript {
                 self.push(EntryKind::User { text: text.clone() });
             }
             EventKind::TextDelta { text } => {
-                // Text after reasoning ends the reasoning block.
-                if let Some(r) = self.streaming_reasoning.take() {
+                // Text after reasoning ends the reasoning block (it stays this step's).
+                if let Some(r) = self.streaming_reasoning {
                     if let Some(e) = self.entries.get_mut(r) {
                         if let EntryKind::Reasoning { streaming, .. } = &mut e.kind {
                             *streaming = false;
@@ -304,7 +292,6 @@ impl Transcript {
                         continue;
                     }
                     let i = self.push(EntryKind::Tool(ToolCard {
-                        call_id: call.id.clone(),
                         name: call.name.clone(),
                         arguments: call.arguments.clone(),
                         state: ToolState::Queued,
@@ -327,7 +314,6 @@ impl Transcript {
                 self.end_streams();
                 if !self.by_call.contains_key(call_id) {
                     let i = self.push(EntryKind::Tool(ToolCard {
-                        call_id: call_id.clone(),
                         name: name.clone(),
                         arguments: arguments.clone(),
                         state: ToolState::Queued,
@@ -358,7 +344,6 @@ impl Transcript {
             } => {
                 if !self.by_call.contains_key(call_id) {
                     let i = self.push(EntryKind::Tool(ToolCard {
-                        call_id: call_id.clone(),
                         name: name.clone(),
                         arguments: String::new(),
                         state: ToolState::Queued,
@@ -762,7 +747,7 @@ fn tool_card(card: &ToolCard, ctx: &LayoutCtx, w: usize) -> Vec<Line<'static>> {
         }
         ToolState::Queued => ("○", theme::dim(), "queued".to_string(), theme::dim()),
         ToolState::Running => {
-            let spin = SPINNER[(ctx.frame % SPINNER.len() as u64) as usize];
+            let spin = theme::spinner(ctx.frame);
             let el = card
                 .started_ms
                 .map(|s| format!(" {}", fmt_elapsed(ctx.now_ms - s)))

@@ -14,6 +14,7 @@ pub(crate) fn width(s: &str) -> usize {
 }
 
 /// Display width of a line.
+#[cfg(test)]
 pub(crate) fn line_width(line: &Line<'_>) -> usize {
     line.spans.iter().map(|s| width(&s.content)).sum()
 }
@@ -226,9 +227,13 @@ mod tests {
             Span::raw("ab "),
             Span::styled("cdefghijklmnop", Style::default().fg(ratatui::style::Color::Red)),
         ];
+        // A word longer than a row is broken where it stands, like a terminal would.
         let rows = wrap_line(&spans, 6, &[], &[]);
-        assert_eq!(plain(&rows), vec!["ab", "cdefgh", "ijklmn", "op"]);
+        assert_eq!(plain(&rows), vec!["ab cde", "fghijk", "lmnop"]);
         assert_eq!(rows[1].spans[0].style.fg, Some(ratatui::style::Color::Red));
+        // A word that fits a row moves to the next row whole.
+        let rows = wrap_line(&[Span::raw("ab cdef")], 6, &[], &[]);
+        assert_eq!(plain(&rows), vec!["ab", "cdef"]);
     }
 
     #[test]

@@ -40,7 +40,11 @@ pub(crate) enum Op {
     /// Remove a file or symlink.
     Delete { rel: Vec<u8> },
     /// Write a regular file.
-    WriteFile { rel: Vec<u8>, source: Source, mode: ModeSpec },
+    WriteFile {
+        rel: Vec<u8>,
+        source: Source,
+        mode: ModeSpec,
+    },
     /// Create a symlink (the source holds the target).
     WriteSymlink { rel: Vec<u8>, source: Source },
     /// Change the permission bits only.
@@ -61,9 +65,19 @@ impl Op {
 /// A fully checked and staged operation.
 #[derive(Debug)]
 enum Ready {
-    Delete { path: PathBuf },
-    Write { path: PathBuf, staged: PathBuf, mode: u32, symlink: bool },
-    Chmod { path: PathBuf, mode: u32 },
+    Delete {
+        path: PathBuf,
+    },
+    Write {
+        path: PathBuf,
+        staged: PathBuf,
+        mode: u32,
+        symlink: bool,
+    },
+    Chmod {
+        path: PathBuf,
+        mode: u32,
+    },
 }
 
 /// Everything needed to apply, checked against the disk.
@@ -105,7 +119,10 @@ pub(crate) fn check_rel(rel: &[u8]) -> Result<(), CheckpointError> {
                     });
                 }
             }
-            Component::RootDir | Component::Prefix(_) | Component::ParentDir | Component::CurDir => {
+            Component::RootDir
+            | Component::Prefix(_)
+            | Component::ParentDir
+            | Component::CurDir => {
                 return Err(CheckpointError::Refused {
                     path: shown(),
                     reason: "the path escapes the workspace".into(),
@@ -183,7 +200,12 @@ pub(crate) fn prepare(
                 }
                 let staged = stage(source)?;
                 let mode = resolve_mode(*mode, current.as_ref());
-                ready.push(Ready::Write { path, staged, mode, symlink: false });
+                ready.push(Ready::Write {
+                    path,
+                    staged,
+                    mode,
+                    symlink: false,
+                });
             }
             Op::WriteSymlink { source, .. } => {
                 if let Some(m) = &current {
@@ -193,7 +215,12 @@ pub(crate) fn prepare(
                     }
                 }
                 let staged = stage(source)?;
-                ready.push(Ready::Write { path, staged, mode: 0o777, symlink: true });
+                ready.push(Ready::Write {
+                    path,
+                    staged,
+                    mode: 0o777,
+                    symlink: true,
+                });
             }
             Op::Chmod { mode, .. } => match &current {
                 Some(m) if m.is_file() => {
@@ -272,7 +299,10 @@ fn check_ancestors(
                     return Ok(());
                 }
                 let reason = if m.file_type().is_symlink() {
-                    format!("{} is a symlink; restores never pass through symlinks", acc.display())
+                    format!(
+                        "{} is a symlink; restores never pass through symlinks",
+                        acc.display()
+                    )
                 } else {
                     format!("{} is a file where a directory is needed", acc.display())
                 };
@@ -368,7 +398,15 @@ fn apply_steps(
     let mut n = 0usize;
     let mut aside_name = |path: &Path| -> PathBuf {
         n += 1;
-        let dir = path.parent().unwrap_or(workspace);
+        // Next to the file (same filesystem, so a rename), except inside a directory that
+        // must be removed to make room for a file: then next to that directory.
+        let dir = p
+            .clear_dirs
+            .iter()
+            .find(|d| path.starts_with(d))
+            .and_then(|d| d.parent())
+            .or_else(|| path.parent())
+            .unwrap_or(workspace);
         dir.join(format!(".rxrw-{}-{n}", p.tx))
     };
     let mut deletes_done = false;
@@ -384,9 +422,17 @@ fn apply_steps(
                 verify_parent(workspace, path)?;
                 let aside = aside_name(path);
                 fs::rename(path, &aside).map_err(|e| (path.clone(), e))?;
-                done.push(Done::Aside { orig: path.clone(), aside });
+                done.push(Done::Aside {
+                    orig: path.clone(),
+                    aside,
+                });
             }
-            Ready::Write { path, staged, mode, symlink } => {
+            Ready::Write {
+                path,
+                staged,
+                mode,
+                symlink,
+            } => {
                 make_parents(workspace, path, done)?;
                 verify_parent(workspace, path)?;
                 let tmp = aside_name(path);
@@ -407,7 +453,10 @@ fn apply_steps(
                         let _ = fs::remove_file(&tmp);
                         return Err((path.clone(), e));
                     }
-                    done.push(Done::Aside { orig: path.clone(), aside });
+                    done.push(Done::Aside {
+                        orig: path.clone(),
+                        aside,
+                    });
                 }
                 if let Err(e) = fs::rename(&tmp, path) {
                     let _ = fs::remove_file(&tmp);
@@ -424,7 +473,10 @@ fn apply_steps(
                     & 0o7777;
                 fs::set_permissions(path, fs::Permissions::from_mode(*mode))
                     .map_err(|e| (path.clone(), e))?;
-                done.push(Done::Chmod { path: path.clone(), old });
+                done.push(Done::Chmod {
+                    path: path.clone(),
+                    old,
+                });
             }
         }
     }
@@ -528,7 +580,9 @@ fn rollback(done: Vec<Done>) -> Vec<String> {
         let r = match &step {
             Done::Created { path } => fs::remove_file(path),
             Done::Aside { orig, aside } => fs::rename(aside, orig),
-            Done::Chmod { path, old } => fs::set_permissions(path, fs::Permissions::from_mode(*old)),
+            Done::Chmod { path, old } => {
+                fs::set_permissions(path, fs::Permissions::from_mode(*old))
+            }
             Done::MadeDir { path } => fs::remove_dir(path),
             Done::RemovedDir { path, mode } => fs::DirBuilder::new()
                 .mode(*mode)

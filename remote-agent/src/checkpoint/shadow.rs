@@ -191,7 +191,10 @@ impl Shadow {
                 input.extend_from_slice(rel);
                 input.push(0);
             }
-            self.run(&["update-index", "-z", "--force-remove", "--stdin"], Some(&input))?;
+            self.run(
+                &["update-index", "-z", "--force-remove", "--stdin"],
+                Some(&input),
+            )?;
         }
         // `--ignore-errors`: a file we cannot read must not cost the whole snapshot.
         let mut cmd = self.cmd();
@@ -268,7 +271,10 @@ impl Shadow {
 
     /// Every path in `tree`.
     pub fn tree_paths(&self, tree: &str) -> Result<HashSet<Vec<u8>>, CheckpointError> {
-        let out = self.run(&["ls-tree", "-r", "-z", "--name-only", "--full-tree", tree], None)?;
+        let out = self.run(
+            &["ls-tree", "-r", "-z", "--name-only", "--full-tree", tree],
+            None,
+        )?;
         Ok(split_z(&out).map(<[u8]>::to_vec).collect())
     }
 
@@ -293,6 +299,26 @@ impl Shadow {
                 detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
             }),
         }
+    }
+
+    /// Git blob ids of files on disk, hashed as-is (no filters).
+    pub fn hash_files(&self, paths: &[PathBuf]) -> Result<Vec<String>, CheckpointError> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut input = Vec::new();
+        for p in paths {
+            input.extend_from_slice(p.as_os_str().as_bytes());
+            input.push(b'\n');
+        }
+        let out = self.run(
+            &["hash-object", "--no-filters", "--stdin-paths"],
+            Some(&input),
+        )?;
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_string)
+            .collect())
     }
 
     /// Writes each blob of `shas` to `dest(i)` (one `git cat-file --batch`), returning sizes.
@@ -433,7 +459,10 @@ pub(crate) fn find_git() -> Option<PathBuf> {
         .map(|dir| dir.join("git"))
         .find(|candidate| {
             std::fs::metadata(candidate)
-                .map(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+                .map(|m| {
+                    m.is_file()
+                        && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+                })
                 .unwrap_or(false)
         })
 }
@@ -459,9 +488,13 @@ fn run_raw(
     what: &str,
     stdin: Option<&[u8]>,
 ) -> Result<std::process::Output, CheckpointError> {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| CheckpointError::Git {
         command: what.to_string(),
         detail: format!("cannot start git: {e}"),
@@ -527,7 +560,9 @@ pub(crate) fn dir_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             match e.file_type() {
                 Ok(t) if t.is_dir() => stack.push(e.path()),
@@ -546,7 +581,10 @@ mod tests {
     #[test]
     fn exclude_patterns_are_literal_and_anchored() {
         assert_eq!(exclude_pattern(b"a/b.bin"), b"/a/b.bin".to_vec());
-        assert_eq!(exclude_pattern(b"x[1]*?.log"), b"/x\\[1\\]\\*\\?.log".to_vec());
+        assert_eq!(
+            exclude_pattern(b"x[1]*?.log"),
+            b"/x\\[1\\]\\*\\?.log".to_vec()
+        );
         assert_eq!(exclude_pattern(b"#n !x "), b"/\\#n \\!x\\ ".to_vec());
     }
 }

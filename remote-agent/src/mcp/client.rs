@@ -93,7 +93,11 @@ impl CallResult {
         for item in &self.content {
             let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
             let s = match kind {
-                "text" => item.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
+                "text" => item
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 "image" | "audio" => {
                     let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("?");
                     let len = item.get("data").and_then(Value::as_str).map_or(0, str::len);
@@ -156,7 +160,11 @@ impl Drop for McpClient {
 impl McpClient {
     /// Runs `initialize` and `notifications/initialized` over `conn`, all within `timeout`.
     /// `label` names the server in logs and errors.
-    pub async fn connect(label: &str, conn: McpConnection, timeout: Duration) -> Result<Self, McpError> {
+    pub async fn connect(
+        label: &str,
+        conn: McpConnection,
+        timeout: Duration,
+    ) -> Result<Self, McpError> {
         let (tx, rx, diagnostics, keepalive) = conn.into_parts();
         let shared = Arc::new(Shared {
             label: label.to_string(),
@@ -193,9 +201,20 @@ impl McpClient {
         let si = r.get("serverInfo").cloned().unwrap_or(Value::Null);
         client.info = ServerInfo {
             protocol_version: version.to_string(),
-            name: si.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
-            version: si.get("version").and_then(Value::as_str).unwrap_or("").to_string(),
-            instructions: r.get("instructions").and_then(Value::as_str).map(str::to_string),
+            name: si
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            version: si
+                .get("version")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            instructions: r
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         };
         client.notify("notifications/initialized", None).await?;
         Ok(client)
@@ -237,10 +256,9 @@ impl McpClient {
                 None => json!({}),
             };
             let r = self.request("tools/list", params, timeout, None).await?;
-            let tools = r
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or_else(|| McpError::Protocol("tools/list result has no `tools` array".into()))?;
+            let tools = r.get("tools").and_then(Value::as_array).ok_or_else(|| {
+                McpError::Protocol("tools/list result has no `tools` array".into())
+            })?;
             for t in tools {
                 let Some(name) = t.get("name").and_then(Value::as_str) else {
                     tracing::warn!(target: "mcp", server = %self.shared.label, "tool without a name skipped");
@@ -248,17 +266,31 @@ impl McpClient {
                 };
                 out.push(McpToolInfo {
                     name: name.to_string(),
-                    description: t.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
-                    input_schema: t.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
-                    read_only: t.pointer("/annotations/readOnlyHint").and_then(Value::as_bool) == Some(true),
+                    description: t
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    input_schema: t
+                        .get("inputSchema")
+                        .cloned()
+                        .unwrap_or_else(|| json!({"type": "object"})),
+                    read_only: t
+                        .pointer("/annotations/readOnlyHint")
+                        .and_then(Value::as_bool)
+                        == Some(true),
                 });
             }
             match r.get("nextCursor").and_then(Value::as_str) {
-                Some(next) if !next.is_empty() && cursor.as_deref() != Some(next) => cursor = Some(next.to_string()),
+                Some(next) if !next.is_empty() && cursor.as_deref() != Some(next) => {
+                    cursor = Some(next.to_string())
+                }
                 _ => return Ok(out),
             }
         }
-        Err(McpError::Protocol("tools/list kept returning new cursors (over 1000 pages)".into()))
+        Err(McpError::Protocol(
+            "tools/list kept returning new cursors (over 1000 pages)".into(),
+        ))
     }
 
     /// Calls tool `name` with `arguments` (an object; `null` means `{}`). Progress
@@ -271,13 +303,23 @@ impl McpClient {
         timeout: Duration,
         progress: Option<ProgressSink>,
     ) -> Result<CallResult, McpError> {
-        let arguments = if arguments.is_null() { Value::Object(Map::new()) } else { arguments };
+        let arguments = if arguments.is_null() {
+            Value::Object(Map::new())
+        } else {
+            arguments
+        };
         let params = json!({ "name": name, "arguments": arguments });
-        let r = self.request("tools/call", params, timeout, progress).await?;
+        let r = self
+            .request("tools/call", params, timeout, progress)
+            .await?;
         let content = match r.get("content") {
             Some(Value::Array(a)) => a.clone(),
             None | Some(Value::Null) => Vec::new(),
-            Some(_) => return Err(McpError::Protocol("tools/call result `content` is not a list".into())),
+            Some(_) => {
+                return Err(McpError::Protocol(
+                    "tools/call result `content` is not a list".into(),
+                ))
+            }
         };
         Ok(CallResult {
             content,
@@ -310,24 +352,33 @@ impl McpClient {
         lock(&self.shared.pending).insert(id, done_tx);
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let result = if self.shared.tx.send(msg.to_string()).await.is_err() {
-            Err(McpError::Closed(self.closed_reason().unwrap_or_else(|| "the connection is closed".into())))
+            Err(McpError::Closed(
+                self.closed_reason()
+                    .unwrap_or_else(|| "the connection is closed".into()),
+            ))
         } else {
             match tokio::time::timeout(timeout, done_rx).await {
                 Ok(Ok(reply)) => reply,
                 Ok(Err(_)) => Err(McpError::Closed(
-                    self.closed_reason().unwrap_or_else(|| "the connection is closed".into()),
+                    self.closed_reason()
+                        .unwrap_or_else(|| "the connection is closed".into()),
                 )),
                 Err(_) => {
                     let what = match method {
                         "tools/call" => format!(
                             "tools/call `{}`",
-                            msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("?")
+                            msg.pointer("/params/name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
                         ),
                         other => other.to_string(),
                     };
                     let cancel = json!({"requestId": id, "reason": format!("timed out after {} s", timeout.as_secs())});
                     let _ = self.notify("notifications/cancelled", Some(cancel)).await;
-                    Err(McpError::Timeout { what, after: timeout })
+                    Err(McpError::Timeout {
+                        what,
+                        after: timeout,
+                    })
                 }
             }
         };
@@ -343,11 +394,12 @@ impl McpClient {
         if let (Some(p), Value::Object(m)) = (params, &mut msg) {
             m.insert("params".into(), p);
         }
-        self.shared
-            .tx
-            .send(msg.to_string())
-            .await
-            .map_err(|_| McpError::Closed(self.closed_reason().unwrap_or_else(|| "the connection is closed".into())))
+        self.shared.tx.send(msg.to_string()).await.map_err(|_| {
+            McpError::Closed(
+                self.closed_reason()
+                    .unwrap_or_else(|| "the connection is closed".into()),
+            )
+        })
     }
 }
 
@@ -438,13 +490,21 @@ async fn handle_message(shared: &Shared, v: Value) {
             let reply = if let Some(err) = m.get("error") {
                 Err(McpError::Rpc {
                     code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                    message: err
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
                 })
             } else {
                 Ok(m.get("result").cloned().unwrap_or(Value::Null))
             };
             let _ = waiter.send(reply);
         }
-        (None, None) => skip_malformed(shared, &v.to_string(), "neither a request, a notification nor a response"),
+        (None, None) => skip_malformed(
+            shared,
+            &v.to_string(),
+            "neither a request, a notification nor a response",
+        ),
     }
 }

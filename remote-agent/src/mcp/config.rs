@@ -77,7 +77,10 @@ impl McpServerSpec {
 
     /// A Streamable HTTP server at `url`, reached from the host.
     pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
-        Self { url: Some(url.into()), ..Self::empty(name.into()) }
+        Self {
+            url: Some(url.into()),
+            ..Self::empty(name.into())
+        }
     }
 
     fn empty(name: String) -> Self {
@@ -170,9 +173,15 @@ pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), M
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for (name, entry) in map {
-        let kind = entry.get("type").and_then(Value::as_str).unwrap_or(
-            if entry.get("url").is_some() { "http" } else { "stdio" },
-        );
+        let kind =
+            entry
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or(if entry.get("url").is_some() {
+                    "http"
+                } else {
+                    "stdio"
+                });
         let strings = |key: &str| -> Result<BTreeMap<String, String>, McpError> {
             match entry.get(key) {
                 None | Some(Value::Null) => Ok(BTreeMap::new()),
@@ -183,7 +192,9 @@ pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), M
                         other => Ok((k.clone(), other.to_string())),
                     })
                     .collect(),
-                Some(_) => Err(McpError::Config(format!("server `{name}`: `{key}` must be an object"))),
+                Some(_) => Err(McpError::Config(format!(
+                    "server `{name}`: `{key}` must be an object"
+                ))),
             }
         };
         let mut spec = McpServerSpec::empty(name.clone());
@@ -193,16 +204,26 @@ pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), M
                     entry
                         .get("command")
                         .and_then(Value::as_str)
-                        .ok_or_else(|| McpError::Config(format!("server `{name}`: missing `command`")))?
+                        .ok_or_else(|| {
+                            McpError::Config(format!("server `{name}`: missing `command`"))
+                        })?
                         .to_string(),
                 );
                 spec.args = match entry.get("args") {
                     None | Some(Value::Null) => Vec::new(),
                     Some(Value::Array(a)) => a
                         .iter()
-                        .map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string()))
+                        .map(|x| {
+                            x.as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| x.to_string())
+                        })
                         .collect(),
-                    Some(_) => return Err(McpError::Config(format!("server `{name}`: `args` must be a list"))),
+                    Some(_) => {
+                        return Err(McpError::Config(format!(
+                            "server `{name}`: `args` must be a list"
+                        )))
+                    }
                 };
                 spec.env = strings("env")?;
             }
@@ -217,7 +238,9 @@ pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), M
                 spec.headers = strings("headers")?;
             }
             other => {
-                warnings.push(format!("server `{name}`: transport type `{other}` is not supported; skipped"));
+                warnings.push(format!(
+                    "server `{name}`: transport type `{other}` is not supported; skipped"
+                ));
                 continue;
             }
         }
@@ -227,7 +250,10 @@ pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), M
 }
 
 /// `primary` plus the entries of `secondary` whose names `primary` does not use.
-pub fn merge_servers(primary: Vec<McpServerSpec>, secondary: Vec<McpServerSpec>) -> Vec<McpServerSpec> {
+pub fn merge_servers(
+    primary: Vec<McpServerSpec>,
+    secondary: Vec<McpServerSpec>,
+) -> Vec<McpServerSpec> {
     let mut out = primary;
     for s in secondary {
         if !out.iter().any(|p| p.name == s.name) {
@@ -239,16 +265,20 @@ pub fn merge_servers(primary: Vec<McpServerSpec>, secondary: Vec<McpServerSpec>)
 
 fn check_spec(s: &McpServerSpec) -> Result<(), McpError> {
     if s.name.trim().is_empty() {
-        return Err(McpError::Config("an [[mcp]] entry has an empty `name`".into()));
+        return Err(McpError::Config(
+            "an [[mcp]] entry has an empty `name`".into(),
+        ));
     }
     match (&s.command, &s.url) {
         (Some(_), None) | (None, Some(_)) => Ok(()),
-        (Some(_), Some(_)) => {
-            Err(McpError::Config(format!("server `{}` sets both `command` and `url`; keep one", s.name)))
-        }
-        (None, None) => {
-            Err(McpError::Config(format!("server `{}` needs `command` (stdio) or `url` (HTTP)", s.name)))
-        }
+        (Some(_), Some(_)) => Err(McpError::Config(format!(
+            "server `{}` sets both `command` and `url`; keep one",
+            s.name
+        ))),
+        (None, None) => Err(McpError::Config(format!(
+            "server `{}` needs `command` (stdio) or `url` (HTTP)",
+            s.name
+        ))),
     }
 }
 
@@ -278,13 +308,20 @@ pub fn expand_vars(
             && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !var.starts_with(|c: char| c.is_ascii_digit());
         if !valid {
-            return Err(McpError::Config(format!("{field}: `${{{inner}}}` is not a valid variable reference")));
+            return Err(McpError::Config(format!(
+                "{field}: `${{{inner}}}` is not a valid variable reference"
+            )));
         }
         let value = match (lookup(var), default) {
             (Some(v), Some(d)) if v.is_empty() => d.to_string(),
             (Some(v), _) => v,
             (None, Some(d)) => d.to_string(),
-            (None, None) => return Err(McpError::UnsetVar { var: var.to_string(), field: field.to_string() }),
+            (None, None) => {
+                return Err(McpError::UnsetVar {
+                    var: var.to_string(),
+                    field: field.to_string(),
+                })
+            }
         };
         out.push_str(&value);
         rest = &after[end + 1..];

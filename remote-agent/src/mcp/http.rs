@@ -48,7 +48,11 @@ impl HttpTransport {
     /// A transport for `url` with extra request `headers` (variables already expanded).
     /// Fails for anything but `http://host[:port][/path]`.
     pub fn new(url: &str, headers: BTreeMap<String, String>) -> Result<Self, McpError> {
-        Ok(Self { url: parse_url(url)?, raw_url: url.to_string(), headers })
+        Ok(Self {
+            url: parse_url(url)?,
+            raw_url: url.to_string(),
+            headers,
+        })
     }
 }
 
@@ -68,10 +72,14 @@ fn parse_url(url: &str) -> Result<Url, McpError> {
         None => (rest, "/"),
     };
     if authority.contains('@') {
-        return Err(McpError::Config(format!("{url}: credentials in the URL are not supported; use headers")));
+        return Err(McpError::Config(format!(
+            "{url}: credentials in the URL are not supported; use headers"
+        )));
     }
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let end = v6.find(']').ok_or_else(|| McpError::Config(format!("{url}: bad IPv6 host")))?;
+        let end = v6
+            .find(']')
+            .ok_or_else(|| McpError::Config(format!("{url}: bad IPv6 host")))?;
         let host = &v6[..end];
         let port = v6[end + 1..].strip_prefix(':');
         (host.to_string(), port)
@@ -82,13 +90,19 @@ fn parse_url(url: &str) -> Result<Url, McpError> {
         }
     };
     let port = match port {
-        Some(p) => p.parse::<u16>().map_err(|_| McpError::Config(format!("{url}: bad port `{p}`")))?,
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| McpError::Config(format!("{url}: bad port `{p}`")))?,
         None => 80,
     };
     if host.is_empty() {
         return Err(McpError::Config(format!("{url}: missing host")));
     }
-    Ok(Url { host, port, path: path.to_string() })
+    Ok(Url {
+        host,
+        port,
+        path: path.to_string(),
+    })
 }
 
 #[async_trait::async_trait]
@@ -119,18 +133,28 @@ async fn pump(
     let mut session: Option<String> = None;
     while let Some(line) = rx.recv().await {
         let request_id = request_id_of(&line);
-        let resp = match tokio::time::timeout(HEAD_TIMEOUT, post(&t, session.as_deref(), &line)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                fail(&tx, request_id.as_ref(), &format!("HTTP request to {} failed: {e}", t.raw_url)).await;
-                continue;
-            }
-            Err(_) => {
-                fail(&tx, request_id.as_ref(), &format!("no HTTP response from {} within 30 s", t.raw_url))
+        let resp =
+            match tokio::time::timeout(HEAD_TIMEOUT, post(&t, session.as_deref(), &line)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    fail(
+                        &tx,
+                        request_id.as_ref(),
+                        &format!("HTTP request to {} failed: {e}", t.raw_url),
+                    )
                     .await;
-                continue;
-            }
-        };
+                    continue;
+                }
+                Err(_) => {
+                    fail(
+                        &tx,
+                        request_id.as_ref(),
+                        &format!("no HTTP response from {} within 30 s", t.raw_url),
+                    )
+                    .await;
+                    continue;
+                }
+            };
         if let Some(sid) = resp.header("mcp-session-id") {
             session = Some(sid.to_string());
         }
@@ -153,7 +177,12 @@ async fn pump(
                     continue;
                 }
             }
-            fail(&tx, request_id.as_ref(), &format!("HTTP {status} from {}: {text}", t.raw_url)).await;
+            fail(
+                &tx,
+                request_id.as_ref(),
+                &format!("HTTP {status} from {}: {text}", t.raw_url),
+            )
+            .await;
             continue;
         }
         if resp.status == 202 || resp.status == 204 || request_id.is_none() {
@@ -169,12 +198,20 @@ async fn pump(
                 read_sse(&mut body, &tx, request_id.as_ref()).await
             } else {
                 match body.read_all(MAX_BODY).await {
-                    Ok(bytes) => forward_json(&String::from_utf8_lossy(&bytes), &tx, request_id.as_ref()).await,
+                    Ok(bytes) => {
+                        forward_json(&String::from_utf8_lossy(&bytes), &tx, request_id.as_ref())
+                            .await
+                    }
                     Err(_) => false,
                 }
             };
             if !answered {
-                fail(&tx, request_id.as_ref(), "the HTTP response ended without an answer").await;
+                fail(
+                    &tx,
+                    request_id.as_ref(),
+                    "the HTTP response ended without an answer",
+                )
+                .await;
             }
         });
     }
@@ -196,7 +233,8 @@ fn request_id_of(line: &str) -> Option<Value> {
 async fn fail(tx: &mpsc::Sender<String>, id: Option<&Value>, message: &str) {
     tracing::warn!(target: "mcp", "{message}");
     if let Some(id) = id {
-        let err = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}});
+        let err =
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}});
         let _ = tx.send(err.to_string()).await;
     }
 }
@@ -267,14 +305,21 @@ struct Response {
 
 impl Response {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
 async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::Result<Response> {
     let stream = TcpStream::connect((t.url.host.as_str(), t.url.port)).await?;
     stream.set_nodelay(true)?;
-    let host = if t.url.host.contains(':') { format!("[{}]", t.url.host) } else { t.url.host.clone() };
+    let host = if t.url.host.contains(':') {
+        format!("[{}]", t.url.host)
+    } else {
+        t.url.host.clone()
+    };
     let mut req = format!(
         "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\
@@ -289,7 +334,10 @@ async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::
     }
     for (k, v) in &t.headers {
         if k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad header `{k}`")));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("bad header `{k}`"),
+            ));
         }
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -303,13 +351,19 @@ async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::
     loop {
         let n = stream.read_until(b'\n', &mut head).await?;
         if n == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed before the response head"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed before the response head",
+            ));
         }
         if head.ends_with(b"\r\n\r\n") || head.ends_with(b"\n\n") {
             break;
         }
         if head.len() > MAX_HEAD {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "response head too large"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "response head too large",
+            ));
         }
     }
     let head = String::from_utf8_lossy(&head);
@@ -319,22 +373,37 @@ async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad status line `{status_line}`")))?;
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("bad status line `{status_line}`"),
+            )
+        })?;
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
-    let find = |n: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
-    let mode = if find("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
-        BodyMode::Chunked { done: false }
-    } else if let Some(len) = find("content-length").and_then(|v| v.parse::<usize>().ok()) {
-        BodyMode::Length(len)
-    } else if status == 204 || status == 304 {
-        BodyMode::Length(0)
-    } else {
-        BodyMode::Eof
+    let find = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
     };
-    Ok(Response { status, headers, body: Body { stream, mode } })
+    let mode =
+        if find("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
+            BodyMode::Chunked { done: false }
+        } else if let Some(len) = find("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            BodyMode::Length(len)
+        } else if status == 204 || status == 304 {
+            BodyMode::Length(0)
+        } else {
+            BodyMode::Eof
+        };
+    Ok(Response {
+        status,
+        headers,
+        body: Body { stream, mode },
+    })
 }
 
 /// A response body read incrementally (SSE needs messages as they arrive).
@@ -379,9 +448,15 @@ impl Body {
                 if self.stream.read_line(&mut size_line).await? == 0 {
                     return Err(std::io::ErrorKind::UnexpectedEof.into());
                 }
-                let hex = size_line.trim().split(';').next().unwrap_or_default().trim();
-                let size = usize::from_str_radix(hex, 16)
-                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad chunk size"))?;
+                let hex = size_line
+                    .trim()
+                    .split(';')
+                    .next()
+                    .unwrap_or_default()
+                    .trim();
+                let size = usize::from_str_radix(hex, 16).map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "bad chunk size")
+                })?;
                 if size == 0 {
                     *done = true;
                     // Trailers up to the blank line.
@@ -408,7 +483,10 @@ impl Body {
         while let Some(c) = self.next_chunk().await? {
             out.extend_from_slice(&c);
             if out.len() > limit {
-                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "response body too large"));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "response body too large",
+                ));
             }
         }
         Ok(out)
@@ -416,18 +494,30 @@ impl Body {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn urls() {
         let u = parse_url("http://127.0.0.1:3001/mcp").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 3001, "/mcp"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 3001, "/mcp")
+        );
         let u = parse_url("http://example.org").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("example.org", 80, "/"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("example.org", 80, "/")
+        );
         let u = parse_url("http://[::1]:8080/x?y=1").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("::1", 8080, "/x?y=1"));
-        let e = parse_url("https://example.org/mcp").unwrap_err().to_string();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("::1", 8080, "/x?y=1")
+        );
+        let e = parse_url("https://example.org/mcp")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("https is not supported"), "{e}");
         assert!(parse_url("ftp://x").is_err());
         assert!(parse_url("http://h:notaport/").is_err());

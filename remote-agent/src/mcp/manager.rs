@@ -25,7 +25,10 @@ pub struct McpSettings {
 
 impl Default for McpSettings {
     fn default() -> Self {
-        Self { call_timeout: DEFAULT_CALL_TIMEOUT, startup_timeout: DEFAULT_STARTUP_TIMEOUT }
+        Self {
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        }
     }
 }
 
@@ -100,7 +103,10 @@ impl Server {
         })
         .await
         .unwrap_or_else(|_| {
-            Err(McpError::Timeout { what: "server startup (initialize + tools/list)".into(), after: limit })
+            Err(McpError::Timeout {
+                what: "server startup (initialize + tools/list)".into(),
+                after: limit,
+            })
         });
         match started {
             Ok((client, tools)) => {
@@ -113,7 +119,9 @@ impl Server {
             }
             Err(e) => {
                 tracing::warn!(target: "mcp", server = %self.spec.name, "MCP server failed to start: {e}");
-                self.set_state(McpServerState::Failed { reason: e.to_string() });
+                self.set_state(McpServerState::Failed {
+                    reason: e.to_string(),
+                });
                 Err(e)
             }
         }
@@ -134,7 +142,10 @@ impl Server {
         if let Some(s) = self.spec.tool_timeouts.get(tool) {
             return Duration::from_secs(*s);
         }
-        self.spec.timeout_seconds.map(Duration::from_secs).unwrap_or(default)
+        self.spec
+            .timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(default)
     }
 }
 
@@ -147,7 +158,10 @@ pub struct McpManager {
 impl McpManager {
     /// No servers yet.
     pub fn new(settings: McpSettings) -> Self {
-        Self { settings, servers: Vec::new() }
+        Self {
+            settings,
+            servers: Vec::new(),
+        }
     }
 
     /// Adds a server reached through `transport` (a later server of the same name replaces an
@@ -240,8 +254,10 @@ impl McpManager {
                 }
             }
         }
-        let pairs: Vec<(String, String)> =
-            entries.iter().map(|(s, t)| (s.spec.name.clone(), t.name.clone())).collect();
+        let pairs: Vec<(String, String)> = entries
+            .iter()
+            .map(|(s, t)| (s.spec.name.clone(), t.name.clone()))
+            .collect();
         let names = exposed_names(&pairs);
         entries
             .into_iter()

@@ -34,8 +34,8 @@ pub use manager::{McpManager, McpServerState, McpServerStatus, McpSettings};
 pub use stdio::StdioTransport;
 pub use tool::{exposed_names, sanitize_name, with_progress, McpTool};
 pub use transport::{
-    transport_for_spec, ChannelOpener, ChannelTransport, Diagnostics, LineChannels,
-    McpConnection, McpTransport,
+    transport_for_spec, ChannelOpener, ChannelTransport, Diagnostics, LineChannels, McpConnection,
+    McpTransport,
 };
 
 /// The protocol revision this client asks for in `initialize`.

@@ -34,7 +34,12 @@ impl StdioTransport {
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
     ) -> Self {
-        Self { command: command.into(), args, env, cwd }
+        Self {
+            command: command.into(),
+            args,
+            env,
+            cwd,
+        }
     }
 }
 
@@ -53,9 +58,10 @@ impl McpTransport for StdioTransport {
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|source| McpError::Spawn { command: self.command.clone(), source })?;
+        let mut child = cmd.spawn().map_err(|source| McpError::Spawn {
+            command: self.command.clone(),
+            source,
+        })?;
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -68,7 +74,13 @@ impl McpTransport for StdioTransport {
 
         tokio::spawn(pump_stdin(stdin, to_rx));
         let stderr_task = tokio::spawn(pump_stderr(stderr, diag.clone()));
-        tokio::spawn(pump_stdout(stdout, from_tx, child, stderr_task, diag.clone()));
+        tokio::spawn(pump_stdout(
+            stdout,
+            from_tx,
+            child,
+            stderr_task,
+            diag.clone(),
+        ));
 
         let conn = McpConnection::new(to_tx, from_rx).with_diagnostics(diag);
         Ok(match pid {
@@ -94,7 +106,9 @@ struct GroupKiller {
 
 impl Drop for GroupKiller {
     fn drop(&mut self) {
-        let Ok(pgid) = libc::pid_t::try_from(self.pgid) else { return };
+        let Ok(pgid) = libc::pid_t::try_from(self.pgid) else {
+            return;
+        };
         // SAFETY: kill(2) with a negative pid signals a process group; it touches no memory.
         // The group was created for this server by `process_group(0)`, so no other program
         // is hit; if the group is already gone the call fails with ESRCH, which is fine.
@@ -146,7 +160,9 @@ async fn pump_stdout(
         match r.read_until(b'\n', &mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
-                let line = String::from_utf8_lossy(&buf).trim_end_matches(['\r', '\n']).to_string();
+                let line = String::from_utf8_lossy(&buf)
+                    .trim_end_matches(['\r', '\n'])
+                    .to_string();
                 if line.is_empty() {
                     continue;
                 }

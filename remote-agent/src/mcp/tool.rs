@@ -29,7 +29,13 @@ pub async fn with_progress<F: Future>(sink: ProgressSink, fut: F) -> F::Output {
 /// `name` with every character outside `[A-Za-z0-9_-]` replaced by `_`.
 pub fn sanitize_name(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -114,7 +120,12 @@ pub struct McpTool {
 }
 
 impl McpTool {
-    pub(crate) fn new(exposed: &str, info: &McpToolInfo, timeout: Duration, server: Arc<Server>) -> Self {
+    pub(crate) fn new(
+        exposed: &str,
+        info: &McpToolInfo,
+        timeout: Duration,
+        server: Arc<Server>,
+    ) -> Self {
         let description = if info.description.trim().is_empty() {
             format!("Tool `{}` of MCP server `{}`.", info.name, server.spec.name)
         } else {
@@ -160,11 +171,18 @@ impl McpTool {
                 ))
             }
         };
-        match client.call_tool(&self.remote_name, args, self.timeout, progress).await {
+        match client
+            .call_tool(&self.remote_name, args, self.timeout, progress)
+            .await
+        {
             Ok(r) => {
                 let text = r.text();
                 if r.is_error {
-                    ToolOutput::err(if text.is_empty() { format!("MCP tool `{}` failed", self.remote_name) } else { text })
+                    ToolOutput::err(if text.is_empty() {
+                        format!("MCP tool `{}` failed", self.remote_name)
+                    } else {
+                        text
+                    })
                 } else {
                     ToolOutput::ok(text)
                 }
@@ -180,10 +198,14 @@ impl McpTool {
             Err(e @ McpError::Timeout { .. }) => ToolOutput::err(format!(
                 "MCP server `{sname}`: {e}; the request was cancelled. Try a smaller request."
             )),
-            Err(e @ McpError::Rpc { .. }) => {
-                ToolOutput::err(format!("MCP server `{sname}` rejected the call to `{}`: {e}", self.remote_name))
-            }
-            Err(e) => ToolOutput::err(format!("MCP server `{sname}`, tool `{}`: {e}", self.remote_name)),
+            Err(e @ McpError::Rpc { .. }) => ToolOutput::err(format!(
+                "MCP server `{sname}` rejected the call to `{}`: {e}",
+                self.remote_name
+            )),
+            Err(e) => ToolOutput::err(format!(
+                "MCP server `{sname}`, tool `{}`: {e}",
+                self.remote_name
+            )),
         }
     }
 }
@@ -228,10 +250,23 @@ mod tests {
 
     #[test]
     fn collisions_are_order_independent() {
-        let a = vec![p("my.srv", "x"), p("my_srv", "x"), p("my srv", "x"), p("other", "y")];
+        let a = vec![
+            p("my.srv", "x"),
+            p("my_srv", "x"),
+            p("my srv", "x"),
+            p("other", "y"),
+        ];
         let names = exposed_names(&a);
         // Sorted: "my srv" < "my.srv" < "my_srv".
-        assert_eq!(names, vec!["mcp__my_srv__x_2", "mcp__my_srv__x_3", "mcp__my_srv__x", "mcp__other__y"]);
+        assert_eq!(
+            names,
+            vec![
+                "mcp__my_srv__x_2",
+                "mcp__my_srv__x_3",
+                "mcp__my_srv__x",
+                "mcp__other__y"
+            ]
+        );
         let mut b = a.clone();
         b.reverse();
         let mut names_b = exposed_names(&b);
@@ -242,16 +277,16 @@ mod tests {
     #[test]
     fn suffix_never_steals_a_real_name() {
         // `t_2` exists as a real tool name; the collision suffix must skip it.
-        let a = vec![p("s", "t"), p("s", "t?"), p("s", "t_2")];
+        let a = vec![p("a.b", "t"), p("a_b", "t"), p("a_b", "t_2")];
         let names = exposed_names(&a);
-        assert_eq!(names[0], "mcp__s__t");
-        assert_eq!(names[2], "mcp__s__t_2");
-        assert_eq!(names[1], "mcp__s__t_3");
+        assert_eq!(names, vec!["mcp__a_b__t", "mcp__a_b__t_3", "mcp__a_b__t_2"]);
     }
 
     #[test]
     fn schema_is_canonical() {
-        let s = canonical_schema(&json!({"$schema": "x", "required": ["b"], "properties": {"b": {"type": "string", "description": "d"}}}));
+        let s = canonical_schema(
+            &json!({"$schema": "x", "required": ["b"], "properties": {"b": {"type": "string", "description": "d"}}}),
+        );
         assert_eq!(
             s.to_string(),
             r#"{"properties":{"b":{"description":"d","type":"string"}},"required":["b"],"type":"object"}"#

@@ -61,7 +61,11 @@ impl Diagnostics {
     /// The kept stderr lines, oldest first, joined by newlines.
     pub fn stderr_tail(&self) -> String {
         let g = lock(&self.inner);
-        g.stderr.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
+        g.stderr
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// How the server ended, once known.
@@ -90,6 +94,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The pieces of an [`McpConnection`]: lines out, lines in, diagnostics, keep-alive guard.
+pub(crate) type ConnectionParts = (
+    mpsc::Sender<String>,
+    mpsc::Receiver<String>,
+    Arc<Diagnostics>,
+    Option<Box<dyn Send + Sync>>,
+);
+
 /// One open connection to a server: JSON-RPC messages as single lines (no trailing newline)
 /// in both directions. Dropping it ends the connection (a stdio server's process group is
 /// killed).
@@ -107,7 +119,12 @@ pub struct McpConnection {
 impl McpConnection {
     /// A connection over the given channels with fresh, empty diagnostics.
     pub fn new(to_server: mpsc::Sender<String>, from_server: mpsc::Receiver<String>) -> Self {
-        Self { to_server, from_server, diagnostics: Diagnostics::new(), keepalive: None }
+        Self {
+            to_server,
+            from_server,
+            diagnostics: Diagnostics::new(),
+            keepalive: None,
+        }
     }
 
     /// Uses `diagnostics` (e.g. one a tunnel fills with the laptop server's stderr).
@@ -123,10 +140,13 @@ impl McpConnection {
     }
 
     /// Splits into the channels, the diagnostics and the keep-alive guard.
-    pub(crate) fn into_parts(
-        self,
-    ) -> (mpsc::Sender<String>, mpsc::Receiver<String>, Arc<Diagnostics>, Option<Box<dyn Send + Sync>>) {
-        (self.to_server, self.from_server, self.diagnostics, self.keepalive)
+    pub(crate) fn into_parts(self) -> ConnectionParts {
+        (
+            self.to_server,
+            self.from_server,
+            self.diagnostics,
+            self.keepalive,
+        )
     }
 }
 
@@ -173,12 +193,18 @@ impl ChannelTransport {
     /// A transport that calls `opener` for every (re)connection. `label` shows in status
     /// (`laptop`).
     pub fn new(label: impl Into<String>, opener: ChannelOpener) -> Self {
-        Self { label: label.into(), source: ChannelSource::Opener(opener) }
+        Self {
+            label: label.into(),
+            source: ChannelSource::Opener(opener),
+        }
     }
 
     /// A transport over one already-open pair of channels; it cannot restart the server.
     pub fn once(label: impl Into<String>, channels: LineChannels) -> Self {
-        Self { label: label.into(), source: ChannelSource::Once(Mutex::new(Some(channels))) }
+        Self {
+            label: label.into(),
+            source: ChannelSource::Once(Mutex::new(Some(channels))),
+        }
     }
 }
 
@@ -225,7 +251,10 @@ impl McpTransport for BrokenTransport {
 /// Streamable HTTP when it has `url`. `${VAR}` / `${VAR:-default}` are expanded from the
 /// process environment here. Specs with `run_on = "laptop"` have no host transport: the caller
 /// makes a [`ChannelTransport`] for them.
-pub fn transport_for_spec(spec: &McpServerSpec, cwd: &Path) -> Result<Arc<dyn McpTransport>, McpError> {
+pub fn transport_for_spec(
+    spec: &McpServerSpec,
+    cwd: &Path,
+) -> Result<Arc<dyn McpTransport>, McpError> {
     if spec.run_on == RunOn::Laptop {
         return Err(McpError::Config(format!(
             "server `{}` runs on the laptop; it needs a channel transport from the link",

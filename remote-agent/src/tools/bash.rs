@@ -82,10 +82,17 @@ impl Tool for BashTool {
 }
 
 async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> ToolOutput {
-    let Running { mut child, pgid, out, mut reader } = match spawn_captured(cmd, BASH_OUTPUT_CAP) {
+    let Running {
+        mut child,
+        pgid,
+        out,
+        mut reader,
+    } = match spawn_captured(cmd, BASH_OUTPUT_CAP) {
         Ok(r) => r,
         Err(e) => return ToolOutput::err(format!("cannot start command: {e}")),
     };
+    // If this future is dropped (the turn was cancelled), the guard kills the whole group.
+    let mut guard = GroupGuard(Some(pgid));
     let waited = tokio::time::timeout(timeout, child.wait()).await;
     let timed_out = waited.is_err();
     if timed_out {
@@ -97,6 +104,7 @@ async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> Tool
     };
     // Leftover processes of the group (`sleep 100 &`) die here, on success as on timeout.
     finish(pgid, &mut reader).await;
+    guard.0 = None;
     let (text, dropped) = {
         let g = lock(&out);
         let (bytes, dropped) = g.all();
@@ -111,7 +119,11 @@ async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> Tool
         return ToolOutput::err(format!(
             "{}{}[timed out after {} s; the command and every process it started were killed]",
             body,
-            if body.is_empty() || body.ends_with('\n') { "" } else { "\n" },
+            if body.is_empty() || body.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            },
             timeout.as_secs()
         ));
     }
@@ -119,7 +131,11 @@ async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> Tool
         Ok(s) => exit_status(s),
         Err(e) => return ToolOutput::err(format!("{body}\n[waiting for the command failed: {e}]")),
     };
-    let sep = if body.is_empty() || body.ends_with('\n') { "" } else { "\n" };
+    let sep = if body.is_empty() || body.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
     match status {
         JobStatus::Exited(0) => {
             if body.is_empty() {
@@ -129,11 +145,26 @@ async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> Tool
             }
         }
         JobStatus::Exited(code) => {
-            let body = if body.is_empty() { "(no output)\n".to_string() } else { format!("{body}{sep}") };
+            let body = if body.is_empty() {
+                "(no output)\n".to_string()
+            } else {
+                format!("{body}{sep}")
+            };
             ToolOutput::err(format!("{body}[exit code {code}]"))
         }
         JobStatus::Signaled(sig) => ToolOutput::err(format!("{body}{sep}[killed by signal {sig}]")),
         JobStatus::Running | JobStatus::Killed => ToolOutput::err(format!("{body}{sep}[killed]")),
+    }
+}
+
+/// Kills a process group when dropped while armed.
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            kill_group(pgid);
+        }
     }
 }
 
@@ -193,7 +224,9 @@ impl Tool for BashOutputTool {
             Ok(f) => f,
             Err(e) => return ToolOutput::err(format!("invalid filter regex: {e}")),
         };
-        let Some(job) = ctx.jobs.get(&a.job_id) else { return unknown_job(ctx, &a.job_id) };
+        let Some(job) = ctx.jobs.get(&a.job_id) else {
+            return unknown_job(ctx, &a.job_id);
+        };
         // Read the status first: output read afterwards is then complete for a finished job.
         let status = job.status();
         let (mut text, lost) = job.take_new_output();
@@ -203,7 +236,9 @@ impl Tool for BashOutputTool {
         }
         let mut out = format!("{}: {status}\n", job.id());
         if lost > 0 {
-            out.push_str(&format!("[{lost} bytes of output were dropped before this read]\n"));
+            out.push_str(&format!(
+                "[{lost} bytes of output were dropped before this read]\n"
+            ));
         }
         if text.is_empty() {
             out.push_str("(no new output)");
@@ -253,9 +288,15 @@ impl Tool for KillShellTool {
             Ok(a) => a,
             Err(e) => return e,
         };
-        let Some(job) = ctx.jobs.get(&a.job_id) else { return unknown_job(ctx, &a.job_id) };
+        let Some(job) = ctx.jobs.get(&a.job_id) else {
+            return unknown_job(ctx, &a.job_id);
+        };
         if !job.kill() {
-            return ToolOutput::ok(format!("{} had already finished ({})", job.id(), job.status()));
+            return ToolOutput::ok(format!(
+                "{} had already finished ({})",
+                job.id(),
+                job.status()
+            ));
         }
         let status = job.wait(Duration::from_secs(5)).await;
         ToolOutput::ok(format!("killed {} ({status})", job.id()))
@@ -315,7 +356,10 @@ impl Tool for WaitTool {
                 None => return unknown_job(ctx, id),
             }
         }
-        let secs = a.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS).clamp(1, WAIT_MAX_SECS);
+        let secs = a
+            .timeout_seconds
+            .unwrap_or(WAIT_DEFAULT_SECS)
+            .clamp(1, WAIT_MAX_SECS);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         let mut lines = Vec::new();
         let mut all_done = true;

@@ -38,6 +38,18 @@ pub enum ConfineError {
         /// The dangling link.
         link: String,
     },
+    /// The path is inside a repository's `.git` directory (hooks there would run outside the
+    /// sandbox on the user's next git command).
+    #[error(
+        "refusing to write {raw}: it is inside the git internals ({resolved}); change the \
+         repository with git commands through bash instead"
+    )]
+    GitInternals {
+        /// The path as the model gave it.
+        raw: String,
+        /// Where it really points.
+        resolved: String,
+    },
     /// The filesystem could not be inspected.
     #[error("cannot resolve {raw}: {error}")]
     Io {
@@ -115,7 +127,8 @@ pub fn confine_write(ctx: &ToolContext, raw: &str) -> Result<WriteTarget, Confin
     let abs = ctx.resolve(raw);
     let resolved = resolve_existing_prefix(&abs, raw)?;
     let roots = writable_roots(ctx);
-    if roots.iter().any(|r| resolved.starts_with(r)) {
+    if let Some(root) = roots.iter().find(|r| resolved.starts_with(r)) {
+        check_git_internals(root, &resolved, raw)?;
         Ok(WriteTarget { path: resolved })
     } else {
         Err(ConfineError::Outside {
@@ -134,7 +147,8 @@ pub(crate) fn unresolved_target(
     raw: &str,
 ) -> Result<WriteTarget, ConfineError> {
     let roots = writable_roots(ctx);
-    if roots.iter().any(|r| path.starts_with(r) && path != *r) {
+    if let Some(root) = roots.iter().find(|r| path.starts_with(r) && path != **r) {
+        check_git_internals(root, &path, raw)?;
         Ok(WriteTarget { path })
     } else {
         Err(ConfineError::Outside {
@@ -143,6 +157,19 @@ pub(crate) fn unresolved_target(
             roots: RootList(roots),
         })
     }
+}
+
+/// Refuses paths with a `.git` component below their root (the sandbox protects the same
+/// directories from bash).
+fn check_git_internals(root: &Path, path: &Path, raw: &str) -> Result<(), ConfineError> {
+    let below = path.strip_prefix(root).unwrap_or(path);
+    if below.components().any(|c| c.as_os_str() == ".git") {
+        return Err(ConfineError::GitInternals {
+            raw: raw.to_string(),
+            resolved: path.display().to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// Resolves the longest existing prefix of `abs` with `canonicalize` and appends the rest.
@@ -168,7 +195,12 @@ fn resolve_existing_prefix(abs: &Path, raw: &str) -> Result<PathBuf, ConfineErro
                 link: existing.display().to_string(),
             })
         }
-        Err(e) => return Err(ConfineError::Io { raw: raw.to_string(), error: e.to_string() }),
+        Err(e) => {
+            return Err(ConfineError::Io {
+                raw: raw.to_string(),
+                error: e.to_string(),
+            })
+        }
     };
     for c in &comps[split..] {
         match c {
@@ -186,10 +218,19 @@ fn resolve_existing_prefix(abs: &Path, raw: &str) -> Result<PathBuf, ConfineErro
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let parent = path.parent().unwrap_or_else(|| Path::new("/"));
     std::fs::create_dir_all(parent)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.reasonix-{:016x}.tmp", rand::random::<u64>()));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent.join(format!(
+        ".{name}.reasonix-{:016x}.tmp",
+        rand::random::<u64>()
+    ));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         if let Ok(meta) = std::fs::metadata(path) {
             f.set_permissions(meta.permissions())?;

@@ -76,7 +76,11 @@ impl Tool for EditFileTool {
         };
         let ctx = ctx.clone();
         blocking(move || {
-            let edits = [OneEdit { old_string: a.old_string, new_string: a.new_string, replace_all: false }];
+            let edits = [OneEdit {
+                old_string: a.old_string,
+                new_string: a.new_string,
+                replace_all: false,
+            }];
             edit_path(&ctx, &a.path, &edits)
         })
         .await
@@ -155,7 +159,9 @@ fn edit_path(ctx: &ToolContext, raw: &str, edits: &[OneEdit]) -> ToolOutput {
         Err(e) => return ToolOutput::err(format!("edit {shown}: {}", io_text(&e))),
     };
     if bytes[..bytes.len().min(super::read::BINARY_PEEK)].contains(&0) {
-        return ToolOutput::err(format!("binary file {shown} (NUL byte detected); cannot edit it"));
+        return ToolOutput::err(format!(
+            "binary file {shown} (NUL byte detected); cannot edit it"
+        ));
     }
     let Ok(original) = String::from_utf8(bytes) else {
         return ToolOutput::err(format!(
@@ -163,14 +169,26 @@ fn edit_path(ctx: &ToolContext, raw: &str, edits: &[OneEdit]) -> ToolOutput {
         ));
     };
     let crlf = original.contains("\r\n");
-    let mut content = if crlf { original.replace("\r\n", "\n") } else { original.clone() };
+    let mut content = if crlf {
+        original.replace("\r\n", "\n")
+    } else {
+        original.clone()
+    };
 
     let mut notes: Vec<String> = Vec::new();
     let mut first_line = None;
     let total = edits.len();
     for (i, e) in edits.iter().enumerate() {
-        let old = if crlf { e.old_string.replace("\r\n", "\n") } else { e.old_string.clone() };
-        let new = if crlf { e.new_string.replace("\r\n", "\n") } else { e.new_string.clone() };
+        let old = if crlf {
+            e.old_string.replace("\r\n", "\n")
+        } else {
+            e.old_string.clone()
+        };
+        let new = if crlf {
+            e.new_string.replace("\r\n", "\n")
+        } else {
+            e.new_string.clone()
+        };
         match apply_one(&content, &old, &new, e.replace_all, &shown) {
             Ok(applied) => {
                 content = applied.content;
@@ -183,19 +201,31 @@ fn edit_path(ctx: &ToolContext, raw: &str, edits: &[OneEdit]) -> ToolOutput {
                     });
                 }
                 if applied.count > 1 {
-                    notes.push(format!("edit {}: replaced {} occurrences", i + 1, applied.count));
+                    notes.push(format!(
+                        "edit {}: replaced {} occurrences",
+                        i + 1,
+                        applied.count
+                    ));
                 }
             }
             Err(msg) => {
                 return ToolOutput::err(if total == 1 {
                     msg
                 } else {
-                    format!("edit {}/{} failed: {msg}\nNo changes were made to {shown}.", i + 1, total)
+                    format!(
+                        "edit {}/{} failed: {msg}\nNo changes were made to {shown}.",
+                        i + 1,
+                        total
+                    )
                 })
             }
         }
     }
-    let final_text = if crlf { content.replace('\n', "\r\n") } else { content };
+    let final_text = if crlf {
+        content.replace('\n', "\r\n")
+    } else {
+        content
+    };
     if final_text == original {
         return ToolOutput::ok(format!("no changes made: {shown} already has this content"));
     }
@@ -250,11 +280,19 @@ struct Applied {
 }
 
 fn line_of(content: &str, byte: usize) -> usize {
-    content.as_bytes()[..byte].iter().filter(|&&b| b == b'\n').count() + 1
+    content.as_bytes()[..byte]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 fn list_lines(lines: &[usize]) -> String {
-    let shown: Vec<String> = lines.iter().take(MAX_LISTED_MATCHES).map(|l| l.to_string()).collect();
+    let shown: Vec<String> = lines
+        .iter()
+        .take(MAX_LISTED_MATCHES)
+        .map(|l| l.to_string())
+        .collect();
     let more = if lines.len() > MAX_LISTED_MATCHES {
         format!(" and {} more", lines.len() - MAX_LISTED_MATCHES)
     } else {
@@ -263,9 +301,17 @@ fn list_lines(lines: &[usize]) -> String {
     format!("{}{more}", shown.join(", "))
 }
 
-fn apply_one(content: &str, old: &str, new: &str, replace_all: bool, shown: &str) -> Result<Applied, String> {
+fn apply_one(
+    content: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+    shown: &str,
+) -> Result<Applied, String> {
     if old.is_empty() {
-        return Err("old_string must not be empty (use write_file to create or overwrite a file)".into());
+        return Err(
+            "old_string must not be empty (use write_file to create or overwrite a file)".into(),
+        );
     }
     if old == new {
         return Err("old_string and new_string are identical; nothing to change".into());
@@ -278,7 +324,12 @@ fn apply_one(content: &str, old: &str, new: &str, replace_all: bool, shown: &str
             out.push_str(&content[..at]);
             out.push_str(new);
             out.push_str(&content[at + old.len()..]);
-            return Ok(Applied { content: out, line: line_of(content, at), count: 1, fuzzy: None });
+            return Ok(Applied {
+                content: out,
+                line: line_of(content, at),
+                count: 1,
+                fuzzy: None,
+            });
         }
         n if n > 1 && replace_all => {
             return Ok(Applied {
@@ -297,7 +348,11 @@ fn apply_one(content: &str, old: &str, new: &str, replace_all: bool, shown: &str
         }
         _ => {}
     }
-    for fuzz in [Fuzz::TrailingWhitespace, Fuzz::TabsAsSpaces, Fuzz::LeadingWhitespace] {
+    for fuzz in [
+        Fuzz::TrailingWhitespace,
+        Fuzz::TabsAsSpaces,
+        Fuzz::LeadingWhitespace,
+    ] {
         match fuzzy_find(content, old, fuzz) {
             FuzzyResult::None => continue,
             FuzzyResult::One(span) => {
@@ -306,7 +361,12 @@ fn apply_one(content: &str, old: &str, new: &str, replace_all: bool, shown: &str
                 out.push_str(&content[..span.start]);
                 out.push_str(&replacement);
                 out.push_str(&content[span.end..]);
-                return Ok(Applied { content: out, line: span.line, count: 1, fuzzy: Some(fuzz) });
+                return Ok(Applied {
+                    content: out,
+                    line: span.line,
+                    count: 1,
+                    fuzzy: Some(fuzz),
+                });
             }
             FuzzyResult::Many(lines) => {
                 return Err(format!(
@@ -352,7 +412,11 @@ fn line_ranges(content: &str) -> Vec<(usize, usize)> {
 /// The lines of `old`, without the empty piece after a final newline.
 fn old_lines(old: &str) -> (Vec<&str>, bool) {
     let trailing_nl = old.ends_with('\n');
-    let body = if trailing_nl { &old[..old.len() - 1] } else { old };
+    let body = if trailing_nl {
+        &old[..old.len() - 1]
+    } else {
+        old
+    };
     (body.split('\n').collect(), trailing_nl)
 }
 
@@ -366,7 +430,10 @@ fn fuzzy_find(content: &str, old: &str, fuzz: Fuzz) -> FuzzyResult {
     if ranges.len() < want.len() {
         return FuzzyResult::None;
     }
-    let have: Vec<String> = ranges.iter().map(|&(s, e)| fuzz.normalize(&content[s..e])).collect();
+    let have: Vec<String> = ranges
+        .iter()
+        .map(|&(s, e)| fuzz.normalize(&content[s..e]))
+        .collect();
     let mut hits = Vec::new();
     for i in 0..=(have.len() - want.len()) {
         if have[i..i + want.len()] == want[..] {
@@ -383,7 +450,11 @@ fn fuzzy_find(content: &str, old: &str, fuzz: Fuzz) -> FuzzyResult {
             if trailing_nl && end < content.len() {
                 end += 1; // include the newline the old_string ended with
             }
-            FuzzyResult::One(Span { start, end, line: first + 1 })
+            FuzzyResult::One(Span {
+                start,
+                end,
+                line: first + 1,
+            })
         }
         _ => FuzzyResult::Many(hits.iter().map(|i| i + 1).collect()),
     }
@@ -443,7 +514,12 @@ fn line_similarity(a: &str, b: &str) -> f64 {
         return 1.0;
     }
     let prefix = ab.iter().zip(bb).take_while(|(x, y)| x == y).count();
-    let suffix = ab[prefix..].iter().rev().zip(bb[prefix..].iter().rev()).take_while(|(x, y)| x == y).count();
+    let suffix = ab[prefix..]
+        .iter()
+        .rev()
+        .zip(bb[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
     (prefix + suffix) as f64 / longest as f64
 }
 

@@ -64,7 +64,10 @@ pub(crate) struct OutBuf {
 
 impl OutBuf {
     fn new(cap: usize) -> Self {
-        Self { cap, ..Self::default() }
+        Self {
+            cap,
+            ..Self::default()
+        }
     }
 
     fn push(&mut self, bytes: &[u8]) {
@@ -105,7 +108,10 @@ pub(crate) struct Running {
 }
 
 /// Starts `cmd` in its own process group with stdout and stderr on one pipe.
-pub(crate) fn spawn_captured(mut cmd: tokio::process::Command, cap: usize) -> std::io::Result<Running> {
+pub(crate) fn spawn_captured(
+    mut cmd: tokio::process::Command,
+    cap: usize,
+) -> std::io::Result<Running> {
     let (read_end, write_end) = pipe()?;
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::from(write_end.try_clone()?))
@@ -129,7 +135,12 @@ pub(crate) fn spawn_captured(mut cmd: tokio::process::Command, cap: usize) -> st
             }
         }
     });
-    Ok(Running { child, pgid, out, reader })
+    Ok(Running {
+        child,
+        pgid,
+        out,
+        reader,
+    })
 }
 
 /// A pipe whose read end is non-blocking (for tokio) and whose write end is blocking (for
@@ -167,7 +178,10 @@ pub(crate) fn kill_group(pgid: i32) {
 /// finish (bounded, because a process that left the group may keep the pipe open).
 pub(crate) async fn finish(pgid: i32, reader: &mut JoinHandle<()>) {
     kill_group(pgid);
-    if tokio::time::timeout(DRAIN_GRACE, &mut *reader).await.is_err() {
+    if tokio::time::timeout(DRAIN_GRACE, &mut *reader)
+        .await
+        .is_err()
+    {
         reader.abort();
     }
 }
@@ -263,8 +277,17 @@ impl JobTable {
     }
 
     /// Starts `cmd` as a background job (needs a tokio runtime).
-    pub fn spawn(&self, cmd: tokio::process::Command, command_text: &str) -> std::io::Result<Arc<Job>> {
-        let Running { mut child, pgid, out, mut reader } = spawn_captured(cmd, JOB_OUTPUT_CAP)?;
+    pub fn spawn(
+        &self,
+        cmd: tokio::process::Command,
+        command_text: &str,
+    ) -> std::io::Result<Arc<Job>> {
+        let Running {
+            mut child,
+            pgid,
+            out,
+            mut reader,
+        } = spawn_captured(cmd, JOB_OUTPUT_CAP)?;
         let (tx, rx) = watch::channel(JobStatus::Running);
         let killed = Arc::new(AtomicBool::new(false));
         let id = {
@@ -302,7 +325,9 @@ impl JobTable {
     pub fn ids(&self) -> Vec<JobId> {
         let g = lock(&self.inner);
         let mut ids: Vec<(u64, JobId)> =
-            g.1.keys().map(|k| (k.trim_start_matches("job_").parse().unwrap_or(0), k.clone())).collect();
+            g.1.keys()
+                .map(|k| (k.trim_start_matches("job_").parse().unwrap_or(0), k.clone()))
+                .collect();
         ids.sort();
         ids.into_iter().map(|(_, k)| k).collect()
     }

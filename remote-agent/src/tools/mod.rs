@@ -25,7 +25,7 @@ use serde_json::Value;
 pub use bash::{BashOutputTool, BashTool, KillShellTool, WaitTool};
 pub use confine::{confine_write, writable_roots, ConfineError, RootList, WriteTarget};
 pub use edit::{EditFileTool, MultiEditTool};
-pub use jobs::{JobId, JobStatus, JobTable};
+pub use jobs::{Job, JobId, JobStatus, JobTable};
 pub use read::ReadFileTool;
 pub use search::{GlobTool, GrepTool, LsTool};
 pub use todo::TodoWriteTool;
@@ -45,12 +45,18 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// A successful result.
     pub fn ok(text: impl Into<String>) -> Self {
-        Self { text: text.into(), is_error: false }
+        Self {
+            text: text.into(),
+            is_error: false,
+        }
     }
 
     /// A failed result; tool errors go back to the model, they never abort the loop.
     pub fn err(text: impl Into<String>) -> Self {
-        Self { text: text.into(), is_error: true }
+        Self {
+            text: text.into(),
+            is_error: true,
+        }
     }
 }
 
@@ -112,7 +118,8 @@ impl ToolContext {
     /// 120 s bash timeout, a fresh job table, no hook, an empty plan. `workspace` is
     /// canonicalised when possible (so confinement compares resolved paths).
     pub fn new(workspace: &Path, sandbox: Arc<Sandbox>) -> Self {
-        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let workspace =
+            std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
         Self {
             allow_write: Vec::new(),
             forbid_read: sandbox.config().forbid_read.clone(),
@@ -301,7 +308,11 @@ pub(crate) fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 /// Parses a tool's arguments, or gives the error result the model should see.
 pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
     // Some models send `null` or nothing for tools without required parameters.
-    let args = if args.is_null() { Value::Object(serde_json::Map::new()) } else { args };
+    let args = if args.is_null() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        args
+    };
     serde_json::from_value(args)
         .map_err(|e| ToolOutput::err(format!("invalid arguments for {tool}: {e}")))
 }

@@ -94,7 +94,10 @@ fn read(ctx: &ToolContext, a: &Args) -> ToolOutput {
     // Peek for a NUL without consuming: fill_buf may return less than 8 KiB, so read the peek
     // separately and chain it back in front.
     let mut peek = Vec::with_capacity(BINARY_PEEK);
-    if let Err(e) = (&mut reader).take(BINARY_PEEK as u64).read_to_end(&mut peek) {
+    if let Err(e) = (&mut reader)
+        .take(BINARY_PEEK as u64)
+        .read_to_end(&mut peek)
+    {
         return ToolOutput::err(format!("read {shown}: {}", io_text(&e)));
     }
     if peek.contains(&0) {
@@ -102,9 +105,15 @@ fn read(ctx: &ToolContext, a: &Args) -> ToolOutput {
             "binary file {shown} (NUL byte detected); use `bash` with xxd or hexdump to inspect it"
         ));
     }
-    let mut body = peek.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&peek).chain(reader);
+    let mut body = peek
+        .strip_prefix(b"\xEF\xBB\xBF")
+        .unwrap_or(&peek)
+        .chain(reader);
     let offset = a.offset.unwrap_or(0) as usize;
-    let limit = a.limit.map(|l| l.max(1) as usize).unwrap_or(READ_DEFAULT_LIMIT);
+    let limit = a
+        .limit
+        .map(|l| l.max(1) as usize)
+        .unwrap_or(READ_DEFAULT_LIMIT);
 
     let mut collected: Vec<String> = Vec::new();
     let mut line_no = 0usize;
@@ -130,7 +139,8 @@ fn read(ctx: &ToolContext, a: &Args) -> ToolOutput {
         line = line.strip_suffix(b"\r").unwrap_or(line);
         let mut text = String::from_utf8_lossy(line).into_owned();
         if text.chars().count() > READ_MAX_LINE_CHARS {
-            text = text.chars().take(READ_MAX_LINE_CHARS).collect::<String>() + "… [line truncated]";
+            text =
+                text.chars().take(READ_MAX_LINE_CHARS).collect::<String>() + "… [line truncated]";
         }
         collected.push(text);
     }
@@ -138,7 +148,9 @@ fn read(ctx: &ToolContext, a: &Args) -> ToolOutput {
         return ToolOutput::ok("(empty file)");
     }
     if collected.is_empty() {
-        return ToolOutput::ok(format!("(offset {offset} is past EOF — file has {line_no} lines)"));
+        return ToolOutput::ok(format!(
+            "(offset {offset} is past EOF — file has {line_no} lines)"
+        ));
     }
     let width = (offset + collected.len()).to_string().len();
     let mut out = String::new();

@@ -25,13 +25,26 @@ pub const GREP_MAX_LINE_CHARS: usize = 300;
 const GREP_COLLECT_LIMIT: usize = 10_000;
 /// Directories `ls` never descends into.
 pub const LS_SKIP_DIRS: [&str; 12] = [
-    ".git", ".hg", ".svn", "node_modules", "target", "__pycache__", ".venv", "venv",
-    ".mypy_cache", ".pytest_cache", ".tox", ".next",
+    ".git",
+    ".hg",
+    ".svn",
+    "node_modules",
+    "target",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".tox",
+    ".next",
 ];
 
 /// Canonical forms of the forbid_read roots, for walkers to prune.
 fn forbidden_roots(ctx: &ToolContext) -> Vec<PathBuf> {
-    ctx.forbid_read.iter().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())).collect()
+    ctx.forbid_read
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------- ls
@@ -88,11 +101,15 @@ fn ls(ctx: &ToolContext, raw: &str, recursive: bool) -> ToolOutput {
     let root = ctx.resolve(raw);
     let shown = ctx.display(&root);
     if ctx.is_forbidden_read(&root) {
-        return ToolOutput::err(format!("ls {shown}: refused, the path is in a forbid_read location"));
+        return ToolOutput::err(format!(
+            "ls {shown}: refused, the path is in a forbid_read location"
+        ));
     }
     match std::fs::metadata(&root) {
         Ok(m) if !m.is_dir() => {
-            return ToolOutput::err(format!("{shown} is a file, not a directory — use read_file to read it"))
+            return ToolOutput::err(format!(
+                "{shown} is a file, not a directory — use read_file to read it"
+            ))
         }
         Ok(_) => {}
         Err(e) => return ToolOutput::err(format!("ls {shown}: {}", io_text(&e))),
@@ -144,7 +161,10 @@ fn list_dir(
         }
         out.push(format!("{rel}/"));
         let full = dir.join(&name);
-        if recursive && !LS_SKIP_DIRS.contains(&name.as_str()) && !forbidden.iter().any(|f| full.starts_with(f)) {
+        if recursive
+            && !LS_SKIP_DIRS.contains(&name.as_str())
+            && !forbidden.iter().any(|f| full.starts_with(f))
+        {
             // An unreadable subdirectory is listed but not entered.
             let _ = list_dir(&full, &format!("{rel}/"), recursive, forbidden, out);
         }
@@ -214,7 +234,10 @@ fn literal_base(pattern: &str) -> (String, String) {
 
 fn glob(ctx: &ToolContext, pattern: &str) -> ToolOutput {
     let ws_prefix = format!("{}/", ctx.workspace.display());
-    let pat = pattern.strip_prefix(&ws_prefix).unwrap_or(pattern).trim_start_matches("./");
+    let pat = pattern
+        .strip_prefix(&ws_prefix)
+        .unwrap_or(pattern)
+        .trim_start_matches("./");
     if pat.is_empty() {
         return ToolOutput::err("pattern is required");
     }
@@ -224,12 +247,19 @@ fn glob(ctx: &ToolContext, pattern: &str) -> ToolOutput {
             ctx.workspace.display()
         ));
     }
-    let matcher = match globset::GlobBuilder::new(pat).literal_separator(true).build() {
+    let matcher = match globset::GlobBuilder::new(pat)
+        .literal_separator(true)
+        .build()
+    {
         Ok(g) => g.compile_matcher(),
         Err(e) => return ToolOutput::err(format!("invalid glob pattern {pattern}: {e}")),
     };
     let (base, _) = literal_base(pat);
-    let start = if base.is_empty() { ctx.workspace.clone() } else { ctx.workspace.join(&base) };
+    let start = if base.is_empty() {
+        ctx.workspace.clone()
+    } else {
+        ctx.workspace.join(&base)
+    };
     if !start.exists() {
         return ToolOutput::ok(format!("no files match {pattern}"));
     }
@@ -239,7 +269,9 @@ fn glob(ctx: &ToolContext, pattern: &str) -> ToolOutput {
     walker(&start, false, &forbidden).build_parallel().run(|| {
         let (found, ws, matcher) = (&found, &ws, &matcher);
         Box::new(move |entry| {
-            let Ok(entry) = entry else { return WalkState::Continue };
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
             if entry.file_type().is_some_and(|t| t.is_dir()) {
                 return WalkState::Continue;
             }
@@ -280,7 +312,12 @@ fn walker(start: &Path, skip_hidden: bool, forbidden: &[PathBuf]) -> WalkBuilder
         .parents(true)
         .require_git(false)
         .follow_links(false)
-        .threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8))
+        .threads(
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+                .min(8),
+        )
         .filter_entry(move |e| {
             e.file_name() != ".git" && !forbidden.iter().any(|f| e.path().starts_with(f))
         });
@@ -358,7 +395,10 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
     if a.pattern.is_empty() {
         return ToolOutput::err("pattern is required");
     }
-    let re = match regex::bytes::RegexBuilder::new(&a.pattern).multi_line(true).build() {
+    let re = match regex::bytes::RegexBuilder::new(&a.pattern)
+        .multi_line(true)
+        .build()
+    {
         Ok(r) => r,
         Err(e) => return ToolOutput::err(format!("invalid regex {}: {e}", a.pattern)),
     };
@@ -366,12 +406,18 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
     let root = ctx.resolve(raw);
     let shown = ctx.display(&root);
     if ctx.is_forbidden_read(&root) {
-        return ToolOutput::err(format!("grep {shown}: refused, the path is in a forbid_read location"));
+        return ToolOutput::err(format!(
+            "grep {shown}: refused, the path is in a forbid_read location"
+        ));
     }
     if let Err(e) = std::fs::metadata(&root) {
         return ToolOutput::err(format!("grep {shown}: {}", io_text(&e)));
     }
-    let timeout = Duration::from_secs(a.timeout_seconds.unwrap_or(GREP_DEFAULT_TIMEOUT_SECS).max(1));
+    let timeout = Duration::from_secs(
+        a.timeout_seconds
+            .unwrap_or(GREP_DEFAULT_TIMEOUT_SECS)
+            .max(1),
+    );
     let deadline = Instant::now() + timeout;
     let timed_out = AtomicBool::new(false);
     let count = AtomicUsize::new(0);
@@ -387,7 +433,9 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
             if count.load(Ordering::Relaxed) >= GREP_COLLECT_LIMIT {
                 return WalkState::Quit;
             }
-            let Ok(entry) = entry else { return WalkState::Continue };
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
@@ -404,7 +452,10 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
     if hits.is_empty() {
         let mut text = format!("no matches for {} in {shown}", a.pattern);
         if timed_out {
-            text.push_str(&format!(" (search stopped after {} s; results are incomplete)", timeout.as_secs()));
+            text.push_str(&format!(
+                " (search stopped after {} s; results are incomplete)",
+                timeout.as_secs()
+            ));
         }
         return ToolOutput::ok(text);
     }
@@ -415,20 +466,29 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
         text.push_str(&format!("{}:{}:{}\n", h.path, h.line, h.text));
     }
     if total > GREP_MAX_RESULTS {
-        let at_least = if total >= GREP_COLLECT_LIMIT { "at least " } else { "" };
+        let at_least = if total >= GREP_COLLECT_LIMIT {
+            "at least "
+        } else {
+            ""
+        };
         text.push_str(&format!(
             "[showing the first {GREP_MAX_RESULTS} of {at_least}{total} matches; narrow the pattern or path]\n"
         ));
     }
     if timed_out {
-        text.push_str(&format!("[search stopped after {} s; results are incomplete]\n", timeout.as_secs()));
+        text.push_str(&format!(
+            "[search stopped after {} s; results are incomplete]\n",
+            timeout.as_secs()
+        ));
     }
     ToolOutput::ok(text)
 }
 
 /// Matching lines of one file; binary files (NUL in the first 8 KiB) give none.
 fn search_file(path: &Path, re: &regex::bytes::Regex, ctx: &ToolContext) -> Vec<Hit> {
-    let Ok(buf) = std::fs::read(path) else { return Vec::new() };
+    let Ok(buf) = std::fs::read(path) else {
+        return Vec::new();
+    };
     if buf[..buf.len().min(BINARY_PEEK)].contains(&0) {
         return Vec::new();
     }
@@ -437,10 +497,21 @@ fn search_file(path: &Path, re: &regex::bytes::Regex, ctx: &ToolContext) -> Vec<
     let mut line_no = 1;
     let mut counted_to = 0;
     while pos <= buf.len() {
-        let Some(m) = re.find_at(&buf, pos) else { break };
-        let line_start = buf[..m.start()].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let line_end = buf[m.start()..].iter().position(|&b| b == b'\n').map_or(buf.len(), |i| m.start() + i);
-        line_no += buf[counted_to..line_start].iter().filter(|&&b| b == b'\n').count();
+        let Some(m) = re.find_at(&buf, pos) else {
+            break;
+        };
+        let line_start = buf[..m.start()]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let line_end = buf[m.start()..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |i| m.start() + i);
+        line_no += buf[counted_to..line_start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
         counted_to = line_start;
         let mut line = &buf[line_start..line_end];
         line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -448,7 +519,11 @@ fn search_file(path: &Path, re: &regex::bytes::Regex, ctx: &ToolContext) -> Vec<
         if text.chars().count() > GREP_MAX_LINE_CHARS {
             text = text.chars().take(GREP_MAX_LINE_CHARS).collect::<String>() + "…";
         }
-        out.push(Hit { path: ctx.display(path), line: line_no, text });
+        out.push(Hit {
+            path: ctx.display(path),
+            line: line_no,
+            text,
+        });
         if out.len() >= GREP_MAX_RESULTS {
             break; // one file cannot contribute more than the visible cap
         }

@@ -99,7 +99,11 @@ impl Tool for TodoWriteTool {
         }
         let done = a.todos.iter().filter(|t| t.status == "completed").count();
         text.push_str(&format!("({done}/{} done)", a.todos.len()));
-        let stored: Vec<Value> = a.todos.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+        let stored: Vec<Value> = a
+            .todos
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect();
         *lock(&ctx.todos) = stored;
         ToolOutput::ok(text)
     }

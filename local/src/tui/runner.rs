@@ -1,0 +1,441 @@
+//! [`run_tui`]: terminal setup and the event loop. Input is read on a thread, every request
+//! to the host runs on its own task, and the screen is redrawn on a tick and after every
+//! event, so the UI never waits for the network.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event as TermEvent,
+    KeyCode, KeyEventKind, KeyModifiers, KeyboardEnhancementFlags, PopKeyboardEnhancementFlags,
+    PushKeyboardEnhancementFlags,
+};
+use crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+use reasonix_forward::proto::{OpenSession, Request, Response, SessionSettings};
+use reasonix_forward::rpc::CallError;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::app::{Action, App, AppEvent, AppSettings, OpenParams};
+use super::prompter::TuiPrompts;
+use super::{osc52, render};
+use crate::client::{Client, ClientOptions};
+use crate::config::Config;
+use crate::connect::Connector;
+use crate::gateway::Gateway;
+
+/// How the TUI starts.
+#[derive(Debug, Default)]
+pub struct TuiOptions {
+    /// Workspace label for the status bar: `host:/path` or a local path.
+    pub workspace: String,
+    /// Resume this session.
+    pub session: Option<String>,
+    /// Resume the most recent session (else a new one is started).
+    pub continue_last: bool,
+    /// Take the driver role from another client.
+    pub takeover: bool,
+    /// Model label (`provider/model`, provider or model name).
+    pub model: Option<String>,
+    /// Questions and progress from a [`super::TuiPrompter`] (remote mode).
+    pub prompts: Option<TuiPrompts>,
+}
+
+/// UI settings derived from the configuration: model list, prices, permission mode.
+pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -> AppSettings {
+    let mut models = Vec::new();
+    let mut prices = HashMap::new();
+    for p in &config.providers {
+        for m in &p.models {
+            let label = format!("{}/{m}", p.name);
+            if let Ok(r) = config.resolve_model(Some(&label)) {
+                if let Some(pr) = r.prices {
+                    prices.insert(label.clone(), pr);
+                    // Usage events carry the bare model name the provider reported.
+                    prices.entry(m.clone()).or_insert(pr);
+                }
+            }
+            models.push(label);
+        }
+    }
+    AppSettings {
+        workspace,
+        models,
+        model: model.or_else(|| config.default_model.clone()),
+        prices,
+        mode: config.permissions.mode.as_str().to_string(),
+    }
+}
+
+fn session_settings(config: &Config, model: Option<String>) -> SessionSettings {
+    SessionSettings {
+        model: model.or_else(|| config.default_model.clone()),
+        mode: Some(config.permissions.mode.as_str().to_string()),
+        headless: false,
+        max_steps: Some(config.agent.max_steps),
+        rules: Some(json!({
+            "allow": config.permissions.allow,
+            "ask": config.permissions.ask,
+            "deny": config.permissions.deny,
+        })),
+        bash_timeout_seconds: Some(config.tools.bash_timeout_seconds),
+    }
+}
+
+/// Puts the terminal back however the TUI ends (return, error or panic).
+struct TermGuard {
+    enhanced: bool,
+}
+
+fn restore_terminal(enhanced: bool) {
+    let mut out = std::io::stdout();
+    if enhanced {
+        let _ = crossterm::execute!(out, PopKeyboardEnhancementFlags);
+    }
+    let _ = crossterm::execute!(
+        out,
+        DisableMouseCapture,
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = disable_raw_mode();
+}
+
+impl Drop for TermGuard {
+    fn drop(&mut self) {
+        restore_terminal(self.enhanced);
+    }
+}
+
+enum Input {
+    Term(TermEvent),
+    Failed(String),
+}
+
+/// Read terminal input on a thread (crossterm's reader blocks); stops when `stop` is set.
+fn spawn_input(tx: mpsc::UnboundedSender<Input>, stop: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match crossterm::event::poll(Duration::from_millis(50)) {
+                Ok(true) => match crossterm::event::read() {
+                    Ok(ev) => {
+                        if tx.send(Input::Term(ev)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Input::Failed(e.to_string()));
+                        return;
+                    }
+                },
+                Ok(false) => {}
+                Err(e) => {
+                    let _ = tx.send(Input::Failed(e.to_string()));
+                    return;
+                }
+            }
+        }
+    });
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Run the full-screen TUI against the host behind `connector` until the user quits.
+/// Returns the process exit code.
+pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOptions) -> i32 {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        eprintln!("reasonix: the TUI needs a terminal; use `reasonix run \"PROMPT\"` for scripts");
+        return 2;
+    }
+    let workspace = if opts.workspace.is_empty() {
+        connector.describe()
+    } else {
+        opts.workspace.clone()
+    };
+    let mut app = App::new(app_settings(&config, workspace, opts.model.clone()));
+    let gateway = Arc::new(Gateway::new(&config));
+    let (client, mut client_rx) = Client::start(connector, gateway, ClientOptions::default());
+    let (app_tx, mut app_rx) = mpsc::unbounded_channel::<AppEvent>();
+    if let Some(mut prompts) = opts.prompts {
+        let tx = app_tx.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = prompts.rx.recv().await {
+                if tx.send(ev).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    // Terminal setup; the guard and the panic hook both restore it.
+    if let Err(e) = enable_raw_mode() {
+        eprintln!("reasonix: cannot switch the terminal to raw mode: {e}");
+        return 2;
+    }
+    let enhanced = matches!(crossterm::terminal::supports_keyboard_enhancement(), Ok(true));
+    let guard = TermGuard { enhanced };
+    let mut out = std::io::stdout();
+    if let Err(e) = crossterm::execute!(out, EnterAlternateScreen, EnableBracketedPaste, EnableMouseCapture) {
+        drop(guard);
+        eprintln!("reasonix: cannot set up the terminal: {e}");
+        return 2;
+    }
+    if enhanced {
+        // Lets Shift+Enter arrive as itself instead of a plain Enter.
+        let _ = crossterm::execute!(
+            out,
+            PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
+        );
+    }
+    let prev_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal(enhanced);
+        prev_hook(info);
+    }));
+    let mut terminal = match Terminal::new(CrosstermBackend::new(std::io::stdout())) {
+        Ok(t) => t,
+        Err(e) => {
+            drop(guard);
+            eprintln!("reasonix: cannot start the terminal UI: {e}");
+            return 2;
+        }
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (input_tx, mut input_rx) = mpsc::unbounded_channel();
+    spawn_input(input_tx, Arc::clone(&stop));
+
+    let ctx = Exec {
+        client: client.clone(),
+        config: Arc::new(config),
+        tx: app_tx.clone(),
+        in_tmux: std::env::var_os("TMUX").is_some(),
+    };
+    let start = Instant::now();
+    let new = opts.session.is_none() && !opts.continue_last;
+    let first = app.open(opts.session.clone(), new, opts.takeover);
+    let mut quit = ctx.run_all(first);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut client_open = true;
+    let mut code = 0;
+    while !quit {
+        app.tick(start.elapsed().as_millis() as i64, wall_ms());
+        if let Err(e) = terminal.draw(|f| render::render(&app, f)) {
+            tracing::error!("draw failed: {e}");
+            code = 1;
+            break;
+        }
+        let mut actions = Vec::new();
+        let mut clear = false;
+        tokio::select! {
+            ev = client_rx.recv(), if client_open => match ev {
+                Some(ev) => actions.extend(app.handle_event(ev)),
+                None => client_open = false,
+            },
+            Some(ev) = app_rx.recv() => actions.extend(app.handle(ev)),
+            input = input_rx.recv() => match input {
+                Some(Input::Term(ev)) => {
+                    if let TermEvent::Key(k) = &ev {
+                        clear = k.kind != KeyEventKind::Release
+                            && k.code == KeyCode::Char('l')
+                            && k.modifiers.contains(KeyModifiers::CONTROL);
+                    }
+                    actions.extend(handle_term(&mut app, ev));
+                }
+                Some(Input::Failed(e)) => {
+                    tracing::error!("terminal input failed: {e}");
+                    code = 1;
+                    break;
+                }
+                None => break,
+            },
+            _ = tick.tick() => {}
+        }
+        // Drain whatever else is ready so a fast stream is drawn once per batch.
+        for _ in 0..512 {
+            let mut any = false;
+            if client_open {
+                if let Ok(ev) = client_rx.try_recv() {
+                    actions.extend(app.handle_event(ev));
+                    any = true;
+                }
+            }
+            if let Ok(ev) = app_rx.try_recv() {
+                actions.extend(app.handle(ev));
+                any = true;
+            }
+            if let Ok(Input::Term(ev)) = input_rx.try_recv() {
+                actions.extend(handle_term(&mut app, ev));
+                any = true;
+            }
+            if !any {
+                break;
+            }
+        }
+        if clear {
+            let _ = terminal.clear();
+        }
+        quit = ctx.run_all(actions) || app.should_quit();
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(terminal);
+    drop(guard);
+    code
+}
+
+fn handle_term(app: &mut App, ev: TermEvent) -> Vec<Action> {
+    match ev {
+        TermEvent::Key(k) => app.handle_key(k),
+        TermEvent::Paste(s) => app.handle_paste(&s),
+        TermEvent::Mouse(m) => app.handle_mouse(m),
+        // The next draw picks up the new size.
+        TermEvent::Resize(_, _) | TermEvent::FocusGained | TermEvent::FocusLost => Vec::new(),
+    }
+}
+
+/// Executes actions: each request on its own task, answers back as [`AppEvent`]s.
+struct Exec {
+    client: Client,
+    config: Arc<Config>,
+    tx: mpsc::UnboundedSender<AppEvent>,
+    in_tmux: bool,
+}
+
+fn call_error(e: CallError) -> String {
+    match e {
+        CallError::Remote(r) => r.message,
+        CallError::Link(l) => format!("the link dropped before the host answered ({l}); check the transcript and retry if needed"),
+    }
+}
+
+impl Exec {
+    /// Run actions; true when one of them is Quit.
+    fn run_all(&self, actions: Vec<Action>) -> bool {
+        let mut quit = false;
+        for a in actions {
+            quit |= self.run(a);
+        }
+        quit
+    }
+
+    fn request<F>(&self, what: &str, req: Request, on_ok: F)
+    where
+        F: FnOnce(Response) -> Option<AppEvent> + Send + 'static,
+    {
+        let client = self.client.clone();
+        let tx = self.tx.clone();
+        let what = what.to_string();
+        tokio::spawn(async move {
+            let ev = match client.request(req).await {
+                Ok(r) => on_ok(r),
+                // A replaced link re-opens the session itself (Reattached); an open that
+                // died with the old link needs no message.
+                Err(CallError::Link(_)) if what == "open session" => None,
+                Err(e) => Some(AppEvent::RequestFailed {
+                    what,
+                    message: call_error(e),
+                }),
+            };
+            if let Some(ev) = ev {
+                let _ = tx.send(ev);
+            }
+        });
+    }
+
+    fn run(&self, action: Action) -> bool {
+        match action {
+            Action::OpenSession(OpenParams {
+                session,
+                new,
+                since,
+                takeover,
+                model,
+            }) => {
+                let open = OpenSession {
+                    session,
+                    new,
+                    since,
+                    read_only: false,
+                    takeover,
+                    settings: session_settings(&self.config, model),
+                };
+                self.request("open session", Request::OpenSession(open), |r| match r {
+                    Response::SessionOpened(o) => Some(AppEvent::SessionOpened(o)),
+                    other => Some(AppEvent::RequestFailed {
+                        what: "open session".into(),
+                        message: format!("unexpected answer {other:?}"),
+                    }),
+                });
+            }
+            Action::Submit { request_id, text } => {
+                self.request("submit", Request::SubmitTurn { request_id, text }, |_| None);
+            }
+            Action::ContinueTurn { request_id } => {
+                self.request("continue", Request::ContinueTurn { request_id }, |_| None);
+            }
+            Action::Cancel { request_id } => {
+                self.request("cancel", Request::Cancel { request_id }, |_| None);
+            }
+            Action::Approve {
+                request_id,
+                approval_id,
+                decision,
+            } => {
+                self.request(
+                    "approval",
+                    Request::Approve {
+                        request_id,
+                        approval_id,
+                        decision,
+                    },
+                    |_| None,
+                );
+            }
+            Action::Takeover => {
+                self.request("takeover", Request::Takeover, |_| Some(AppEvent::TookOver));
+            }
+            Action::ListSessions => {
+                self.request("list sessions", Request::ListSessions, |r| match r {
+                    Response::Sessions { sessions } => Some(AppEvent::Sessions(sessions)),
+                    _ => None,
+                });
+            }
+            Action::ListDir { path } => {
+                let p = path.clone();
+                self.request(&format!("list_dir:{path}"), Request::ListDir { path }, move |r| match r {
+                    Response::DirEntries { entries } => Some(AppEvent::DirEntries { path: p, entries }),
+                    _ => None,
+                });
+            }
+            Action::Status => {
+                self.request("status", Request::Status, |r| match r {
+                    Response::Status(s) => Some(AppEvent::Status(s)),
+                    _ => None,
+                });
+            }
+            Action::Copy(text) => {
+                let seq = osc52::sequence(&text, self.in_tmux);
+                let mut out = std::io::stdout();
+                let _ = out.write_all(seq.as_bytes());
+                let _ = out.flush();
+            }
+            Action::RetryNow => self.client.retry_now(),
+            Action::Quit => return true,
+        }
+        false
+    }
+}

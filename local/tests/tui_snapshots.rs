@@ -1,0 +1,273 @@
+//! Snapshot tests of every TUI screen and modal, rendered with ratatui's TestBackend at a
+//! narrow (60×20) and a wide (120×40) size. Review changes with `cargo insta review` or by
+//! reading the `.snap` files under `tests/snapshots/`.
+
+mod tui_common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crossterm::event::KeyCode;
+use reasonix_bootstrap::{HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, SecretPurpose, Stage};
+use reasonix_forward::proto::{
+    ClientRole, DaemonStatus, DirEntry, EventKind, SessionInfo, TurnState,
+};
+use reasonix_local::client::{ClientEvent, ConnState};
+use reasonix_local::tui::{App, AppEvent, PromptRequest};
+use tui_common::*;
+
+const SIZES: [(u16, u16); 2] = [(60, 20), (120, 40)];
+
+fn snap(name: &str, app: &App) {
+    for (w, h) in SIZES {
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), draw(app, w, h));
+    }
+}
+
+#[test]
+fn welcome_screen() {
+    let mut app = App::new(settings());
+    connected(&mut app, ClientRole::Driver);
+    // The "new session" notice makes the transcript non-empty; clear it to see the welcome.
+    type_str(&mut app, "/clear");
+    app.handle_key(key(KeyCode::Enter));
+    snap("welcome", &app);
+}
+
+#[test]
+fn transcript_with_markdown_reasoning_tools_and_diff() {
+    let app = busy_app();
+    snap("transcript", &app);
+}
+
+#[test]
+fn transcript_with_reasoning_expanded_and_scrolled_up() {
+    let mut app = busy_app();
+    app.handle_key(ctrl('r'));
+    draw(&app, 120, 40);
+    app.handle_key(key(KeyCode::PageUp));
+    snap("transcript_reasoning_scrolled", &app);
+}
+
+#[test]
+fn composer_multiline_with_slash_completion() {
+    let mut app = busy_app();
+    type_str(&mut app, "/s");
+    snap("composer_slash_completion", &app);
+    let mut app = busy_app();
+    type_str(&mut app, "first line");
+    app.handle_key(crossterm::event::KeyEvent::new(KeyCode::Enter, crossterm::event::KeyModifiers::ALT));
+    type_str(&mut app, "second line, a bit longer so that it wraps on the narrow terminal width");
+    snap("composer_multiline", &app);
+}
+
+#[test]
+fn composer_with_path_completion() {
+    let mut app = busy_app();
+    let actions = type_str(&mut app, "look at @s");
+    assert!(actions.iter().any(|a| matches!(a, reasonix_local::tui::Action::ListDir { path } if path.is_empty())));
+    app.handle(AppEvent::DirEntries {
+        path: String::new(),
+        entries: vec![
+            DirEntry { name: "Cargo.toml".into(), is_dir: false },
+            DirEntry { name: "scripts".into(), is_dir: true },
+            DirEntry { name: "src".into(), is_dir: true },
+            DirEntry { name: "setup.sh".into(), is_dir: false },
+            DirEntry { name: ".secret".into(), is_dir: false },
+        ],
+    });
+    snap("composer_path_completion", &app);
+}
+
+fn approval_app(tool: &str, args: serde_json::Value) -> App {
+    let mut app = busy_app();
+    let mut f = Feed { seq: 100, turn: 1 };
+    let c = call("c9", tool, args);
+    f.ev(&mut app, 3.0, EventKind::AssistantMessage { content: String::new(), reasoning: None, tool_calls: vec![c.clone()] });
+    f.ev(&mut app, 3.1, EventKind::ApprovalRequested {
+        approval_id: "ap-c9".into(),
+        tool: c.name.clone(),
+        arguments: c.arguments.clone(),
+        reason: format!("{tool} writes files; permission mode is ask"),
+        preview: None,
+    });
+    app.handle_event(ClientEvent::State { state: TurnState::WaitingForApproval, detail: Some("waiting for approval".into()) });
+    app
+}
+
+#[test]
+fn approval_modal_for_an_edit() {
+    let app = approval_app(
+        "multi_edit",
+        serde_json::json!({
+            "path": "src/config.rs",
+            "edits": [
+                {"old_string": "const RETRIES: u32 = 3;\n", "new_string": "const RETRIES: u32 = 10;\n"},
+                {"old_string": "fn backoff(n: u32) -> u64 {\n    500 * n as u64\n}\n", "new_string": "fn backoff(n: u32) -> u64 {\n    (500u64 << n.min(5)).min(15_000)\n}\n", "replace_all": false},
+            ]
+        }),
+    );
+    snap("approval_edit", &app);
+}
+
+#[test]
+fn approval_modal_for_bash() {
+    let app = approval_app("bash", serde_json::json!({"command": "rm -rf target/debug/incremental && cargo build", "run_in_background": false}));
+    snap("approval_bash", &app);
+}
+
+fn host_key(status: HostKeyStatus) -> HostKeyQuestion {
+    HostKeyQuestion {
+        host: "build-box".into(),
+        port: 2222,
+        key_type: "ssh-ed25519".into(),
+        fingerprint_sha256: "SHA256:Vj1Hc0aV9bSxq3Zl8r0M2dZ0eUq1n8k3sV6m6c8pQ2E".into(),
+        status,
+    }
+}
+
+#[test]
+fn host_key_unknown_modal() {
+    let mut app = App::new(settings());
+    let (reply, _rx) = tokio::sync::oneshot::channel();
+    app.handle(AppEvent::Prompt(PromptRequest::HostKey { question: host_key(HostKeyStatus::Unknown), reply }));
+    snap("hostkey_unknown", &app);
+}
+
+#[test]
+fn host_key_changed_modal() {
+    let mut app = App::new(settings());
+    app.handle(AppEvent::HostKeyRefused(host_key(HostKeyStatus::Changed {
+        old_fingerprint: "SHA256:0ldF1ngerPr1ntxxxxxxxxxxxxxxxxxxxxxxxxxxxx".into(),
+        old_key_type: "ssh-ed25519".into(),
+        known_hosts_file: PathBuf::from("/home/dev/.ssh/known_hosts"),
+        line: 12,
+    })));
+    snap("hostkey_changed", &app);
+}
+
+#[test]
+fn secret_and_keyboard_interactive_modals() {
+    let mut app = App::new(settings());
+    let (reply, _rx) = tokio::sync::oneshot::channel();
+    app.handle(AppEvent::Prompt(PromptRequest::Secret {
+        prompt: SecretPrompt {
+            prompt: "Enter passphrase for key '/home/dev/.ssh/id_ed25519': ".into(),
+            echo: false,
+            purpose: SecretPurpose::Passphrase { path: PathBuf::from("/home/dev/.ssh/id_ed25519") },
+        },
+        reply,
+    }));
+    type_str(&mut app, "hunter2");
+    let screen = draw(&app, 60, 20);
+    assert!(!screen.contains("hunter2"), "a hidden secret must not be drawn");
+    snap("secret_prompt", &app);
+
+    let mut app = App::new(settings());
+    let (reply, _rx) = tokio::sync::oneshot::channel();
+    app.handle(AppEvent::Prompt(PromptRequest::Keyboard {
+        round: KbdRound {
+            user: "dev".into(),
+            host: "build-box".into(),
+            name: "Two-factor login".into(),
+            instructions: "Use your password, then the 6-digit code from your authenticator app.".into(),
+            prompts: vec![("Password:".into(), false), ("Verification code:".into(), true)],
+        },
+        reply,
+    }));
+    type_str(&mut app, "pw");
+    app.handle_key(key(KeyCode::Enter));
+    type_str(&mut app, "123");
+    snap("keyboard_interactive", &app);
+}
+
+#[test]
+fn bootstrap_progress_modal() {
+    let mut app = App::new(settings());
+    app.handle(AppEvent::Progress { stage: Stage::Auth, detail: "publickey".into(), amount: None });
+    app.handle(AppEvent::Banner("Authorized use only. Activity is logged.".into()));
+    app.handle(AppEvent::Progress {
+        stage: Stage::Upload,
+        detail: "reasonix-remote".into(),
+        amount: Some((3 * 1024 * 1024 + 300_000, 7 * 1024 * 1024)),
+    });
+    snap("bootstrap_progress", &app);
+}
+
+#[test]
+fn status_bar_states() {
+    // Reconnecting: attempt, countdown and last contact.
+    let mut app = busy_app();
+    app.handle_event(ClientEvent::Connection(ConnState::Reconnecting {
+        attempt: 3,
+        next_in: Duration::from_millis(1400),
+        last_contact_secs: 17,
+        reason: "connection reset by peer".into(),
+    }));
+    snap("status_reconnecting", &app);
+
+    // Waiting for laptop (the turn needs the gateway).
+    let mut app = busy_app();
+    app.handle_event(ClientEvent::State {
+        state: TurnState::WaitingForLaptop,
+        detail: Some("waiting for laptop to serve the model request".into()),
+    });
+    snap("status_waiting_for_laptop", &app);
+
+    // Read-only spectator.
+    let mut app = App::new(settings());
+    app.tick(0, BASE_WALL_MS);
+    connected(&mut app, ClientRole::Spectator);
+    let mut f = Feed::new();
+    f.ev(&mut app, 0.0, EventKind::UserTurn { request_id: "other".into(), text: "summarise the README".into() });
+    f.ev(&mut app, 0.4, EventKind::TextDelta { text: "The README explains how to build".into() });
+    app.handle_event(ClientEvent::State { state: TurnState::Running, detail: None });
+    snap("status_spectator", &app);
+
+    // Failed for good.
+    let mut app = App::new(settings());
+    app.handle_event(ClientEvent::Connection(ConnState::Failed {
+        reason: "build mismatch: reasonix is build aaa but the host's reasonix-remote is build bbb".into(),
+    }));
+    snap("status_failed", &app);
+}
+
+#[test]
+fn help_status_sessions_and_model_overlays() {
+    let mut app = busy_app();
+    type_str(&mut app, "/help");
+    app.handle_key(key(KeyCode::Enter));
+    snap("overlay_help", &app);
+
+    let mut app = busy_app();
+    type_str(&mut app, "/status");
+    let actions = app.handle_key(key(KeyCode::Enter));
+    assert_eq!(actions, vec![reasonix_local::tui::Action::Status]);
+    app.handle(AppEvent::Status(DaemonStatus {
+        build_id: "0.1.0-3f9c2e1".into(),
+        pid: 41_235,
+        uptime_secs: 7_384,
+        workspace: "/home/dev/project".into(),
+        sandbox: "bwrap".into(),
+        clients: 2,
+        sessions: 5,
+        unclean_previous_shutdown: None,
+    }));
+    snap("overlay_status", &app);
+
+    let mut app = busy_app();
+    type_str(&mut app, "/sessions");
+    app.handle_key(key(KeyCode::Enter));
+    app.handle(AppEvent::Sessions(vec![
+        SessionInfo { id: "20260501-100000-7f3a".into(), created: "2026-05-01T10:00:00Z".into(), turns: 1, last_seq: 14, title: "Fix the off-by-one in src/range.rs and run the tests".into(), state: TurnState::Running },
+        SessionInfo { id: "20260430-162210-1b2c".into(), created: "2026-04-30T16:22:10Z".into(), turns: 7, last_seq: 210, title: "Add retries with backoff to the HTTP client".into(), state: TurnState::Idle },
+        SessionInfo { id: "20260429-091500-99aa".into(), created: "2026-04-29T09:15:00Z".into(), turns: 2, last_seq: 31, title: "Explain the build".into(), state: TurnState::Idle },
+    ]));
+    app.handle_key(key(KeyCode::Down));
+    snap("overlay_sessions", &app);
+
+    let mut app = busy_app();
+    type_str(&mut app, "/model");
+    app.handle_key(key(KeyCode::Enter));
+    snap("overlay_model", &app);
+}
