@@ -99,11 +99,9 @@ where
     Ok((reader, welcome))
 }
 
-/// What the preamble line said.
+/// What the preamble line said (its build id is repeated in the `Welcome`).
 struct Preamble {
     protocol: u32,
-    #[allow(dead_code)] // kept for debugging output; the Welcome carries the same id
-    build_id: String,
 }
 
 /// Skip up to `max_garbage` bytes until `REASONIX-LINK/<n> ` and read the rest of that line.
@@ -197,17 +195,14 @@ where
     }
     let line = String::from_utf8_lossy(&line);
     let line = line.trim_end_matches(['\n', '\r']);
-    let (version, build_id) = line.split_once(' ').unwrap_or((line, ""));
+    let version = line.split_once(' ').map_or(line, |(v, _build_id)| v);
     let protocol: u32 = version.parse().map_err(|_| {
         LinkError::Handshake(format!(
             "the preamble line `{}{line}` has no valid protocol version",
             magic_prefix()
         ))
     })?;
-    Ok(Preamble {
-        protocol,
-        build_id: build_id.trim().to_string(),
-    })
+    Ok(Preamble { protocol })
 }
 
 /// "N bytes of output were skipped: `...`" for error messages.

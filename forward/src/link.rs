@@ -746,7 +746,10 @@ impl Transport {
                     ))
                 })?;
                 if inbound.send(envelope).await.is_err() {
-                    // The receiver is gone: nobody will ever read inbound envelopes again.
+                    // The receiver is gone: nobody will ever read inbound envelopes again,
+                    // so the link is useless; close it rather than reconnect forever.
+                    self.shared
+                        .close("the local receiver of inbound envelopes was dropped".into());
                     return Err(LinkError::Closed);
                 }
                 self.shared.received.store(frame.seq, Ordering::Release);

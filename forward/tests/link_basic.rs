@@ -491,3 +491,47 @@ async fn handshake_with_banner_then_resume_loses_nothing() {
         next_c += 1;
     }
 }
+
+#[tokio::test]
+async fn dropping_run_transport_stops_it() {
+    let (a, _a_rx) = Link::new(LinkConfig::default());
+    let (b, _b_rx) = Link::new(LinkConfig::default());
+    let conn = connect(&a, &b);
+    let mut watch = a.watch_connected();
+    guard("connected", watch.wait_for(|c| *c)).await.unwrap();
+    conn.a.abort();
+    // a's halves are dropped with its tasks, so b sees the end of the stream.
+    let eb = guard("b ends", conn.b).await.unwrap();
+    assert!(matches!(eb, LinkError::TransportClosed(_)), "{eb}");
+    guard("a disconnected", watch.wait_for(|c| !*c))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn resume_from_a_different_link_is_refused() {
+    let (a, _a_rx) = Link::new(LinkConfig::default());
+    a.send(numbered(1, 0)).await.unwrap();
+    let (s, _peer, _c) = testing::pair();
+    let (r, w) = s.into_split();
+    // The peer claims to have received frame 5; this side only ever sent 1.
+    let e = guard("refused", a.run_transport(r, w, 5)).await;
+    assert!(
+        matches!(&e, LinkError::ResumeImpossible(m) if m.contains('5')),
+        "{e}"
+    );
+    assert_eq!(a.stats().buffered_frames, 1, "nothing trimmed");
+}
+
+#[tokio::test]
+async fn dropping_the_inbound_receiver_closes_the_link() {
+    let (a, _a_rx) = Link::new(LinkConfig::default());
+    let (b, b_rx) = Link::new(LinkConfig::default());
+    drop(b_rx);
+    let conn = connect(&a, &b);
+    a.send(numbered(1, 0)).await.unwrap();
+    let (_, eb) = guard("b ends", conn.join()).await;
+    assert!(matches!(eb, LinkError::Closed), "{eb}");
+    assert!(b.is_closed());
+    guard("a closed by the peer", a.closed()).await;
+}

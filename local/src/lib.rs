@@ -8,3 +8,4 @@ pub mod gateway;
 pub mod mcp_host;
 pub mod run;
 pub mod tui;
+pub mod ssh;

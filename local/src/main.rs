@@ -20,6 +20,83 @@ struct Cli {
 enum Cmd {
     /// Run one turn headless in the current folder (or over SSH with --ssh).
     Run(RunArgs),
+    /// Manage what Reasonix installed on a host.
+    Remote {
+        #[command(subcommand)]
+        action: RemoteCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum RemoteCmd {
+    /// Installed versions, daemon processes, disk used, bwrap.
+    Status(RemoteArgs),
+    /// Stop every reasonix-remote process of the user on the host.
+    Stop(RemoteArgs),
+    /// Remove every file Reasonix put on the host (keeps session journals unless --purge).
+    Uninstall {
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// Also remove session journals and checkpoints.
+        #[arg(long)]
+        purge: bool,
+    },
+}
+
+#[derive(Args)]
+struct RemoteArgs {
+    /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`.
+    dest: String,
+    #[command(flatten)]
+    ssh: SshArgs,
+}
+
+/// OpenSSH-compatible options.
+#[derive(Args, Default, Clone)]
+struct SshArgs {
+    /// Port to connect to.
+    #[arg(short = 'p', value_name = "PORT")]
+    port: Option<u16>,
+    /// Identity file (repeatable).
+    #[arg(short = 'i', value_name = "IDENTITY")]
+    identity: Vec<PathBuf>,
+    /// Jump hosts, comma separated.
+    #[arg(short = 'J', value_name = "JUMP")]
+    jump: Option<String>,
+    /// ssh_config file (`none` reads none).
+    #[arg(short = 'F', value_name = "CONFIG")]
+    config_file: Option<PathBuf>,
+    /// `Key=Value` option (repeatable).
+    #[arg(short = 'o', value_name = "KEY=VALUE")]
+    option: Vec<String>,
+}
+
+impl SshArgs {
+    fn to_options(&self) -> Result<reasonix_bootstrap::SshOptions, String> {
+        let mut o = reasonix_bootstrap::SshOptions {
+            port: self.port,
+            identity_files: self.identity.clone(),
+            jump: self.jump.clone(),
+            config_file: self.config_file.clone(),
+            ..Default::default()
+        };
+        for kv in &self.option {
+            o.push_option(kv).map_err(|e| e.to_string())?;
+        }
+        Ok(o)
+    }
+}
+
+fn ssh_connector(dest: &str, ssh: &SshArgs) -> Result<reasonix_local::ssh::SshConnector, String> {
+    let dest = reasonix_bootstrap::Destination::parse(dest).map_err(|e| e.to_string())?;
+    let opts = ssh.to_options()?;
+    let prompter: Arc<dyn reasonix_bootstrap::Prompter> =
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            Arc::new(reasonix_bootstrap::TerminalPrompter::new(true))
+        } else {
+            Arc::new(reasonix_bootstrap::NonInteractivePrompter)
+        };
+    Ok(reasonix_local::ssh::SshConnector::new(dest, opts, prompter))
 }
 
 #[derive(Args)]
@@ -47,6 +124,11 @@ struct RunArgs {
     /// Workspace folder (default: the current folder).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// Run on a host over SSH: `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`.
+    #[arg(long, value_name = "DEST")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
 }
 
 fn main() -> ExitCode {
@@ -60,6 +142,7 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Some(Cmd::Run(args)) => rt.block_on(run(args)),
+        Some(Cmd::Remote { action }) => rt.block_on(remote(action)),
         None => {
             eprintln!("reasonix: the interactive TUI is not built yet; use `reasonix run \"PROMPT\"`");
             2
@@ -102,14 +185,22 @@ async fn run(args: RunArgs) -> i32 {
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }
-    let binary = match locate_host_binary() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("reasonix: {e}");
-            return 2;
-        }
+    let connector: Arc<dyn Connector> = match &args.ssh {
+        Some(dest) => match ssh_connector(dest, &args.ssh_opts) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                eprintln!("reasonix: {e}");
+                return 2;
+            }
+        },
+        None => match locate_host_binary() {
+            Ok(binary) => Arc::new(LocalConnector { binary, workspace }),
+            Err(e) => {
+                eprintln!("reasonix: {e}");
+                return 2;
+            }
+        },
     };
-    let connector: Arc<dyn Connector> = Arc::new(LocalConnector { binary, workspace });
     let outcome = reasonix_local::run::run(
         &config,
         connector,
@@ -128,4 +219,82 @@ async fn run(args: RunArgs) -> i32 {
         }
     }
     outcome.code
+}
+
+async fn remote(action: RemoteCmd) -> i32 {
+    let (args, what) = match &action {
+        RemoteCmd::Status(a) => (a, "status"),
+        RemoteCmd::Stop(a) => (a, "stop"),
+        RemoteCmd::Uninstall { remote, .. } => (remote, "uninstall"),
+    };
+    let dest = match reasonix_bootstrap::Destination::parse(&args.dest) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let opts = match args.ssh.to_options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let prompter: Arc<dyn reasonix_bootstrap::Prompter> =
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            Arc::new(reasonix_bootstrap::TerminalPrompter::new(false))
+        } else {
+            Arc::new(reasonix_bootstrap::NonInteractivePrompter)
+        };
+    let conn = match reasonix_bootstrap::connect(&dest, &opts, prompter).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 1;
+        }
+    };
+    let result = match action {
+        RemoteCmd::Status(_) => reasonix_bootstrap::install::status(&conn).await.map(|s| {
+            println!("host: {}@{}:{}", conn.user(), conn.host(), conn.port());
+            if s.installed.is_empty() {
+                println!("installed: none");
+            }
+            for v in &s.installed {
+                println!("installed: {v:?}");
+            }
+            for p in &s.processes {
+                println!("process: {p:?}");
+            }
+            println!("sessions: {} workspace journal dirs", s.session_dirs);
+            println!("disk used: {} bytes under ~/.reasonix", s.disk_used);
+            println!(
+                "sandbox: {}",
+                if s.bwrap { "bwrap available" } else { "bwrap not found (bash refuses unless sandbox.bash = \"off\")" }
+            );
+        }),
+        RemoteCmd::Stop(_) => reasonix_bootstrap::install::stop(&conn).await.map(|ps| {
+            println!("stopped {} process(es)", ps.len());
+        }),
+        RemoteCmd::Uninstall { purge, .. } => {
+            let scope = if purge {
+                reasonix_bootstrap::install::UninstallScope::Everything
+            } else {
+                reasonix_bootstrap::install::UninstallScope::KeepSessions
+            };
+            reasonix_bootstrap::install::uninstall(&conn, scope).await.map(|removed| {
+                for r in removed {
+                    println!("removed {r}");
+                }
+            })
+        }
+    };
+    conn.disconnect().await;
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("reasonix: remote {what} failed: {e}");
+            1
+        }
+    }
 }

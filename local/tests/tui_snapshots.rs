@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crossterm::event::KeyCode;
-use reasonix_bootstrap::{HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, SecretPurpose, Stage};
+use reasonix_bootstrap::{
+    HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, SecretPurpose, Stage,
+};
 use reasonix_forward::proto::{
     ClientRole, DaemonStatus, DirEntry, EventKind, SessionInfo, TurnState,
 };
@@ -56,8 +58,14 @@ fn composer_multiline_with_slash_completion() {
     snap("composer_slash_completion", &app);
     let mut app = busy_app();
     type_str(&mut app, "first line");
-    app.handle_key(crossterm::event::KeyEvent::new(KeyCode::Enter, crossterm::event::KeyModifiers::ALT));
-    type_str(&mut app, "second line, a bit longer so that it wraps on the narrow terminal width");
+    app.handle_key(crossterm::event::KeyEvent::new(
+        KeyCode::Enter,
+        crossterm::event::KeyModifiers::ALT,
+    ));
+    type_str(
+        &mut app,
+        "second line, a bit longer so that it wraps on the narrow terminal width",
+    );
     snap("composer_multiline", &app);
 }
 
@@ -65,15 +73,32 @@ fn composer_multiline_with_slash_completion() {
 fn composer_with_path_completion() {
     let mut app = busy_app();
     let actions = type_str(&mut app, "look at @s");
-    assert!(actions.iter().any(|a| matches!(a, reasonix_local::tui::Action::ListDir { path } if path.is_empty())));
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, reasonix_local::tui::Action::ListDir { path } if path.is_empty())));
     app.handle(AppEvent::DirEntries {
         path: String::new(),
         entries: vec![
-            DirEntry { name: "Cargo.toml".into(), is_dir: false },
-            DirEntry { name: "scripts".into(), is_dir: true },
-            DirEntry { name: "src".into(), is_dir: true },
-            DirEntry { name: "setup.sh".into(), is_dir: false },
-            DirEntry { name: ".secret".into(), is_dir: false },
+            DirEntry {
+                name: "Cargo.toml".into(),
+                is_dir: false,
+            },
+            DirEntry {
+                name: "scripts".into(),
+                is_dir: true,
+            },
+            DirEntry {
+                name: "src".into(),
+                is_dir: true,
+            },
+            DirEntry {
+                name: "setup.sh".into(),
+                is_dir: false,
+            },
+            DirEntry {
+                name: ".secret".into(),
+                is_dir: false,
+            },
         ],
     });
     snap("composer_path_completion", &app);
@@ -83,15 +108,30 @@ fn approval_app(tool: &str, args: serde_json::Value) -> App {
     let mut app = busy_app();
     let mut f = Feed { seq: 100, turn: 1 };
     let c = call("c9", tool, args);
-    f.ev(&mut app, 3.0, EventKind::AssistantMessage { content: String::new(), reasoning: None, tool_calls: vec![c.clone()] });
-    f.ev(&mut app, 3.1, EventKind::ApprovalRequested {
-        approval_id: "ap-c9".into(),
-        tool: c.name.clone(),
-        arguments: c.arguments.clone(),
-        reason: format!("{tool} writes files; permission mode is ask"),
-        preview: None,
+    f.ev(
+        &mut app,
+        3.0,
+        EventKind::AssistantMessage {
+            content: String::new(),
+            reasoning: None,
+            tool_calls: vec![c.clone()],
+        },
+    );
+    f.ev(
+        &mut app,
+        3.1,
+        EventKind::ApprovalRequested {
+            approval_id: "ap-c9".into(),
+            tool: c.name.clone(),
+            arguments: c.arguments.clone(),
+            reason: format!("{tool} writes files; permission mode is ask"),
+            preview: None,
+        },
+    );
+    app.handle_event(ClientEvent::State {
+        state: TurnState::WaitingForApproval,
+        detail: Some("waiting for approval".into()),
     });
-    app.handle_event(ClientEvent::State { state: TurnState::WaitingForApproval, detail: Some("waiting for approval".into()) });
     app
 }
 
@@ -112,7 +152,10 @@ fn approval_modal_for_an_edit() {
 
 #[test]
 fn approval_modal_for_bash() {
-    let app = approval_app("bash", serde_json::json!({"command": "rm -rf target/debug/incremental && cargo build", "run_in_background": false}));
+    let app = approval_app(
+        "bash",
+        serde_json::json!({"command": "rm -rf target/debug/incremental && cargo build", "run_in_background": false}),
+    );
     snap("approval_bash", &app);
 }
 
@@ -130,7 +173,10 @@ fn host_key(status: HostKeyStatus) -> HostKeyQuestion {
 fn host_key_unknown_modal() {
     let mut app = App::new(settings());
     let (reply, _rx) = tokio::sync::oneshot::channel();
-    app.handle(AppEvent::Prompt(PromptRequest::HostKey { question: host_key(HostKeyStatus::Unknown), reply }));
+    app.handle(AppEvent::Prompt(PromptRequest::HostKey {
+        question: host_key(HostKeyStatus::Unknown),
+        reply,
+    }));
     snap("hostkey_unknown", &app);
 }
 
@@ -154,13 +200,18 @@ fn secret_and_keyboard_interactive_modals() {
         prompt: SecretPrompt {
             prompt: "Enter passphrase for key '/home/dev/.ssh/id_ed25519': ".into(),
             echo: false,
-            purpose: SecretPurpose::Passphrase { path: PathBuf::from("/home/dev/.ssh/id_ed25519") },
+            purpose: SecretPurpose::Passphrase {
+                path: PathBuf::from("/home/dev/.ssh/id_ed25519"),
+            },
         },
         reply,
     }));
     type_str(&mut app, "hunter2");
     let screen = draw(&app, 60, 20);
-    assert!(!screen.contains("hunter2"), "a hidden secret must not be drawn");
+    assert!(
+        !screen.contains("hunter2"),
+        "a hidden secret must not be drawn"
+    );
     snap("secret_prompt", &app);
 
     let mut app = App::new(settings());
@@ -170,8 +221,12 @@ fn secret_and_keyboard_interactive_modals() {
             user: "dev".into(),
             host: "build-box".into(),
             name: "Two-factor login".into(),
-            instructions: "Use your password, then the 6-digit code from your authenticator app.".into(),
-            prompts: vec![("Password:".into(), false), ("Verification code:".into(), true)],
+            instructions: "Use your password, then the 6-digit code from your authenticator app."
+                .into(),
+            prompts: vec![
+                ("Password:".into(), false),
+                ("Verification code:".into(), true),
+            ],
         },
         reply,
     }));
@@ -184,8 +239,14 @@ fn secret_and_keyboard_interactive_modals() {
 #[test]
 fn bootstrap_progress_modal() {
     let mut app = App::new(settings());
-    app.handle(AppEvent::Progress { stage: Stage::Auth, detail: "publickey".into(), amount: None });
-    app.handle(AppEvent::Banner("Authorized use only. Activity is logged.".into()));
+    app.handle(AppEvent::Progress {
+        stage: Stage::Auth,
+        detail: "publickey".into(),
+        amount: None,
+    });
+    app.handle(AppEvent::Banner(
+        "Authorized use only. Activity is logged.".into(),
+    ));
     app.handle(AppEvent::Progress {
         stage: Stage::Upload,
         detail: "reasonix-remote".into(),
@@ -219,15 +280,32 @@ fn status_bar_states() {
     app.tick(0, BASE_WALL_MS);
     connected(&mut app, ClientRole::Spectator);
     let mut f = Feed::new();
-    f.ev(&mut app, 0.0, EventKind::UserTurn { request_id: "other".into(), text: "summarise the README".into() });
-    f.ev(&mut app, 0.4, EventKind::TextDelta { text: "The README explains how to build".into() });
-    app.handle_event(ClientEvent::State { state: TurnState::Running, detail: None });
+    f.ev(
+        &mut app,
+        0.0,
+        EventKind::UserTurn {
+            request_id: "other".into(),
+            text: "summarise the README".into(),
+        },
+    );
+    f.ev(
+        &mut app,
+        0.4,
+        EventKind::TextDelta {
+            text: "The README explains how to build".into(),
+        },
+    );
+    app.handle_event(ClientEvent::State {
+        state: TurnState::Running,
+        detail: None,
+    });
     snap("status_spectator", &app);
 
     // Failed for good.
     let mut app = App::new(settings());
     app.handle_event(ClientEvent::Connection(ConnState::Failed {
-        reason: "build mismatch: reasonix is build aaa but the host's reasonix-remote is build bbb".into(),
+        reason: "build mismatch: reasonix is build aaa but the host's reasonix-remote is build bbb"
+            .into(),
     }));
     snap("status_failed", &app);
 }
@@ -259,9 +337,30 @@ fn help_status_sessions_and_model_overlays() {
     type_str(&mut app, "/sessions");
     app.handle_key(key(KeyCode::Enter));
     app.handle(AppEvent::Sessions(vec![
-        SessionInfo { id: "20260501-100000-7f3a".into(), created: "2026-05-01T10:00:00Z".into(), turns: 1, last_seq: 14, title: "Fix the off-by-one in src/range.rs and run the tests".into(), state: TurnState::Running },
-        SessionInfo { id: "20260430-162210-1b2c".into(), created: "2026-04-30T16:22:10Z".into(), turns: 7, last_seq: 210, title: "Add retries with backoff to the HTTP client".into(), state: TurnState::Idle },
-        SessionInfo { id: "20260429-091500-99aa".into(), created: "2026-04-29T09:15:00Z".into(), turns: 2, last_seq: 31, title: "Explain the build".into(), state: TurnState::Idle },
+        SessionInfo {
+            id: "20260501-100000-7f3a".into(),
+            created: "2026-05-01T10:00:00Z".into(),
+            turns: 1,
+            last_seq: 14,
+            title: "Fix the off-by-one in src/range.rs and run the tests".into(),
+            state: TurnState::Running,
+        },
+        SessionInfo {
+            id: "20260430-162210-1b2c".into(),
+            created: "2026-04-30T16:22:10Z".into(),
+            turns: 7,
+            last_seq: 210,
+            title: "Add retries with backoff to the HTTP client".into(),
+            state: TurnState::Idle,
+        },
+        SessionInfo {
+            id: "20260429-091500-99aa".into(),
+            created: "2026-04-29T09:15:00Z".into(),
+            turns: 2,
+            last_seq: 31,
+            title: "Explain the build".into(),
+            state: TurnState::Idle,
+        },
     ]));
     app.handle_key(key(KeyCode::Down));
     snap("overlay_sessions", &app);

@@ -1,6 +1,8 @@
 //! Conversation rewind on a journal file: the tail from turn N is archived byte for byte and
 //! cut from the journal, and a handle held open in append mode keeps working.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use std::io::Write;
 
 use reasonix_remote::checkpoint::truncate_journal;

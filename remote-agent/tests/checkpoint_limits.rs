@@ -1,6 +1,8 @@
 //! The caps of the checkpoint store: count, bytes and per-file size are enforced and
 //! reported, never exceeded silently; a file over the per-file cap is left alone by rewind.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod checkpoint_common;
 
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! Without git on the host: file-tool changes are still restored, bash changes are not, and
 //! the store says so. This file holds one test because it changes the process's PATH.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod checkpoint_common;
 
 use std::sync::Arc;

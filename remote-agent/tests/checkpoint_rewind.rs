@@ -2,6 +2,8 @@
 //! `git` binary: exact bytes and modes come back, new files go, the user's `.git` is never
 //! touched, the rewind can be undone, and a restore that fails half-way changes nothing.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod checkpoint_common;
 
 use std::sync::Arc;
@@ -481,6 +483,8 @@ fn files_and_directories_swapped_by_bash_come_back() {
     let after = picture(&ws);
     let r = store.rewind("s", 1, false).unwrap();
     assert_same(&picture(&ws), &before, "file/dir swap not undone");
-    store.rewind_to(r.undo_checkpoint.as_deref().unwrap(), false).unwrap();
+    store
+        .rewind_to(r.undo_checkpoint.as_deref().unwrap(), false)
+        .unwrap();
     assert_same(&picture(&ws), &after, "undo of the file/dir swap");
 }

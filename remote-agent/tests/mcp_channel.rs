@@ -286,3 +286,62 @@ async fn overhead_channel_vs_direct_stdio() {
         );
     }
 }
+
+#[tokio::test]
+async fn laptop_host_restart_expansion_and_diagnostics() {
+    // `${VAR:-default}` from the laptop environment, in command, args and env.
+    let spec = McpHostSpec {
+        name: "echoer".into(),
+        command: "${REASONIX_MCP_HOST_TEST_SH_9:-sh}".into(),
+        args: vec![
+            "-c".into(),
+            "echo \"started $$ $GREETING\"; read line; echo \"got $line\"; echo 'dying now' >&2; exit 7".into(),
+        ],
+        env: [("GREETING".to_string(), "${REASONIX_MCP_HOST_TEST_UNSET_9:-hi}".to_string())].into(),
+        cwd: None,
+    };
+    let host = McpHost::new([spec.clone()]);
+    let mut first = host.open("echoer").unwrap();
+    let line = first.from_server.recv().await.unwrap();
+    assert!(
+        line.starts_with("started ") && line.ends_with(" hi"),
+        "{line}"
+    );
+    // Opening again kills the first instance: its stream ends without the rest.
+    let mut second = host.open("echoer").unwrap();
+    let tail = tokio::time::timeout(T, first.from_server.recv())
+        .await
+        .unwrap();
+    assert_eq!(tail, None);
+    assert!(
+        first.diagnostics.exit().unwrap().contains("signal: 9"),
+        "{:?}",
+        first.diagnostics.exit()
+    );
+    let started2 = second.from_server.recv().await.unwrap();
+    assert_ne!(started2, line, "a new process");
+    second.to_server.send("ping".into()).await.unwrap();
+    assert_eq!(second.from_server.recv().await.unwrap(), "got ping");
+    assert_eq!(
+        tokio::time::timeout(T, second.from_server.recv())
+            .await
+            .unwrap(),
+        None
+    );
+    // Exit status and stderr are recorded before the stream closes.
+    assert_eq!(
+        second.diagnostics.exit().as_deref(),
+        Some("process exited (exit status: 7)")
+    );
+    assert_eq!(second.diagnostics.stderr_tail(), "dying now");
+
+    let bad = McpHost::new([McpHostSpec {
+        command: "${REASONIX_MCP_HOST_TEST_UNSET_9}".into(),
+        ..spec
+    }]);
+    let e = bad.open("echoer").err().unwrap().to_string();
+    assert!(
+        e.contains("REASONIX_MCP_HOST_TEST_UNSET_9") && e.contains("command"),
+        "{e}"
+    );
+}

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
-use reasonix_bootstrap::{HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, Stage};
+use reasonix_bootstrap::{
+    HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, Stage,
+};
 use reasonix_forward::proto::{
     ApprovalDecision, ClientRole, DaemonStatus, DirEntry, EventKind, SessionInfo, SessionOpened,
     TurnState,
@@ -15,7 +17,7 @@ use tokio::sync::oneshot;
 use zeroize::Zeroizing;
 
 use super::composer::Composer;
-use super::transcript::{Level, LayoutCtx, Scroll, Transcript};
+use super::transcript::{LayoutCtx, Level, Scroll, Transcript};
 use crate::client::{ClientEvent, ConnState};
 use crate::config::Prices;
 
@@ -201,10 +203,17 @@ pub(crate) struct PendingApproval {
 /// Informational overlays (closed with Esc; they hide the composer).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Overlay {
-    Help { scroll: usize },
+    Help {
+        scroll: usize,
+    },
     Status,
-    Sessions { list: Option<Vec<SessionInfo>>, sel: usize },
-    Models { sel: usize },
+    Sessions {
+        list: Option<Vec<SessionInfo>>,
+        sel: usize,
+    },
+    Models {
+        sel: usize,
+    },
 }
 
 /// A question put to the user by the SSH code.
@@ -267,29 +276,62 @@ pub(crate) struct Completion {
 pub(crate) const COMMANDS: &[(&str, &str, &str)] = &[
     ("help", "", "list every key and command"),
     ("new", "", "start a new session"),
-    ("sessions", "", "pick a session of this workspace and resume it"),
+    (
+        "sessions",
+        "",
+        "pick a session of this workspace and resume it",
+    ),
     ("model", "[name]", "choose the model"),
-    ("status", "", "host, build, sandbox, uptime, session, tokens, cache"),
+    (
+        "status",
+        "",
+        "host, build, sandbox, uptime, session, tokens, cache",
+    ),
     ("clear", "", "clear the screen (the session is kept)"),
     ("continue", "", "continue a turn paused at its step limit"),
-    ("takeover", "", "drive this session (the other client becomes read-only)"),
-    ("copy", "[code]", "copy the last answer (or its last code block)"),
+    (
+        "takeover",
+        "",
+        "drive this session (the other client becomes read-only)",
+    ),
+    (
+        "copy",
+        "[code]",
+        "copy the last answer (or its last code block)",
+    ),
     ("reconnect", "", "retry the connection now"),
-    ("rewind", "", "restore files/conversation to an earlier turn (not available yet)"),
-    ("compact", "", "summarise the conversation (not available yet)"),
+    (
+        "rewind",
+        "",
+        "restore files/conversation to an earlier turn (not available yet)",
+    ),
+    (
+        "compact",
+        "",
+        "summarise the conversation (not available yet)",
+    ),
     ("mcp", "", "MCP servers and tools (not available yet)"),
     ("quit", "", "leave Reasonix (the host keeps the session)"),
 ];
 
 /// Key help: key, what it does. Rendered by `/help`.
 pub(crate) const KEYS: &[(&str, &str)] = &[
-    ("Enter", "send the message (or pick the highlighted completion)"),
+    (
+        "Enter",
+        "send the message (or pick the highlighted completion)",
+    ),
     ("Shift+Enter, Alt+Enter, Ctrl-J", "new line"),
     ("Up / Down", "previous / next line, then prompt history"),
     ("Tab", "complete a /command or @path"),
-    ("@path", "attach a workspace file (Tab lists one folder level)"),
+    (
+        "@path",
+        "attach a workspace file (Tab lists one folder level)",
+    ),
     ("Esc", "close a popup or overlay"),
-    ("Ctrl-C", "cancel the running turn / clear input; twice quits"),
+    (
+        "Ctrl-C",
+        "cancel the running turn / clear input; twice quits",
+    ),
     ("Ctrl-D", "quit (when the input is empty)"),
     ("PgUp / PgDn, wheel", "scroll the transcript"),
     ("Home / End", "top / bottom of the transcript (input empty)"),
@@ -302,7 +344,14 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ("Ctrl-U / Ctrl-K", "delete to start / end of line"),
     ("Ctrl-W, Alt-Backspace", "delete the previous word"),
     ("Alt-Left / Alt-Right", "move by word"),
-    ("1 y / 2 s / 3 a / 4 n", "approval: once / session / always / deny"),
+    (
+        "Shift+drag",
+        "select text with the mouse (the wheel scrolls)",
+    ),
+    (
+        "1 y / 2 s / 3 a / 4 n",
+        "approval: once / session / always / deny",
+    ),
 ];
 
 /// Running token and cost figures of the session as seen by this client.
@@ -374,7 +423,13 @@ fn rid(prefix: &str) -> String {
 /// Milliseconds since the epoch of an RFC 3339 UTC timestamp (`YYYY-MM-DDTHH:MM:SS[.fff]Z`).
 pub(crate) fn parse_ts(ts: &str) -> Option<i64> {
     let b = ts.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |r: Range<usize>| ts.get(r)?.parse::<i64>().ok();
@@ -521,7 +576,9 @@ impl App {
     /// True while a turn is in progress on the host.
     pub(crate) fn turn_busy(&self) -> bool {
         match self.turn_state {
-            TurnState::Running | TurnState::WaitingForLaptop | TurnState::WaitingForApproval => true,
+            TurnState::Running | TurnState::WaitingForLaptop | TurnState::WaitingForApproval => {
+                true
+            }
             TurnState::Idle | TurnState::Paused => false,
         }
     }
@@ -540,8 +597,13 @@ impl App {
             AppEvent::SessionOpened(o) => {
                 let changed = self.session.as_deref() != Some(o.session.as_str());
                 if changed {
-                    let what = if o.created { "new session" } else { "resumed session" };
-                    self.transcript.notice(format!("{what} {}", o.session), Level::Info);
+                    let what = if o.created {
+                        "new session"
+                    } else {
+                        "resumed session"
+                    };
+                    self.transcript
+                        .notice(format!("{what} {}", o.session), Level::Info);
                 }
                 self.session = Some(o.session);
                 self.open_pending = None;
@@ -582,7 +644,8 @@ impl App {
             }
             AppEvent::TookOver => {
                 self.role = Some(ClientRole::Driver);
-                self.transcript.notice("you now drive this session", Level::Info);
+                self.transcript
+                    .notice("you now drive this session", Level::Info);
                 Vec::new()
             }
             AppEvent::RequestFailed { what, message } => {
@@ -594,7 +657,8 @@ impl App {
                 if what == "submit" {
                     self.sending = None;
                 }
-                self.transcript.notice(format!("{what} failed: {message}"), Level::Error);
+                self.transcript
+                    .notice(format!("{what} failed: {message}"), Level::Error);
                 Vec::new()
             }
             AppEvent::Prompt(p) => {
@@ -623,10 +687,15 @@ impl App {
             }
             AppEvent::Banner(text) => {
                 self.progress.banner = Some(text.clone());
-                self.transcript.notice(text.trim_end().to_string(), Level::Info);
+                self.transcript
+                    .notice(text.trim_end().to_string(), Level::Info);
                 Vec::new()
             }
-            AppEvent::Progress { stage, detail, amount } => {
+            AppEvent::Progress {
+                stage,
+                detail,
+                amount,
+            } => {
                 if !self.was_connected {
                     self.progress.active = true;
                 }
@@ -641,7 +710,10 @@ impl App {
     /// Show a refused host key (changed or revoked) that the connection stopped on. There is
     /// nothing to accept; the modal only explains.
     pub fn show_host_key_refusal(&mut self, question: HostKeyQuestion) {
-        self.prompts.push_back(PromptModal::HostKey { question, reply: None });
+        self.prompts.push_back(PromptModal::HostKey {
+            question,
+            reply: None,
+        });
     }
 
     fn client_event(&mut self, ev: ClientEvent) -> Vec<Action> {
@@ -651,7 +723,10 @@ impl App {
                     ConnState::Connecting => self.conn = ConnView::Connecting,
                     ConnState::Connected { resumed } => {
                         if matches!(self.conn, ConnView::Reconnecting { .. }) && resumed {
-                            self.transcript.notice("reconnected; the session resumed where it was", Level::Info);
+                            self.transcript.notice(
+                                "reconnected; the session resumed where it was",
+                                Level::Info,
+                            );
                         }
                         self.conn = ConnView::Connected;
                         self.was_connected = true;
@@ -663,7 +738,8 @@ impl App {
                         last_contact_secs,
                         reason,
                     } => {
-                        if !matches!(self.conn, ConnView::Reconnecting { .. }) && self.was_connected {
+                        if !matches!(self.conn, ConnView::Reconnecting { .. }) && self.was_connected
+                        {
                             self.transcript.notice(
                                 format!("connection lost ({reason}); reconnecting"),
                                 Level::Warn,
@@ -690,7 +766,9 @@ impl App {
             }
             ClientEvent::Reattached { reason } => {
                 self.transcript.notice(
-                    format!("the link could not be resumed ({reason}); re-attaching and catching up"),
+                    format!(
+                        "the link could not be resumed ({reason}); re-attaching and catching up"
+                    ),
                     Level::Warn,
                 );
                 let p = match (&self.session, &self.open_pending) {
@@ -775,7 +853,8 @@ impl App {
                         }
                         self.last_model = Some(model.clone());
                         if let Some(n) = cache_note {
-                            self.transcript.notice(format!("cache miss: {n}"), Level::Warn);
+                            self.transcript
+                                .notice(format!("cache miss: {n}"), Level::Warn);
                         }
                     }
                     EventKind::UserTurn { request_id, .. } => {
@@ -816,7 +895,9 @@ impl App {
                             self.answered.insert(a.approval_id);
                         }
                         self.turn_started = None;
-                        if self.turn_state != TurnState::Idle && self.turn_state != TurnState::Paused {
+                        if self.turn_state != TurnState::Idle
+                            && self.turn_state != TurnState::Paused
+                        {
                             self.turn_state = TurnState::Idle;
                         }
                         actions.extend(self.flush_queue());
@@ -885,9 +966,11 @@ impl App {
         let (w, h) = self.view.get();
         let ctx = self.layout_ctx(w as usize);
         self.scroll = if rows < 0 {
-            self.transcript.scroll_up(&ctx, h as usize, self.scroll, rows.unsigned_abs())
+            self.transcript
+                .scroll_up(&ctx, h as usize, self.scroll, rows.unsigned_abs())
         } else {
-            self.transcript.scroll_down(&ctx, h as usize, self.scroll, rows as usize)
+            self.transcript
+                .scroll_down(&ctx, h as usize, self.scroll, rows as usize)
         };
     }
 
@@ -1002,9 +1085,15 @@ impl App {
             PromptModal::HostKey { question, reply } => {
                 let can_accept = question.status == HostKeyStatus::Unknown && reply.is_some();
                 let answer = match key.code {
-                    KeyCode::Char('y') | KeyCode::Char('1') if can_accept => Some(HostKeyAnswer::AcceptAndSave),
-                    KeyCode::Char('o') | KeyCode::Char('2') if can_accept => Some(HostKeyAnswer::AcceptOnce),
-                    KeyCode::Char('n') | KeyCode::Char('3') | KeyCode::Esc => Some(HostKeyAnswer::Reject),
+                    KeyCode::Char('y') | KeyCode::Char('1') if can_accept => {
+                        Some(HostKeyAnswer::AcceptAndSave)
+                    }
+                    KeyCode::Char('o') | KeyCode::Char('2') if can_accept => {
+                        Some(HostKeyAnswer::AcceptOnce)
+                    }
+                    KeyCode::Char('n') | KeyCode::Char('3') | KeyCode::Esc => {
+                        Some(HostKeyAnswer::Reject)
+                    }
                     KeyCode::Char('c') if ctrl => Some(HostKeyAnswer::Reject),
                     KeyCode::Enter if !can_accept => Some(HostKeyAnswer::Reject),
                     _ => None,
@@ -1154,7 +1243,10 @@ impl App {
                     KeyCode::Up => *sel = sel.saturating_sub(1),
                     KeyCode::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
                     KeyCode::Enter => {
-                        let id = list.as_ref().and_then(|l| l.get(*sel)).map(|s| s.id.clone());
+                        let id = list
+                            .as_ref()
+                            .and_then(|l| l.get(*sel))
+                            .map(|s| s.id.clone());
                         self.overlay = None;
                         if let Some(id) = id {
                             return self.switch_session(Some(id), false);
@@ -1205,7 +1297,10 @@ impl App {
 
     fn set_model(&mut self, model: String) -> Vec<Action> {
         self.model = Some(model.clone());
-        self.transcript.notice(format!("model: {model} (from the next request)"), Level::Info);
+        self.transcript.notice(
+            format!("model: {model} (from the next request)"),
+            Level::Info,
+        );
         // Re-opening the same session hands the daemon the new settings.
         match &self.session {
             Some(s) => vec![Action::OpenSession(OpenParams {
@@ -1235,7 +1330,11 @@ impl App {
                 vec![Action::Copy(t)]
             }
             None => {
-                self.set_hint(if code { "no code block to copy" } else { "no answer to copy yet" });
+                self.set_hint(if code {
+                    "no code block to copy"
+                } else {
+                    "no answer to copy yet"
+                });
                 Vec::new()
             }
         }
@@ -1304,11 +1403,7 @@ impl App {
             KeyCode::Up => self.composer.up(),
             KeyCode::Down => self.composer.down(),
             KeyCode::Tab => {}
-            KeyCode::Esc => {
-                if self.scroll != Scroll::Follow {
-                    self.scroll = Scroll::Follow;
-                }
-            }
+            KeyCode::Esc => self.scroll = Scroll::Follow,
             _ => {}
         }
         self.refresh_completion()
@@ -1407,8 +1502,10 @@ impl App {
                 vec![Action::Quit]
             }
             "rewind" | "compact" | "mcp" => {
-                self.transcript
-                    .notice(format!("/{name} is not available yet in this build"), Level::Warn);
+                self.transcript.notice(
+                    format!("/{name} is not available yet in this build"),
+                    Level::Warn,
+                );
                 Vec::new()
             }
             other => {
@@ -1430,7 +1527,10 @@ impl App {
     fn path_token(&self) -> Option<(Range<usize>, String)> {
         let text = self.composer.text();
         let cur = self.composer.cursor();
-        let start = text[..cur].rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
+        let start = text[..cur]
+            .rfind(char::is_whitespace)
+            .map(|i| i + 1)
+            .unwrap_or(0);
         let tok = &text[start..cur];
         let partial = tok.strip_prefix('@')?;
         let end = text[cur..]
@@ -1458,7 +1558,11 @@ impl App {
                     .iter()
                     .filter(|(n, _, _)| n.starts_with(prefix))
                     .map(|(n, a, d)| CompItem {
-                        label: if a.is_empty() { format!("/{n}") } else { format!("/{n} {a}") },
+                        label: if a.is_empty() {
+                            format!("/{n}")
+                        } else {
+                            format!("/{n} {a}")
+                        },
                         detail: d.to_string(),
                         is_dir: false,
                     })
@@ -1491,8 +1595,16 @@ impl App {
                     .filter(|e| prefix.starts_with('.') || !e.name.starts_with('.'))
                     .filter(|e| e.name.to_lowercase().starts_with(&lower))
                     .map(|e| CompItem {
-                        label: if e.is_dir { format!("{}/", e.name) } else { e.name.clone() },
-                        detail: if e.is_dir { "dir".into() } else { String::new() },
+                        label: if e.is_dir {
+                            format!("{}/", e.name)
+                        } else {
+                            e.name.clone()
+                        },
+                        detail: if e.is_dir {
+                            "dir".into()
+                        } else {
+                            String::new()
+                        },
                         is_dir: e.is_dir,
                     })
                     .collect();
@@ -1515,7 +1627,11 @@ impl App {
         let same_dir = matches!(&self.completion, Some(Completion { kind: CompKind::Path { dir: d }, .. }) if *d == dir);
         self.completion = Some(Completion {
             kind: CompKind::Path { dir },
-            sel: if same_dir { prev_sel.min(items.len().saturating_sub(1)) } else { 0 },
+            sel: if same_dir {
+                prev_sel.min(items.len().saturating_sub(1))
+            } else {
+                0
+            },
             items,
             range,
             loading,
@@ -1534,13 +1650,19 @@ impl App {
         };
         match &c.kind {
             CompKind::Slash => {
-                let name = item.label.split_whitespace().next().unwrap_or("").to_string();
+                let name = item
+                    .label
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
                 if enter {
                     self.composer.take();
                     self.completion = None;
                     return self.command(name.trim_start_matches('/'));
                 }
-                self.composer.replace_range(c.range.clone(), &format!("{name} "));
+                self.composer
+                    .replace_range(c.range.clone(), &format!("{name} "));
                 self.completion = None;
                 self.completion_dismissed = Some(self.composer.text().to_string());
                 Vec::new()
@@ -1551,7 +1673,11 @@ impl App {
                 } else {
                     format!("{dir}/{}", item.label)
                 };
-                let insert = if item.is_dir { format!("@{path}") } else { format!("@{path} ") };
+                let insert = if item.is_dir {
+                    format!("@{path}")
+                } else {
+                    format!("@{path} ")
+                };
                 self.composer.replace_range(c.range.clone(), &insert);
                 self.completion = None;
                 // A folder lists its own entries next (one level per keystroke).

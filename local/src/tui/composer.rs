@@ -61,11 +61,19 @@ impl Composer {
     }
 
     fn prev_boundary(&self, i: usize) -> usize {
-        self.text[..i].char_indices().last().map(|(p, _)| p).unwrap_or(0)
+        self.text[..i]
+            .char_indices()
+            .last()
+            .map(|(p, _)| p)
+            .unwrap_or(0)
     }
 
     fn next_boundary(&self, i: usize) -> usize {
-        self.text[i..].chars().next().map(|c| i + c.len_utf8()).unwrap_or(i)
+        self.text[i..]
+            .chars()
+            .next()
+            .map(|c| i + c.len_utf8())
+            .unwrap_or(i)
     }
 
     /// Delete the char before the cursor.
@@ -96,7 +104,10 @@ impl Composer {
     }
 
     fn line_start(&self) -> usize {
-        self.text[..self.cursor].rfind('\n').map(|i| i + 1).unwrap_or(0)
+        self.text[..self.cursor]
+            .rfind('\n')
+            .map(|i| i + 1)
+            .unwrap_or(0)
     }
 
     fn line_end(&self) -> usize {
@@ -142,7 +153,11 @@ impl Composer {
             .rfind([' ', '\t', '\n', '/'])
             .map(|i| i + 1)
             .unwrap_or(0);
-        let start = if start == self.cursor { self.prev_boundary(self.cursor) } else { start };
+        let start = if start == self.cursor {
+            self.prev_boundary(self.cursor)
+        } else {
+            start
+        };
         self.text.replace_range(start..self.cursor, "");
         self.cursor = start;
     }
@@ -151,7 +166,10 @@ impl Composer {
     pub(crate) fn word_left(&mut self) {
         let before = &self.text[..self.cursor];
         let trimmed = before.trim_end();
-        self.cursor = trimmed.rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
+        self.cursor = trimmed
+            .rfind(char::is_whitespace)
+            .map(|i| i + 1)
+            .unwrap_or(0);
     }
 
     /// Move right by a word.

@@ -56,14 +56,21 @@ pub(crate) fn rows_from_args(tool: &str, arguments: &str) -> Option<Vec<DiffRow>
             for (i, e) in edits.iter().enumerate() {
                 let old = e.get("old_string").and_then(Value::as_str).unwrap_or("");
                 let new = e.get("new_string").and_then(Value::as_str).unwrap_or("");
-                let all = e.get("replace_all").and_then(Value::as_bool).unwrap_or(false);
+                let all = e
+                    .get("replace_all")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
                 rows.push(DiffRow::Header(format!(
                     "@@ edit {} of {}{} @@",
                     i + 1,
                     edits.len(),
                     if all { " (all occurrences)" } else { "" }
                 )));
-                rows.extend(edit_rows(old, new).into_iter().filter(|r| !matches!(r, DiffRow::Header(_))));
+                rows.extend(
+                    edit_rows(old, new)
+                        .into_iter()
+                        .filter(|r| !matches!(r, DiffRow::Header(_))),
+                );
             }
         }
         _ => return None,
@@ -128,7 +135,11 @@ fn collapse_context(rows: Vec<DiffRow>, keep: usize) -> Vec<DiffRow> {
 pub(crate) fn rows_from_unified(text: &str) -> Vec<DiffRow> {
     text.lines()
         .map(|l| {
-            if l.starts_with("+++") || l.starts_with("---") || l.starts_with("@@") || l.starts_with("diff ") {
+            if l.starts_with("+++")
+                || l.starts_with("---")
+                || l.starts_with("@@")
+                || l.starts_with("diff ")
+            {
                 DiffRow::Header(l.to_string())
             } else if let Some(r) = l.strip_prefix('+') {
                 DiffRow::Add(r.to_string())
@@ -143,7 +154,12 @@ pub(crate) fn rows_from_unified(text: &str) -> Vec<DiffRow> {
 
 /// Render rows to at most `max_rows` wrapped lines of `width` columns, each prefixed by
 /// `indent`. Longer diffs end with a "… N more lines" marker.
-pub(crate) fn render(rows: &[DiffRow], width: usize, indent: &str, max_rows: usize) -> Vec<Line<'static>> {
+pub(crate) fn render(
+    rows: &[DiffRow],
+    width: usize,
+    indent: &str,
+    max_rows: usize,
+) -> Vec<Line<'static>> {
     let mut out: Vec<Line<'static>> = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         let (sign, text, style) = match r {
@@ -153,13 +169,19 @@ pub(crate) fn render(rows: &[DiffRow], width: usize, indent: &str, max_rows: usi
             DiffRow::Del(t) => ("- ", t.as_str(), theme::diff_del()),
             DiffRow::Gap(t) => ("", t.as_str(), theme::dim()),
         };
-        let first = vec![Span::raw(indent.to_string()), Span::styled(sign.to_string(), style)];
+        let first = vec![
+            Span::raw(indent.to_string()),
+            Span::styled(sign.to_string(), style),
+        ];
         let rest = vec![Span::raw(format!("{indent}{}", " ".repeat(sign.len())))];
         let wrapped = wrap_line(&[Span::styled(sanitize(text), style)], width, &first, &rest);
         if out.len() + wrapped.len() > max_rows {
             let left = rows.len() - i;
             out.push(Line::from(Span::styled(
-                format!("{indent}… {}", theme::plural(left as u64, "more diff line", "more diff lines")),
+                format!(
+                    "{indent}… {}",
+                    theme::plural(left as u64, "more diff line", "more diff lines")
+                ),
                 theme::dim(),
             )));
             break;
@@ -195,16 +217,22 @@ mod tests {
         );
         let lines = render(&rows, 40, "  ", 100);
         assert_eq!(lines[3].spans[1].style.fg, Some(ratatui::style::Color::Red));
-        assert_eq!(lines[4].spans[1].style.fg, Some(ratatui::style::Color::Green));
+        assert_eq!(
+            lines[4].spans[1].style.fg,
+            Some(ratatui::style::Color::Green)
+        );
     }
 
     #[test]
     fn long_context_is_collapsed_and_output_capped() {
         let old: String = (0..20).map(|i| format!("line {i}\n")).collect();
         let new = old.replace("line 10\n", "line ten\n");
-        let args = serde_json::json!({"path": "f", "old_string": old, "new_string": new}).to_string();
+        let args =
+            serde_json::json!({"path": "f", "old_string": old, "new_string": new}).to_string();
         let rows = rows_from_args("edit_file", &args).unwrap_or_default();
-        assert!(rows.iter().any(|r| matches!(r, DiffRow::Gap(t) if t.contains("7 unchanged"))));
+        assert!(rows
+            .iter()
+            .any(|r| matches!(r, DiffRow::Gap(t) if t.contains("7 unchanged"))));
         let lines = render(&rows, 40, "", 5);
         assert_eq!(lines.len(), 6);
         assert!(lines[5].spans[0].content.contains("more diff lines"));

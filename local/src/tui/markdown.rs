@@ -18,15 +18,25 @@ pub(crate) fn render(text: &str, width: usize) -> Vec<Line<'static>> {
     for raw in text.split('\n') {
         let line = sanitize(raw);
         let trimmed = line.trim_start();
-        if let Some(fence) = trimmed.strip_prefix("```").or_else(|| trimmed.strip_prefix("~~~")) {
+        if let Some(fence) = trimmed
+            .strip_prefix("```")
+            .or_else(|| trimmed.strip_prefix("~~~"))
+        {
             match code.take() {
                 Some(_) => {
                     out.push(Line::from(Span::styled("  └─", theme::gutter())));
                 }
                 None => {
                     let lang = fence.trim().to_ascii_lowercase();
-                    let label = if lang.is_empty() { String::new() } else { format!(" {lang}") };
-                    out.push(Line::from(Span::styled(format!("  ┌─{label}"), theme::gutter())));
+                    let label = if lang.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {lang}")
+                    };
+                    out.push(Line::from(Span::styled(
+                        format!("  ┌─{label}"),
+                        theme::gutter(),
+                    )));
                     code = Some(lang);
                 }
             }
@@ -72,7 +82,10 @@ pub(crate) fn render(text: &str, width: usize) -> Vec<Line<'static>> {
         let indent = line.len() - trimmed.len();
         if let Some((marker, rest)) = list_item(trimmed) {
             let pad = " ".repeat((indent / 2) * 2);
-            let first = vec![Span::raw(pad.clone()), Span::styled(marker.clone(), theme::dim())];
+            let first = vec![
+                Span::raw(pad.clone()),
+                Span::styled(marker.clone(), theme::dim()),
+            ];
             let cont = vec![Span::raw(format!("{pad}{}", " ".repeat(width_of(&marker))))];
             let spans = inline(rest, theme::text());
             out.extend(wrap_line(&spans, width, &first, &cont));
@@ -97,7 +110,7 @@ fn heading(line: &str) -> Option<(usize, &str)> {
     if (1..=6).contains(&hashes) {
         let rest = &line[hashes..];
         if let Some(r) = rest.strip_prefix(' ') {
-            return Some((hashes, r.trim_end_matches(|c| c == '#' || c == ' ')));
+            return Some((hashes, r.trim_end_matches(['#', ' '])));
         }
     }
     None
@@ -106,7 +119,9 @@ fn heading(line: &str) -> Option<(usize, &str)> {
 fn is_rule(line: &str) -> bool {
     let t = line.trim_end();
     t.len() >= 3
-        && (t.chars().all(|c| c == '-') || t.chars().all(|c| c == '*') || t.chars().all(|c| c == '_'))
+        && (t.chars().all(|c| c == '-')
+            || t.chars().all(|c| c == '*')
+            || t.chars().all(|c| c == '_'))
 }
 
 /// `- x`, `* x`, `+ x` become a bullet; `1. x` / `1) x` keep their number.
@@ -117,7 +132,10 @@ fn list_item(line: &str) -> Option<(String, &str)> {
             if let Some(r) = rest.strip_prefix("[ ] ") {
                 return Some(("[ ] ".into(), r));
             }
-            if let Some(r) = rest.strip_prefix("[x] ").or_else(|| rest.strip_prefix("[X] ")) {
+            if let Some(r) = rest
+                .strip_prefix("[x] ")
+                .or_else(|| rest.strip_prefix("[X] "))
+            {
                 return Some(("[x] ".into(), r));
             }
             return Some(("• ".into(), rest));
@@ -235,21 +253,114 @@ fn link(chars: &[char]) -> Option<(String, String, usize)> {
 }
 
 const KEYWORDS: &[&str] = &[
-    "as", "async", "await", "break", "case", "catch", "class", "const", "continue", "def", "default",
-    "defer", "do", "elif", "else", "enum", "export", "extends", "false", "fi", "finally", "fn",
-    "for", "from", "func", "function", "go", "if", "impl", "import", "in", "interface", "let",
-    "loop", "match", "mod", "mut", "new", "nil", "None", "null", "package", "pass", "pub", "raise",
-    "return", "self", "Self", "static", "struct", "switch", "then", "this", "throw", "trait", "true",
-    "True", "False", "try", "type", "typeof", "use", "var", "void", "where", "while", "with",
-    "yield", "done", "esac", "echo", "local", "unsafe", "dyn", "ref", "crate", "super", "lambda",
-    "not", "and", "or", "is", "del", "global", "private", "public", "protected", "int", "bool",
-    "char", "float", "double", "string", "String", "usize", "u8", "u32", "u64", "i32", "i64",
+    "as",
+    "async",
+    "await",
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "def",
+    "default",
+    "defer",
+    "do",
+    "elif",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "fi",
+    "finally",
+    "fn",
+    "for",
+    "from",
+    "func",
+    "function",
+    "go",
+    "if",
+    "impl",
+    "import",
+    "in",
+    "interface",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "mut",
+    "new",
+    "nil",
+    "None",
+    "null",
+    "package",
+    "pass",
+    "pub",
+    "raise",
+    "return",
+    "self",
+    "Self",
+    "static",
+    "struct",
+    "switch",
+    "then",
+    "this",
+    "throw",
+    "trait",
+    "true",
+    "True",
+    "False",
+    "try",
+    "type",
+    "typeof",
+    "use",
+    "var",
+    "void",
+    "where",
+    "while",
+    "with",
+    "yield",
+    "done",
+    "esac",
+    "echo",
+    "local",
+    "unsafe",
+    "dyn",
+    "ref",
+    "crate",
+    "super",
+    "lambda",
+    "not",
+    "and",
+    "or",
+    "is",
+    "del",
+    "global",
+    "private",
+    "public",
+    "protected",
+    "int",
+    "bool",
+    "char",
+    "float",
+    "double",
+    "string",
+    "String",
+    "usize",
+    "u8",
+    "u32",
+    "u64",
+    "i32",
+    "i64",
 ];
 
 fn comment_markers(lang: &str) -> &'static [&'static str] {
     match lang {
         "python" | "py" | "sh" | "bash" | "zsh" | "shell" | "console" | "toml" | "yaml" | "yml"
-        | "ruby" | "rb" | "perl" | "make" | "makefile" | "dockerfile" | "r" | "ini" | "conf" => &["#"],
+        | "ruby" | "rb" | "perl" | "make" | "makefile" | "dockerfile" | "r" | "ini" | "conf" => {
+            &["#"]
+        }
         "sql" | "lua" | "haskell" | "hs" => &["--"],
         "rust" | "rs" | "c" | "cpp" | "c++" | "h" | "hpp" | "go" | "js" | "javascript" | "ts"
         | "typescript" | "tsx" | "jsx" | "java" | "kotlin" | "kt" | "swift" | "zig" | "cs"
@@ -292,7 +403,10 @@ pub(crate) fn highlight(line: &str, lang: &str) -> Vec<Span<'static>> {
         });
         if is_comment {
             flush(&mut cur, &mut spans);
-            spans.push(Span::styled(chars[i..].iter().collect::<String>(), theme::code_comment()));
+            spans.push(Span::styled(
+                chars[i..].iter().collect::<String>(),
+                theme::code_comment(),
+            ));
             return spans;
         }
         if c == '"' || (c == '\'' && !matches!(lang, "rust" | "rs")) || c == '`' {
@@ -321,7 +435,12 @@ pub(crate) fn highlight(line: &str, lang: &str) -> Vec<Span<'static>> {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
-            if word.chars().next().map(|c| c.is_ascii_digit()).unwrap_or(false) {
+            if word
+                .chars()
+                .next()
+                .map(|c| c.is_ascii_digit())
+                .unwrap_or(false)
+            {
                 flush(&mut cur, &mut spans);
                 spans.push(Span::styled(word, theme::code_number()));
             } else if KEYWORDS.contains(&word.as_str()) {
@@ -378,14 +497,21 @@ mod tests {
         let some = &lines[2];
         let find = |t: &str| some.spans.iter().find(|s| s.content == t).map(|s| s.style);
         assert_eq!(find("code").and_then(|s| s.fg), Some(Color::Yellow));
-        assert!(find("bold").map(|s| s.add_modifier.contains(Modifier::BOLD)).unwrap_or(false));
-        assert!(!find("Some").map(|s| s.add_modifier.contains(Modifier::BOLD)).unwrap_or(true));
+        assert!(find("bold")
+            .map(|s| s.add_modifier.contains(Modifier::BOLD))
+            .unwrap_or(false));
+        assert!(!find("Some")
+            .map(|s| s.add_modifier.contains(Modifier::BOLD))
+            .unwrap_or(true));
     }
 
     #[test]
     fn highlights_code() {
         let spans = highlight("let n = 42; // answer", "rust");
-        let kw = spans.iter().find(|s| s.content == "let").map(|s| s.style.fg);
+        let kw = spans
+            .iter()
+            .find(|s| s.content == "let")
+            .map(|s| s.style.fg);
         assert_eq!(kw, Some(Some(Color::Magenta)));
         let num = spans.iter().find(|s| s.content == "42").map(|s| s.style.fg);
         assert_eq!(num, Some(Some(Color::Cyan)));
@@ -395,7 +521,13 @@ mod tests {
     #[test]
     fn snake_case_is_not_italic_and_unclosed_fence_is_code() {
         let lines = render("call my_func_name now\n```\nstill code", 40);
-        assert_eq!(plain(&lines), vec!["call my_func_name now", "  ┌─", "  │ still code"]);
-        assert!(lines[0].spans.iter().all(|s| !s.style.add_modifier.contains(Modifier::ITALIC)));
+        assert_eq!(
+            plain(&lines),
+            vec!["call my_func_name now", "  ┌─", "  │ still code"]
+        );
+        assert!(lines[0]
+            .spans
+            .iter()
+            .all(|s| !s.style.add_modifier.contains(Modifier::ITALIC)));
     }
 }

@@ -36,7 +36,9 @@ mod tests {
         let long = "é".repeat(MAX_COPY_BYTES);
         let s = sequence(&long, false);
         let b64 = &s[7..s.len() - 1];
-        let decoded = base64::engine::general_purpose::STANDARD.decode(b64).unwrap_or_default();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap_or_default();
         assert!(decoded.len() <= MAX_COPY_BYTES && std::str::from_utf8(&decoded).is_ok());
     }
 }

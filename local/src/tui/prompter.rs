@@ -28,6 +28,13 @@ pub fn prompter_channel() -> (TuiPrompter, TuiPrompts) {
     (TuiPrompter { tx }, TuiPrompts { rx })
 }
 
+impl TuiPrompts {
+    /// The next question or progress event (for a UI loop other than [`super::run_tui`]).
+    pub async fn recv(&mut self) -> Option<AppEvent> {
+        self.rx.recv().await
+    }
+}
+
 impl TuiPrompter {
     /// Show a host key that the connection refused (changed or revoked). The modal explains
     /// and offers no way to accept.

@@ -22,7 +22,11 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
         return;
     }
     let modal = app.modal_open();
-    let composer_rows = if modal { 0 } else { composer_height(app, area.width) };
+    let composer_rows = if modal {
+        0
+    } else {
+        composer_height(app, area.width)
+    };
     let status_h = 1u16;
     let activity_h = 1u16;
     let transcript_h = area
@@ -32,7 +36,12 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     let transcript = Rect::new(area.x, area.y, area.width, transcript_h);
     let activity = Rect::new(area.x, area.y + transcript_h, area.width, activity_h);
     let composer = Rect::new(area.x, activity.y + activity_h, area.width, composer_rows);
-    let status = Rect::new(area.x, area.y + area.height - status_h, area.width, status_h);
+    let status = Rect::new(
+        area.x,
+        area.y + area.height - status_h,
+        area.width,
+        status_h,
+    );
 
     render_transcript(app, frame, transcript);
     render_activity(app, frame, activity);
@@ -99,7 +108,9 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
         return;
     }
     let ctx = app.layout_ctx(area.width as usize);
-    let rows = app.transcript.window(&ctx, area.height as usize, app.scroll);
+    let rows = app
+        .transcript
+        .window(&ctx, area.height as usize, app.scroll);
     frame.render_widget(Paragraph::new(rows), area);
     if app.scroll != Scroll::Follow && area.height > 1 {
         let label = " scrolled up · End or Esc to follow ";
@@ -108,7 +119,10 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
         let r = Rect::new(x, area.y + area.height - 1, w.min(area.width), 1);
         frame.render_widget(Clear, r);
         frame.render_widget(
-            Paragraph::new(Span::styled(label, theme::warn().add_modifier(Modifier::REVERSED))),
+            Paragraph::new(Span::styled(
+                label,
+                theme::warn().add_modifier(Modifier::REVERSED),
+            )),
             r,
         );
     }
@@ -117,7 +131,10 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
 fn render_activity(app: &App, frame: &mut Frame<'_>, area: Rect) {
     let w = area.width as usize;
     let line = if let Some((hint, _)) = &app.hint {
-        Line::from(Span::styled(format!("  {}", truncate(hint, w.saturating_sub(2))), theme::warn()))
+        Line::from(Span::styled(
+            format!("  {}", truncate(hint, w.saturating_sub(2))),
+            theme::warn(),
+        ))
     } else {
         let elapsed = app
             .turn_started
@@ -128,14 +145,22 @@ fn render_activity(app: &App, frame: &mut Frame<'_>, area: Rect) {
                 Span::styled(format!("  {} ", spinner(app)), theme::warn()),
                 Span::styled(format!("working{elapsed}"), theme::warn()),
                 Span::styled(
-                    if app.role == Some(ClientRole::Spectator) { " · driven by another client" } else { " · Ctrl-C to cancel" },
+                    if app.role == Some(ClientRole::Spectator) {
+                        " · driven by another client"
+                    } else {
+                        " · Ctrl-C to cancel"
+                    },
                     theme::dim(),
                 ),
             ],
             TurnState::WaitingForApproval => vec![Span::styled(
                 format!(
                     "  waiting for approval{}",
-                    if app.role == Some(ClientRole::Spectator) { " by the driver" } else { "" }
+                    if app.role == Some(ClientRole::Spectator) {
+                        " by the driver"
+                    } else {
+                        ""
+                    }
                 ),
                 theme::warn(),
             )],
@@ -143,7 +168,9 @@ fn render_activity(app: &App, frame: &mut Frame<'_>, area: Rect) {
                 format!(
                     "  {} {}",
                     spinner(app),
-                    app.turn_detail.clone().unwrap_or_else(|| "waiting for laptop".into())
+                    app.turn_detail
+                        .clone()
+                        .unwrap_or_else(|| "waiting for laptop".into())
                 ),
                 theme::warn(),
             )],
@@ -154,7 +181,10 @@ fn render_activity(app: &App, frame: &mut Frame<'_>, area: Rect) {
             TurnState::Idle => Vec::new(),
         };
         if app.sending.is_some() && spans.is_empty() {
-            spans.push(Span::styled(format!("  {} sending…", spinner(app)), theme::dim()));
+            spans.push(Span::styled(
+                format!("  {} sending…", spinner(app)),
+                theme::dim(),
+            ));
         }
         if app.queued.is_some() {
             spans.push(Span::styled("  · 1 message queued", theme::dim()));
@@ -175,14 +205,20 @@ fn render_composer(app: &App, frame: &mut Frame<'_>, area: Rect) {
     }
     let w = area.width as usize;
     let hint = " Enter send · Shift+Enter newline · /help ";
-    let mut top = vec![Span::styled("─".repeat(w.saturating_sub(text_width(hint) + 2).min(w)), theme::border())];
+    let mut top = vec![Span::styled(
+        "─".repeat(w.saturating_sub(text_width(hint) + 2).min(w)),
+        theme::border(),
+    )];
     if w > text_width(hint) + 10 {
         top.push(Span::styled(hint, theme::dim()));
         top.push(Span::styled("──", theme::border()));
     } else {
         top = vec![Span::styled("─".repeat(w), theme::border())];
     }
-    frame.render_widget(Paragraph::new(Line::from(top)), Rect::new(area.x, area.y, area.width, 1));
+    frame.render_widget(
+        Paragraph::new(Line::from(top)),
+        Rect::new(area.x, area.y, area.width, 1),
+    );
     let body = Rect::new(area.x, area.y + 1, area.width, area.height - 1);
     let inner_w = w.saturating_sub(2);
     let (rows, (cur_row, cur_col)) = app.composer.layout(inner_w);
@@ -211,22 +247,35 @@ fn render_composer(app: &App, frame: &mut Frame<'_>, area: Rect) {
         .skip(first)
         .take(visible)
         .map(|(i, r)| {
-            let p = if i == 0 { Span::styled("> ", theme::user_marker()) } else { Span::raw("  ") };
+            let p = if i == 0 {
+                Span::styled("> ", theme::user_marker())
+            } else {
+                Span::raw("  ")
+            };
             Line::from(vec![p, Span::raw(r.clone())])
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), body);
     let y = body.y + (cur_row - first) as u16;
     let x = body.x + 2 + cur_col as u16;
-    frame.set_cursor_position(Position::new(x.min(body.x + body.width.saturating_sub(1)), y));
+    frame.set_cursor_position(Position::new(
+        x.min(body.x + body.width.saturating_sub(1)),
+        y,
+    ));
 }
 
 fn render_completion(app: &App, frame: &mut Frame<'_>, transcript: Rect, composer: Rect) {
     let Some(c) = &app.completion else {
         return;
     };
-    let max_rows = 8usize.min(transcript.height.saturating_sub(2) as usize).max(1);
-    let n = if c.loading { 1 } else { c.items.len().min(max_rows) };
+    let max_rows = 8usize
+        .min(transcript.height.saturating_sub(2) as usize)
+        .max(1);
+    let n = if c.loading {
+        1
+    } else {
+        c.items.len().min(max_rows)
+    };
     let w = transcript.width.saturating_sub(2).min(64);
     let h = n as u16 + 2;
     let y = composer.y.saturating_sub(h + 1).max(transcript.y);
@@ -234,7 +283,11 @@ fn render_completion(app: &App, frame: &mut Frame<'_>, transcript: Rect, compose
     let title = match &c.kind {
         CompKind::Slash => " commands ".to_string(),
         CompKind::Path { dir } => {
-            let d = if dir.is_empty() { "./".to_string() } else { format!("{dir}/") };
+            let d = if dir.is_empty() {
+                "./".to_string()
+            } else {
+                format!("{dir}/")
+            };
             format!(" {} ", truncate_left(&d, (w as usize).saturating_sub(6)))
         }
     };
@@ -248,15 +301,28 @@ fn render_completion(app: &App, frame: &mut Frame<'_>, transcript: Rect, compose
     let iw = inner.width as usize;
     if c.loading {
         frame.render_widget(
-            Paragraph::new(Span::styled(format!("{} listing…", spinner(app)), theme::dim())),
+            Paragraph::new(Span::styled(
+                format!("{} listing…", spinner(app)),
+                theme::dim(),
+            )),
             inner,
         );
         return;
     }
     let first = (c.sel + 1).saturating_sub(n);
     // Descriptions line up in one column.
-    let col = c.items.iter().map(|it| text_width(&it.label)).max().unwrap_or(0) + 2;
-    let col = if c.kind == CompKind::Slash { col.min(iw / 2) } else { 0 };
+    let col = c
+        .items
+        .iter()
+        .map(|it| text_width(&it.label))
+        .max()
+        .unwrap_or(0)
+        + 2;
+    let col = if c.kind == CompKind::Slash {
+        col.min(iw / 2)
+    } else {
+        0
+    };
     let lines: Vec<Line<'static>> = c
         .items
         .iter()
@@ -267,8 +333,16 @@ fn render_completion(app: &App, frame: &mut Frame<'_>, transcript: Rect, compose
             let label_w = text_width(&it.label).max(col).min(iw);
             let detail = truncate(&it.detail, iw.saturating_sub(label_w + 2));
             let pad = iw.saturating_sub(label_w + text_width(&detail));
-            let base = if i == c.sel { theme::selected() } else { Style::default() };
-            let label_style = if it.is_dir { base.patch(theme::heading()) } else { base };
+            let base = if i == c.sel {
+                theme::selected()
+            } else {
+                Style::default()
+            };
+            let label_style = if it.is_dir {
+                base.patch(theme::heading())
+            } else {
+                base
+            };
             let label = truncate(&it.label, iw);
             let gap = label_w.saturating_sub(text_width(&label));
             if c.kind == CompKind::Slash {
@@ -305,7 +379,11 @@ fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
                 (_, TurnState::WaitingForLaptop) => "waiting for laptop",
                 _ => "connected",
             };
-            let style = if s == "connected" { theme::ok() } else { theme::warn() };
+            let style = if s == "connected" {
+                theme::ok()
+            } else {
+                theme::warn()
+            };
             (s.to_string(), s.to_string(), style)
         }
         ConnView::Reconnecting {
@@ -318,7 +396,9 @@ fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
             let next = secs(next_at - app.mono_ms + 999);
             let last = last_contact_secs + secs(app.mono_ms - reported_at);
             (
-                format!("reconnecting — attempt {attempt}, next in {next}s, last contact {last}s ago"),
+                format!(
+                    "reconnecting — attempt {attempt}, next in {next}s, last contact {last}s ago"
+                ),
                 format!("reconnecting #{attempt} in {next}s, seen {last}s ago"),
                 theme::warn(),
             )
@@ -336,7 +416,15 @@ fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
         (0, app.settings.workspace.clone(), theme::text()),
         (0, conn, conn_style),
         (2, model, theme::text()),
-        (3, format!("in {} out {}", fmt_tokens(t.prompt), fmt_tokens(t.completion)), theme::dim()),
+        (
+            3,
+            format!(
+                "in {} out {}",
+                fmt_tokens(t.prompt),
+                fmt_tokens(t.completion)
+            ),
+            theme::dim(),
+        ),
     ];
     if let Some(p) = t.cache_pct() {
         segs.push((4, format!("cache {p:.0}%"), theme::dim()));
@@ -352,32 +440,38 @@ fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
         };
         segs.push((6, format!("sandbox {s}"), style));
     }
-    let total = |segs: &[(u8, String, Style)]| -> usize {
-        segs.iter().map(|s| text_width(&s.1)).sum::<usize>() + segs.len().saturating_sub(1) * 3 + 2
+    // Width of the bar with the workspace (segment 0) counted as `ws` columns.
+    let total = |segs: &[(u8, String, Style)], ws: usize| -> usize {
+        segs.iter().skip(1).map(|s| text_width(&s.1)).sum::<usize>()
+            + ws
+            + segs.len().saturating_sub(1) * 3
+            + 2
     };
-    let drop_above = |segs: &mut Vec<(u8, String, Style)>, min: u8| {
-        while total(segs) > w {
-            let Some((idx, _)) = segs.iter().enumerate().filter(|(_, s)| s.0 >= min).max_by_key(|(_, s)| s.0) else {
+    let full = text_width(&segs[0].1);
+    let min_ws = full.min(20);
+    let drop_while = |segs: &mut Vec<(u8, String, Style)>, min_prio: u8, ws: usize| {
+        while total(segs, ws) > w {
+            let Some((idx, _)) = segs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.0 >= min_prio)
+                .max_by_key(|(_, s)| s.0)
+            else {
                 break;
             };
             segs.remove(idx);
         }
     };
-    drop_above(&mut segs, 4);
-    if total(&segs) > w {
+    // The full connection text (attempt, countdown, last contact) beats token figures.
+    drop_while(&mut segs, 3, full);
+    if total(&segs, full) > w {
         segs[1].1 = conn_short;
     }
-    if total(&segs) > w {
-        let others = total(&segs) - text_width(&segs[0].1);
-        segs[0].1 = shorten_workspace(&segs[0].1, w.saturating_sub(others).max(20));
-    }
-    drop_above(&mut segs, 1);
-    if total(&segs) > w {
-        let others = total(&segs) - text_width(&segs[0].1);
-        segs[0].1 = shorten_workspace(&segs[0].1, w.saturating_sub(others).max(8));
-    }
-    if total(&segs) > w {
-        let others = total(&segs) - text_width(&segs[1].1);
+    drop_while(&mut segs, 1, min_ws);
+    let room = w.saturating_sub(total(&segs, 0));
+    segs[0].1 = shorten_workspace(&segs[0].1, room.max(8));
+    if total(&segs, text_width(&segs[0].1)) > w {
+        let others = total(&segs, text_width(&segs[0].1)) - text_width(&segs[1].1);
         segs[1].1 = truncate(&segs[1].1, w.saturating_sub(others).max(8));
     }
     let mut spans = vec![Span::raw(" ")];
@@ -415,7 +509,10 @@ fn modal_box(frame: &mut Frame<'_>, area: Rect, w: u16, h: u16, title: &str, sty
         .borders(Borders::ALL)
         .border_style(style)
         .padding(Padding::horizontal(1))
-        .title(Span::styled(format!(" {title} "), style.add_modifier(Modifier::BOLD)));
+        .title(Span::styled(
+            format!(" {title} "),
+            style.add_modifier(Modifier::BOLD),
+        ));
     let inner = block.inner(r);
     frame.render_widget(Clear, r);
     frame.render_widget(block, r);
@@ -423,7 +520,14 @@ fn modal_box(frame: &mut Frame<'_>, area: Rect, w: u16, h: u16, title: &str, sty
 }
 
 /// Lay out modal content: returns the box inner area after drawing `lines` (cut to fit).
-fn show_modal(frame: &mut Frame<'_>, area: Rect, title: &str, style: Style, lines: Vec<Line<'static>>, max_w: u16) {
+fn show_modal(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    title: &str,
+    style: Style,
+    lines: Vec<Line<'static>>,
+    max_w: u16,
+) {
     let h = lines.len() as u16 + 2;
     let inner = modal_box(frame, area, max_w, h, title, style);
     let n = inner.height as usize;
@@ -442,13 +546,25 @@ fn kv_rows(key: &str, values: &[String], width: usize, key_w: usize) -> Vec<Line
     let mut out = Vec::new();
     if fits {
         for (i, v) in values.iter().enumerate() {
-            let k = if i == 0 { format!("{key:<key_w$}") } else { " ".repeat(key_w) };
-            out.push(Line::from(vec![Span::styled(k, theme::dim()), Span::raw(v.clone())]));
+            let k = if i == 0 {
+                format!("{key:<key_w$}")
+            } else {
+                " ".repeat(key_w)
+            };
+            out.push(Line::from(vec![
+                Span::styled(k, theme::dim()),
+                Span::raw(v.clone()),
+            ]));
         }
     } else {
         out.push(Line::from(Span::styled(key.to_string(), theme::dim())));
         for v in values {
-            out.extend(wrap_line(&[Span::raw(v.clone())], width, &[Span::raw("  ")], &[Span::raw("  ")]));
+            out.extend(wrap_line(
+                &[Span::raw(v.clone())],
+                width,
+                &[Span::raw("  ")],
+                &[Span::raw("  ")],
+            ));
         }
     }
     out
@@ -460,7 +576,12 @@ fn kv(key: &str, value: String, width: usize, key_w: usize) -> Vec<Line<'static>
     // A value that would wrap (a fingerprint on a narrow screen) goes on its own row whole.
     if key_w + text_width(&value) > width && text_width(&value) <= width.saturating_sub(2) {
         let mut out = vec![Line::from(Span::styled(key.to_string(), theme::dim()))];
-        out.extend(wrap_line(&[Span::raw(value)], width, &[Span::raw("  ")], &[Span::raw("  ")]));
+        out.extend(wrap_line(
+            &[Span::raw(value)],
+            width,
+            &[Span::raw("  ")],
+            &[Span::raw("  ")],
+        ));
         return out;
     }
     wrap_line(&[Span::raw(value)], width, &first, &rest)
@@ -471,7 +592,11 @@ fn options(items: &[(&str, &str)], sel: Option<usize>) -> Vec<Line<'static>> {
         .iter()
         .enumerate()
         .map(|(i, (k, label))| {
-            let base = if Some(i) == sel { theme::selected() } else { Style::default() };
+            let base = if Some(i) == sel {
+                theme::selected()
+            } else {
+                Style::default()
+            };
             Line::from(vec![
                 Span::styled(format!(" {k} "), base.patch(theme::key())),
                 Span::styled(format!(" {label} "), base),
@@ -492,7 +617,10 @@ fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
         let mut lines = Vec::new();
         let arg = super::transcript::key_arg(&a.tool, &a.arguments);
         lines.extend(wrap_line(
-            &[Span::styled(a.tool.clone(), theme::tool_name()), Span::raw(format!(" {arg}"))],
+            &[
+                Span::styled(a.tool.clone(), theme::tool_name()),
+                Span::raw(format!(" {arg}")),
+            ],
             iw,
             &[],
             &[Span::raw("  ")],
@@ -517,7 +645,10 @@ fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
                 if l.len() > room {
                     let more = l.len() - room;
                     l.truncate(room.saturating_sub(1));
-                    l.push(Line::from(Span::styled(format!("… {more} more lines"), theme::dim())));
+                    l.push(Line::from(Span::styled(
+                        format!("… {more} more lines"),
+                        theme::dim(),
+                    )));
                 }
                 lines.extend(l);
             }
@@ -553,7 +684,11 @@ fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
 fn render_prompt(p: &PromptModal, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw: usize) {
     match p {
         PromptModal::HostKey { question: q, reply } => {
-            let host = if q.port == 22 { q.host.clone() } else { format!("[{}]:{}", q.host, q.port) };
+            let host = if q.port == 22 {
+                q.host.clone()
+            } else {
+                format!("[{}]:{}", q.host, q.port)
+            };
             let mut lines = Vec::new();
             match &q.status {
                 HostKeyStatus::Unknown => {
@@ -587,7 +722,14 @@ fn render_prompt(p: &PromptModal, frame: &mut Frame<'_>, area: Rect, max_w: u16,
                     } else {
                         lines.extend(options(&[("Esc", "close")], None));
                     }
-                    show_modal(frame, area, "Unknown host key", theme::border_active(), lines, max_w);
+                    show_modal(
+                        frame,
+                        area,
+                        "Unknown host key",
+                        theme::border_active(),
+                        lines,
+                        max_w,
+                    );
                 }
                 HostKeyStatus::Changed {
                     old_fingerprint,
@@ -609,8 +751,18 @@ fn render_prompt(p: &PromptModal, frame: &mut Frame<'_>, area: Rect, max_w: u16,
                     ));
                     lines.push(Line::default());
                     lines.extend(kv("Host", format!("{} port {}", q.host, q.port), iw, 15));
-                    lines.extend(kv_rows("Key on record", &[old_key_type.clone(), old_fingerprint.clone()], iw, 15));
-                    lines.extend(kv_rows("Key presented", &[q.key_type.clone(), q.fingerprint_sha256.clone()], iw, 15));
+                    lines.extend(kv_rows(
+                        "Key on record",
+                        &[old_key_type.clone(), old_fingerprint.clone()],
+                        iw,
+                        15,
+                    ));
+                    lines.extend(kv_rows(
+                        "Key presented",
+                        &[q.key_type.clone(), q.fingerprint_sha256.clone()],
+                        iw,
+                        15,
+                    ));
                     lines.extend(kv(
                         "Recorded in",
                         format!("{}:{line}", known_hosts_file.display()),
@@ -625,18 +777,56 @@ fn render_prompt(p: &PromptModal, frame: &mut Frame<'_>, area: Rect, max_w: u16,
                         &[],
                     ));
                     lines.push(Line::default());
-                    lines.extend(options(&[("Esc", "close — the connection was refused")], None));
-                    show_modal(frame, area, "Host key changed", theme::danger(), lines, max_w);
+                    lines.extend(options(
+                        &[("Esc", "close — the connection was refused")],
+                        None,
+                    ));
+                    show_modal(
+                        frame,
+                        area,
+                        "Host key changed",
+                        theme::danger(),
+                        lines,
+                        max_w,
+                    );
                 }
-                HostKeyStatus::Revoked { known_hosts_file, line } => {
-                    lines.extend(wrap_text("WARNING: THE HOST KEY IS REVOKED", iw, theme::danger(), &[]));
+                HostKeyStatus::Revoked {
+                    known_hosts_file,
+                    line,
+                } => {
+                    lines.extend(wrap_text(
+                        "WARNING: THE HOST KEY IS REVOKED",
+                        iw,
+                        theme::danger(),
+                        &[],
+                    ));
                     lines.push(Line::default());
                     lines.extend(kv("Host", format!("{} port {}", q.host, q.port), iw, 13));
-                    lines.extend(kv_rows("Key", &[q.key_type.clone(), q.fingerprint_sha256.clone()], iw, 13));
-                    lines.extend(kv("Revoked in", format!("{}:{line}", known_hosts_file.display()), iw, 13));
+                    lines.extend(kv_rows(
+                        "Key",
+                        &[q.key_type.clone(), q.fingerprint_sha256.clone()],
+                        iw,
+                        13,
+                    ));
+                    lines.extend(kv(
+                        "Revoked in",
+                        format!("{}:{line}", known_hosts_file.display()),
+                        iw,
+                        13,
+                    ));
                     lines.push(Line::default());
-                    lines.extend(options(&[("Esc", "close — the connection was refused")], None));
-                    show_modal(frame, area, "Host key revoked", theme::danger(), lines, max_w);
+                    lines.extend(options(
+                        &[("Esc", "close — the connection was refused")],
+                        None,
+                    ));
+                    show_modal(
+                        frame,
+                        area,
+                        "Host key revoked",
+                        theme::danger(),
+                        lines,
+                        max_w,
+                    );
                 }
             }
         }
@@ -660,14 +850,35 @@ fn render_prompt(p: &PromptModal, frame: &mut Frame<'_>, area: Rect, max_w: u16,
             ]));
             lines.push(Line::default());
             lines.push(Line::from(Span::styled(
-                if prompt.echo { "Enter submit · Esc cancel" } else { "input hidden · Enter submit · Esc cancel" },
+                if prompt.echo {
+                    "Enter submit · Esc cancel"
+                } else {
+                    "input hidden · Enter submit · Esc cancel"
+                },
                 theme::dim(),
             )));
-            show_modal(frame, area, &title, theme::border_active(), lines, max_w.min(72));
+            show_modal(
+                frame,
+                area,
+                &title,
+                theme::border_active(),
+                lines,
+                max_w.min(72),
+            );
         }
-        PromptModal::Keyboard { round, answers, input, .. } => {
+        PromptModal::Keyboard {
+            round,
+            answers,
+            input,
+            ..
+        } => {
             let mut lines = Vec::new();
-            lines.extend(kv("Server", format!("{}@{}", round.user, round.host), iw, 10));
+            lines.extend(kv(
+                "Server",
+                format!("{}@{}", round.user, round.host),
+                iw,
+                10,
+            ));
             if !round.name.is_empty() {
                 lines.extend(wrap_text(&round.name, iw, theme::heading(), &[]));
             }
@@ -679,16 +890,34 @@ fn render_prompt(p: &PromptModal, frame: &mut Frame<'_>, area: Rect, max_w: u16,
                 let value = if i < answers.len() {
                     Span::styled("(answered)", theme::dim())
                 } else if i == answers.len() {
-                    let shown = if *echo { input.to_string() } else { "*".repeat(input.chars().count()) };
+                    let shown = if *echo {
+                        input.to_string()
+                    } else {
+                        "*".repeat(input.chars().count())
+                    };
                     Span::raw(format!("{shown}_"))
                 } else {
                     Span::raw("")
                 };
-                lines.push(Line::from(vec![Span::styled(prompt.trim_end().to_string(), theme::text()), Span::raw(" "), value]));
+                lines.push(Line::from(vec![
+                    Span::styled(prompt.trim_end().to_string(), theme::text()),
+                    Span::raw(" "),
+                    value,
+                ]));
             }
             lines.push(Line::default());
-            lines.push(Line::from(Span::styled("Enter next · Esc cancel", theme::dim())));
-            show_modal(frame, area, "Keyboard-interactive authentication", theme::border_active(), lines, max_w.min(72));
+            lines.push(Line::from(Span::styled(
+                "Enter next · Esc cancel",
+                theme::dim(),
+            )));
+            show_modal(
+                frame,
+                area,
+                "Keyboard-interactive authentication",
+                theme::border_active(),
+                lines,
+                max_w.min(72),
+            );
         }
     }
 }
@@ -717,7 +946,10 @@ fn fmt_bytes(n: u64) -> String {
 
 fn render_progress(app: &App, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw: usize) {
     let p = &app.progress;
-    let cur = p.current.and_then(|c| STAGES.iter().position(|s| *s == c)).unwrap_or(0);
+    let cur = p
+        .current
+        .and_then(|c| STAGES.iter().position(|s| *s == c))
+        .unwrap_or(0);
     let mut lines = vec![Line::from(Span::styled(
         truncate(&format!("Connecting to {}", app.settings.workspace), iw),
         theme::heading(),
@@ -733,12 +965,19 @@ fn render_progress(app: &App, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw:
         };
         let mut spans = vec![
             Span::styled(format!(" {mark} "), style),
-            Span::styled(format!("{:<9}", s.name()), if i == cur { theme::text() } else { style }),
+            Span::styled(
+                format!("{:<9}", s.name()),
+                if i == cur { theme::text() } else { style },
+            ),
         ];
         if i == cur {
             if let (Stage::Upload, Some((done, total))) = (s, p.amount) {
                 let bar_w = iw.saturating_sub(14 + 28).clamp(10, 30);
-                let frac = if total > 0 { done as f64 / total as f64 } else { 0.0 };
+                let frac = if total > 0 {
+                    done as f64 / total as f64
+                } else {
+                    0.0
+                };
                 let filled = ((frac * bar_w as f64).round() as usize).min(bar_w);
                 spans.push(Span::styled("#".repeat(filled), theme::ok()));
                 spans.push(Span::styled(".".repeat(bar_w - filled), theme::dim()));
@@ -749,7 +988,10 @@ fn render_progress(app: &App, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw:
                     fmt_bytes(total)
                 )));
             } else if !p.detail.is_empty() {
-                spans.push(Span::styled(truncate(&p.detail, iw.saturating_sub(14)), theme::dim()));
+                spans.push(Span::styled(
+                    truncate(&p.detail, iw.saturating_sub(14)),
+                    theme::dim(),
+                ));
             }
         }
         lines.push(Line::from(spans));
@@ -760,15 +1002,33 @@ fn render_progress(app: &App, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw:
         b.truncate(4);
         lines.extend(b);
     }
-    show_modal(frame, area, "Connecting", theme::border_active(), lines, max_w.min(72));
+    show_modal(
+        frame,
+        area,
+        "Connecting",
+        theme::border_active(),
+        lines,
+        max_w.min(72),
+    );
 }
 
-fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw: usize) {
+fn render_overlay(
+    app: &App,
+    ov: &Overlay,
+    frame: &mut Frame<'_>,
+    area: Rect,
+    max_w: u16,
+    iw: usize,
+) {
     match ov {
         Overlay::Help { scroll } => {
             let mut lines = vec![Line::from(Span::styled("Commands", theme::heading()))];
             for (name, arg, desc) in COMMANDS {
-                let cmd = if arg.is_empty() { format!("/{name}") } else { format!("/{name} {arg}") };
+                let cmd = if arg.is_empty() {
+                    format!("/{name}")
+                } else {
+                    format!("/{name} {arg}")
+                };
                 lines.extend(wrap_line(
                     &[Span::raw(desc.to_string())],
                     iw,
@@ -787,9 +1047,19 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
                 };
                 if k[0].content.len() > kw {
                     lines.push(Line::from(k));
-                    lines.extend(wrap_text(desc, iw, theme::text(), &[Span::raw(" ".repeat(kw))]));
+                    lines.extend(wrap_text(
+                        desc,
+                        iw,
+                        theme::text(),
+                        &[Span::raw(" ".repeat(kw))],
+                    ));
                 } else {
-                    lines.extend(wrap_line(&[Span::raw(desc.to_string())], iw, &k, &[Span::raw(" ".repeat(kw))]));
+                    lines.extend(wrap_line(
+                        &[Span::raw(desc.to_string())],
+                        iw,
+                        &k,
+                        &[Span::raw(" ".repeat(kw))],
+                    ));
                 }
             }
             let room = (area.height as usize).saturating_sub(3);
@@ -813,7 +1083,9 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
             let conn = match &app.conn {
                 ConnView::Connecting => "connecting".to_string(),
                 ConnView::Connected => "connected".to_string(),
-                ConnView::Reconnecting { attempt, reason, .. } => format!("reconnecting (attempt {attempt}): {reason}"),
+                ConnView::Reconnecting {
+                    attempt, reason, ..
+                } => format!("reconnecting (attempt {attempt}): {reason}"),
                 ConnView::Failed { reason } => format!("disconnected: {reason}"),
             };
             lines.extend(kv("Connection", conn, iw, kw));
@@ -822,14 +1094,23 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
                     lines.extend(kv("Host path", s.workspace.clone(), iw, kw));
                     lines.extend(kv(
                         "Daemon",
-                        format!("build {} · pid {} · up {}", s.build_id, s.pid, fmt_dur(s.uptime_secs)),
+                        format!(
+                            "build {} · pid {} · up {}",
+                            s.build_id,
+                            s.pid,
+                            fmt_dur(s.uptime_secs)
+                        ),
                         iw,
                         kw,
                     ));
                     lines.extend(kv("Sandbox", s.sandbox.clone(), iw, kw));
                     lines.extend(kv(
                         "Clients",
-                        format!("{} attached · {} sessions", s.clients, s.sessions),
+                        format!(
+                            "{} attached · {}",
+                            s.clients,
+                            theme::plural(s.sessions as u64, "session", "sessions")
+                        ),
                         iw,
                         kw,
                     ));
@@ -839,7 +1120,12 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
                 }
                 None => lines.extend(kv("Daemon", "asking the host…".into(), iw, kw)),
             }
-            lines.extend(kv("Build", reasonix_forward::build_id().to_string(), iw, kw));
+            lines.extend(kv(
+                "Build",
+                reasonix_forward::build_id().to_string(),
+                iw,
+                kw,
+            ));
             let role = match app.role {
                 Some(ClientRole::Driver) => "driver",
                 Some(ClientRole::Spectator) => "read-only spectator",
@@ -865,7 +1151,10 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
                 "Model",
                 format!(
                     "{} · mode {}",
-                    app.last_model.clone().or_else(|| app.model.clone()).unwrap_or_else(|| "default".into()),
+                    app.last_model
+                        .clone()
+                        .or_else(|| app.model.clone())
+                        .unwrap_or_else(|| "default".into()),
                     app.settings.mode
                 ),
                 iw,
@@ -911,13 +1200,22 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
         Overlay::Sessions { list, sel } => {
             let mut lines = Vec::new();
             match list {
-                None => lines.push(Line::from(Span::styled(format!("{} loading…", spinner(app)), theme::dim()))),
-                Some(l) if l.is_empty() => lines.push(Line::from(Span::styled("no sessions yet", theme::dim()))),
+                None => lines.push(Line::from(Span::styled(
+                    format!("{} loading…", spinner(app)),
+                    theme::dim(),
+                ))),
+                Some(l) if l.is_empty() => {
+                    lines.push(Line::from(Span::styled("no sessions yet", theme::dim())))
+                }
                 Some(l) => {
                     let room = (area.height as usize).saturating_sub(5).max(1);
                     let first = (*sel + 1).saturating_sub(room);
                     for (i, s) in l.iter().enumerate().skip(first).take(room) {
-                        let base = if i == *sel { theme::selected() } else { Style::default() };
+                        let base = if i == *sel {
+                            theme::selected()
+                        } else {
+                            Style::default()
+                        };
                         let current = app.session.as_deref() == Some(s.id.as_str());
                         let meta = format!(
                             "{}{} · {} · ",
@@ -936,16 +1234,33 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
                 }
             }
             lines.push(Line::default());
-            lines.push(Line::from(Span::styled("↑/↓ choose · Enter resume · Esc close", theme::dim())));
-            show_modal(frame, area, "Sessions", theme::border_active(), lines, max_w);
+            lines.push(Line::from(Span::styled(
+                "↑/↓ choose · Enter resume · Esc close",
+                theme::dim(),
+            )));
+            show_modal(
+                frame,
+                area,
+                "Sessions",
+                theme::border_active(),
+                lines,
+                max_w,
+            );
         }
         Overlay::Models { sel } => {
             let mut lines = Vec::new();
             if app.settings.models.is_empty() {
-                lines.push(Line::from(Span::styled("no models configured; see [[providers]] in config.toml", theme::dim())));
+                lines.push(Line::from(Span::styled(
+                    "no models configured; see [[providers]] in config.toml",
+                    theme::dim(),
+                )));
             }
             for (i, m) in app.settings.models.iter().enumerate() {
-                let base = if i == *sel { theme::selected() } else { Style::default() };
+                let base = if i == *sel {
+                    theme::selected()
+                } else {
+                    Style::default()
+                };
                 let current = app.model.as_deref() == Some(m.as_str());
                 let price = app
                     .settings
@@ -955,11 +1270,24 @@ fn render_overlay(app: &App, ov: &Overlay, frame: &mut Frame<'_>, area: Rect, ma
                     .unwrap_or_default();
                 let text = format!("{}{m}{price}", if current { "* " } else { "  " });
                 let pad = iw.saturating_sub(text_width(&text));
-                lines.push(Line::from(vec![Span::styled(truncate(&text, iw), base), Span::styled(" ".repeat(pad), base)]));
+                lines.push(Line::from(vec![
+                    Span::styled(truncate(&text, iw), base),
+                    Span::styled(" ".repeat(pad), base),
+                ]));
             }
             lines.push(Line::default());
-            lines.push(Line::from(Span::styled("↑/↓ choose · Enter use · Esc close", theme::dim())));
-            show_modal(frame, area, "Model", theme::border_active(), lines, max_w.min(72));
+            lines.push(Line::from(Span::styled(
+                "↑/↓ choose · Enter use · Esc close",
+                theme::dim(),
+            )));
+            show_modal(
+                frame,
+                area,
+                "Model",
+                theme::border_active(),
+                lines,
+                max_w.min(72),
+            );
         }
     }
 }

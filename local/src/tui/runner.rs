@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossterm::event::{
-    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event as TermEvent,
-    KeyCode, KeyEventKind, KeyModifiers, KeyboardEnhancementFlags, PopKeyboardEnhancementFlags,
-    PushKeyboardEnhancementFlags,
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers, KeyboardEnhancementFlags,
+    PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
 };
 use crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
@@ -185,10 +185,18 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         eprintln!("reasonix: cannot switch the terminal to raw mode: {e}");
         return 2;
     }
-    let enhanced = matches!(crossterm::terminal::supports_keyboard_enhancement(), Ok(true));
+    let enhanced = matches!(
+        crossterm::terminal::supports_keyboard_enhancement(),
+        Ok(true)
+    );
     let guard = TermGuard { enhanced };
     let mut out = std::io::stdout();
-    if let Err(e) = crossterm::execute!(out, EnterAlternateScreen, EnableBracketedPaste, EnableMouseCapture) {
+    if let Err(e) = crossterm::execute!(
+        out,
+        EnterAlternateScreen,
+        EnableBracketedPaste,
+        EnableMouseCapture
+    ) {
         drop(guard);
         eprintln!("reasonix: cannot set up the terminal: {e}");
         return 2;
@@ -416,10 +424,16 @@ impl Exec {
             }
             Action::ListDir { path } => {
                 let p = path.clone();
-                self.request(&format!("list_dir:{path}"), Request::ListDir { path }, move |r| match r {
-                    Response::DirEntries { entries } => Some(AppEvent::DirEntries { path: p, entries }),
-                    _ => None,
-                });
+                self.request(
+                    &format!("list_dir:{path}"),
+                    Request::ListDir { path },
+                    move |r| match r {
+                        Response::DirEntries { entries } => {
+                            Some(AppEvent::DirEntries { path: p, entries })
+                        }
+                        _ => None,
+                    },
+                );
             }
             Action::Status => {
                 self.request("status", Request::Status, |r| match r {

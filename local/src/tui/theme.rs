@@ -15,12 +15,16 @@ pub(crate) fn dim() -> Style {
 
 /// The user's own turns.
 pub(crate) fn user_marker() -> Style {
-    Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    Style::default()
+        .fg(Color::Cyan)
+        .add_modifier(Modifier::BOLD)
 }
 
 /// Headings in rendered Markdown.
 pub(crate) fn heading() -> Style {
-    Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    Style::default()
+        .fg(Color::Cyan)
+        .add_modifier(Modifier::BOLD)
 }
 
 /// Inline code spans.
@@ -110,7 +114,9 @@ pub(crate) fn selected() -> Style {
 
 /// Key names in help texts and option lists.
 pub(crate) fn key() -> Style {
-    Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    Style::default()
+        .fg(Color::Cyan)
+        .add_modifier(Modifier::BOLD)
 }
 
 /// Frames of the activity spinner (Braille patterns: plain text, not emoji).
@@ -129,12 +135,17 @@ pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
 /// 12345 -> `12,345`.
 pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
+    // Digits are ASCII, so byte slicing is on char boundaries.
+    let lead = match s.len() % 3 {
+        0 => 3.min(s.len()),
+        r => r,
+    };
+    let mut out = s[..lead].to_string();
+    let mut rest = &s[lead..];
+    while rest.len() >= 3 {
+        out.push(',');
+        out.push_str(&rest[..3]);
+        rest = &rest[3..];
     }
     out
 }

@@ -177,9 +177,8 @@ impl Transcript {
         {
             if let Some(e) = self.entries.get_mut(idx) {
                 match &mut e.kind {
-                    EntryKind::Assistant { streaming, .. } | EntryKind::Reasoning { streaming, .. } => {
-                        *streaming = false
-                    }
+                    EntryKind::Assistant { streaming, .. }
+                    | EntryKind::Reasoning { streaming, .. } => *streaming = false,
                     EntryKind::User { .. } | EntryKind::Tool(_) | EntryKind::Notice { .. } => {}
                 }
                 e.touch();
@@ -195,7 +194,9 @@ impl Transcript {
     /// Apply one journal event. `ts_ms` is its timestamp (ms since the epoch) when known.
     pub(crate) fn apply(&mut self, kind: &EventKind, ts_ms: Option<i64>) {
         match kind {
-            EventKind::SessionStarted { .. } | EventKind::Checkpoint { .. } | EventKind::Usage { .. } => {}
+            EventKind::SessionStarted { .. }
+            | EventKind::Checkpoint { .. }
+            | EventKind::Usage { .. } => {}
             EventKind::UserTurn { text, .. } => {
                 self.end_streams();
                 self.push(EntryKind::User { text: text.clone() });
@@ -359,7 +360,9 @@ impl Transcript {
                 }
                 if let Some(e) = self.card_mut(call_id) {
                     if let EntryKind::Tool(c) = &mut e.kind {
-                        c.state = ToolState::Done { is_error: *is_error };
+                        c.state = ToolState::Done {
+                            is_error: *is_error,
+                        };
                         c.output = output.clone();
                         c.finished_ms = ts_ms;
                         c.awaiting_approval = false;
@@ -416,7 +419,10 @@ impl Transcript {
                         }
                     }
                 }
-                let detail = detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default();
+                let detail = detail
+                    .as_ref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
                 match outcome.as_str() {
                     "completed" => {}
                     "paused" => self.notice(
@@ -527,7 +533,11 @@ impl Transcript {
         let mut acc = 0usize;
         for i in entry..self.entries.len() {
             let h = self.height_of(i, ctx);
-            acc += if i == entry { h.saturating_sub(line) } else { h };
+            acc += if i == entry {
+                h.saturating_sub(line)
+            } else {
+                h
+            };
             if acc > limit {
                 break;
             }
@@ -536,13 +546,21 @@ impl Transcript {
     }
 
     /// Scroll up by `n` rows.
-    pub(crate) fn scroll_up(&self, ctx: &LayoutCtx, height: usize, from: Scroll, n: usize) -> Scroll {
+    pub(crate) fn scroll_up(
+        &self,
+        ctx: &LayoutCtx,
+        height: usize,
+        from: Scroll,
+        n: usize,
+    ) -> Scroll {
         let (mut entry, line) = match from {
             Scroll::Follow => match self.follow_anchor(ctx, height) {
                 Some(a) => a,
                 None => return Scroll::Follow,
             },
-            Scroll::Anchor { entry, line } => (entry.min(self.entries.len().saturating_sub(1)), line),
+            Scroll::Anchor { entry, line } => {
+                (entry.min(self.entries.len().saturating_sub(1)), line)
+            }
         };
         let mut line = line as isize - n as isize;
         while line < 0 && entry > 0 {
@@ -556,7 +574,13 @@ impl Transcript {
     }
 
     /// Scroll down by `n` rows; back to following once the bottom is in view.
-    pub(crate) fn scroll_down(&self, ctx: &LayoutCtx, height: usize, from: Scroll, n: usize) -> Scroll {
+    pub(crate) fn scroll_down(
+        &self,
+        ctx: &LayoutCtx,
+        height: usize,
+        from: Scroll,
+        n: usize,
+    ) -> Scroll {
         let Scroll::Anchor { mut entry, line } = from else {
             return Scroll::Follow;
         };
@@ -581,7 +605,12 @@ impl Transcript {
 
     /// The visible rows for a view of `height` rows at `scroll`. Only entries in (or just
     /// above) the window are laid out.
-    pub(crate) fn window(&self, ctx: &LayoutCtx, height: usize, scroll: Scroll) -> Vec<Line<'static>> {
+    pub(crate) fn window(
+        &self,
+        ctx: &LayoutCtx,
+        height: usize,
+        scroll: Scroll,
+    ) -> Vec<Line<'static>> {
         let mut rows: Vec<Line<'static>> = Vec::with_capacity(height);
         match scroll {
             Scroll::Follow => {
@@ -636,8 +665,16 @@ fn layout(kind: &EntryKind, ctx: &LayoutCtx) -> Vec<Line<'static>> {
             let first = [Span::styled("> ", theme::user_marker())];
             let rest = [Span::raw("  ")];
             for (n, l) in text.split('\n').enumerate() {
-                let spans = [Span::styled(sanitize(l), theme::text().add_modifier(Modifier::BOLD))];
-                out.extend(wrap_line(&spans, w, if n == 0 { &first } else { &rest }, &rest));
+                let spans = [Span::styled(
+                    sanitize(l),
+                    theme::text().add_modifier(Modifier::BOLD),
+                )];
+                out.extend(wrap_line(
+                    &spans,
+                    w,
+                    if n == 0 { &first } else { &rest },
+                    &rest,
+                ));
             }
         }
         EntryKind::Assistant { text, .. } => {
@@ -661,7 +698,11 @@ fn layout(kind: &EntryKind, ctx: &LayoutCtx) -> Vec<Line<'static>> {
                 out.extend(wrapped.into_iter().skip(start));
             } else if ctx.show_reasoning {
                 out.push(Line::from(Span::styled(
-                    if *streaming { "  thinking…" } else { "  thought" },
+                    if *streaming {
+                        "  thinking…"
+                    } else {
+                        "  thought"
+                    },
                     style,
                 )));
                 out.extend(wrap_text(text.trim(), w, style, &gutter));
@@ -716,9 +757,18 @@ pub(crate) fn key_arg(tool: &str, arguments: &str) -> String {
     };
     let pick = pick
         .or_else(|| {
-            ["command", "path", "file_path", "pattern", "query", "url", "job_id", "name"]
-                .iter()
-                .find_map(|k| s(k))
+            [
+                "command",
+                "path",
+                "file_path",
+                "pattern",
+                "query",
+                "url",
+                "job_id",
+                "name",
+            ]
+            .iter()
+            .find_map(|k| s(k))
         })
         .or_else(|| {
             v.as_object()
@@ -742,9 +792,12 @@ fn fmt_elapsed(ms: i64) -> String {
 fn tool_card(card: &ToolCard, ctx: &LayoutCtx, w: usize) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let (glyph, glyph_style, status, status_style) = match &card.state {
-        ToolState::Queued if card.awaiting_approval => {
-            ("○", theme::warn(), "waiting for approval".to_string(), theme::warn())
-        }
+        ToolState::Queued if card.awaiting_approval => (
+            "○",
+            theme::warn(),
+            "waiting for approval".to_string(),
+            theme::warn(),
+        ),
         ToolState::Queued => ("○", theme::dim(), "queued".to_string(), theme::dim()),
         ToolState::Running => {
             let spin = theme::spinner(ctx.frame);
@@ -814,7 +867,11 @@ fn tool_card(card: &ToolCard, ctx: &LayoutCtx, w: usize) -> Vec<Line<'static>> {
             }
         }
         ToolState::Done { is_error } => {
-            let style = if *is_error { theme::error() } else { theme::dim() };
+            let style = if *is_error {
+                theme::error()
+            } else {
+                theme::dim()
+            };
             let max = if *is_error {
                 8
             } else if is_edit {
@@ -870,7 +927,12 @@ mod tests {
     fn text(lines: &[Line<'_>]) -> Vec<String> {
         lines
             .iter()
-            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect::<String>())
+            .map(|l| {
+                l.spans
+                    .iter()
+                    .map(|s| s.content.as_ref())
+                    .collect::<String>()
+            })
             .collect()
     }
 
@@ -879,21 +941,36 @@ mod tests {
         let t = many(10); // each notice: blank + 1 row = 2 rows; 20 rows total
         let c = ctx(40);
         let w = t.window(&c, 5, Scroll::Follow);
-        assert_eq!(text(&w), vec!["  · notice 7", "", "  · notice 8", "", "  · notice 9"]);
+        assert_eq!(
+            text(&w),
+            vec!["  · notice 7", "", "  · notice 8", "", "  · notice 9"]
+        );
         let up = t.scroll_up(&c, 5, Scroll::Follow, 3);
         assert_eq!(up, Scroll::Anchor { entry: 6, line: 0 });
         assert_eq!(text(&t.window(&c, 5, up))[1], "  · notice 6");
         // Scrolling down past the bottom returns to following.
-        assert_eq!(t.scroll_down(&c, 5, up, 2), Scroll::Anchor { entry: 7, line: 0 });
+        assert_eq!(
+            t.scroll_down(&c, 5, up, 2),
+            Scroll::Anchor { entry: 7, line: 0 }
+        );
         assert_eq!(t.scroll_down(&c, 5, up, 3), Scroll::Follow);
         // Up past the top clamps.
-        assert_eq!(t.scroll_up(&c, 5, up, 1000), Scroll::Anchor { entry: 0, line: 0 });
+        assert_eq!(
+            t.scroll_up(&c, 5, up, 1000),
+            Scroll::Anchor { entry: 0, line: 0 }
+        );
     }
 
     #[test]
     fn stream_then_message_then_tools() {
         let mut t = Transcript::default();
-        t.apply(&EventKind::UserTurn { request_id: "r".into(), text: "hi".into() }, None);
+        t.apply(
+            &EventKind::UserTurn {
+                request_id: "r".into(),
+                text: "hi".into(),
+            },
+            None,
+        );
         t.apply(&EventKind::ReasoningDelta { text: "hmm".into() }, None);
         t.apply(&EventKind::TextDelta { text: "Hel".into() }, None);
         t.apply(&EventKind::TextDelta { text: "lo".into() }, None);
@@ -901,12 +978,31 @@ mod tests {
             &EventKind::AssistantMessage {
                 content: "Hello".into(),
                 reasoning: Some("hmm".into()),
-                tool_calls: vec![ToolCall { id: "c1".into(), name: "bash".into(), arguments: "{\"command\":\"ls\"}".into() }],
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"ls\"}".into(),
+                }],
             },
             None,
         );
-        t.apply(&EventKind::ToolStarted { call_id: "c1".into(), name: "bash".into(), arguments: "{\"command\":\"ls\"}".into() }, Some(1000));
-        t.apply(&EventKind::ToolFinished { call_id: "c1".into(), name: "bash".into(), is_error: false, output: "a\nb".into() }, Some(3500));
+        t.apply(
+            &EventKind::ToolStarted {
+                call_id: "c1".into(),
+                name: "bash".into(),
+                arguments: "{\"command\":\"ls\"}".into(),
+            },
+            Some(1000),
+        );
+        t.apply(
+            &EventKind::ToolFinished {
+                call_id: "c1".into(),
+                name: "bash".into(),
+                is_error: false,
+                output: "a\nb".into(),
+            },
+            Some(3500),
+        );
         assert_eq!(t.len(), 4);
         assert_eq!(t.last_answer().as_deref(), Some("Hello"));
         let all = text(&t.window(&ctx(60), 100, Scroll::Follow));
@@ -917,9 +1013,18 @@ mod tests {
 
     #[test]
     fn key_args() {
-        assert_eq!(key_arg("bash", r#"{"command":"cargo test\n-p x"}"#), "cargo test …");
-        assert_eq!(key_arg("read_file", r#"{"path":"a.rs","offset":3}"#), "a.rs");
-        assert_eq!(key_arg("move_file", r#"{"source_path":"a","destination_path":"b"}"#), "a → b");
+        assert_eq!(
+            key_arg("bash", r#"{"command":"cargo test\n-p x"}"#),
+            "cargo test …"
+        );
+        assert_eq!(
+            key_arg("read_file", r#"{"path":"a.rs","offset":3}"#),
+            "a.rs"
+        );
+        assert_eq!(
+            key_arg("move_file", r#"{"source_path":"a","destination_path":"b"}"#),
+            "a → b"
+        );
         assert_eq!(key_arg("weird", "not json"), "not json");
     }
 }

@@ -190,7 +190,12 @@ pub(crate) fn wrap_line(
 }
 
 /// Wrap plain text (may contain newlines) in one style, with the same prefix on every row.
-pub(crate) fn wrap_text(text: &str, width: usize, style: Style, prefix: &[Span<'static>]) -> Vec<Line<'static>> {
+pub(crate) fn wrap_text(
+    text: &str,
+    width: usize,
+    style: Style,
+    prefix: &[Span<'static>],
+) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     for l in text.split('\n') {
         let l = sanitize(l);
@@ -216,7 +221,12 @@ mod tests {
         let rows = wrap_line(&spans, 16, &[Span::raw("- ")], &[Span::raw("  ")]);
         assert_eq!(
             plain(&rows),
-            vec!["- the quick", "  brown fox", "  jumps over the", "  lazy dog"]
+            vec![
+                "- the quick",
+                "  brown fox",
+                "  jumps over the",
+                "  lazy dog"
+            ]
         );
         assert!(rows.iter().all(|r| line_width(r) <= 16));
     }
@@ -225,7 +235,10 @@ mod tests {
     fn breaks_long_words_and_keeps_styles() {
         let spans = vec![
             Span::raw("ab "),
-            Span::styled("cdefghijklmnop", Style::default().fg(ratatui::style::Color::Red)),
+            Span::styled(
+                "cdefghijklmnop",
+                Style::default().fg(ratatui::style::Color::Red),
+            ),
         ];
         // A word longer than a row is broken where it stands, like a terminal would.
         let rows = wrap_line(&spans, 6, &[], &[]);

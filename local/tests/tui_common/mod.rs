@@ -18,7 +18,12 @@ use reasonix_local::tui::{render, App, AppEvent, AppSettings};
 /// Timestamp `secs` seconds after a fixed instant.
 pub fn ts(secs: f64) -> String {
     let ms = (secs * 1000.0).round() as i64;
-    format!("2026-05-01T10:{:02}:{:02}.{:03}Z", ms / 60_000, (ms / 1000) % 60, ms % 1000)
+    format!(
+        "2026-05-01T10:{:02}:{:02}.{:03}Z",
+        ms / 60_000,
+        (ms / 1000) % 60,
+        ms % 1000
+    )
 }
 
 /// Wall clock (ms since the epoch) of `ts(secs)`.
@@ -26,12 +31,19 @@ pub const BASE_WALL_MS: i64 = 1_777_629_600_000; // 2026-05-01T10:00:00Z
 
 pub fn settings() -> AppSettings {
     let mut prices = HashMap::new();
-    let p = Prices { input: 0.27, cached: 0.07, output: 1.10 };
+    let p = Prices {
+        input: 0.27,
+        cached: 0.07,
+        output: 1.10,
+    };
     prices.insert("deepseek-chat".to_string(), p);
     prices.insert("deepseek/deepseek-chat".to_string(), p);
     AppSettings {
         workspace: "dev@build-box:/home/dev/project".into(),
-        models: vec!["deepseek/deepseek-chat".into(), "deepseek/deepseek-reasoner".into()],
+        models: vec![
+            "deepseek/deepseek-chat".into(),
+            "deepseek/deepseek-reasoner".into(),
+        ],
         model: Some("deepseek/deepseek-chat".into()),
         prices,
         mode: "ask".into(),
@@ -69,12 +81,19 @@ impl Feed {
         if matches!(kind, EventKind::UserTurn { .. }) {
             self.turn += 1;
         }
-        app.handle_event(ClientEvent::Event(Event { seq: self.seq, ts: ts(at), turn: self.turn, kind }));
+        app.handle_event(ClientEvent::Event(Event {
+            seq: self.seq,
+            ts: ts(at),
+            turn: self.turn,
+            kind,
+        }));
     }
 }
 
 pub fn connected(app: &mut App, role: ClientRole) {
-    app.handle_event(ClientEvent::Connection(ConnState::Connected { resumed: false }));
+    app.handle_event(ClientEvent::Connection(ConnState::Connected {
+        resumed: false,
+    }));
     app.handle(AppEvent::SessionOpened(SessionOpened {
         session: "20260501-100000-7f3a".into(),
         created: true,
@@ -87,7 +106,11 @@ pub fn connected(app: &mut App, role: ClientRole) {
 }
 
 pub fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
-    ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    }
 }
 
 pub const ANSWER: &str = "## Plan\n\nThe loop reads one element past the end. I will:\n\n1. read `src/range.rs`\n2. fix the bound in **last()**\n3. run the tests\n\n```rust\nfn last(v: &[u8]) -> u8 {\n    v[v.len() - 1] // was v[v.len()]\n}\n```\n";
@@ -99,49 +122,150 @@ pub fn busy_app() -> App {
     app.tick(0, BASE_WALL_MS);
     connected(&mut app, ClientRole::Driver);
     let mut f = Feed::new();
-    f.ev(&mut app, 0.0, EventKind::UserTurn { request_id: "r1".into(), text: "Fix the off-by-one in src/range.rs and run the tests".into() });
-    app.handle_event(ClientEvent::State { state: TurnState::Running, detail: None });
+    f.ev(
+        &mut app,
+        0.0,
+        EventKind::UserTurn {
+            request_id: "r1".into(),
+            text: "Fix the off-by-one in src/range.rs and run the tests".into(),
+        },
+    );
+    app.handle_event(ClientEvent::State {
+        state: TurnState::Running,
+        detail: None,
+    });
     f.ev(&mut app, 0.5, EventKind::ReasoningDelta { text: "The user reports an off-by-one.\nI should read the file first,\nthen patch the index.".into() });
-    f.ev(&mut app, 1.0, EventKind::TextDelta { text: ANSWER[..40].into() });
-    f.ev(&mut app, 1.2, EventKind::TextDelta { text: ANSWER[40..].into() });
-    let read = call("c1", "read_file", serde_json::json!({"path": "src/range.rs"}));
-    let edit = call("c2", "edit_file", serde_json::json!({
-        "path": "src/range.rs",
-        "old_string": "fn last(v: &[u8]) -> u8 {\n    v[v.len()]\n}\n",
-        "new_string": "fn last(v: &[u8]) -> u8 {\n    v[v.len() - 1]\n}\n",
-    }));
-    let grep = call("c3", "grep", serde_json::json!({"pattern": "fn last", "path": "lib"}));
-    let bash = call("c4", "bash", serde_json::json!({"command": "cargo test -p range"}));
+    f.ev(
+        &mut app,
+        1.0,
+        EventKind::TextDelta {
+            text: ANSWER[..40].into(),
+        },
+    );
+    f.ev(
+        &mut app,
+        1.2,
+        EventKind::TextDelta {
+            text: ANSWER[40..].into(),
+        },
+    );
+    let read = call(
+        "c1",
+        "read_file",
+        serde_json::json!({"path": "src/range.rs"}),
+    );
+    let edit = call(
+        "c2",
+        "edit_file",
+        serde_json::json!({
+            "path": "src/range.rs",
+            "old_string": "fn last(v: &[u8]) -> u8 {\n    v[v.len()]\n}\n",
+            "new_string": "fn last(v: &[u8]) -> u8 {\n    v[v.len() - 1]\n}\n",
+        }),
+    );
+    let grep = call(
+        "c3",
+        "grep",
+        serde_json::json!({"pattern": "fn last", "path": "lib"}),
+    );
+    let bash = call(
+        "c4",
+        "bash",
+        serde_json::json!({"command": "cargo test -p range"}),
+    );
     f.ev(&mut app, 1.5, EventKind::AssistantMessage {
         content: ANSWER.into(),
         reasoning: Some("The user reports an off-by-one.\nI should read the file first,\nthen patch the index.".into()),
         tool_calls: vec![read.clone(), edit.clone(), grep.clone(), bash.clone()],
     });
-    f.ev(&mut app, 1.6, EventKind::Usage {
-        usage: Usage { prompt_tokens: 12_000, completion_tokens: 800, cache_hit_tokens: 9_000, cache_miss_tokens: 3_000, reasoning_tokens: 100 },
-        model: "deepseek-chat".into(),
-        system_hash: "a".into(),
-        tools_hash: "b".into(),
-        cache_note: Some("the tool schemas changed since the last request (tools hash 1f2e → 9c0d)".into()),
-    });
+    f.ev(
+        &mut app,
+        1.6,
+        EventKind::Usage {
+            usage: Usage {
+                prompt_tokens: 12_000,
+                completion_tokens: 800,
+                cache_hit_tokens: 9_000,
+                cache_miss_tokens: 3_000,
+                reasoning_tokens: 100,
+            },
+            model: "deepseek-chat".into(),
+            system_hash: "a".into(),
+            tools_hash: "b".into(),
+            cache_note: Some(
+                "the tool schemas changed since the last request (tools hash 1f2e → 9c0d)".into(),
+            ),
+        },
+    );
     for (c, out, err, a, b) in [
-        (&read, "1→fn last(v: &[u8]) -> u8 {\n2→    v[v.len()]\n3→}", false, 1.7, 1.9),
-        (&edit, "edited src/range.rs (1 replacement)", false, 2.0, 2.1),
-        (&grep, "cannot search lib: No such file or directory (os error 2)", true, 2.2, 2.3),
+        (
+            &read,
+            "1→fn last(v: &[u8]) -> u8 {\n2→    v[v.len()]\n3→}",
+            false,
+            1.7,
+            1.9,
+        ),
+        (
+            &edit,
+            "edited src/range.rs (1 replacement)",
+            false,
+            2.0,
+            2.1,
+        ),
+        (
+            &grep,
+            "cannot search lib: No such file or directory (os error 2)",
+            true,
+            2.2,
+            2.3,
+        ),
     ] {
-        f.ev(&mut app, a, EventKind::ToolStarted { call_id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() });
-        f.ev(&mut app, b, EventKind::ToolFinished { call_id: c.id.clone(), name: c.name.clone(), is_error: err, output: out.into() });
+        f.ev(
+            &mut app,
+            a,
+            EventKind::ToolStarted {
+                call_id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            },
+        );
+        f.ev(
+            &mut app,
+            b,
+            EventKind::ToolFinished {
+                call_id: c.id.clone(),
+                name: c.name.clone(),
+                is_error: err,
+                output: out.into(),
+            },
+        );
     }
-    f.ev(&mut app, 2.5, EventKind::ToolStarted { call_id: bash.id.clone(), name: bash.name.clone(), arguments: bash.arguments.clone() });
-    app.handle_event(ClientEvent::ToolProgress { call_id: "c4".into(), message: "   Compiling range v0.1.0".into() });
-    app.handle_event(ClientEvent::ToolProgress { call_id: "c4".into(), message: "running 12 tests".into() });
+    f.ev(
+        &mut app,
+        2.5,
+        EventKind::ToolStarted {
+            call_id: bash.id.clone(),
+            name: bash.name.clone(),
+            arguments: bash.arguments.clone(),
+        },
+    );
+    app.handle_event(ClientEvent::ToolProgress {
+        call_id: "c4".into(),
+        message: "   Compiling range v0.1.0".into(),
+    });
+    app.handle_event(ClientEvent::ToolProgress {
+        call_id: "c4".into(),
+        message: "running 12 tests".into(),
+    });
     app.handle_event(ClientEvent::Connection(ConnState::Reconnecting {
         attempt: 1,
         next_in: Duration::from_millis(200),
         last_contact_secs: 3,
         reason: "transport closed".into(),
     }));
-    app.handle_event(ClientEvent::Connection(ConnState::Connected { resumed: true }));
+    app.handle_event(ClientEvent::Connection(ConnState::Connected {
+        resumed: true,
+    }));
     app.tick(6_000, BASE_WALL_MS + 6_000);
     app
 }

@@ -773,10 +773,7 @@ impl CheckpointStore {
             let mut estimate: u64 =
                 inner.records.iter().map(|r| r.bytes).sum::<u64>() + inner.blob_bytes;
             let mut dropped_any = false;
-            loop {
-                let Some(victim) = inner.records.iter().find(|r| r.id != new_id).cloned() else {
-                    break;
-                };
+            while let Some(victim) = inner.records.iter().find(|r| r.id != new_id).cloned() {
                 estimate = estimate.saturating_sub(victim.bytes);
                 notes.push(format!(
                     "dropped the oldest checkpoint {}: the store is over its {} limit",
@@ -950,7 +947,13 @@ impl CheckpointStore {
     fn capture(&self, inner: &mut Inner, path: &Path) -> PriorState {
         let meta = match fs::symlink_metadata(path) {
             Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return PriorState::Absent,
+            // ENOTDIR: a parent is a file, so this path does not exist either.
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            {
+                return PriorState::Absent
+            }
             Err(e) => {
                 return PriorState::NotCovered {
                     reason: format!("cannot inspect it: {e}"),
@@ -1486,7 +1489,17 @@ impl CheckpointStore {
                 };
                 // Saved even when the snapshot has the content: it also keeps the exact
                 // permission bits, which git does not.
-                let state = self.capture(inner, &self.workspace.join(&rel_s));
+                let full = self.workspace.join(&rel_s);
+                // A directory where a file goes back: the plan clears it only when everything
+                // in it is being removed (each file saved on its own); as a file it is absent.
+                let state = if fs::symlink_metadata(&full)
+                    .map(|m| m.is_dir())
+                    .unwrap_or(false)
+                {
+                    PriorState::Absent
+                } else {
+                    self.capture(inner, &full)
+                };
                 match &state {
                     PriorState::NotCovered { .. } if in_snapshot => {}
                     PriorState::NotCovered { reason } => {

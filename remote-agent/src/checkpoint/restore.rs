@@ -100,6 +100,9 @@ enum Done {
     RemovedDir { path: PathBuf, mode: u32 },
 }
 
+/// Writes the given shadow blobs to the given files.
+pub(crate) type ReadGit<'a> = dyn Fn(&[String], &[PathBuf]) -> Result<(), CheckpointError> + 'a;
+
 /// Checks a workspace-relative path: plain components only, never into a `.git` directory.
 pub(crate) fn check_rel(rel: &[u8]) -> Result<(), CheckpointError> {
     let shown = || String::from_utf8_lossy(rel).into_owned();
@@ -139,7 +142,7 @@ pub(crate) fn prepare(
     workspace: &Path,
     staging: &Path,
     ops: &[Op],
-    read_git: &dyn Fn(&[String], &[PathBuf]) -> Result<(), CheckpointError>,
+    read_git: &ReadGit<'_>,
 ) -> Result<Prepared, CheckpointError> {
     fs::create_dir_all(staging).map_err(|e| CheckpointError::io(staging, e))?;
     let deleted: BTreeSet<Vec<u8>> = ops
@@ -238,7 +241,7 @@ pub(crate) fn prepare(
     }
     read_git(&git_shas, &git_dests)?;
     // Apply order: deletes, then writes (parents before children), then mode changes.
-    ready.sort_by(|a, b| rank(a).cmp(&rank(b)));
+    ready.sort_by_key(rank);
     Ok(Prepared {
         ready,
         clear_dirs,
@@ -621,7 +624,7 @@ fn commit(workspace: &Path, done: &[Done]) {
     }
     // Deepest first; `remove_dir` only succeeds on empty directories, and we stop at the root.
     let mut levels: Vec<_> = emptied.into_iter().collect();
-    levels.sort_by(|a, b| b.0.cmp(&a.0));
+    levels.sort_by_key(|l| std::cmp::Reverse(l.0));
     let mut seen = BTreeSet::new();
     for (_, dirs) in levels {
         for mut dir in dirs {

@@ -1,6 +1,6 @@
 //! Helpers shared by the checkpoint tests: a real workspace on disk, a real `sh`, the user's
 //! real git, and exact before/after pictures of the workspace and of its `.git`.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)] // shared by several test files; tests may unwrap
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

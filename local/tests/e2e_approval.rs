@@ -1,0 +1,226 @@
+//! Approval round trip through the real link: the host asks, the client answers, the tool
+//! runs (or is denied) exactly once. Uses the library client against the real host binary.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reasonix_forward::proto::{
+    ApprovalDecision, EventKind, OpenSession, Request, Response, SessionSettings,
+};
+use reasonix_local::client::{Client, ClientEvent, ClientOptions};
+use reasonix_local::config::{Config, LoadOptions};
+use reasonix_local::connect::LocalConnector;
+use reasonix_local::gateway::Gateway;
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use serde_json::json;
+
+fn host_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
+        .parent()
+        .expect("bin dir")
+        .join("reasonix-remote");
+    assert!(p.is_file(), "build the workspace binaries first");
+    p
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    client: Client,
+    events: tokio::sync::mpsc::UnboundedReceiver<ClientEvent>,
+}
+
+async fn fixture(mock: &MockProvider) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_APPROVAL_KEY\"\n",
+            mock.base_url()
+        ),
+    )
+    .expect("config");
+    std::fs::write(home.join(".env"), "RX_APPROVAL_KEY=sk-approval-test\n").expect("env");
+    // The host process reads REASONIX_HOME from its (allow-listed) environment.
+    std::env::set_var("REASONIX_HOME", &home);
+    std::env::remove_var("XDG_RUNTIME_DIR");
+    let config = Config::load(&LoadOptions {
+        home: Some(home.clone()),
+        project_dir: Some(ws.clone()),
+        ..LoadOptions::default()
+    })
+    .expect("config");
+    let connector = Arc::new(LocalConnector {
+        binary: host_bin(),
+        workspace: ws.clone(),
+    });
+    let (client, events) = Client::start(
+        connector,
+        Arc::new(Gateway::new(&config)),
+        ClientOptions::default(),
+    );
+    let opened = client
+        .request(Request::OpenSession(OpenSession {
+            new: true,
+            settings: SessionSettings {
+                model: Some("mock/m".into()),
+                mode: Some("ask".into()),
+                headless: false,
+                ..SessionSettings::default()
+            },
+            ..OpenSession::default()
+        }))
+        .await
+        .expect("open");
+    assert!(matches!(opened, Response::SessionOpened(_)));
+    Fixture {
+        _dir: dir,
+        ws,
+        client,
+        events,
+    }
+}
+
+async fn next_approval(f: &mut Fixture) -> (String, String) {
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(30), f.events.recv())
+            .await
+            .expect("an approval request within 30 s")
+            .expect("client alive");
+        if let ClientEvent::Event(e) = ev {
+            if let EventKind::ApprovalRequested {
+                approval_id, tool, ..
+            } = e.kind
+            {
+                return (approval_id, tool);
+            }
+        }
+    }
+}
+
+async fn turn_outcome(f: &mut Fixture) -> Vec<EventKind> {
+    let mut seen = Vec::new();
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(30), f.events.recv())
+            .await
+            .expect("turn end within 30 s")
+            .expect("client alive");
+        if let ClientEvent::Event(e) = ev {
+            let done = matches!(e.kind, EventKind::TurnFinished { .. });
+            seen.push(e.kind);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+fn write_call(id: &str, path: &str) -> MockReply {
+    MockReply::tool_calls(
+        vec![MockToolCall::new(
+            id,
+            "write_file",
+            &json!({"path": path, "content": "approved content\n"}).to_string(),
+        )],
+        7,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_round_trip_allows_then_denies() {
+    let mock = MockProvider::start(vec![
+        write_call("c1", "a.txt"),
+        MockReply::text(&["wrote it"]),
+        write_call("c2", "b.txt"),
+        MockReply::text(&["fine, not writing"]),
+    ])
+    .await;
+    let mut f = fixture(&mock).await;
+
+    // Allow once: the write happens exactly once.
+    let r = f
+        .client
+        .request(Request::SubmitTurn {
+            request_id: "t1".into(),
+            text: "write a".into(),
+        })
+        .await
+        .expect("submit");
+    assert_eq!(r, Response::Ok);
+    let (approval_id, tool) = next_approval(&mut f).await;
+    assert_eq!(tool, "write_file");
+    assert!(!f.ws.join("a.txt").exists(), "nothing runs before the answer");
+    let answer = Request::Approve {
+        request_id: "a1".into(),
+        approval_id: approval_id.clone(),
+        decision: ApprovalDecision::AllowOnce,
+    };
+    assert_eq!(
+        f.client.request(answer.clone()).await.expect("approve"),
+        Response::Ok
+    );
+    // A repeated answer (e.g. re-sent after a reconnect) is recognised and changes nothing.
+    assert_eq!(
+        f.client.request(answer).await.expect("approve again"),
+        Response::Duplicate
+    );
+    let events = turn_outcome(&mut f).await;
+    let started = events
+        .iter()
+        .filter(|k| matches!(k, EventKind::ToolStarted { .. }))
+        .count();
+    assert_eq!(started, 1);
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("a.txt")).expect("a.txt"),
+        "approved content\n"
+    );
+
+    // Deny: the tool does not run and the model is told.
+    f.client
+        .request(Request::SubmitTurn {
+            request_id: "t2".into(),
+            text: "write b".into(),
+        })
+        .await
+        .expect("submit 2");
+    let (approval_id, _) = next_approval(&mut f).await;
+    f.client
+        .request(Request::Approve {
+            request_id: "a2".into(),
+            approval_id,
+            decision: ApprovalDecision::Deny,
+        })
+        .await
+        .expect("deny");
+    let events = turn_outcome(&mut f).await;
+    assert!(events.iter().any(|k| matches!(k,
+        EventKind::ToolFinished { is_error: true, output, .. } if output.contains("denied"))));
+    assert!(!f.ws.join("b.txt").exists());
+    let last = mock.requests().last().expect("requests").messages();
+    assert!(last
+        .iter()
+        .any(|m| m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("denied")));
+
+    // A duplicate submit is not a second turn.
+    assert_eq!(
+        f.client
+            .request(Request::SubmitTurn {
+                request_id: "t2".into(),
+                text: "write b".into(),
+            })
+            .await
+            .expect("dup submit"),
+        Response::Duplicate
+    );
+    assert_eq!(mock.request_count(), 4);
+    if let Ok(Response::Status(s)) = f.client.request(Request::Status).await {
+        unsafe {
+            libc::kill(s.pid as i32, libc::SIGTERM);
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! End to end over SSH: the real `reasonix` binary against a real OpenSSH sshd (no TCP or
+//! streamlocal forwarding allowed), a host user whose login shell is tcsh with a chatty rc
+//! file, the static `reasonix-remote` installed over SFTP, and the scripted mock provider.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
+use serde_json::{json, Value};
+
+const KEY: &str = "sk-test-SSH-0a1b2c3d4e5f";
+
+fn musl_host_binary() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let candidates = [
+        root.join("x86_64-unknown-linux-musl/debug/reasonix-remote"),
+        root.join("debug/reasonix-remote-x86_64-unknown-linux-musl"),
+        root.join("x86_64-unknown-linux-musl/release/reasonix-remote"),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!("no static host binary ({candidates:?}); run `cargo build -p reasonix-remote --target x86_64-unknown-linux-musl`")
+        })
+}
+
+struct Laptop {
+    dir: tempfile::TempDir,
+    key: ClientKey,
+}
+
+impl Laptop {
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+    fn rx_home(&self) -> PathBuf {
+        self.dir.path().join("rxhome")
+    }
+}
+
+fn laptop(sshd: &Sshd, base_url: &str) -> Laptop {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ssh = home.join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("ssh dir");
+    std::fs::write(ssh.join("known_hosts"), sshd.known_hosts_line()).expect("known_hosts");
+    let key = ClientKey::generate(&ssh, "id_e2e", None).expect("key");
+    let rx = dir.path().join("rxhome");
+    std::fs::create_dir_all(&rx).expect("rxhome");
+    std::fs::write(
+        rx.join("config.toml"),
+        format!(
+            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n"
+        ),
+    )
+    .expect("config");
+    Laptop { dir, key }
+}
+
+fn reasonix(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reasonix"));
+    cmd.args(args)
+        .args(["-p", &sshd.port().to_string(), "-F", "none"])
+        .arg("-i")
+        .arg(&l.key.private)
+        .args(["-o", "IdentityAgent=none"])
+        .current_dir(l.dir.path())
+        .env("HOME", l.home())
+        .env("REASONIX_HOME", l.rx_home())
+        .env("RX_SSH_KEY", KEY)
+        .env("REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL", musl_host_binary())
+        .env_remove("SSH_AUTH_SOCK");
+    cmd.output().expect("run reasonix")
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+fn files_containing(root: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+        if meta.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        } else if meta.is_file() {
+            if let Ok(b) = std::fs::read(&p) {
+                if contains(&b, needle) {
+                    hits.push(p);
+                }
+            }
+        }
+    }
+    hits
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop() {
+    let sshd = Sshd::start(SshdConfig {
+        allow_tcp_forwarding: false,
+        allow_stream_local_forwarding: false,
+        ..SshdConfig::default()
+    })
+    .expect("sshd");
+    let user = TestUser::create(&UserOptions {
+        shell: Some("/usr/bin/tcsh".into()),
+        ..UserOptions::default()
+    })
+    .expect("user");
+    user.write_file(".cshrc", "echo 'welcome to the test box'\n", 0o644)
+        .expect("cshrc");
+    user.write_file("ws/README.md", "# remote workspace\n", 0o644)
+        .expect("workspace");
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "w1",
+                "write_file",
+                &json!({"path": "out/result.txt", "content": "made on the host\n"}).to_string(),
+            )],
+            5,
+        ),
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "r1",
+                "read_file",
+                &json!({"path": "README.md"}).to_string(),
+            )],
+            5,
+        ),
+        MockReply::text(&["All ", "done."]),
+    ])
+    .await;
+    let l = laptop(&sshd, &mock.base_url());
+    user.authorize(&l.key.public).expect("authorize");
+    let dest = format!("{}@127.0.0.1:ws", user.name);
+
+    let out = {
+        let (l2, s2, d2) = (&l, &sshd, dest.clone());
+        tokio::task::block_in_place(|| {
+            reasonix(l2, s2, &["run", "--ssh", &d2, "--json", "--yolo", "make the result file"])
+        })
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "text")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(text, "All done.");
+    let read = events
+        .iter()
+        .find(|e| e["type"] == "tool_finished" && e["name"] == "read_file")
+        .expect("read_file finished");
+    assert_eq!(read["is_error"], false, "{stdout}");
+
+    // The work happened on the host, as the host user.
+    let result = user.home.join("ws/out/result.txt");
+    assert_eq!(
+        std::fs::read_to_string(&result).expect("result on host"),
+        "made on the host\n"
+    );
+    let meta = std::fs::metadata(&result).expect("meta");
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), user.uid);
+    // The static binary was installed in the versioned path.
+    let bin_dir = user.home.join(".reasonix/remote/bin");
+    let installed: Vec<String> = std::fs::read_dir(&bin_dir)
+        .expect("bin dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        installed
+            .iter()
+            .any(|n| n == &format!("reasonix-remote-{}", reasonix_forward::build_id())),
+        "{installed:?}"
+    );
+
+    // The key went to the provider and nowhere on the host.
+    assert!(mock
+        .requests()
+        .iter()
+        .all(|r| r.header("authorization") == Some(&format!("Bearer {KEY}"))));
+    let hits = files_containing(&user.home, KEY);
+    assert!(hits.is_empty(), "key found on the host in {hits:?}");
+    let pids = user.pids();
+    assert!(!pids.is_empty(), "the daemon keeps running for the next attach");
+    for pid in pids {
+        for part in ["environ", "cmdline"] {
+            if let Ok(b) = std::fs::read(format!("/proc/{pid}/{part}")) {
+                assert!(!contains(&b, KEY), "key in /proc/{pid}/{part}");
+            }
+        }
+    }
+
+    // `remote status` sees the install; `remote uninstall --purge` removes everything.
+    let status = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "status", &dest]));
+    let status_out = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(status.status.success(), "{status_out}{}", String::from_utf8_lossy(&status.stderr));
+    assert!(status_out.contains(reasonix_forward::build_id()), "{status_out}");
+    let un = tokio::task::block_in_place(|| {
+        reasonix(&l, &sshd, &["remote", "uninstall", "--purge", &dest])
+    });
+    assert!(un.status.success(), "{}", String::from_utf8_lossy(&un.stderr));
+    assert!(!user.home.join(".reasonix").exists(), "uninstall left ~/.reasonix behind");
+    // Ours are gone (sshd's own per-connection process may linger a moment after logout).
+    let ours = || -> Vec<String> {
+        user.pids()
+            .into_iter()
+            .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .filter(|c| c.contains("reasonix-remote"))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ours().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(ours().is_empty(), "still running after uninstall: {:?}", ours());
+}

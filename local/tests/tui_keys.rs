@@ -1,0 +1,602 @@
+//! Key handling of the TUI state machine: history, multi-line input, Ctrl-C, completion,
+//! approvals, prompts and the actions they produce.
+
+mod tui_common;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use reasonix_bootstrap::{
+    HostKeyAnswer, HostKeyQuestion, HostKeyStatus, Prompter, SecretPrompt, SecretPurpose,
+};
+use reasonix_forward::proto::{ApprovalDecision, ClientRole, DirEntry, EventKind, TurnState};
+use reasonix_local::client::ClientEvent;
+use reasonix_local::tui::{prompter_channel, Action, App, AppEvent, OpenParams, PromptRequest};
+use tui_common::*;
+
+fn enter() -> KeyEvent {
+    key(KeyCode::Enter)
+}
+
+fn submitted(actions: &[Action]) -> Option<(String, String)> {
+    actions.iter().find_map(|a| match a {
+        Action::Submit { request_id, text } => Some((request_id.clone(), text.clone())),
+        _ => None,
+    })
+}
+
+fn ready_app() -> (App, Feed) {
+    let mut app = App::new(settings());
+    connected(&mut app, ClientRole::Driver);
+    (app, Feed::new())
+}
+
+/// Let the host echo and finish a submitted turn.
+fn finish_turn(app: &mut App, f: &mut Feed, rid: &str, text: &str) {
+    f.ev(
+        app,
+        0.0,
+        EventKind::UserTurn {
+            request_id: rid.into(),
+            text: text.into(),
+        },
+    );
+    f.ev(
+        app,
+        0.1,
+        EventKind::TurnFinished {
+            outcome: "completed".into(),
+            detail: None,
+        },
+    );
+}
+
+#[test]
+fn enter_sends_and_history_recalls() {
+    let (mut app, mut f) = ready_app();
+    type_str(&mut app, "first prompt");
+    let a = app.handle_key(enter());
+    let (rid, text) = submitted(&a).unwrap_or_default();
+    assert_eq!(text, "first prompt");
+    assert!(rid.starts_with("tui-"));
+    finish_turn(&mut app, &mut f, &rid, &text);
+    type_str(&mut app, "second");
+    let (rid2, _) = submitted(&app.handle_key(enter())).unwrap_or_default();
+    assert_ne!(rid, rid2, "request ids are unique");
+    finish_turn(&mut app, &mut f, &rid2, "second");
+    // Up twice reaches the first prompt; Down once the second; Enter resends it.
+    app.handle_key(key(KeyCode::Up));
+    app.handle_key(key(KeyCode::Up));
+    app.handle_key(key(KeyCode::Down));
+    assert_eq!(
+        submitted(&app.handle_key(enter())).map(|s| s.1).as_deref(),
+        Some("second")
+    );
+    // An empty composer sends nothing.
+    assert!(app.handle_key(enter()).is_empty());
+}
+
+#[test]
+fn shift_alt_enter_and_ctrl_j_insert_newlines_and_paste_keeps_them() {
+    let (mut app, mut f) = ready_app();
+    type_str(&mut app, "a");
+    app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT));
+    type_str(&mut app, "b");
+    app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
+    type_str(&mut app, "c");
+    app.handle_key(ctrl('j'));
+    type_str(&mut app, "d");
+    let (rid, text) = submitted(&app.handle_key(enter())).unwrap_or_default();
+    assert_eq!(text, "a\nb\nc\nd");
+    finish_turn(&mut app, &mut f, &rid, &text);
+
+    app.handle_paste("pasted one\r\npasted two\n");
+    let (_, text) = submitted(&app.handle_key(enter())).unwrap_or_default();
+    assert_eq!(text, "pasted one\npasted two");
+}
+
+#[test]
+fn up_down_move_between_lines_before_history() {
+    let (mut app, mut f) = ready_app();
+    type_str(&mut app, "old");
+    let (rid, _) = submitted(&app.handle_key(enter())).unwrap_or_default();
+    finish_turn(&mut app, &mut f, &rid, "old");
+    type_str(&mut app, "line1");
+    app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
+    type_str(&mut app, "line2");
+    // Up moves to line1 (no history yet), typing lands there.
+    app.handle_key(key(KeyCode::Up));
+    type_str(&mut app, "X");
+    let (_, text) = submitted(&app.handle_key(enter())).unwrap_or_default();
+    assert_eq!(text, "line1X\nline2");
+}
+
+#[test]
+fn ctrl_c_cancels_a_running_turn_then_quits() {
+    let mut app = busy_app();
+    let a = app.handle_key(ctrl('c'));
+    assert!(matches!(a.as_slice(), [Action::Cancel { .. }]), "{a:?}");
+    assert!(!app.should_quit());
+    // A second Ctrl-C within 2 s quits.
+    app.tick(7_000, BASE_WALL_MS + 7_000);
+    assert_eq!(app.handle_key(ctrl('c')), vec![Action::Quit]);
+    assert!(app.should_quit());
+
+    // Slow presses each cancel instead of quitting.
+    let mut app = busy_app();
+    app.handle_key(ctrl('c'));
+    app.tick(9_000, BASE_WALL_MS + 9_000);
+    let a = app.handle_key(ctrl('c'));
+    assert!(matches!(a.as_slice(), [Action::Cancel { .. }]));
+    assert!(!app.should_quit());
+}
+
+#[test]
+fn ctrl_c_when_idle_clears_input_then_quits() {
+    let (mut app, _) = ready_app();
+    type_str(&mut app, "draft");
+    assert!(app.handle_key(ctrl('c')).is_empty());
+    app.tick(5_000, 0);
+    // The draft is gone: Enter sends nothing.
+    assert!(app.handle_key(enter()).is_empty());
+    assert!(app.handle_key(ctrl('c')).is_empty());
+    assert_eq!(app.handle_key(ctrl('c')), vec![Action::Quit]);
+
+    // Ctrl-D on an empty input quits too.
+    let (mut app, _) = ready_app();
+    assert_eq!(app.handle_key(ctrl('d')), vec![Action::Quit]);
+}
+
+#[test]
+fn spectators_cannot_cancel_or_send() {
+    let mut app = App::new(settings());
+    connected(&mut app, ClientRole::Spectator);
+    app.handle_event(ClientEvent::State {
+        state: TurnState::Running,
+        detail: None,
+    });
+    assert!(app.handle_key(ctrl('c')).is_empty());
+    app.tick(5_000, 0);
+    type_str(&mut app, "hello");
+    assert!(app.handle_key(enter()).is_empty());
+    // The text stays; clear it and take over instead.
+    app.handle_key(ctrl('u'));
+    type_str(&mut app, "/takeover");
+    // Completion is open on "/takeover": Enter runs the highlighted command.
+    assert_eq!(app.handle_key(enter()), vec![Action::Takeover]);
+}
+
+#[test]
+fn messages_typed_during_a_turn_are_queued_and_sent_once_when_it_ends() {
+    let mut app = busy_app();
+    type_str(&mut app, "next");
+    assert!(
+        app.handle_key(enter()).is_empty(),
+        "nothing is sent while the turn runs"
+    );
+    type_str(&mut app, "and more");
+    assert!(app.handle_key(enter()).is_empty());
+    let ev = reasonix_forward::proto::Event {
+        seq: app.last_seq() + 1,
+        ts: ts(9.0),
+        turn: 1,
+        kind: EventKind::TurnFinished {
+            outcome: "completed".into(),
+            detail: None,
+        },
+    };
+    let a = app.handle_event(ClientEvent::Event(ev));
+    assert_eq!(
+        submitted(&a).map(|s| s.1).as_deref(),
+        Some("next\n\nand more")
+    );
+    // The Idle state that follows does not send it again.
+    let later = app.handle_event(ClientEvent::State {
+        state: TurnState::Idle,
+        detail: None,
+    });
+    assert!(
+        submitted(&later).is_none(),
+        "queue flushed twice: {later:?}"
+    );
+}
+
+#[test]
+fn slash_completion_and_commands() {
+    let (mut app, _) = ready_app();
+    type_str(&mut app, "/st");
+    // Only /status matches; Enter runs it.
+    assert_eq!(app.handle_key(enter()), vec![Action::Status]);
+    app.handle_key(key(KeyCode::Esc));
+
+    // Tab completes the name without running it.
+    type_str(&mut app, "/ses");
+    assert!(app.handle_key(key(KeyCode::Tab)).is_empty());
+    assert_eq!(app.handle_key(enter()), vec![Action::ListSessions]);
+    assert!(draw(&app, 80, 24).contains("Sessions"));
+    app.handle_key(key(KeyCode::Esc));
+
+    // Esc closes the popup; Enter then sends the text as typed (an unknown command).
+    type_str(&mut app, "/he");
+    assert!(draw(&app, 80, 24).contains("/help"));
+    app.handle_key(key(KeyCode::Esc));
+    assert!(!draw(&app, 80, 24).contains("list every key"));
+    app.handle_key(enter());
+    assert!(draw(&app, 80, 24).contains("unknown command /he"));
+
+    // /rewind is reserved.
+    type_str(&mut app, "/rewind");
+    app.handle_key(key(KeyCode::Esc));
+    app.handle_key(enter());
+    assert!(draw(&app, 80, 24).contains("/rewind is not available yet"));
+}
+
+#[test]
+fn model_picker_reopens_the_session_with_the_new_model() {
+    let mut app = busy_app();
+    let since = app.last_seq();
+    type_str(&mut app, "/model");
+    assert!(app.handle_key(enter()).is_empty());
+    app.handle_key(key(KeyCode::Down));
+    let a = app.handle_key(enter());
+    assert_eq!(
+        a,
+        vec![Action::OpenSession(OpenParams {
+            session: Some("20260501-100000-7f3a".into()),
+            new: false,
+            since,
+            takeover: false,
+            model: Some("deepseek/deepseek-reasoner".into()),
+        })]
+    );
+    assert_eq!(app.model(), Some("deepseek/deepseek-reasoner"));
+}
+
+#[test]
+fn new_and_sessions_open_the_right_session() {
+    let mut app = busy_app();
+    type_str(&mut app, "/new");
+    let a = app.handle_key(enter());
+    assert!(
+        matches!(
+            a.as_slice(),
+            [Action::OpenSession(OpenParams {
+                session: None,
+                new: true,
+                since: 0,
+                ..
+            })]
+        ),
+        "{a:?}"
+    );
+    assert_eq!(app.last_seq(), 0);
+
+    let mut app = busy_app();
+    type_str(&mut app, "/sessions");
+    app.handle_key(enter());
+    app.handle(AppEvent::Sessions(vec![
+        reasonix_forward::proto::SessionInfo {
+            id: "a".into(),
+            created: "2026-05-01T10:00:00Z".into(),
+            turns: 1,
+            last_seq: 3,
+            title: "one".into(),
+            state: TurnState::Idle,
+        },
+        reasonix_forward::proto::SessionInfo {
+            id: "b".into(),
+            created: "2026-04-01T10:00:00Z".into(),
+            turns: 2,
+            last_seq: 9,
+            title: "two".into(),
+            state: TurnState::Idle,
+        },
+    ]));
+    app.handle_key(key(KeyCode::Down));
+    let a = app.handle_key(enter());
+    assert!(
+        matches!(a.as_slice(), [Action::OpenSession(OpenParams { session: Some(s), new: false, since: 0, .. })] if s == "b"),
+        "{a:?}"
+    );
+}
+
+fn with_approval(app: &mut App, id: &str) {
+    let mut f = Feed {
+        seq: app.last_seq(),
+        turn: 1,
+    };
+    let c = call(
+        id,
+        "write_file",
+        serde_json::json!({"path": "notes.txt", "content": "hello\n"}),
+    );
+    f.ev(
+        app,
+        3.0,
+        EventKind::AssistantMessage {
+            content: String::new(),
+            reasoning: None,
+            tool_calls: vec![c.clone()],
+        },
+    );
+    f.ev(
+        app,
+        3.1,
+        EventKind::ApprovalRequested {
+            approval_id: format!("ap-{id}"),
+            tool: c.name.clone(),
+            arguments: c.arguments.clone(),
+            reason: "ask".into(),
+            preview: None,
+        },
+    );
+}
+
+#[test]
+fn approval_keys_produce_the_right_decision() {
+    for (k, want) in [
+        (KeyCode::Char('1'), ApprovalDecision::AllowOnce),
+        (KeyCode::Char('y'), ApprovalDecision::AllowOnce),
+        (KeyCode::Char('2'), ApprovalDecision::AllowSession),
+        (KeyCode::Char('s'), ApprovalDecision::AllowSession),
+        (KeyCode::Char('3'), ApprovalDecision::AllowAlways),
+        (KeyCode::Char('a'), ApprovalDecision::AllowAlways),
+        (KeyCode::Char('4'), ApprovalDecision::Deny),
+        (KeyCode::Char('n'), ApprovalDecision::Deny),
+    ] {
+        let mut app = busy_app();
+        with_approval(&mut app, "w1");
+        assert!(draw(&app, 80, 30).contains("Approval needed"));
+        let a = app.handle_key(key(k));
+        assert!(
+            matches!(a.as_slice(), [Action::Approve { approval_id, decision, .. }] if approval_id == "ap-w1" && *decision == want),
+            "{k:?}: {a:?}"
+        );
+        // Answered: the modal is gone and the composer is back.
+        assert!(!draw(&app, 80, 30).contains("Approval needed"));
+    }
+    // Arrow keys + Enter.
+    let mut app = busy_app();
+    with_approval(&mut app, "w2");
+    app.handle_key(key(KeyCode::Down));
+    app.handle_key(key(KeyCode::Down));
+    let a = app.handle_key(enter());
+    assert!(
+        matches!(
+            a.as_slice(),
+            [Action::Approve {
+                decision: ApprovalDecision::AllowAlways,
+                ..
+            }]
+        ),
+        "{a:?}"
+    );
+    // Other keys do nothing while the modal is up (typing does not reach the composer).
+    let mut app = busy_app();
+    with_approval(&mut app, "w3");
+    assert!(type_str(&mut app, "hello")
+        .iter()
+        .all(|a| !matches!(a, Action::Approve { .. })));
+    assert!(draw(&app, 80, 30).contains("Approval needed"));
+}
+
+#[test]
+fn approvals_answered_elsewhere_or_replayed_do_not_reappear() {
+    let mut app = busy_app();
+    with_approval(&mut app, "w4");
+    let mut f = Feed {
+        seq: app.last_seq(),
+        turn: 1,
+    };
+    f.ev(
+        &mut app,
+        3.5,
+        EventKind::ApprovalAnswered {
+            approval_id: "ap-w4".into(),
+            decision: ApprovalDecision::Deny,
+        },
+    );
+    assert!(!draw(&app, 80, 30).contains("Approval needed"));
+    // A replay of old events (seq not above last_seq) is ignored.
+    let ev = reasonix_forward::proto::Event {
+        seq: 2,
+        ts: ts(0.0),
+        turn: 1,
+        kind: EventKind::ApprovalRequested {
+            approval_id: "ap-old".into(),
+            tool: "bash".into(),
+            arguments: "{}".into(),
+            reason: "ask".into(),
+            preview: None,
+        },
+    };
+    app.handle_event(ClientEvent::Event(ev));
+    assert!(!draw(&app, 80, 30).contains("Approval needed"));
+}
+
+#[test]
+fn path_completion_lists_one_level_per_step() {
+    let (mut app, _) = ready_app();
+    let a = type_str(&mut app, "see @sr");
+    assert_eq!(
+        a,
+        vec![Action::ListDir {
+            path: String::new()
+        }]
+    );
+    // Typing more in the same folder does not ask again.
+    app.handle(AppEvent::DirEntries {
+        path: String::new(),
+        entries: vec![
+            DirEntry {
+                name: "src".into(),
+                is_dir: true,
+            },
+            DirEntry {
+                name: "README.md".into(),
+                is_dir: false,
+            },
+        ],
+    });
+    let a = app.handle_key(key(KeyCode::Tab));
+    assert_eq!(a, vec![Action::ListDir { path: "src".into() }]);
+    app.handle(AppEvent::DirEntries {
+        path: "src".into(),
+        entries: vec![
+            DirEntry {
+                name: "main.rs".into(),
+                is_dir: false,
+            },
+            DirEntry {
+                name: "lib.rs".into(),
+                is_dir: false,
+            },
+        ],
+    });
+    type_str(&mut app, "m");
+    assert!(
+        app.handle_key(enter()).is_empty(),
+        "Enter picks the completion"
+    );
+    type_str(&mut app, "please");
+    let (_, text) = submitted(&app.handle_key(enter())).unwrap_or_default();
+    assert_eq!(text, "see @src/main.rs please");
+}
+
+#[test]
+fn reattach_reopens_from_the_last_seen_event() {
+    let mut app = busy_app();
+    let since = app.last_seq();
+    assert!(since > 0);
+    let a = app.handle_event(ClientEvent::Reattached {
+        reason: "link expired".into(),
+    });
+    assert_eq!(
+        a,
+        vec![Action::OpenSession(OpenParams {
+            session: Some("20260501-100000-7f3a".into()),
+            new: false,
+            since,
+            takeover: false,
+            model: Some("deepseek/deepseek-chat".into()),
+        })]
+    );
+    assert!(draw(&app, 100, 30).contains("re-attaching"));
+}
+
+#[test]
+fn copy_and_reasoning_toggle() {
+    let mut app = busy_app();
+    assert_eq!(
+        app.handle_key(ctrl('y')),
+        vec![Action::Copy(ANSWER.to_string())]
+    );
+    type_str(&mut app, "/copy code");
+    app.handle_key(key(KeyCode::Esc));
+    assert_eq!(
+        app.handle_key(enter()),
+        vec![Action::Copy(
+            "fn last(v: &[u8]) -> u8 {\n    v[v.len() - 1] // was v[v.len()]\n}\n".into()
+        )]
+    );
+    app.handle_key(key(KeyCode::Home));
+    assert!(draw(&app, 120, 40).contains("thought · 3 lines (Ctrl-R to show)"));
+    app.handle_key(ctrl('r'));
+    let s = draw(&app, 120, 40);
+    assert!(s.contains("┊ I should read the file first,"), "{s}");
+}
+
+#[test]
+fn scrolling_keys_and_follow() {
+    let mut app = busy_app();
+    draw(&app, 60, 20);
+    app.handle_key(key(KeyCode::PageUp));
+    assert!(draw(&app, 60, 20).contains("scrolled up"));
+    app.handle_key(key(KeyCode::End));
+    assert!(!draw(&app, 60, 20).contains("scrolled up"));
+    app.handle_key(key(KeyCode::Home));
+    let top = draw(&app, 60, 20);
+    assert!(top.contains("new session 20260501-100000-7f3a"), "{top}");
+    app.handle_mouse(crossterm::event::MouseEvent {
+        kind: crossterm::event::MouseEventKind::ScrollDown,
+        column: 0,
+        row: 0,
+        modifiers: KeyModifiers::NONE,
+    });
+    assert!(!draw(&app, 60, 20).contains("new session 20260501"));
+}
+
+#[tokio::test]
+async fn prompter_questions_become_modals_and_answers_flow_back() {
+    let (prompter, mut prompts) = prompter_channel();
+    let mut app = App::new(settings());
+    let q = HostKeyQuestion {
+        host: "h".into(),
+        port: 22,
+        key_type: "ssh-ed25519".into(),
+        fingerprint_sha256: "SHA256:abc".into(),
+        status: HostKeyStatus::Unknown,
+    };
+    let p = prompter.clone();
+    let q2 = q.clone();
+    let task = tokio::spawn(async move { p.host_key(&q2).await });
+    let ev = tokio::time::timeout(std::time::Duration::from_secs(10), prompts.recv()).await;
+    let Ok(Some(ev)) = ev else {
+        panic!("no prompt event")
+    };
+    app.handle(ev);
+    assert!(draw(&app, 80, 24).contains("SHA256:abc"));
+    app.handle_key(key(KeyCode::Char('o')));
+    assert_eq!(task.await.ok(), Some(HostKeyAnswer::AcceptOnce));
+
+    // Secret: typed, hidden, sent on Enter.
+    let p = prompter.clone();
+    let task = tokio::spawn(async move {
+        p.secret(&SecretPrompt {
+            prompt: "Password: ".into(),
+            echo: false,
+            purpose: SecretPurpose::Password {
+                user: "u".into(),
+                host: "h".into(),
+            },
+        })
+        .await
+        .map(|s| s.to_string())
+    });
+    let Ok(Some(ev)) =
+        tokio::time::timeout(std::time::Duration::from_secs(10), prompts.recv()).await
+    else {
+        panic!("no prompt event")
+    };
+    app.handle(ev);
+    type_str(&mut app, "s3cret");
+    app.handle_key(key(KeyCode::Backspace));
+    assert!(!draw(&app, 80, 24).contains("s3cre"));
+    app.handle_key(enter());
+    assert_eq!(task.await.ok().flatten().as_deref(), Some("s3cre"));
+
+    // Esc cancels; a changed key cannot be accepted.
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    let mut changed = q.clone();
+    changed.status = HostKeyStatus::Changed {
+        old_fingerprint: "SHA256:old".into(),
+        old_key_type: "ssh-ed25519".into(),
+        known_hosts_file: "/k".into(),
+        line: 3,
+    };
+    app.handle(AppEvent::Prompt(PromptRequest::HostKey {
+        question: changed,
+        reply,
+    }));
+    assert!(draw(&app, 80, 30).contains("/k:3"));
+    app.handle_key(key(KeyCode::Char('y')));
+    assert!(
+        draw(&app, 80, 30).contains("HOST KEY HAS CHANGED"),
+        "y must not accept a changed key"
+    );
+    app.handle_key(key(KeyCode::Esc));
+    assert_eq!(rx.await.ok(), Some(HostKeyAnswer::Reject));
+    assert!(!draw(&app, 80, 30).contains("HOST KEY"));
+
+    // A dropped UI refuses.
+    drop(prompts);
+    assert_eq!(prompter.host_key(&q).await, HostKeyAnswer::Reject);
+}
