@@ -294,3 +294,60 @@ async fn daemon_killed_mid_tool_resumes_with_the_turn_marked_interrupted() {
         && m["content"].as_str().unwrap_or("").contains("interrupted")));
     stop_daemon(&env);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspace_mcp_server_runs_on_the_host_and_its_tool_is_called() {
+    if std::process::Command::new("mcp-server-time").arg("--help").output().is_err() {
+        panic!("mcp-server-time is not installed; run .ci/run (pip install mcp-server-time)");
+    }
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_t",
+                "mcp__time__get_current_time",
+                &json!({"timezone": "Europe/Paris"}).to_string(),
+            )],
+            4,
+        ),
+        MockReply::text(&["It is time."]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    std::fs::write(
+        env.ws.join(".mcp.json"),
+        json!({"mcpServers": {"time": {"command": "mcp-server-time", "args": []}}}).to_string(),
+    )
+    .expect(".mcp.json");
+    let (home, ws) = (env.home.clone(), env.ws.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        reasonix_in(&home, &ws, &["run", "--json", "--yolo", "what time is it in Paris?"])
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let events = json_lines(&out.stdout);
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "tool_finished")
+        .expect("tool finished");
+    assert_eq!(finished["name"], "mcp__time__get_current_time");
+    assert_eq!(finished["is_error"], false, "{stdout}");
+    // The model's tool list offered the MCP tool next to the built-ins, sorted by name.
+    let req = &mock.requests()[0];
+    let names: Vec<String> = req.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(String::from))
+        .collect();
+    assert!(names.contains(&"mcp__time__get_current_time".to_string()), "{names:?}");
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    // The result the model saw carries the server's answer.
+    let last = mock.requests()[1].messages();
+    let tool_msg = last.iter().find(|m| m["role"] == "tool").expect("tool msg");
+    assert!(tool_msg["content"].as_str().unwrap_or("").contains("Europe/Paris"), "{tool_msg}");
+    stop_daemon(&env);
+}

@@ -72,7 +72,8 @@ pub async fn connect_or_spawn(workspace: &Path, daemon_args: &[String]) -> Resul
     let mut child = cmd
         .spawn()
         .map_err(|e| AttachError::Spawn(e, paths.log_file.display().to_string()))?;
-    let deadline = Instant::now() + Duration::from_secs(15);
+    // MCP servers start before the socket opens (startup timeout 30 s each, in parallel).
+    let deadline = Instant::now() + Duration::from_secs(45);
     loop {
         if let Ok(s) = UnixStream::connect(&paths.socket).await {
             // Reap the child in the background if it ever exits; it is a daemon now.
@@ -95,7 +96,7 @@ pub async fn connect_or_spawn(workspace: &Path, daemon_args: &[String]) -> Resul
     Err(AttachError::NoSocket {
         socket: paths.socket.display().to_string(),
         log: paths.log_file.display().to_string(),
-        secs: 15,
+        secs: 45,
     })
 }
 

@@ -7,12 +7,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::mcp::{load_workspace_servers, McpManager, McpSettings};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxMode};
 use crate::session::Runtime;
 use crate::tools::{ToolContext, ToolRegistry};
 
-/// Build the runtime for `workspace`.
-pub fn build(workspace: &Path) -> Runtime {
+/// Build the runtime for `workspace`: probe the sandbox, start the workspace's MCP servers
+/// (`reasonix.toml` `[[mcp]]` and `.mcp.json`) and register their tools next to the built-ins.
+pub async fn build(workspace: &Path) -> Runtime {
     let project = read_project_config(workspace);
     let mut sandbox_config = SandboxConfig::default();
     if let Some(sb) = project.as_ref().and_then(|p| p.get("sandbox")) {
@@ -45,9 +47,29 @@ pub fn build(workspace: &Path) -> Runtime {
     {
         tool_ctx.bash_timeout = Duration::from_secs(secs as u64);
     }
+    let mut registry = ToolRegistry::builtin();
+    let mut mcp = McpManager::new(McpSettings::default());
+    match load_workspace_servers(workspace) {
+        Ok(cfg) => {
+            for w in &cfg.warnings {
+                tracing::warn!("mcp config: {w}");
+            }
+            for spec in cfg.servers {
+                mcp.add_host(spec, workspace);
+            }
+        }
+        Err(e) => tracing::warn!("ignoring the workspace MCP configuration: {e}"),
+    }
+    mcp.start_all().await;
+    let registered = mcp.register_tools(&mut registry);
+    for s in mcp.status() {
+        tracing::info!(server = %s.name, state = ?s.state, tools = s.tools.len(), "mcp server");
+    }
+    tracing::info!(registered, "mcp tools registered");
     Runtime {
-        registry: ToolRegistry::builtin(),
+        registry,
         tool_ctx,
+        mcp: Arc::new(mcp),
     }
 }
 

@@ -87,6 +87,8 @@ pub struct Runtime {
     pub registry: ToolRegistry,
     /// Context handed to tools.
     pub tool_ctx: ToolContext,
+    /// The workspace's MCP servers (their tools are in `registry`).
+    pub mcp: Arc<crate::mcp::McpManager>,
 }
 
 /// One session.
@@ -733,8 +735,16 @@ impl Session {
             // run it again.
             let _ = inner.journal.sync();
         }
+        let live = self.live.clone();
+        let call_id = call.id.clone();
+        let sink: crate::mcp::ProgressSink = Arc::new(move |p: crate::mcp::McpProgress| {
+            let _ = live.send(Notification::ToolProgress {
+                call_id: call_id.clone(),
+                message: p.render(),
+            });
+        });
         let out = tokio::select! {
-            out = tool.run(args, &self.runtime.tool_ctx) => out,
+            out = crate::mcp::with_progress(sink, tool.run(args, &self.runtime.tool_ctx)) => out,
             _ = cancel.cancelled() => {
                 self.finish_tool(call, true, "cancelled by the user while running".into());
                 return;

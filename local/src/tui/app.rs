@@ -34,6 +34,8 @@ pub struct AppSettings {
     pub prices: HashMap<String, Prices>,
     /// Permission mode label (`ask`, `auto`, `yolo`).
     pub mode: String,
+    /// Build id of this binary (shown by `/status` next to the host's).
+    pub build: String,
 }
 
 /// What to open: the parameters of a `Request::OpenSession` the runner builds.

@@ -149,3 +149,18 @@ pub(crate) fn thousands(n: u64) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_formatting() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(123_456_789), "123,456,789");
+        assert_eq!(plural(1, "turn", "turns"), "1 turn");
+        assert_eq!(plural(2, "turn", "turns"), "2 turns");
+    }
+}

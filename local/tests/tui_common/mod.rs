@@ -47,6 +47,7 @@ pub fn settings() -> AppSettings {
         model: Some("deepseek/deepseek-chat".into()),
         prices,
         mode: "ask".into(),
+        build: "0.1.0-3f9c2e1a0b7d".into(),
     }
 }
 
