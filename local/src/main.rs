@@ -20,11 +20,37 @@ struct Cli {
 enum Cmd {
     /// Run one turn headless in the current folder (or over SSH with --ssh).
     Run(RunArgs),
+    /// Rewind a session to just before turn N (files, conversation or both).
+    Rewind(RewindArgs),
     /// Manage what Reasonix installed on a host.
     Remote {
         #[command(subcommand)]
         action: RemoteCmd,
     },
+}
+
+#[derive(Args)]
+struct RewindArgs {
+    /// Turn number; the state just before this turn began is restored.
+    #[arg(long = "to")]
+    to: u64,
+    /// What to restore.
+    #[arg(long, value_parser = ["code", "conversation", "both"], default_value = "both")]
+    scope: String,
+    /// Only show what would change.
+    #[arg(long)]
+    dry_run: bool,
+    /// Session id (default: the most recent session of the workspace).
+    #[arg(long)]
+    session: Option<String>,
+    /// Workspace folder (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Rewind on a host over SSH.
+    #[arg(long, value_name = "DEST")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
 }
 
 #[derive(Subcommand)]
@@ -143,6 +169,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Some(Cmd::Run(args)) => rt.block_on(run(args)),
         Some(Cmd::Remote { action }) => rt.block_on(remote(action)),
+        Some(Cmd::Rewind(args)) => rt.block_on(rewind(args)),
         None => {
             eprintln!("reasonix: the interactive TUI is not built yet; use `reasonix run \"PROMPT\"`");
             2
@@ -297,4 +324,51 @@ async fn remote(action: RemoteCmd) -> i32 {
             1
         }
     }
+}
+
+async fn rewind(args: RewindArgs) -> i32 {
+    use reasonix_forward::proto::RewindScope;
+    let workspace = match args.workspace.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("reasonix: cannot determine the workspace: {e}");
+            return 2;
+        }
+    };
+    let config = match Config::load(&LoadOptions {
+        project_dir: Some(workspace.clone()),
+        ..LoadOptions::default()
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let connector: Arc<dyn Connector> = match &args.ssh {
+        Some(dest) => match ssh_connector(dest, &args.ssh_opts) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                eprintln!("reasonix: {e}");
+                return 2;
+            }
+        },
+        None => match locate_host_binary() {
+            Ok(binary) => Arc::new(LocalConnector { binary, workspace }),
+            Err(e) => {
+                eprintln!("reasonix: {e}");
+                return 2;
+            }
+        },
+    };
+    let scope = match args.scope.as_str() {
+        "code" => RewindScope::Code,
+        "conversation" => RewindScope::Conversation,
+        _ => RewindScope::Both,
+    };
+    let out = reasonix_local::run::rewind(&config, connector, args.session, args.to, scope, args.dry_run).await;
+    if let Some(r) = out.reason {
+        eprintln!("reasonix: {r}");
+    }
+    out.code
 }

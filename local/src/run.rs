@@ -327,3 +327,50 @@ fn summary(text: &str) -> String {
         first
     }
 }
+
+/// `reasonix rewind`: restore files and/or the conversation of a session to just before turn
+/// `to_turn`. Without a session id the most recent session of the workspace is used.
+pub async fn rewind(
+    config: &Config,
+    connector: Arc<dyn Connector>,
+    session: Option<String>,
+    to_turn: u64,
+    scope: reasonix_forward::proto::RewindScope,
+    dry_run: bool,
+) -> RunOutcome {
+    let gateway = Arc::new(Gateway::new(config));
+    let (client, _events) = Client::start(connector, gateway, ClientOptions::default());
+    let open = OpenSession {
+        session,
+        new: false,
+        since: u64::MAX,
+        read_only: false,
+        takeover: true,
+        settings: SessionSettings {
+            headless: true,
+            ..SessionSettings::default()
+        },
+    };
+    let opened = match client.request(Request::OpenSession(open)).await {
+        Ok(Response::SessionOpened(o)) => o,
+        Ok(other) => return fail(&mut Printer { json: false }, format!("unexpected answer {other:?}")),
+        Err(e) => return fail(&mut Printer { json: false }, e.to_string()),
+    };
+    let req = Request::Rewind {
+        request_id: format!("rewind-{:016x}", rand::random::<u64>()),
+        to_turn,
+        scope,
+        dry_run,
+    };
+    match client.request(req).await {
+        Ok(Response::Rewound { summary, paths }) => {
+            println!("session {}: {summary}", opened.session);
+            for p in paths {
+                println!("  {p}");
+            }
+            RunOutcome { code: 0, reason: None }
+        }
+        Ok(other) => fail(&mut Printer { json: false }, format!("unexpected answer {other:?}")),
+        Err(e) => fail(&mut Printer { json: false }, e.to_string()),
+    }
+}

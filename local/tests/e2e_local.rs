@@ -351,3 +351,86 @@ async fn workspace_mcp_server_runs_on_the_host_and_its_tool_is_called() {
     assert!(tool_msg["content"].as_str().unwrap_or("").contains("Europe/Paris"), "{tool_msg}");
     stop_daemon(&env);
 }
+
+fn git(ws: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(ws)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_restores_files_changed_by_tools_and_bash_and_leaves_git_alone() {
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![
+                MockToolCall::new(
+                    "w",
+                    "write_file",
+                    &json!({"path": "src/lib.txt", "content": "rewritten by the agent\n"})
+                        .to_string(),
+                ),
+                MockToolCall::new(
+                    "b",
+                    "bash",
+                    &json!({"command": "sed -i s/alpha/omega/ notes.txt && rm gone.txt && echo generated > gen.txt && chmod +x run.sh"})
+                        .to_string(),
+                ),
+            ],
+            6,
+        ),
+        MockReply::text(&["changed things"]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    let ws = env.ws.clone();
+    std::fs::create_dir_all(ws.join("src")).expect("src");
+    std::fs::write(ws.join("src/lib.txt"), "original\n").expect("lib");
+    std::fs::write(ws.join("notes.txt"), "alpha beta\n").expect("notes");
+    std::fs::write(ws.join("gone.txt"), "to be deleted\n").expect("gone");
+    std::fs::write(ws.join("run.sh"), "echo hi\n").expect("run.sh");
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"]);
+    git(&ws, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]);
+    std::fs::write(ws.join("notes.txt"), "alpha beta staged\n").expect("notes2");
+    git(&ws, &["add", "notes.txt"]);
+    let head_before = std::fs::read(ws.join(".git/HEAD")).expect("HEAD");
+    let index_before = std::fs::read(ws.join(".git/index")).expect("index");
+    let refs_before = git(&ws, &["show-ref"]);
+
+    let (home, w2) = (env.home.clone(), ws.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        reasonix_in(&home, &w2, &["run", "--json", "--yolo", "change things"])
+    })
+    .await
+    .expect("join");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(std::fs::read_to_string(ws.join("gen.txt")).expect("gen"), "generated\n");
+    assert!(!ws.join("gone.txt").exists());
+
+    // Dry run changes nothing.
+    let dry = reasonix(&env, &["rewind", "--to", "1", "--scope", "code", "--dry-run"]);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    assert!(ws.join("gen.txt").exists());
+
+    let rw = reasonix(&env, &["rewind", "--to", "1", "--scope", "both"]);
+    let rw_out = String::from_utf8_lossy(&rw.stdout).to_string();
+    assert!(rw.status.success(), "{rw_out}{}", String::from_utf8_lossy(&rw.stderr));
+    assert_eq!(std::fs::read_to_string(ws.join("src/lib.txt")).expect("lib"), "original\n");
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).expect("notes"), "alpha beta staged\n");
+    assert_eq!(std::fs::read_to_string(ws.join("gone.txt")).expect("gone"), "to be deleted\n");
+    assert!(!ws.join("gen.txt").exists(), "files created by bash are removed");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(ws.join("run.sh")).expect("meta").permissions(),
+    );
+    assert_eq!(mode & 0o111, 0, "executable bit restored");
+    // The user's repository is untouched.
+    assert_eq!(std::fs::read(ws.join(".git/HEAD")).expect("HEAD"), head_before);
+    assert_eq!(std::fs::read(ws.join(".git/index")).expect("index"), index_before);
+    assert_eq!(git(&ws, &["show-ref"]), refs_before);
+    assert!(rw_out.contains("undo"), "{rw_out}");
+    stop_daemon(&env);
+}

@@ -370,3 +370,59 @@ fn help_status_sessions_and_model_overlays() {
     app.handle_key(key(KeyCode::Enter));
     snap("overlay_model", &app);
 }
+
+#[test]
+fn streaming_reasoning_and_paused_turn() {
+    let mut app = App::new(settings());
+    app.tick(0, BASE_WALL_MS);
+    connected(&mut app, ClientRole::Driver);
+    let mut f = Feed::new();
+    f.ev(
+        &mut app,
+        0.0,
+        EventKind::UserTurn {
+            request_id: "r1".into(),
+            text: "Why does the build take so long?\nIt used to be fast.".into(),
+        },
+    );
+    app.handle_event(ClientEvent::State {
+        state: TurnState::Running,
+        detail: None,
+    });
+    for chunk in [
+        "Builds got slower after the workspace split. ",
+        "Each crate now compiles its own copy of the heavy dependencies ",
+        "because features differ.\nCheck `cargo tree -d` for duplicates.\n",
+        "Then look at the profile settings: opt-level for dependencies ",
+        "was raised to 1, which costs time on a cold build.",
+    ] {
+        f.ev(
+            &mut app,
+            0.5,
+            EventKind::ReasoningDelta { text: chunk.into() },
+        );
+    }
+    app.tick(2_300, BASE_WALL_MS + 2_300);
+    snap("streaming_reasoning", &app);
+
+    f.ev(
+        &mut app,
+        3.0,
+        EventKind::TextDelta {
+            text: "Two causes:\n\n- duplicated dependencies\n- dependency opt-level".into(),
+        },
+    );
+    f.ev(
+        &mut app,
+        3.5,
+        EventKind::TurnFinished {
+            outcome: "paused".into(),
+            detail: Some("the turn reached its limit of 50 model steps".into()),
+        },
+    );
+    app.handle_event(ClientEvent::State {
+        state: TurnState::Paused,
+        detail: None,
+    });
+    snap("paused_turn", &app);
+}

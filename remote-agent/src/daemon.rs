@@ -500,10 +500,19 @@ impl Daemon {
                 self.make_driver(conn, &session, None);
                 Ok(Response::Ok)
             }
-            Request::Rewind { .. } => Err(RpcError::new(
-                "unsupported",
-                "rewind is not available in this build of reasonix-remote",
-            )),
+            Request::Rewind {
+                request_id,
+                to_turn,
+                scope,
+                dry_run,
+            } => {
+                let session = self.driven_session(conn)?;
+                session
+                    .rewind(&request_id, to_turn, scope, dry_run)
+                    .await
+                    .map(|(summary, paths)| Response::Rewound { summary, paths })
+                    .map_err(|e| RpcError::new("rewind", e))
+            }
             Request::ListDir { path } => self.list_dir(&path),
             Request::Provider(_) => Err(RpcError::new(
                 "bad_request",

@@ -106,6 +106,12 @@ impl Journal {
         })
     }
 
+    /// Make the next event number at least `seq + 1` (after a truncation, numbers are never
+    /// reused).
+    pub fn continue_after(&mut self, seq: u64) {
+        self.next_seq = self.next_seq.max(seq + 1);
+    }
+
     /// Highest sequence number written.
     pub fn last_seq(&self) -> u64 {
         self.next_seq - 1

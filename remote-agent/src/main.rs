@@ -101,7 +101,7 @@ async fn run_daemon(args: DaemonArgs) -> Result<(), String> {
     use reasonix_remote::daemon::{Daemon, DaemonConfig};
     let paths = reasonix_remote::paths::HostPaths::for_workspace(&args.workspace).map_err(|e| e.to_string())?;
     init_logging(&paths.log_file);
-    let runtime = reasonix_remote::runtime::build(&paths.workspace).await;
+    let runtime = reasonix_remote::runtime::build(&paths).await;
     let sandbox_status = runtime.tool_ctx.sandbox.status();
     let mut config = DaemonConfig {
         idle_timeout: Duration::from_secs(args.idle_timeout),

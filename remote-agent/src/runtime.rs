@@ -7,6 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::checkpoint::{default_state_dir, CheckpointStore};
+use crate::paths::HostPaths;
 use crate::mcp::{load_workspace_servers, McpManager, McpSettings};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxMode};
 use crate::session::Runtime;
@@ -14,7 +16,8 @@ use crate::tools::{ToolContext, ToolRegistry};
 
 /// Build the runtime for `workspace`: probe the sandbox, start the workspace's MCP servers
 /// (`reasonix.toml` `[[mcp]]` and `.mcp.json`) and register their tools next to the built-ins.
-pub async fn build(workspace: &Path) -> Runtime {
+pub async fn build(paths: &HostPaths) -> Runtime {
+    let workspace: &Path = &paths.workspace;
     let project = read_project_config(workspace);
     let mut sandbox_config = SandboxConfig::default();
     if let Some(sb) = project.as_ref().and_then(|p| p.get("sandbox")) {
@@ -66,10 +69,21 @@ pub async fn build(workspace: &Path) -> Runtime {
         tracing::info!(server = %s.name, state = ?s.state, tools = s.tools.len(), "mcp server");
     }
     tracing::info!(registered, "mcp tools registered");
+    let checkpoints = match CheckpointStore::open(workspace, &default_state_dir(&paths.home, &paths.key)) {
+        Ok(store) => {
+            tracing::info!(coverage = %store.coverage(), "checkpoints ready");
+            Some(Arc::new(store))
+        }
+        Err(e) => {
+            tracing::warn!("checkpoints unavailable: {e}");
+            None
+        }
+    };
     Runtime {
         registry,
         tool_ctx,
         mcp: Arc::new(mcp),
+        checkpoints,
     }
 }
 

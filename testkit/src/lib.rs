@@ -2,4 +2,5 @@
 //! OpenAI-compatible mock provider (real HTTP + SSE) and a real OpenSSH `sshd` harness.
 
 pub mod mock_provider;
+pub mod netfault;
 pub mod sshd;

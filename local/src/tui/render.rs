@@ -1120,12 +1120,7 @@ fn render_overlay(
                 }
                 None => lines.extend(kv("Daemon", "asking the host…".into(), iw, kw)),
             }
-            lines.extend(kv(
-                "Build",
-                reasonix_forward::build_id().to_string(),
-                iw,
-                kw,
-            ));
+            lines.extend(kv("Build", app.settings.build.clone(), iw, kw));
             let role = match app.role {
                 Some(ClientRole::Driver) => "driver",
                 Some(ClientRole::Spectator) => "read-only spectator",

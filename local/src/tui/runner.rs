@@ -71,6 +71,7 @@ pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -
         model: model.or_else(|| config.default_model.clone()),
         prices,
         mode: config.permissions.mode.as_str().to_string(),
+        build: reasonix_forward::build_id().to_string(),
     }
 }
 
@@ -208,10 +209,13 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
             PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
         );
     }
-    let prev_hook = std::panic::take_hook();
+    // Restore the terminal before the panic message is printed; the previous hook is put
+    // back when the TUI ends.
+    let prev_hook: Arc<PanicHook> = Arc::from(std::panic::take_hook());
+    let chained = Arc::clone(&prev_hook);
     std::panic::set_hook(Box::new(move |info| {
         restore_terminal(enhanced);
-        prev_hook(info);
+        chained(info);
     }));
     let mut terminal = match Terminal::new(CrosstermBackend::new(std::io::stdout())) {
         Ok(t) => t,
@@ -302,8 +306,12 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     stop.store(true, Ordering::Relaxed);
     drop(terminal);
     drop(guard);
+    let _ours = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| prev_hook(info)));
     code
 }
+
+type PanicHook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync + 'static;
 
 fn handle_term(app: &mut App, ev: TermEvent) -> Vec<Action> {
     match ev {

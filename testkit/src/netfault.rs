@@ -1,0 +1,413 @@
+//! Network fault injection for reconnect tests: a private network namespace per test,
+//! iptables faults inside it, and a delaying TCP proxy.
+//!
+//! Everything a fault test runs (sshd, the `reasonix` client, the mock provider, the proxy)
+//! lives inside one namespace created by the test, so the iptables rules touch nothing else on
+//! the machine. The namespace has only its own loopback (`127.0.0.1`).
+//!
+//! ```ignore
+//! let ns = NetNs::create()?;
+//! // Put this thread (and every thread and process it starts from now on) into the
+//! // namespace; build the test's tokio runtime afterwards so its workers are inside too.
+//! ns.enter_current_thread()?;
+//! let sshd = Sshd::start(SshdConfig { netns: Some(ns.name().into()), ..Default::default() })?;
+//! let fault = ns.fault(Fault::Blackhole, sshd.port())?;   // packets vanish, no RST
+//! // ...
+//! fault.lift()?;                                           // network restored
+//! ```
+//!
+//! Why the caller's thread enters the namespace (`setns(2)`) instead of wrapping every
+//! process in `ip netns exec`: the mock provider and the proxy are in-process tokio servers,
+//! and a socket belongs to the namespace of the thread that created it. Threads and child
+//! processes inherit the namespace of the thread that spawned them, so a runtime built after
+//! [`NetNs::enter_current_thread`] keeps all its sockets inside. Child processes may still be
+//! started with [`NetNs::command`] (`ip netns exec NAME …`), which works from any thread.
+//!
+//! Faults (verified on the CI kernel; `tc netem` is not available there, hence the proxy):
+//! - [`Fault::Blackhole`]: `iptables -I INPUT -p tcp --dport P -j DROP` plus `--sport P`.
+//! - [`Fault::Reset`]: the same match with `-j REJECT --reject-with tcp-reset`.
+//! - [`Fault::Loss`]: `-m statistic --mode random --probability p -j DROP`, both directions.
+//! - Latency: [`DelayProxy`], placed between the client and sshd.
+//!
+//! Needs root, `ip` (iproute2) and `iptables`.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+
+/// Run a command to completion; an error carries its output.
+fn run(cmd: &mut Command) -> io::Result<String> {
+    let out = cmd.stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{cmd:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A network namespace `rxf_<random>` with its loopback up. Deleted on drop, after every
+/// process still inside it (sshd session processes, a killed client's leftovers) is killed.
+#[derive(Debug)]
+pub struct NetNs {
+    name: String,
+}
+
+impl NetNs {
+    /// Create the namespace and bring its loopback up.
+    pub fn create() -> io::Result<NetNs> {
+        let name = format!("rxf_{:08x}", rand::random::<u32>());
+        run(Command::new("ip").args(["netns", "add", &name]))?;
+        let ns = NetNs { name };
+        // On failure `ns` is dropped, which deletes the half-made namespace.
+        ns.exec(&["ip", "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The namespace name (for `SshdConfig::netns`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ip netns exec NAME program`: a command that runs inside the namespace. `ip` execs
+    /// into `program`, so the child's pid is the program's pid (a `kill -9` reaches it).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]).arg(program);
+        cmd
+    }
+
+    /// Run `argv` inside the namespace and wait for it; an error carries its output.
+    pub fn exec(&self, argv: &[&str]) -> io::Result<String> {
+        let (program, rest) = argv
+            .split_first()
+            .ok_or_else(|| io::Error::other("empty command"))?;
+        run(self.command(program).args(rest))
+    }
+
+    /// Move the calling thread into the namespace (`setns(2)` on `/run/netns/NAME`).
+    /// Threads and processes it starts afterwards are inside too; other threads are not
+    /// affected. There is no way back for this thread: use a thread dedicated to the test.
+    pub fn enter_current_thread(&self) -> io::Result<()> {
+        let file = std::fs::File::open(format!("/run/netns/{}", self.name))?;
+        // SAFETY: setns on a valid fd owned by `file` (alive for the call); it only changes
+        // the network namespace of the calling thread.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Insert the iptables rules of `fault` for TCP port `port` (both directions). The
+    /// returned guard removes exactly those rules when lifted or dropped.
+    pub fn fault(&self, fault: Fault, port: u16) -> io::Result<FaultGuard<'_>> {
+        let mut guard = FaultGuard {
+            ns: self,
+            rules: Vec::new(),
+            since: Instant::now(),
+        };
+        for dir in ["--dport", "--sport"] {
+            let mut rule: Vec<String> = ["INPUT", "-p", "tcp", dir, &port.to_string()]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            rule.extend(fault.target().iter().map(|s| s.to_string()));
+            let mut argv = vec!["iptables", "-w", "-I"];
+            argv.extend(rule.iter().map(String::as_str));
+            self.exec(&argv)?;
+            guard.rules.push(rule);
+        }
+        guard.since = Instant::now();
+        Ok(guard)
+    }
+
+    /// Process ids inside the namespace (`ip netns pids`).
+    pub fn pids(&self) -> Vec<i32> {
+        run(Command::new("ip").args(["netns", "pids", &self.name]))
+            .map(|s| s.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        // Every process in this namespace was started by the test that owns it (sshd, its
+        // session children, clients, host daemons); end them by pid so nothing outlives the
+        // test, then remove the namespace.
+        let me = std::process::id() as i32;
+        for _ in 0..3 {
+            let pids: Vec<i32> = self.pids().into_iter().filter(|p| *p != me).collect();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                // SAFETY: plain kill(2) of a pid listed in our own namespace.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A network fault on one TCP port, applied with iptables inside the namespace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    /// Packets vanish (no RST, no ICMP): Wi-Fi gone, laptop asleep, NAT entry dropped.
+    Blackhole,
+    /// Every packet is answered with a TCP reset: the connection dies at once and new
+    /// connections are refused.
+    Reset,
+    /// Each packet is dropped with this probability (0.0–1.0), in both directions.
+    Loss(f64),
+}
+
+impl Fault {
+    fn target(&self) -> Vec<String> {
+        match self {
+            Fault::Blackhole => vec!["-j".into(), "DROP".into()],
+            // RSTs themselves pass: on loopback the reset sent to one side would otherwise
+            // match the rule for the other direction and vanish, turning a reset into a
+            // blackhole.
+            Fault::Reset => vec![
+                "!".into(),
+                "--tcp-flags".into(),
+                "RST".into(),
+                "RST".into(),
+                "-j".into(),
+                "REJECT".into(),
+                "--reject-with".into(),
+                "tcp-reset".into(),
+            ],
+            Fault::Loss(p) => vec![
+                "-m".into(),
+                "statistic".into(),
+                "--mode".into(),
+                "random".into(),
+                "--probability".into(),
+                format!("{p}"),
+                "-j".into(),
+                "DROP".into(),
+            ],
+        }
+    }
+}
+
+/// Active fault rules; removed by [`FaultGuard::lift`] or on drop.
+#[derive(Debug)]
+pub struct FaultGuard<'a> {
+    ns: &'a NetNs,
+    rules: Vec<Vec<String>>,
+    since: Instant,
+}
+
+impl FaultGuard<'_> {
+    /// When the rules were in place.
+    pub fn since(&self) -> Instant {
+        self.since
+    }
+
+    /// Remove the rules now (the network is restored when this returns).
+    pub fn lift(mut self) -> io::Result<()> {
+        self.remove()
+    }
+
+    fn remove(&mut self) -> io::Result<()> {
+        let mut first_err = None;
+        for rule in std::mem::take(&mut self.rules) {
+            let mut argv = vec!["iptables", "-w", "-D"];
+            argv.extend(rule.iter().map(String::as_str));
+            if let Err(e) = self.ns.exec(&argv) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for FaultGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.remove();
+    }
+}
+
+/// A TCP proxy on `127.0.0.1:<port>` that forwards to a target and delivers every chunk of
+/// bytes `delay` after it arrived, in both directions (constant added latency; order and
+/// throughput are kept). Stands in for `tc netem delay`, which this kernel lacks.
+///
+/// Sockets belong to the namespace of the thread that creates them: start the proxy from a
+/// runtime whose threads are inside the namespace (see [`NetNs::enter_current_thread`]).
+pub struct DelayProxy {
+    port: u16,
+    tasks: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl DelayProxy {
+    /// Listen on a free loopback port and forward every connection to `target`.
+    pub async fn start(target: SocketAddr, delay: Duration) -> io::Result<DelayProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let tasks: Arc<Mutex<Vec<AbortHandle>>> = Arc::new(Mutex::new(Vec::new()));
+        let t = Arc::clone(&tasks);
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = TcpStream::connect(target).await else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = upstream.set_nodelay(true);
+                let (cr, cw) = client.into_split();
+                let (ur, uw) = upstream.into_split();
+                let a = tokio::spawn(pipe(cr, uw, delay));
+                let b = tokio::spawn(pipe(ur, cw, delay));
+                let mut g = t.lock().unwrap_or_else(|p| p.into_inner());
+                g.push(a.abort_handle());
+                g.push(b.abort_handle());
+            }
+        });
+        tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(accept.abort_handle());
+        Ok(DelayProxy { port, tasks })
+    }
+
+    /// The port clients connect to.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// Copy `from` to `to`, each chunk released `delay` after it was read. A reader task stamps
+/// chunks and a writer task sleeps until each is due, so the delay does not slow throughput.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Duration,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((due, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if bytes.is_empty() {
+                let _ = to.shutdown().await;
+                return;
+            }
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(n) => n,
+            Err(_) => 0,
+        };
+        let due = tokio::time::Instant::now() + delay;
+        // An empty chunk marks EOF: the writer shuts its side down once it is due.
+        if tx.send((due, buf[..n].to_vec())).is_err() || n == 0 {
+            break;
+        }
+    }
+    let _ = writer.await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn netns_faults_and_delay_proxy() {
+        let ns = NetNs::create().unwrap();
+        let name = ns.name().to_string();
+        ns.enter_current_thread().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // An echo server inside the namespace.
+            let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let echo_addr = echo.local_addr().unwrap();
+            tokio::spawn(async move {
+                while let Ok((mut s, _)) = echo.accept().await {
+                    tokio::spawn(async move {
+                        let mut b = [0u8; 1024];
+                        while let Ok(n) = s.read(&mut b).await {
+                            if n == 0 || s.write_all(&b[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            });
+            // The delay proxy adds about 2 x 150 ms per round trip.
+            let proxy = DelayProxy::start(echo_addr, Duration::from_millis(150))
+                .await
+                .unwrap();
+            let mut c = TcpStream::connect(("127.0.0.1", proxy.port())).await.unwrap();
+            let t0 = Instant::now();
+            c.write_all(b"ping").await.unwrap();
+            let mut b = [0u8; 4];
+            c.read_exact(&mut b).await.unwrap();
+            assert_eq!(&b, b"ping");
+            assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+
+            // Reset: an established connection dies, with an error, not a hang.
+            let mut direct = TcpStream::connect(echo_addr).await.unwrap();
+            let fault = ns.fault(Fault::Reset, echo_addr.port()).unwrap();
+            let _ = direct.write_all(b"x").await;
+            let r = tokio::time::timeout(Duration::from_secs(5), direct.read(&mut b)).await;
+            assert!(matches!(r, Ok(Err(_)) | Ok(Ok(0))), "{r:?}");
+            fault.lift().unwrap();
+
+            // Blackhole: no answer at all while it holds, the same connection works after.
+            let mut c2 = TcpStream::connect(echo_addr).await.unwrap();
+            let fault = ns.fault(Fault::Blackhole, echo_addr.port()).unwrap();
+            c2.write_all(b"hole").await.unwrap();
+            let r = tokio::time::timeout(Duration::from_millis(800), c2.read(&mut b)).await;
+            assert!(r.is_err(), "a blackholed connection answered: {r:?}");
+            let rules = ns.exec(&["iptables", "-S", "INPUT"]).unwrap();
+            assert_eq!(rules.matches("-j DROP").count(), 2, "{rules}");
+            fault.lift().unwrap();
+            tokio::time::timeout(Duration::from_secs(10), c2.read_exact(&mut b))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(&b, b"hole");
+            let rules = ns.exec(&["iptables", "-S", "INPUT"]).unwrap();
+            assert!(!rules.contains("DROP"), "{rules}");
+        });
+        drop(rt);
+        drop(ns);
+        let list = run(Command::new("ip").args(["netns", "list"])).unwrap();
+        assert!(!list.contains(&name), "{list}");
+    }
+}
