@@ -222,6 +222,20 @@ fn slash_completion_and_commands() {
     app.handle_key(enter());
     assert!(draw(&app, 80, 24).contains("unknown command /he"));
 
+    // `//` escapes a leading slash; a path is not a command.
+    type_str(&mut app, "//help is a comment marker");
+    app.handle_key(key(KeyCode::Esc));
+    let (rid, text) = submitted(&app.handle_key(enter())).unwrap_or_default();
+    assert_eq!(text, "/help is a comment marker");
+    let mut f = Feed::new();
+    f.seq = app.last_seq();
+    finish_turn(&mut app, &mut f, &rid, &text);
+    type_str(&mut app, "/usr/bin/env fails here");
+    assert_eq!(
+        submitted(&app.handle_key(enter())).map(|s| s.1).as_deref(),
+        Some("/usr/bin/env fails here")
+    );
+
     // /rewind is reserved.
     type_str(&mut app, "/rewind");
     app.handle_key(key(KeyCode::Esc));

@@ -1412,12 +1412,17 @@ impl App {
     }
 
     fn send(&mut self) -> Vec<Action> {
-        let text = self.composer.text().trim_end().to_string();
+        let mut text = self.composer.text().trim_end().to_string();
         if text.trim().is_empty() {
             return Vec::new();
         }
         if let Some(cmd) = text.strip_prefix('/') {
-            if !cmd.starts_with('/') && !cmd.contains('\n') {
+            let name = cmd.split_whitespace().next().unwrap_or("");
+            // `//text` sends `/text`; a first word like `/usr/bin/env` is a path, not a
+            // command.
+            if let Some(rest) = cmd.strip_prefix('/') {
+                text = format!("/{rest}");
+            } else if !name.contains('/') {
                 self.composer.take();
                 self.completion = None;
                 return self.command(cmd.trim());
