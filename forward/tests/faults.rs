@@ -33,7 +33,7 @@ fn spawn_receiver(
     mut rx: mpsc::Receiver<Envelope>,
     n: u64,
     seed: u64,
-    done: Arc<(AtomicUsize, watch::Sender<usize>)>,
+    done: Arc<watch::Sender<usize>>,
 ) -> tokio::task::JoinHandle<mpsc::Receiver<Envelope>> {
     tokio::spawn(async move {
         for expected in 1..=n {
@@ -43,8 +43,9 @@ fn spawn_receiver(
                 .unwrap_or_else(|| panic!("seed {seed}: stream ended before {expected}"));
             assert_eq!(numbered_index(&got), expected, "seed {seed}");
         }
-        let finished = done.0.fetch_add(1, Ordering::SeqCst) + 1;
-        done.1.send_replace(finished);
+        // Counted under the watch's own lock: two receivers finishing at once must not
+        // overwrite each other's count.
+        done.send_modify(|n| *n += 1);
         rx
     })
 }
@@ -129,8 +130,8 @@ async fn one_scenario(seed: u64) {
     };
     let sizes_a = sizes(n_a);
     let sizes_b = sizes(n_b);
-    let done = Arc::new((AtomicUsize::new(0), watch::channel(0).0));
-    let mut done_rx = done.1.subscribe();
+    let done = Arc::new(watch::channel(0usize).0);
+    let mut done_rx = done.subscribe();
     let recv_b = spawn_receiver(b_rx, n_a, seed, Arc::clone(&done));
     let recv_a = spawn_receiver(a_rx, n_b, seed, Arc::clone(&done));
     let send_a = spawn_sender(a.clone(), n_a, sizes_a);

@@ -14,12 +14,43 @@ use reasonix_local::connect::{locate_host_binary, Connector, LocalConnector};
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
+    #[command(flatten)]
+    tui: TuiArgs,
+}
+
+/// Options of the interactive workbench.
+#[derive(Args, Clone, Default)]
+struct TuiArgs {
+    /// Model: provider/model, a provider name or a model name.
+    #[arg(long)]
+    model: Option<String>,
+    /// Resume this session.
+    #[arg(long)]
+    session: Option<String>,
+    /// Resume the most recent session instead of starting a new one.
+    #[arg(long = "continue")]
+    continue_last: bool,
+    /// Take over a session another client drives (it becomes read-only).
+    #[arg(long)]
+    takeover: bool,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
     /// Run one turn headless in the current folder (or over SSH with --ssh).
     Run(RunArgs),
+    /// Open the workbench on a remote workspace: `[user@]host[:/path]`.
+    Ssh {
+        /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`.
+        dest: String,
+        #[command(flatten)]
+        ssh: SshArgs,
+        #[command(flatten)]
+        tui: TuiArgs,
+        /// Start a new session instead of reattaching to the most recent one.
+        #[arg(long = "new")]
+        new_session: bool,
+    },
     /// Rewind a session to just before turn N (files, conversation or both).
     Rewind(RewindArgs),
     /// Manage what Reasonix installed on a host.
@@ -139,10 +170,10 @@ struct RunArgs {
     #[arg(long)]
     yolo: bool,
     /// Model: provider/model, a provider name or a model name.
-    #[arg(long)]
-    model: Option<String>,
+    #[arg(long = "model")]
+    run_model: Option<String>,
     /// Resume this session.
-    #[arg(long, conflicts_with = "continue_last")]
+    #[arg(long = "session", conflicts_with = "continue_last")]
     session: Option<String>,
     /// Resume the most recent session of this workspace.
     #[arg(long = "continue")]
@@ -170,10 +201,8 @@ fn main() -> ExitCode {
         Some(Cmd::Run(args)) => rt.block_on(run(args)),
         Some(Cmd::Remote { action }) => rt.block_on(remote(action)),
         Some(Cmd::Rewind(args)) => rt.block_on(rewind(args)),
-        None => {
-            eprintln!("reasonix: the interactive TUI is not built yet; use `reasonix run \"PROMPT\"`");
-            2
-        }
+        Some(Cmd::Ssh { dest, ssh, tui, new_session }) => rt.block_on(tui_ssh(dest, ssh, tui, new_session)),
+        None => rt.block_on(tui_local(cli.tui)),
     };
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     ExitCode::from(code.clamp(0, 255) as u8)
@@ -197,7 +226,7 @@ async fn run(args: RunArgs) -> i32 {
     let config = match Config::load(&LoadOptions {
         project_dir: Some(workspace.clone()),
         overrides: Overrides {
-            model: args.model.clone(),
+            model: args.run_model.clone(),
             mode,
             ..Overrides::default()
         },
@@ -236,7 +265,7 @@ async fn run(args: RunArgs) -> i32 {
             json: args.json,
             session: args.session,
             continue_last: args.continue_last,
-            model: args.model,
+            model: args.run_model,
         },
     )
     .await;
@@ -371,4 +400,105 @@ async fn rewind(args: RewindArgs) -> i32 {
         eprintln!("reasonix: {r}");
     }
     out.code
+}
+
+fn load_config(workspace: &std::path::Path, model: Option<String>) -> Result<Config, String> {
+    Config::load(&LoadOptions {
+        project_dir: Some(workspace.to_path_buf()),
+        overrides: Overrides {
+            model,
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    })
+    .map_err(|e| e.to_string())
+}
+
+async fn tui_local(args: TuiArgs) -> i32 {
+    let workspace = match std::env::current_dir() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("reasonix: cannot determine the workspace: {e}");
+            return 2;
+        }
+    };
+    let config = match load_config(&workspace, args.model.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let binary = match locate_host_binary() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let label = workspace.display().to_string();
+    let connector: Arc<dyn Connector> = Arc::new(LocalConnector { binary, workspace });
+    reasonix_local::tui::run_tui(
+        config,
+        connector,
+        reasonix_local::tui::TuiOptions {
+            workspace: label,
+            session: args.session,
+            continue_last: args.continue_last,
+            takeover: args.takeover,
+            model: args.model,
+            prompts: None,
+        },
+    )
+    .await
+}
+
+async fn tui_ssh(dest: String, ssh: SshArgs, args: TuiArgs, new_session: bool) -> i32 {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let config = match load_config(&cwd, args.model.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let parsed = match reasonix_bootstrap::Destination::parse(&dest) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let opts = match ssh.to_options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let (prompter, prompts) = reasonix_local::tui::prompter_channel();
+    let label = format!(
+        "{}:{}",
+        parsed.host,
+        parsed.path.clone().unwrap_or_else(|| "~".into())
+    );
+    let connector: Arc<dyn Connector> = Arc::new(reasonix_local::ssh::SshConnector::new(
+        parsed,
+        opts,
+        Arc::new(prompter),
+    ));
+    reasonix_local::tui::run_tui(
+        config,
+        connector,
+        reasonix_local::tui::TuiOptions {
+            workspace: label,
+            session: args.session,
+            // Reattach to the workspace's most recent session unless --new.
+            continue_last: !new_session || args.continue_last,
+            takeover: args.takeover,
+            model: args.model,
+            prompts: Some(prompts),
+        },
+    )
+    .await
 }

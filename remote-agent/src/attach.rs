@@ -100,8 +100,75 @@ pub async fn connect_or_spawn(workspace: &Path, daemon_args: &[String]) -> Resul
     })
 }
 
-/// Bridge stdin/stdout to the daemon until either side closes.
-pub async fn bridge(stream: UnixStream) -> Result<(), AttachError> {
+/// Read the daemon's preamble line. Returns the line (with its newline) and whether the
+/// daemon is of our own build.
+pub async fn read_preamble(stream: &mut UnixStream) -> Result<(Vec<u8>, bool), AttachError> {
+    use tokio::io::AsyncReadExt;
+    let mut line = Vec::with_capacity(64);
+    let mut byte = [0u8; 1];
+    while line.len() < 512 {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte))
+            .await
+            .map_err(|_| AttachError::Bridge(io::Error::new(io::ErrorKind::TimedOut, "the daemon sent no preamble within 10 s")))?
+            .map_err(AttachError::Bridge)?;
+        if n == 0 {
+            return Err(AttachError::Bridge(io::Error::new(io::ErrorKind::UnexpectedEof, "the daemon closed the connection before its preamble")));
+        }
+        line.push(byte[0]);
+        if byte[0] == b'\n' {
+            break;
+        }
+    }
+    let expected = format!(
+        "{} {}\n",
+        reasonix_forward::proto::PREAMBLE_MAGIC,
+        reasonix_forward::build_id()
+    );
+    let same = line == expected.as_bytes();
+    Ok((line, same))
+}
+
+/// Connect to a daemon of our own build: a daemon left running by another build (an upgrade)
+/// is asked to exit (SIGTERM; its sessions are journaled) and replaced.
+pub async fn connect_own_build(
+    workspace: &Path,
+    daemon_args: &[String],
+) -> Result<(UnixStream, Vec<u8>), AttachError> {
+    for _ in 0..3 {
+        let (mut stream, paths) = connect_or_spawn(workspace, daemon_args).await?;
+        let (preamble, same) = read_preamble(&mut stream).await?;
+        if same {
+            return Ok((stream, preamble));
+        }
+        drop(stream);
+        let old = std::fs::read(&paths.daemon_state)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["pid"].as_u64());
+        eprintln!(
+            "reasonix-remote: replacing a daemon of another build ({}) with build {}",
+            String::from_utf8_lossy(&preamble).trim(),
+            reasonix_forward::build_id()
+        );
+        if let Some(pid) = old {
+            // SAFETY: plain kill(2) on a pid read from our own state file.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while paths.socket.exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Err(AttachError::Bridge(io::Error::other(
+        "a daemon of another build keeps answering on the workspace socket; stop it with `reasonix remote stop`",
+    )))
+}
+
+/// Bridge stdin/stdout to the daemon until either side closes. `preamble` (already read from
+/// the daemon) is written to stdout first.
+pub async fn bridge(stream: UnixStream, preamble: Vec<u8>) -> Result<(), AttachError> {
     let (mut sr, mut sw) = stream.into_split();
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
@@ -111,6 +178,8 @@ pub async fn bridge(stream: UnixStream) -> Result<(), AttachError> {
         r
     };
     let down = async {
+        tokio::io::AsyncWriteExt::write_all(&mut stdout, &preamble).await?;
+        tokio::io::AsyncWriteExt::flush(&mut stdout).await?;
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let n = tokio::io::AsyncReadExt::read(&mut sr, &mut buf).await?;

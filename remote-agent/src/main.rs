@@ -80,10 +80,13 @@ fn main() -> ExitCode {
     let result = match cmd {
         Cmd::Daemon(args) => rt.block_on(run_daemon(args)),
         Cmd::Attach(args) => rt.block_on(async move {
-            let (stream, _) = reasonix_remote::attach::connect_or_spawn(&args.workspace, &args.passthrough())
+            let (stream, preamble) =
+                reasonix_remote::attach::connect_own_build(&args.workspace, &args.passthrough())
+                    .await
+                    .map_err(|e| e.to_string())?;
+            reasonix_remote::attach::bridge(stream, preamble)
                 .await
-                .map_err(|e| e.to_string())?;
-            reasonix_remote::attach::bridge(stream).await.map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())
         }),
     };
     // Don't wait for blocking stdin readers.

@@ -461,3 +461,16 @@ impl Exec {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run_tui` can be spawned on a multi-threaded runtime, not only `block_on`'d.
+    #[allow(dead_code)]
+    fn run_tui_future_is_send(config: Config, connector: Arc<dyn Connector>) {
+        fn is_send<T: Send>(_: &T) {}
+        let fut = run_tui(config, connector, TuiOptions::default());
+        is_send(&fut);
+    }
+}

@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
@@ -88,7 +88,7 @@ pub(crate) struct LayoutCtx {
 struct Cached {
     width: usize,
     show_reasoning: bool,
-    lines: Rc<Vec<Line<'static>>>,
+    lines: Arc<Vec<Line<'static>>>,
 }
 
 /// One transcript entry with its layout cache.
@@ -490,23 +490,23 @@ impl Transcript {
     }
 
     /// Rows of entry `i` (cached when not animated).
-    pub(crate) fn lines_of(&self, i: usize, ctx: &LayoutCtx) -> Rc<Vec<Line<'static>>> {
+    pub(crate) fn lines_of(&self, i: usize, ctx: &LayoutCtx) -> Arc<Vec<Line<'static>>> {
         let Some(e) = self.entries.get(i) else {
-            return Rc::new(Vec::new());
+            return Arc::new(Vec::new());
         };
         if !e.animated() {
             if let Some(c) = e.cache.borrow().as_ref() {
                 if c.width == ctx.width && c.show_reasoning == ctx.show_reasoning {
-                    return Rc::clone(&c.lines);
+                    return Arc::clone(&c.lines);
                 }
             }
         }
-        let lines = Rc::new(layout(&e.kind, ctx));
+        let lines = Arc::new(layout(&e.kind, ctx));
         if !e.animated() {
             *e.cache.borrow_mut() = Some(Cached {
                 width: ctx.width,
                 show_reasoning: ctx.show_reasoning,
-                lines: Rc::clone(&lines),
+                lines: Arc::clone(&lines),
             });
         }
         lines
@@ -614,7 +614,7 @@ impl Transcript {
         let mut rows: Vec<Line<'static>> = Vec::with_capacity(height);
         match scroll {
             Scroll::Follow => {
-                let mut chunks: Vec<Rc<Vec<Line<'static>>>> = Vec::new();
+                let mut chunks: Vec<Arc<Vec<Line<'static>>>> = Vec::new();
                 let mut acc = 0usize;
                 for i in (0..self.entries.len()).rev() {
                     let l = self.lines_of(i, ctx);
