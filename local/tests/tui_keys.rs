@@ -7,7 +7,9 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use reasonix_bootstrap::{
     HostKeyAnswer, HostKeyQuestion, HostKeyStatus, Prompter, SecretPrompt, SecretPurpose,
 };
-use reasonix_forward::proto::{ApprovalDecision, ClientRole, DirEntry, EventKind, TurnState};
+use reasonix_forward::proto::{
+    ApprovalDecision, ClientRole, DirEntry, EventKind, RewindScope, TurnState,
+};
 use reasonix_local::client::ClientEvent;
 use reasonix_local::tui::{prompter_channel, Action, App, AppEvent, OpenParams, PromptRequest};
 use tui_common::*;
@@ -236,11 +238,11 @@ fn slash_completion_and_commands() {
         Some("/usr/bin/env fails here")
     );
 
-    // /rewind is reserved.
-    type_str(&mut app, "/rewind");
+    // /mcp is reserved.
+    type_str(&mut app, "/mcp");
     app.handle_key(key(KeyCode::Esc));
     app.handle_key(enter());
-    assert!(draw(&app, 80, 24).contains("/rewind is not available yet"));
+    assert!(draw(&app, 80, 24).contains("/mcp is not available yet"));
 }
 
 #[test]
@@ -613,4 +615,59 @@ async fn prompter_questions_become_modals_and_answers_flow_back() {
     // A dropped UI refuses.
     drop(prompts);
     assert_eq!(prompter.host_key(&q).await, HostKeyAnswer::Reject);
+}
+
+#[test]
+fn rewind_command_and_its_answer() {
+    let mut app = busy_app();
+    // Without a turn number: usage and the turns to choose from.
+    type_str(&mut app, "/rewind");
+    app.handle_key(key(KeyCode::Esc));
+    assert!(app.handle_key(enter()).is_empty());
+    let screen = draw(&app, 100, 30);
+    assert!(screen.contains("usage: /rewind N"), "{screen}");
+    assert!(screen.contains("turn 1: Fix the off-by-one"), "{screen}");
+
+    type_str(&mut app, "/rewind 1 code dry");
+    let a = app.handle_key(enter());
+    assert!(
+        matches!(
+            a.as_slice(),
+            [Action::Rewind {
+                to_turn: 1,
+                scope: RewindScope::Code,
+                dry_run: true,
+                ..
+            }]
+        ),
+        "{a:?}"
+    );
+    // A code-only rewind keeps the transcript and reports the files.
+    let a = app.handle(AppEvent::Rewound {
+        summary: "restored 1 file".into(),
+        paths: vec!["src/range.rs".into()],
+        scope: RewindScope::Code,
+        dry_run: false,
+    });
+    assert!(a.is_empty());
+    assert!(draw(&app, 100, 30).contains("files: src/range.rs"));
+    // A conversation rewind reloads the session from the start.
+    let a = app.handle(AppEvent::Rewound {
+        summary: "conversation rewound to before turn 1".into(),
+        paths: vec![],
+        scope: RewindScope::Both,
+        dry_run: false,
+    });
+    assert_eq!(
+        a,
+        vec![Action::OpenSession(OpenParams {
+            session: Some("20260501-100000-7f3a".into()),
+            new: false,
+            since: 0,
+            takeover: false,
+            model: Some("deepseek/deepseek-chat".into()),
+        })]
+    );
+    assert_eq!(app.last_seq(), 0);
+    assert!(!draw(&app, 100, 30).contains("Fix the off-by-one"));
 }

@@ -10,8 +10,8 @@ use reasonix_bootstrap::{
     HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, Stage,
 };
 use reasonix_forward::proto::{
-    ApprovalDecision, ClientRole, DaemonStatus, DirEntry, EventKind, SessionInfo, SessionOpened,
-    TurnState,
+    ApprovalDecision, ClientRole, DaemonStatus, DirEntry, EventKind, RewindScope, SessionInfo,
+    SessionOpened, TurnState,
 };
 use tokio::sync::oneshot;
 use zeroize::Zeroizing;
@@ -86,6 +86,17 @@ pub enum Action {
     },
     /// Send `Request::Takeover`.
     Takeover,
+    /// Send `Request::Rewind`.
+    Rewind {
+        /// Deduplication id.
+        request_id: String,
+        /// Restore to just before this turn.
+        to_turn: u64,
+        /// Files, conversation or both.
+        scope: RewindScope,
+        /// Only report what would change.
+        dry_run: bool,
+    },
     /// Send `Request::ListSessions`.
     ListSessions,
     /// Send `Request::ListDir` (path relative to the workspace; `""` is the root).
@@ -149,6 +160,17 @@ pub enum AppEvent {
     Status(DaemonStatus),
     /// `Takeover` succeeded.
     TookOver,
+    /// Answer to `Rewind`.
+    Rewound {
+        /// What was (or would be) restored.
+        summary: String,
+        /// Paths restored or removed.
+        paths: Vec<String>,
+        /// The scope asked for.
+        scope: RewindScope,
+        /// True for a dry run.
+        dry_run: bool,
+    },
     /// A request failed.
     RequestFailed {
         /// Which request (`submit`, `open`, `list_dir:PATH`, ...).
@@ -304,8 +326,8 @@ pub(crate) const COMMANDS: &[(&str, &str, &str)] = &[
     ("reconnect", "", "retry the connection now"),
     (
         "rewind",
-        "",
-        "restore files/conversation to an earlier turn (not available yet)",
+        "N [code|conversation|both] [dry]",
+        "restore to just before turn N",
     ),
     (
         "compact",
@@ -644,6 +666,33 @@ impl App {
                 self.daemon_status = Some(s);
                 Vec::new()
             }
+            AppEvent::Rewound {
+                summary,
+                paths,
+                scope,
+                dry_run,
+            } => {
+                let mut text = summary;
+                if !paths.is_empty() {
+                    let shown: Vec<&str> = paths.iter().take(10).map(String::as_str).collect();
+                    text.push_str(&format!("\nfiles: {}", shown.join(", ")));
+                    if paths.len() > 10 {
+                        text.push_str(&format!(" and {} more", paths.len() - 10));
+                    }
+                }
+                let conversation = matches!(scope, RewindScope::Conversation | RewindScope::Both);
+                if conversation && !dry_run {
+                    // The host cut its journal: reload the transcript from the start.
+                    let session = self.session.clone();
+                    let mut actions = self.switch_session(session, false);
+                    self.set_hint(text.lines().next().unwrap_or("").to_string());
+                    self.transcript.notice(text, Level::Info);
+                    actions.retain(|a| matches!(a, Action::OpenSession(_)));
+                    return actions;
+                }
+                self.transcript.notice(text, Level::Info);
+                Vec::new()
+            }
             AppEvent::TookOver => {
                 self.role = Some(ClientRole::Driver);
                 self.transcript
@@ -913,7 +962,7 @@ impl App {
                     | EventKind::Notice { .. }
                     | EventKind::Checkpoint { .. } => {}
                 }
-                self.transcript.apply(&e.kind, parse_ts(&e.ts));
+                self.transcript.apply(&e.kind, parse_ts(&e.ts), e.turn);
                 actions
             }
         }
@@ -1297,6 +1346,53 @@ impl App {
         vec![Action::OpenSession(p)]
     }
 
+    fn rewind_command(&mut self, arg: &str) -> Vec<Action> {
+        let mut to_turn = None;
+        let mut scope = RewindScope::Both;
+        let mut dry_run = false;
+        let mut bad = None;
+        for word in arg.split_whitespace() {
+            match word {
+                "code" | "files" => scope = RewindScope::Code,
+                "conversation" | "conv" | "chat" => scope = RewindScope::Conversation,
+                "both" | "all" => scope = RewindScope::Both,
+                "dry" | "dry-run" | "--dry-run" => dry_run = true,
+                n => match n.parse::<u64>() {
+                    Ok(n) if n > 0 => to_turn = Some(n),
+                    _ => bad = Some(n.to_string()),
+                },
+            }
+        }
+        if self.role == Some(ClientRole::Spectator) {
+            self.set_hint("read-only spectator: /takeover to drive this session");
+            return Vec::new();
+        }
+        match (to_turn, bad) {
+            (Some(to_turn), None) => vec![Action::Rewind {
+                request_id: rid("rewind"),
+                to_turn,
+                scope,
+                dry_run,
+            }],
+            (_, bad) => {
+                let turns = self.transcript.user_turns();
+                let mut text = String::new();
+                if let Some(b) = bad {
+                    text.push_str(&format!("/rewind: `{b}` is not a turn number or scope\n"));
+                }
+                text.push_str(
+                    "usage: /rewind N [code|conversation|both] [dry] — restore to just before turn N",
+                );
+                let start = turns.len().saturating_sub(10);
+                for (n, first) in &turns[start..] {
+                    text.push_str(&format!("\n  turn {n}: {first}"));
+                }
+                self.transcript.notice(text, Level::Info);
+                Vec::new()
+            }
+        }
+    }
+
     fn set_model(&mut self, model: String) -> Vec<Action> {
         self.model = Some(model.clone());
         self.transcript.notice(
@@ -1508,7 +1604,8 @@ impl App {
                 self.quit = true;
                 vec![Action::Quit]
             }
-            "rewind" | "compact" | "mcp" => {
+            "rewind" => self.rewind_command(arg),
+            "compact" | "mcp" => {
                 self.transcript.notice(
                     format!("/{name} is not available yet in this build"),
                     Level::Warn,

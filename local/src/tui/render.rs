@@ -1029,12 +1029,23 @@ fn render_overlay(
                 } else {
                     format!("/{name} {arg}")
                 };
-                lines.extend(wrap_line(
-                    &[Span::raw(desc.to_string())],
-                    iw,
-                    &[Span::styled(format!("{cmd:<16}"), theme::key())],
-                    &[Span::raw(" ".repeat(16))],
-                ));
+                if text_width(&cmd) >= 16 {
+                    // A long synopsis gets its own row.
+                    lines.push(Line::from(Span::styled(cmd, theme::key())));
+                    lines.extend(wrap_text(
+                        desc,
+                        iw,
+                        theme::text(),
+                        &[Span::raw(" ".repeat(16))],
+                    ));
+                } else {
+                    lines.extend(wrap_line(
+                        &[Span::raw(desc.to_string())],
+                        iw,
+                        &[Span::styled(format!("{cmd:<16}"), theme::key())],
+                        &[Span::raw(" ".repeat(16))],
+                    ));
+                }
             }
             lines.push(Line::default());
             lines.push(Line::from(Span::styled("Keys", theme::heading())));

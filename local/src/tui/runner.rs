@@ -421,6 +421,31 @@ impl Exec {
                     |_| None,
                 );
             }
+            Action::Rewind {
+                request_id,
+                to_turn,
+                scope,
+                dry_run,
+            } => {
+                self.request(
+                    "rewind",
+                    Request::Rewind {
+                        request_id,
+                        to_turn,
+                        scope,
+                        dry_run,
+                    },
+                    move |r| match r {
+                        Response::Rewound { summary, paths } => Some(AppEvent::Rewound {
+                            summary,
+                            paths,
+                            scope,
+                            dry_run,
+                        }),
+                        _ => None,
+                    },
+                );
+            }
             Action::Takeover => {
                 self.request("takeover", Request::Takeover, |_| Some(AppEvent::TookOver));
             }

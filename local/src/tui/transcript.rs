@@ -61,7 +61,7 @@ pub(crate) struct ToolCard {
 #[derive(Debug, Clone)]
 pub(crate) enum EntryKind {
     /// A user turn.
-    User { text: String },
+    User { text: String, turn: u64 },
     /// Assistant text (Markdown).
     Assistant { text: String, streaming: bool },
     /// Model reasoning.
@@ -192,14 +192,17 @@ impl Transcript {
     }
 
     /// Apply one journal event. `ts_ms` is its timestamp (ms since the epoch) when known.
-    pub(crate) fn apply(&mut self, kind: &EventKind, ts_ms: Option<i64>) {
+    pub(crate) fn apply(&mut self, kind: &EventKind, ts_ms: Option<i64>, turn: u64) {
         match kind {
             EventKind::SessionStarted { .. }
             | EventKind::Checkpoint { .. }
             | EventKind::Usage { .. } => {}
             EventKind::UserTurn { text, .. } => {
                 self.end_streams();
-                self.push(EntryKind::User { text: text.clone() });
+                self.push(EntryKind::User {
+                    text: text.clone(),
+                    turn,
+                });
             }
             EventKind::TextDelta { text } => {
                 // Text after reasoning ends the reasoning block (it stays this step's).
@@ -458,6 +461,19 @@ impl Transcript {
         }
     }
 
+    /// (turn, first line) of the user turns, oldest first.
+    pub(crate) fn user_turns(&self) -> Vec<(u64, String)> {
+        self.entries
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EntryKind::User { text, turn } => {
+                    Some((*turn, text.lines().next().unwrap_or("").to_string()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Text of the last assistant answer.
     pub(crate) fn last_answer(&self) -> Option<String> {
         self.entries.iter().rev().find_map(|e| match &e.kind {
@@ -661,7 +677,7 @@ fn layout(kind: &EntryKind, ctx: &LayoutCtx) -> Vec<Line<'static>> {
     let w = ctx.width.max(8);
     let mut out = vec![Line::default()];
     match kind {
-        EntryKind::User { text } => {
+        EntryKind::User { text, .. } => {
             let first = [Span::styled("> ", theme::user_marker())];
             let rest = [Span::raw("  ")];
             for (n, l) in text.split('\n').enumerate() {
@@ -970,10 +986,11 @@ mod tests {
                 text: "hi".into(),
             },
             None,
+            1,
         );
-        t.apply(&EventKind::ReasoningDelta { text: "hmm".into() }, None);
-        t.apply(&EventKind::TextDelta { text: "Hel".into() }, None);
-        t.apply(&EventKind::TextDelta { text: "lo".into() }, None);
+        t.apply(&EventKind::ReasoningDelta { text: "hmm".into() }, None, 1);
+        t.apply(&EventKind::TextDelta { text: "Hel".into() }, None, 1);
+        t.apply(&EventKind::TextDelta { text: "lo".into() }, None, 1);
         t.apply(
             &EventKind::AssistantMessage {
                 content: "Hello".into(),
@@ -985,6 +1002,7 @@ mod tests {
                 }],
             },
             None,
+            1,
         );
         t.apply(
             &EventKind::ToolStarted {
@@ -993,6 +1011,7 @@ mod tests {
                 arguments: "{\"command\":\"ls\"}".into(),
             },
             Some(1000),
+            1,
         );
         t.apply(
             &EventKind::ToolFinished {
@@ -1002,6 +1021,7 @@ mod tests {
                 output: "a\nb".into(),
             },
             Some(3500),
+            1,
         );
         assert_eq!(t.len(), 4);
         assert_eq!(t.last_answer().as_deref(), Some("Hello"));

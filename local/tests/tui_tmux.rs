@@ -1,0 +1,193 @@
+//! The real `reasonix` TUI driven under tmux: type a prompt, approve an edit, see the diff and
+//! the final answer, both locally and over SSH against a real sshd.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
+use serde_json::json;
+
+struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str) -> Tmux {
+        let socket = format!("rxtest{:08x}", rand_u32());
+        let session = "rx".to_string();
+        let st = Command::new("tmux")
+            .args(["-L", &socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", &session, cmd])
+            .status()
+            .expect("tmux installed");
+        assert!(st.success(), "tmux new-session failed");
+        Tmux { socket, session }
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let st = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .expect("send-keys");
+        assert!(st.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", &self.session])
+            .output()
+            .expect("capture-pane");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// Wait until the screen contains `needle` (hang guard: 60 s).
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = self.screen();
+            if s.contains(needle) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "screen never showed {needle:?}:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+fn rand_u32() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    t.subsec_nanos() ^ std::process::id()
+}
+
+fn script() -> Vec<MockReply> {
+    vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "e1",
+                "edit_file",
+                &json!({"path": "greet.py", "old_string": "print('hello')", "new_string": "print('hello, world')"}).to_string(),
+            )],
+            5,
+        ),
+        MockReply::text(&["Updated the ", "**greeting**."]),
+    ]
+}
+
+fn write_config(home: &Path, base_url: &str) {
+    std::fs::create_dir_all(home).expect("home");
+    std::fs::write(
+        home.join("config.toml"),
+        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_TUI_KEY\"\n"),
+    )
+    .expect("config");
+    std::fs::write(home.join(".env"), "RX_TUI_KEY=sk-tui\n").expect(".env");
+}
+
+fn drive(t: &Tmux) -> String {
+    t.wait_for("connected");
+    t.send(&["please fix the greeting", "Enter"]);
+    let approval = t.wait_for("Approval needed");
+    assert!(approval.contains("greet.py"), "{approval}");
+    assert!(approval.contains("hello, world"), "the diff preview shows the edit:\n{approval}");
+    t.send(&["y"]);
+    t.wait_for("Updated the greeting")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tui_local_prompt_approve_diff_answer() {
+    let mock = MockProvider::start(script()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(ws.join("greet.py"), "print('hello')\n").expect("greet");
+    write_config(&home, &mock.base_url());
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let cmd = format!(
+        "cd {} && env -u XDG_RUNTIME_DIR REASONIX_HOME={} {}",
+        ws.display(),
+        home.display(),
+        bin.display()
+    );
+    let t = Tmux::start(&cmd);
+    let screen = tokio::task::block_in_place(|| drive(&t));
+    assert!(screen.contains("Updated the greeting"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("greet.py")).expect("greet"),
+        "print('hello, world')\n"
+    );
+    t.send(&["C-c"]);
+    t.send(&["C-c"]);
+    stop_daemons(&home);
+}
+
+fn stop_daemons(home: &Path) {
+    if let Ok(rd) = std::fs::read_dir(home.join("sessions")) {
+        for e in rd.flatten() {
+            if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&b) {
+                    if let Some(pid) = v["pid"].as_u64() {
+                        unsafe {
+                            libc::kill(pid as i32, libc::SIGTERM);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tui_over_ssh_prompt_approve_diff_answer() {
+    let host_bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/x86_64-unknown-linux-musl/debug/reasonix-remote");
+    assert!(host_bin.is_file(), "build the static host binary first");
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("proj/greet.py", "print('hello')\n", 0o644)
+        .expect("workspace");
+    let mock = MockProvider::start(script()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let laptop_home = dir.path().join("home");
+    std::fs::create_dir_all(laptop_home.join(".ssh")).expect("ssh");
+    std::fs::write(laptop_home.join(".ssh/known_hosts"), sshd.known_hosts_line()).expect("kh");
+    let key = ClientKey::generate(&laptop_home.join(".ssh"), "id_tui", None).expect("key");
+    user.authorize(&key.public).expect("authorize");
+    let rx_home = dir.path().join("rxhome");
+    write_config(&rx_home, &mock.base_url());
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let cmd = format!(
+        "cd {} && env -u SSH_AUTH_SOCK HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL={} {} ssh {}@127.0.0.1:proj -p {} -F none -i {} -o IdentityAgent=none",
+        dir.path().display(),
+        laptop_home.display(),
+        rx_home.display(),
+        host_bin.display(),
+        bin.display(),
+        user.name,
+        sshd.port(),
+        key.private.display()
+    );
+    let t = Tmux::start(&cmd);
+    let screen = tokio::task::block_in_place(|| drive(&t));
+    assert!(screen.contains("Updated the greeting"), "{screen}");
+    assert!(screen.contains("127.0.0.1:proj"), "status bar shows host:path\n{screen}");
+    assert_eq!(
+        std::fs::read_to_string(user.home.join("proj/greet.py")).expect("greet on host"),
+        "print('hello, world')\n"
+    );
+    t.send(&["C-c"]);
+    t.send(&["C-c"]);
+}
