@@ -162,6 +162,14 @@ pub enum Request {
     },
 
     // ---- daemon -> client ----
+    /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
+    /// on `channel` as [`Notification::McpLine`]s. Answered with [`Response::Ok`].
+    McpOpen {
+        /// Server name from the laptop's config.
+        server: String,
+        /// Channel id chosen by the daemon.
+        channel: u64,
+    },
     /// Ask the laptop gateway to run a chat completion. Answered with
     /// [`Response::ProviderAccepted`] at once; the chunks follow as
     /// [`Notification::ProviderChunk`] with the same `stream_id`.
@@ -200,6 +208,9 @@ pub struct SessionSettings {
     pub rules: Option<Value>,
     /// Bash timeout in seconds.
     pub bash_timeout_seconds: Option<u64>,
+    /// MCP servers that run on the laptop and are tunnelled over the link (names).
+    #[serde(default)]
+    pub laptop_mcp: Vec<String>,
 }
 
 /// The answer to an approval request.
@@ -386,6 +397,20 @@ pub enum Notification {
         stream_id: String,
         /// The chunk.
         chunk: ProviderChunk,
+    },
+    /// One JSON-RPC line of a tunnelled MCP server (both directions).
+    McpLine {
+        /// Channel id from [`Request::McpOpen`].
+        channel: u64,
+        /// The line, without its newline.
+        line: String,
+    },
+    /// The laptop-side MCP server of `channel` exited (client -> daemon).
+    McpClosed {
+        /// Channel id.
+        channel: u64,
+        /// Exit status and stderr tail.
+        reason: String,
     },
     /// A marker that frames were dropped because a replay window was exceeded.
     Dropped {

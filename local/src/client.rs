@@ -83,8 +83,10 @@ pub enum ClientEvent {
 }
 
 /// Options of the supervisor.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClientOptions {
+    /// Laptop-side MCP servers the host may open through the link.
+    pub laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
     /// Link tunables.
     pub link: LinkConfig,
     /// First reconnect delay.
@@ -103,6 +105,7 @@ impl Default for ClientOptions {
             link.dead_after = ms;
         }
         Self {
+            laptop_mcp: None,
             link,
             backoff_start: Duration::from_millis(200),
             backoff_cap: Duration::from_millis(1500),
@@ -293,6 +296,7 @@ impl Supervisor {
                     tokio::spawn(serve_incoming(
                         rpc,
                         incoming,
+                        self.options.laptop_mcp.clone(),
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
@@ -343,17 +347,62 @@ pub fn backoff(attempt: u32, start: Duration, cap: Duration) -> Duration {
     Duration::from_secs_f64((base * jitter).min(cap.as_secs_f64()))
 }
 
+/// Laptop MCP laptop-side channels of one link: lines from the host go to these senders.
+type McpRoutes = Arc<Mutex<std::collections::HashMap<u64, mpsc::Sender<String>>>>;
+
+fn open_laptop_mcp(
+    rpc: &Rpc,
+    host: Option<&Arc<crate::mcp_host::McpHost>>,
+    routes: &McpRoutes,
+    server: &str,
+    channel: u64,
+) -> Result<(), String> {
+    let host = host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
+    let chans = host.open(server).map_err(|e| e.to_string())?;
+    routes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(channel, chans.to_server.clone());
+    let rpc = rpc.clone();
+    let routes = Arc::clone(routes);
+    let mut from = chans.from_server;
+    let diag = chans.diagnostics;
+    tokio::spawn(async move {
+        while let Some(line) = from.recv().await {
+            if rpc.notify(Notification::McpLine { channel, line }).await.is_err() {
+                return;
+            }
+        }
+        routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&channel);
+        let reason = format!(
+            "{}; stderr: {}",
+            diag.exit().unwrap_or_else(|| "closed".into()),
+            diag.stderr_tail()
+        );
+        let _ = rpc.notify(Notification::McpClosed { channel, reason }).await;
+    });
+    Ok(())
+}
+
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,
+    laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
 ) {
+    let routes: McpRoutes = Arc::default();
     while let Some(msg) = incoming.recv().await {
         *last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         match msg {
             Incoming::Request { id, body } => match body {
+                Request::McpOpen { server, channel } => {
+                    let result = open_laptop_mcp(&rpc, laptop_mcp.as_ref(), &routes, &server, channel)
+                        .map(|()| Response::Ok)
+                        .map_err(|e| reasonix_forward::proto::RpcError::new("mcp", e));
+                    let _ = rpc.respond(id, result).await;
+                }
                 Request::Provider(req) => {
                     let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
                     // The gateway keeps reading the HTTP stream into its channel whatever
@@ -403,10 +452,46 @@ async fn serve_incoming(
                             },
                         })
                     }
-                    Notification::ProviderChunk { .. } => continue,
+                    Notification::McpLine { channel, line } => {
+                        let tx = routes
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get(&channel)
+                            .cloned();
+                        if let Some(tx) = tx {
+                            let _ = tx.send(line).await;
+                        }
+                        continue;
+                    }
+                    Notification::ProviderChunk { .. } | Notification::McpClosed { .. } => continue,
                 };
                 let _ = events.send(ev);
             }
         }
     }
+}
+
+/// Client options for a configuration: the laptop-side MCP servers of the user's config
+/// (`[[mcp]]` with `run_on = "laptop"`, stdio only) are made available to the host.
+pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String>) {
+    let specs: Vec<crate::mcp_host::McpHostSpec> = config
+        .mcp
+        .iter()
+        .filter(|m| m.run_on == crate::config::McpRunOn::Laptop)
+        .filter_map(|m| {
+            m.command.as_ref().map(|command| crate::mcp_host::McpHostSpec {
+                name: m.name.clone(),
+                command: command.clone(),
+                args: m.args.clone(),
+                env: m.env.clone(),
+                cwd: None,
+            })
+        })
+        .collect();
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let mut opts = ClientOptions::default();
+    if !specs.is_empty() {
+        opts.laptop_mcp = Some(Arc::new(crate::mcp_host::McpHost::new(specs)));
+    }
+    (opts, names)
 }

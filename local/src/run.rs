@@ -40,7 +40,8 @@ pub struct RunOutcome {
 /// Run one turn against the host behind `connector`.
 pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOptions) -> RunOutcome {
     let gateway = Arc::new(Gateway::new(config));
-    let (client, mut events) = Client::start(connector, gateway, ClientOptions::default());
+    let (client_opts, laptop_mcp) = crate::client::options_for(config);
+    let (client, mut events) = Client::start(connector, gateway, client_opts);
     let mut out = Printer { json: opts.json };
     let mode = config.permissions.mode;
     let settings = SessionSettings {
@@ -54,6 +55,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             "deny": config.permissions.deny,
         })),
         bash_timeout_seconds: Some(config.tools.bash_timeout_seconds),
+        laptop_mcp,
     };
     let request_id = format!("run-{:016x}", rand::random::<u64>());
     let mut session_id = opts.session.clone();

@@ -434,3 +434,57 @@ async fn rewind_restores_files_changed_by_tools_and_bash_and_leaves_git_alone() 
     assert!(rw_out.contains("undo"), "{rw_out}");
     stop_daemon(&env);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn laptop_mcp_server_is_tunnelled_through_the_link() {
+    if Command::new("mcp-server-everything").arg("--help").output().is_err() {
+        panic!("mcp-server-everything is not installed; run .ci/run (npm install -g @modelcontextprotocol/server-everything)");
+    }
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new("call_e", "mcp__lap__get-env", "{}")],
+            3,
+        ),
+        MockReply::text(&["Got the environment."]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    let mut cfg = std::fs::read_to_string(env.home.join("config.toml")).expect("config");
+    cfg.push_str(
+        "\n[[mcp]]\nname = \"lap\"\ncommand = \"mcp-server-everything\"\nargs = [\"stdio\"]\nrun_on = \"laptop\"\n",
+    );
+    std::fs::write(env.home.join("config.toml"), cfg).expect("config");
+    let (home, ws) = (env.home.clone(), env.ws.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_reasonix"))
+            .args(["run", "--json", "--yolo", "show the laptop environment"])
+            .current_dir(&ws)
+            .env("REASONIX_HOME", &home)
+            .env("REASONIX_REMOTE_BIN", host_bin())
+            .env("RX_E2E_KEY", KEY)
+            // Only the laptop process has this variable: the host gets an allow-listed
+            // environment, so seeing it proves where the server ran.
+            .env("LAPTOP_ONLY_MARKER", "laptop-side-7f3a")
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .expect("run")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let events = json_lines(&out.stdout);
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "tool_finished")
+        .expect("tool finished");
+    assert_eq!(finished["name"], "mcp__lap__get-env");
+    assert_eq!(finished["is_error"], false, "{stdout}");
+    let last = mock.requests()[1].messages();
+    let tool_msg = last.iter().find(|m| m["role"] == "tool").expect("tool msg");
+    assert!(
+        tool_msg["content"].as_str().unwrap_or("").contains("laptop-side-7f3a"),
+        "the server ran on the laptop side: {tool_msg}"
+    );
+    stop_daemon(&env);
+}

@@ -251,8 +251,17 @@ fn reset_during_an_approval_keeps_it_pending_and_runs_the_tool_once() {
             })),
         )
         .await
-        .expect("open in time")
-        .expect("open");
+        .expect("open in time");
+        let opened = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                let mut evs = Vec::new();
+                while let Ok(ev) = events.try_recv() {
+                    evs.push(ev);
+                }
+                panic!("open failed: {e}; client events: {evs:#?}");
+            }
+        };
         let Response::SessionOpened(opened) = opened else {
             panic!("unexpected {opened:?}")
         };
@@ -424,5 +433,92 @@ fn loss_and_delay_cause_no_false_disconnect_and_no_duplicates() {
         assert_eq!(text_of(&out), chunks.concat(), "{transcript}");
         assert_eq!(rig.mock.request_count(), 1);
         assert_eq!(out.last().expect("output")["outcome"], "completed");
+    });
+}
+
+#[test]
+fn kill_9_of_the_client_mid_turn_then_continue_finishes_the_turn_in_the_same_session() {
+    in_netns(|ns| async move {
+        let command = "echo run >> counter; sleep 3; echo finished > done.txt";
+        let rig = Rig::new(
+            Arc::clone(&ns),
+            vec![
+                MockReply::tool_calls(
+                    vec![MockToolCall::new(
+                        "b1",
+                        "bash",
+                        &json!({ "command": command }).to_string(),
+                    )],
+                    8,
+                ),
+                MockReply::text(&["first turn ", "done."]),
+                MockReply::text(&["second turn ", "done."]),
+            ],
+        )
+        .await;
+        let port = rig.sshd.port();
+        let mut c1 = rig.spawn_client(port, SHORT, &[], "first");
+        let (_, session) = c1
+            .wait_for(0, SETUP_GUARD, "the session", |v| v["type"] == "session")
+            .await;
+        let session = session.value["session"].as_str().expect("id").to_string();
+        c1.wait_for(0, GUARD, "bash tool_started", |v| {
+            v["type"] == "tool_started" && v["name"] == "bash"
+        })
+        .await;
+        c1.kill9();
+
+        // The command keeps running on the host with no client attached and finishes.
+        until(GUARD, "done.txt on the host", || rig.host_file("done.txt").exists()).await;
+        until(GUARD, "the bash result in the journal", || {
+            journal_has(&rig, |e| e["type"] == "tool_finished" && e["call_id"] == "b1")
+        })
+        .await;
+        // The next step needs the model, which only a laptop can reach: nothing was asked.
+        assert_eq!(rig.mock.request_count(), 1);
+
+        // A new client on the same host and path continues the same session: the parked
+        // turn completes through its gateway, then its own prompt runs.
+        let mut c2 = rig.spawn_client(port, SHORT, &["--continue"], "second");
+        let status = c2.wait_exit(Duration::from_secs(60)).await;
+        let out = c2.values();
+        let transcript = c2.transcript();
+        assert!(status.success(), "{transcript}");
+        let s2 = out
+            .iter()
+            .find(|v| v["type"] == "session")
+            .expect("session event");
+        assert_eq!(s2["session"], session.as_str(), "{transcript}");
+        assert_eq!(text_of(&out), "second turn done.", "{transcript}");
+        assert_eq!(out.last().expect("output")["outcome"], "completed");
+        assert_eq!(rig.mock.request_count(), 3, "{transcript}");
+
+        // The host journal holds both turns completely, the command once.
+        let journals = rig.host_journals();
+        let path = journals
+            .iter()
+            .find(|p| p.file_stem().is_some_and(|s| s == session.as_str()))
+            .expect("journal of the session");
+        let events = journal_events(path);
+        let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert_eq!(count(&events, |e| e["type"] == "user_turn"), 2, "{kinds:?}");
+        assert_eq!(count(&events, |e| e["type"] == "tool_started"), 1, "{kinds:?}");
+        let finished: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "turn_finished")
+            .collect();
+        assert_eq!(finished.len(), 2, "{kinds:?}");
+        assert!(finished.iter().all(|e| e["outcome"] == "completed"), "{finished:?}");
+        let replies: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "assistant_message")
+            .filter_map(|e| e["content"].as_str())
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(replies, vec!["first turn done.", "second turn done."]);
+        assert_eq!(
+            std::fs::read_to_string(rig.host_file("counter")).expect("counter"),
+            "run\n"
+        );
     });
 }

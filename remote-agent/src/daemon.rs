@@ -94,6 +94,8 @@ struct Conn {
     rpc: Rpc,
     link: Link,
     streams: Mutex<HashMap<String, mpsc::UnboundedSender<ProviderChunk>>>,
+    /// Lines from tunnelled laptop MCP servers, by channel.
+    mcp_channels: Mutex<HashMap<u64, mpsc::Sender<String>>>,
     session: Mutex<Option<(Arc<Session>, ClientRole)>>,
     headless: Mutex<bool>,
     /// Bumped on every transport attach; a grace timer only closes the link when no newer
@@ -123,6 +125,52 @@ impl Gateway for ConnGateway {
 
     fn conn_id(&self) -> u64 {
         self.0.id
+    }
+
+    fn open_mcp(
+        &self,
+        server: &str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<crate::mcp::LineChannels, String>> + Send>,
+    > {
+        let conn = Arc::clone(&self.0);
+        let server = server.to_string();
+        Box::pin(async move {
+            let channel = rand::random::<u64>() >> 1;
+            let (from_tx, from_rx) = mpsc::channel::<String>(1024);
+            let (to_tx, mut to_rx) = mpsc::channel::<String>(1024);
+            lock(&conn.mcp_channels).insert(channel, from_tx);
+            let rpc = conn.rpc.clone();
+            tokio::spawn(async move {
+                while let Some(line) = to_rx.recv().await {
+                    if rpc
+                        .notify(Notification::McpLine { channel, line })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+            match conn
+                .rpc
+                .request(Request::McpOpen {
+                    server: server.clone(),
+                    channel,
+                })
+                .await
+            {
+                Ok(_) => Ok(crate::mcp::LineChannels {
+                    to_server: to_tx,
+                    from_server: from_rx,
+                    diagnostics: None,
+                }),
+                Err(e) => {
+                    lock(&conn.mcp_channels).remove(&channel);
+                    Err(format!("the laptop could not start MCP server {server}: {e}"))
+                }
+            }
+        })
     }
 
     fn headless(&self) -> bool {
@@ -336,6 +384,7 @@ impl Daemon {
         lock(&self.links).remove(&conn.link_id);
         conn.link.close();
         lock(&conn.streams).clear();
+        lock(&conn.mcp_channels).clear();
         if let Some((session, _)) = lock(&conn.session).take() {
             session.release_driver(conn.id);
         }
@@ -352,6 +401,7 @@ impl Daemon {
             rpc,
             link,
             streams: Mutex::new(HashMap::new()),
+            mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
             generation: AtomicU64::new(0),
@@ -376,6 +426,16 @@ impl Daemon {
                     if finished {
                         streams.remove(&stream_id);
                     }
+                }
+                Incoming::Notify(Notification::McpLine { channel, line }) => {
+                    let tx = lock(&conn.mcp_channels).get(&channel).cloned();
+                    if let Some(tx) = tx {
+                        let _ = tx.send(line).await;
+                    }
+                }
+                Incoming::Notify(Notification::McpClosed { channel, reason }) => {
+                    tracing::info!(channel, "laptop MCP server closed: {reason}");
+                    lock(&conn.mcp_channels).remove(&channel);
                 }
                 Incoming::Notify(other) => {
                     tracing::debug!("ignored notification from client: {other:?}");
@@ -514,6 +574,10 @@ impl Daemon {
                     .map_err(|e| RpcError::new("rewind", e))
             }
             Request::ListDir { path } => self.list_dir(&path),
+            Request::McpOpen { .. } => Err(RpcError::new(
+                "bad_request",
+                "MCP servers are opened by the host on the laptop, not the other way round",
+            )),
             Request::Provider(_) => Err(RpcError::new(
                 "bad_request",
                 "the host has no provider gateway; provider requests go from host to laptop",
@@ -593,6 +657,9 @@ impl Daemon {
             self.make_driver(conn, &session, Some(open.settings.clone()));
             ClientRole::Driver
         };
+        if role == ClientRole::Driver {
+            session.setup_laptop_mcp(&open.settings.laptop_mcp).await;
+        }
         let (events, mut live, state, detail) = session.subscribe(open.since);
         let last_seq = session.last_seq();
         let notice: Vec<String> = [self.unclean.clone(), load_notice].into_iter().flatten().collect();

@@ -31,6 +31,13 @@ pub trait Gateway: Send + Sync {
     /// Start a provider stream; chunks arrive on the receiver. The receiver ends without a
     /// `Done`/`Error` chunk when the gateway's link is gone for good.
     fn start_stream(&self, request: ProviderRequest) -> mpsc::UnboundedReceiver<ProviderChunk>;
+    /// Open a tunnelled laptop-side MCP server on this gateway's link.
+    fn open_mcp(
+        &self,
+        server: &str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<crate::mcp::LineChannels, String>> + Send>,
+    >;
     /// Stable id of the connection (to tell drivers apart).
     fn conn_id(&self) -> u64;
     /// True when the driving client is headless (asks are answered with a denial).
@@ -100,7 +107,10 @@ pub struct Session {
     inner: Mutex<Inner>,
     live: broadcast::Sender<Notification>,
     driver: watch::Sender<Option<Arc<dyn Gateway>>>,
-    prefix: Prefix,
+    prefix: Mutex<Arc<Prefix>>,
+    workspace: std::path::PathBuf,
+    laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
+    laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
     runtime: Arc<Runtime>,
     tool_ctx: ToolContext,
     journal_path: std::path::PathBuf,
@@ -208,12 +218,89 @@ impl Session {
             }),
             live,
             driver,
-            prefix,
+            prefix: Mutex::new(Arc::new(prefix)),
+            workspace: workspace.to_path_buf(),
+            laptop_tools: Mutex::new(None),
+            laptop_mcp: tokio::sync::Mutex::new(None),
             runtime,
             tool_ctx,
             journal_path: journal_path.to_path_buf(),
         });
         Ok((session, notice))
+    }
+
+    /// The session's stable prefix.
+    fn prefix(&self) -> Arc<Prefix> {
+        Arc::clone(&self.prefix.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Start the laptop-side MCP servers `names` (tunnelled through whichever client drives
+    /// the session) and add their tools. Done once per session; the prefix then includes the
+    /// laptop tools from the first model request on.
+    pub async fn setup_laptop_mcp(self: &Arc<Self>, names: &[String]) {
+        if names.is_empty() {
+            return;
+        }
+        let mut slot = self.laptop_mcp.lock().await;
+        if slot.is_some() {
+            return;
+        }
+        let mut manager = crate::mcp::McpManager::new(crate::mcp::McpSettings::default());
+        for name in names {
+            let weak = Arc::downgrade(self);
+            let server = name.clone();
+            let opener: crate::mcp::ChannelOpener = Arc::new(move || {
+                let weak = weak.clone();
+                let server = server.clone();
+                Box::pin(async move {
+                    let session = weak.upgrade().ok_or("the session is gone")?;
+                    let mut rx = session.driver.subscribe();
+                    let gateway = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+                        loop {
+                            if let Some(g) = rx.borrow_and_update().clone() {
+                                return Some(g);
+                            }
+                            if rx.changed().await.is_err() {
+                                return None;
+                            }
+                        }
+                    })
+                    .await
+                    .ok()
+                    .flatten()
+                    .ok_or("no laptop is attached to run this MCP server")?;
+                    gateway.open_mcp(&server).await
+                })
+            });
+            let mut spec = crate::mcp::McpServerSpec::stdio(name, "laptop", &[]);
+            spec.run_on = crate::mcp::RunOn::Laptop;
+            manager.add(spec, Arc::new(crate::mcp::ChannelTransport::new("laptop", opener)));
+        }
+        manager.start_all().await;
+        let mut registry = ToolRegistry::new();
+        manager.register_tools(&mut registry);
+        let mut tools = self.runtime.registry.schemas();
+        tools.extend(registry.schemas());
+        tools.sort_by(|a, b| {
+            a["function"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .cmp(b["function"]["name"].as_str().unwrap_or(""))
+        });
+        let prefix = Prefix::build(&self.workspace, tools);
+        *self.prefix.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(prefix);
+        *self.laptop_tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(registry));
+        for st in manager.status() {
+            self.record(EventKind::Notice {
+                text: format!(
+                    "laptop MCP server {}: {:?}, {} tool(s)",
+                    st.name,
+                    st.state,
+                    st.tools.len()
+                ),
+            });
+        }
+        *slot = Some(Arc::new(manager));
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -620,13 +707,13 @@ impl Session {
                             .prev_prefix
                             .as_ref()
                             .map(|(s, t, h)| (s.as_str(), t.as_str(), *h)),
-                        &self.prefix.system_hash,
-                        &self.prefix.tools_hash,
+                        &self.prefix().system_hash,
+                        &self.prefix().tools_hash,
                         usage.cache_hit_tokens,
                     );
                     inner.prev_prefix = Some((
-                        self.prefix.system_hash.clone(),
-                        self.prefix.tools_hash.clone(),
+                        self.prefix().system_hash.clone(),
+                        self.prefix().tools_hash.clone(),
                         usage.cache_hit_tokens,
                     ));
                     self.emit(
@@ -634,8 +721,8 @@ impl Session {
                         EventKind::Usage {
                             usage,
                             model: collected.model.clone(),
-                            system_hash: self.prefix.system_hash.clone(),
-                            tools_hash: self.prefix.tools_hash.clone(),
+                            system_hash: self.prefix().system_hash.clone(),
+                            tools_hash: self.prefix().tools_hash.clone(),
                             cache_note: note,
                         },
                     );
@@ -700,7 +787,7 @@ impl Session {
         let (stream_base, request) = {
             let inner = self.lock();
             let mut messages = Vec::with_capacity(inner.messages.len() + 1);
-            messages.push(json!({"role": "system", "content": self.prefix.system}));
+            messages.push(json!({"role": "system", "content": self.prefix().system}));
             messages.extend(inner.messages.iter().cloned());
             (
                 format!("{}-{}-{}", self.id, inner.turn, inner.messages.len()),
@@ -708,7 +795,7 @@ impl Session {
                     stream_id: String::new(),
                     model: inner.settings.model.clone(),
                     messages,
-                    tools: self.prefix.tools.clone(),
+                    tools: self.prefix().tools.clone(),
                     temperature: None,
                 },
             )
@@ -787,7 +874,17 @@ impl Session {
     }
 
     async fn run_tool(&self, call: &ToolCall, cancel: &CancellationToken) {
-        let Some(tool) = self.runtime.registry.get(&call.name) else {
+        let laptop = self
+            .laptop_tools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let tool = self
+            .runtime
+            .registry
+            .get(&call.name)
+            .or_else(|| laptop.and_then(|r| r.get(&call.name)));
+        let Some(tool) = tool else {
             self.finish_tool(
                 call,
                 true,

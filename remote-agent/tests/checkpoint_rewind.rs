@@ -44,8 +44,10 @@ fn setup_repo(ws: &std::path::Path) {
     write(ws, "README.md", b"hello world\nsecond line\nstaged line\n");
     user_git(ws, &["add", "README.md"]);
     write(ws, "untracked.txt", b"not in the user's index\n");
-    // Ignored content.
+    // Ignored content, by .gitignore and by the user's own .git/info/exclude.
     write(ws, "build/out.o", b"object code\n");
+    std::fs::write(ws.join(".git/info/exclude"), "local_only/\n").unwrap();
+    write(ws, "local_only/notes.txt", b"mine\n");
     write(ws, "app.log", b"log line 1\n");
     // Hooks that would leave a mark in the workspace if any git command ran them.
     for hook in [
@@ -113,7 +115,8 @@ fn rewind_restores_tool_and_bash_changes_and_can_be_undone() {
         "sed -i 's/hello/HELLO/' README.md && rm delete_me.txt && mv bash_rename.txt bash_renamed.txt \
          && echo new > bash_new.txt && chmod +x script.sh && printf '\\000\\001\\377' >> data.bin \
          && printf 'x\\r\\n' >> crlf.txt && mkdir -p gen/deep && echo g > gen/deep/x.txt \
-         && echo changed > build/out.o && ln -s README.md link_to_readme && chmod 755 private.txt",
+         && echo changed > build/out.o && echo also > local_only/notes.txt \
+         && ln -s README.md link_to_readme && chmod 755 private.txt",
     );
 
     // ---- turn 2: more of both.
@@ -205,6 +208,10 @@ fn rewind_restores_tool_and_bash_changes_and_can_be_undone() {
     let mut expected = before.clone();
     // The ignored file bash changed is not covered and must be left exactly as bash left it.
     expected.insert("build/out.o".into(), after["build/out.o"].clone());
+    expected.insert(
+        "local_only/notes.txt".into(),
+        after["local_only/notes.txt"].clone(),
+    );
     assert_same(
         &picture(&ws),
         &expected,

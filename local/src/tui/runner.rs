@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use super::app::{Action, App, AppEvent, AppSettings, OpenParams};
 use super::prompter::TuiPrompts;
 use super::{osc52, render};
-use crate::client::{Client, ClientOptions};
+use crate::client::Client;
 use crate::config::Config;
 use crate::connect::Connector;
 use crate::gateway::Gateway;
@@ -87,6 +87,7 @@ fn session_settings(config: &Config, model: Option<String>) -> SessionSettings {
             "deny": config.permissions.deny,
         })),
         bash_timeout_seconds: Some(config.tools.bash_timeout_seconds),
+        laptop_mcp: crate::client::options_for(config).1,
     }
 }
 
@@ -168,7 +169,8 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     };
     let mut app = App::new(app_settings(&config, workspace, opts.model.clone()));
     let gateway = Arc::new(Gateway::new(&config));
-    let (client, mut client_rx) = Client::start(connector, gateway, ClientOptions::default());
+    let (client, mut client_rx) =
+        Client::start(connector, gateway, crate::client::options_for(&config).0);
     let (app_tx, mut app_rx) = mpsc::unbounded_channel::<AppEvent>();
     if let Some(mut prompts) = opts.prompts {
         let tx = app_tx.clone();
