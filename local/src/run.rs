@@ -88,11 +88,24 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         Response::SessionOpened(o) => o,
                         other => return Ok(Err(format!("unexpected answer {other:?}"))),
                     };
-                    c.request(Request::SubmitTurn {
-                        request_id: rid,
-                        text: prompt,
-                    })
-                    .await?;
+                    // A turn still running in a continued session (e.g. left by a client
+                    // that was killed, now finishing through our gateway) must end first;
+                    // the same request id makes the retries safe.
+                    loop {
+                        let submit = Request::SubmitTurn {
+                            request_id: rid.clone(),
+                            text: prompt.clone(),
+                        };
+                        match c.request(submit).await {
+                            Err(reasonix_forward::rpc::CallError::Remote(e)) if e.code == "busy" => {
+                                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                            }
+                            r => {
+                                r?;
+                                break;
+                            }
+                        }
+                    }
                     Ok::<_, reasonix_forward::rpc::CallError>(Ok(opened))
                 }
                 .await;

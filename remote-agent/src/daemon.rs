@@ -597,9 +597,13 @@ impl Daemon {
     }
 
     fn make_driver(&self, conn: &Arc<Conn>, session: &Arc<Session>, settings: Option<SessionSettings>) {
+        let mut dead_driver = None;
         if let Some(old) = session.driver_id().filter(|id| *id != conn.id) {
             let old_conn = lock(&self.links).values().find(|c| c.id == old).cloned();
             if let Some(old_conn) = old_conn {
+                if !old_conn.link.is_connected() {
+                    dead_driver = Some(Arc::clone(&old_conn));
+                }
                 if let Some(entry) = lock(&old_conn.session).as_mut() {
                     entry.1 = ClientRole::Spectator;
                 }
@@ -618,6 +622,13 @@ impl Daemon {
             entry.1 = ClientRole::Driver;
         }
         session.set_driver(Some(Arc::new(ConnGateway(Arc::clone(conn)))), settings);
+        // Provider streams waiting on a driver whose transport is gone (its client was
+        // killed or lost the network) would only end when that link expires: end them now so
+        // the step re-issues its request through the new driver (nothing of a cut stream was
+        // acted on).
+        if let Some(dead) = dead_driver {
+            lock(&dead.streams).clear();
+        }
     }
 
     async fn open_session(&self, conn: &Arc<Conn>, open: OpenSession) -> Result<Response, RpcError> {
