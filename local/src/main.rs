@@ -88,6 +88,8 @@ struct RewindArgs {
 enum RemoteCmd {
     /// Installed versions, daemon processes, disk used, bwrap.
     Status(RemoteArgs),
+    /// Connect, install if needed, attach to the workspace daemon and print its status.
+    Ping(RemoteArgs),
     /// Stop every reasonix-remote process of the user on the host.
     Stop(RemoteArgs),
     /// Remove every file Reasonix put on the host (keeps session journals unless --purge).
@@ -278,7 +280,11 @@ async fn run(args: RunArgs) -> i32 {
 }
 
 async fn remote(action: RemoteCmd) -> i32 {
+    if let RemoteCmd::Ping(args) = &action {
+        return remote_ping(args).await;
+    }
     let (args, what) = match &action {
+        RemoteCmd::Ping(a) => (a, "ping"),
         RemoteCmd::Status(a) => (a, "status"),
         RemoteCmd::Stop(a) => (a, "stop"),
         RemoteCmd::Uninstall { remote, .. } => (remote, "uninstall"),
@@ -311,6 +317,7 @@ async fn remote(action: RemoteCmd) -> i32 {
         }
     };
     let result = match action {
+        RemoteCmd::Ping(_) => Ok(()),
         RemoteCmd::Status(_) => reasonix_bootstrap::install::status(&conn).await.map(|s| {
             println!("host: {}@{}:{}", conn.user(), conn.host(), conn.port());
             if s.installed.is_empty() {
@@ -501,4 +508,69 @@ async fn tui_ssh(dest: String, ssh: SshArgs, args: TuiArgs, new_session: bool) -
         },
     )
     .await
+}
+
+async fn remote_ping(args: &RemoteArgs) -> i32 {
+    let connector = match ssh_connector(&args.dest, &args.ssh) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let started = std::time::Instant::now();
+    let config = Config::defaults(std::env::temp_dir());
+    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
+    let (client, mut events) = reasonix_local::client::Client::start(
+        connector,
+        gateway,
+        reasonix_local::client::ClientOptions::default(),
+    );
+    let failed = async {
+        while let Some(ev) = events.recv().await {
+            if let reasonix_local::client::ClientEvent::Connection(
+                reasonix_local::client::ConnState::Failed { reason },
+            ) = ev
+            {
+                return reason;
+            }
+        }
+        "the client stopped".to_string()
+    };
+    let status = tokio::select! {
+        r = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            client.request(reasonix_forward::proto::Request::Status),
+        ) => r,
+        reason = failed => {
+            eprintln!("reasonix: {reason}");
+            return 1;
+        }
+    };
+    match status {
+        Ok(Ok(reasonix_forward::proto::Response::Status(s))) => {
+            println!("attached in {:.3}s", started.elapsed().as_secs_f64());
+            println!("build: {}", s.build_id);
+            println!("daemon pid: {} (up {}s)", s.pid, s.uptime_secs);
+            println!("workspace: {}", s.workspace);
+            println!("sandbox: {}", s.sandbox);
+            println!("clients: {}  sessions: {}", s.clients, s.sessions);
+            if let Some(u) = s.unclean_previous_shutdown {
+                println!("note: {u}");
+            }
+            0
+        }
+        Ok(Ok(other)) => {
+            eprintln!("reasonix: unexpected answer {other:?}");
+            1
+        }
+        Ok(Err(e)) => {
+            eprintln!("reasonix: {e}");
+            1
+        }
+        Err(_) => {
+            eprintln!("reasonix: no answer from the host within 120 s");
+            1
+        }
+    }
 }

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Cold bootstrap and warm attach over SSH, as ratios against OpenSSH baselines measured in the
+# same run, on a shaped link inside a private network namespace:
+#   - 20 Mbit/s (tc tbf on the namespace loopback) and ~50 ms RTT (this kernel has no
+#     `tc netem`, so a small delaying TCP proxy adds 25 ms each way);
+#   - cold: `reasonix remote ping` on a host with nothing of ours (upload + verify + launch +
+#     attach + handshake + one request)  vs  `scp` of the same uncompressed binary;
+#   - warm: the same command with the binary installed and the daemon running  vs
+#     `ssh host true`.
+# Usage (as root, after `cargo build --release --workspace --bins`): bench/ssh_bootstrap.sh [N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-5}
+ROOT=$PWD
+RX=$ROOT/target/release/reasonix
+BIN=$ROOT/target/release/reasonix-remote-x86_64-unknown-linux-musl
+[ -x "$RX" ] && [ -f "$BIN" ] || { echo "build first: cargo build --release --workspace --bins"; exit 2; }
+NS=rxbench$$
+U=rxb$$
+T=$(mktemp -d)
+cleanup() {
+  ip netns pids $NS 2>/dev/null | xargs -r kill 2>/dev/null || true
+  ip netns del $NS 2>/dev/null || true
+  pkill -u $U 2>/dev/null || true; sleep 0.2; userdel -r $U 2>/dev/null || true
+  rm -rf "$T"
+}
+trap cleanup EXIT
+ip netns add $NS
+ip netns exec $NS ip link set lo up
+ip netns exec $NS tc qdisc add dev lo root tbf rate 20mbit burst 32kbit latency 400ms
+useradd -m -s /bin/bash $U && usermod -p '*' $U
+mkdir -p /run/sshd "$T/home/.ssh"
+ssh-keygen -q -t ed25519 -N '' -f "$T/hostkey"
+ssh-keygen -q -t ed25519 -N '' -f "$T/home/.ssh/id"
+install -d -m 700 -o $U -g $U /home/$U/.ssh /home/$U/ws
+install -m 600 -o $U -g $U "$T/home/.ssh/id.pub" /home/$U/.ssh/authorized_keys
+cat > "$T/sshd_config" <<CFG
+Port 2222
+ListenAddress 127.0.0.1
+HostKey $T/hostkey
+PidFile $T/sshd.pid
+UsePAM no
+PasswordAuthentication no
+PubkeyAuthentication yes
+Subsystem sftp internal-sftp
+CFG
+ip netns exec $NS /usr/sbin/sshd -f "$T/sshd_config" -E "$T/sshd.log"
+# Delay proxy: 127.0.0.1:2223 -> 127.0.0.1:2222, +25 ms per direction.
+cat > "$T/proxy.py" <<'PY'
+import asyncio
+DELAY = 0.025
+async def pipe(r, w):
+    try:
+        while True:
+            data = await r.read(65536)
+            if not data:
+                break
+            await asyncio.sleep(DELAY)
+            w.write(data); await w.drain()
+    finally:
+        w.close()
+async def handle(cr, cw):
+    sr, sw = await asyncio.open_connection("127.0.0.1", 2222)
+    await asyncio.gather(pipe(cr, sw), pipe(sr, cw))
+async def main():
+    srv = await asyncio.start_server(handle, "127.0.0.1", 2223)
+    async with srv: await srv.serve_forever()
+asyncio.run(main())
+PY
+ip netns exec $NS python3 "$T/proxy.py" &
+sleep 1
+echo "[127.0.0.1]:2223 $(cat $T/hostkey.pub | cut -d' ' -f1-2)" > "$T/home/.ssh/known_hosts"
+RXO=(-p 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o IdentitiesOnly=yes)
+SSHO=("${RXO[@]}" -o BatchMode=yes)
+ns() { ip netns exec $NS env HOME="$T/home" "$@"; }
+median() { python3 -c 'import sys,statistics; print(f"{statistics.median(map(float,sys.argv[1:])):.3f}")' "$@"; }
+t() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; local e=$(date +%s.%N); echo "$e - $s" | bc; }
+cold=(); scpt=(); warm=(); sshtrue=()
+for i in $(seq $N); do
+  rm -rf /home/$U/.reasonix; pkill -u $U -f reasonix-remote 2>/dev/null || true; sleep 0.3
+  cold+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" ))
+  scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:/tmp/scp-copy-$i"))
+  warm+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}"))
+  sshtrue+=($(t ns ssh "${SSHO[@]}" "$U@127.0.0.1" true))
+done
+# A sanity run that must succeed (prints the daemon status).
+ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" | head -3
+c=$(median "${cold[@]}"); s=$(median "${scpt[@]}"); w=$(median "${warm[@]}"); b=$(median "${sshtrue[@]}")
+echo "binary: $(stat -c %s "$BIN") bytes; link: 20 Mbit/s, ~50 ms RTT; median of $N"
+echo "cold bootstrap (remote ping, fresh host): ${c}s   scp of the binary: ${s}s   ratio $(echo "scale=2; $c / $s" | bc)"
+echo "warm attach   (remote ping, installed)  : ${w}s   ssh host true    : ${b}s   ratio $(echo "scale=2; $w / $b" | bc)"
