@@ -1,0 +1,140 @@
+//! The host daemon under bad input and over its lifetime: a client that sends a malformed
+//! frame is dropped while the daemon keeps serving others; the daemon exits cleanly when idle.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply};
+use serde_json::Value;
+
+fn host_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
+        .parent()
+        .expect("bin dir")
+        .join("reasonix-remote");
+    assert!(p.is_file(), "build the workspace binaries first");
+    p
+}
+
+fn setup(base_url: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        home.join("config.toml"),
+        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_D_KEY\"\n"),
+    )
+    .expect("config");
+    (dir, home, ws)
+}
+
+fn marker(home: &Path) -> Option<Value> {
+    let sessions = home.join("sessions");
+    for e in std::fs::read_dir(sessions).ok()?.flatten() {
+        if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
+            return serde_json::from_slice(&b).ok();
+        }
+    }
+    None
+}
+
+fn alive(pid: u64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+fn run_turn(home: &Path, ws: &Path, idle: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(["run", "--yolo", "hello"])
+        .current_dir(ws)
+        .env("REASONIX_HOME", home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("RX_D_KEY", "sk-daemon")
+        .env("REASONIX_IDLE_TIMEOUT_SECS", idle)
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("run")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
+    let mock = MockProvider::start(vec![
+        MockReply::text(&["first"]),
+        MockReply::text(&["second"]),
+    ])
+    .await;
+    let (_dir, home, ws) = setup(&mock.base_url());
+    let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "60"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
+
+    // A hostile or broken client: valid preamble from the daemon, then an absurd frame.
+    let mut child = Command::new(host_bin())
+        .args(["attach", "--workspace"])
+        .arg(&ws)
+        .env("REASONIX_HOME", &home)
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("attach");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut preamble = String::new();
+    stdout.read_line(&mut preamble).expect("preamble");
+    assert!(preamble.starts_with("REASONIX-LINK/1 "), "{preamble:?}");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(&[0xff, 0xff, 0xff, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8])
+        .expect("write garbage");
+    stdin.flush().expect("flush");
+    // The daemon ends that connection: the bridge sees EOF and exits.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest);
+        let _ = tx.send(rest);
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the daemon closed the malformed connection");
+    let _ = child.wait();
+
+    // The daemon survived and serves the next client.
+    assert!(alive(pid), "the daemon must survive a malformed frame");
+    let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "60"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("second"));
+    assert_eq!(marker(&home).expect("marker")["pid"].as_u64(), Some(pid));
+    let log = std::fs::read_dir(home.join("logs"))
+        .expect("logs")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect::<String>();
+    assert!(log.contains("exceeds the limit") || log.contains("malformed"), "the daemon log names the problem:\n{log}");
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_daemon_exits_cleanly() {
+    let mock = MockProvider::start(vec![MockReply::text(&["bye"])]).await;
+    let (_dir, home, ws) = setup(&mock.base_url());
+    let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "2"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "daemon {pid} did not exit after its idle timeout");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let m = marker(&home).expect("marker");
+    assert_eq!(m["clean"], true, "a clean idle exit is recorded: {m}");
+}
