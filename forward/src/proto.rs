@@ -589,6 +589,10 @@ pub enum EventKind {
         approval_id: String,
         /// The decision.
         decision: ApprovalDecision,
+        /// For "always": the rule the laptop persists to the user's config (`None` when the
+        /// call is too dangerous to allow forever; it is then allowed for this session only).
+        #[serde(default)]
+        rule: Option<String>,
     },
     /// Usage of one model request, with prefix-stability diagnostics.
     Usage {

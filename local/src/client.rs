@@ -87,6 +87,8 @@ pub enum ClientEvent {
 pub struct ClientOptions {
     /// Laptop-side MCP servers the host may open through the link.
     pub laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
+    /// Reasonix home: "always allow" rules are saved to its `config.toml`.
+    pub config_home: Option<std::path::PathBuf>,
     /// Link tunables.
     pub link: LinkConfig,
     /// First reconnect delay.
@@ -106,6 +108,7 @@ impl Default for ClientOptions {
         }
         Self {
             laptop_mcp: None,
+            config_home: None,
             link,
             backoff_start: Duration::from_millis(200),
             backoff_cap: Duration::from_millis(1500),
@@ -297,6 +300,7 @@ impl Supervisor {
                         rpc,
                         incoming,
                         self.options.laptop_mcp.clone(),
+                        self.options.config_home.clone(),
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
@@ -388,6 +392,7 @@ async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,
     laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
+    config_home: Option<std::path::PathBuf>,
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
@@ -436,7 +441,23 @@ async fn serve_incoming(
             },
             Incoming::Notify(n) => {
                 let ev = match n {
-                    Notification::Event(e) => ClientEvent::Event(e),
+                    Notification::Event(e) => {
+                        if let (
+                            reasonix_forward::proto::EventKind::ApprovalAnswered {
+                                rule: Some(rule),
+                                ..
+                            },
+                            Some(home),
+                        ) = (&e.kind, &config_home)
+                        {
+                            match crate::config::persist_allow_rule(home, rule) {
+                                Ok(true) => tracing::info!("saved permission rule {rule}"),
+                                Ok(false) => {}
+                                Err(err) => tracing::warn!("{err}"),
+                            }
+                        }
+                        ClientEvent::Event(e)
+                    }
                     Notification::State { state, detail } => ClientEvent::State { state, detail },
                     Notification::Role { role, reason } => ClientEvent::Role { role, reason },
                     Notification::ToolProgress { call_id, message } => {
@@ -490,6 +511,7 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
         .collect();
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut opts = ClientOptions::default();
+    opts.config_home = Some(config.home.clone());
     if !specs.is_empty() {
         opts.laptop_mcp = Some(Arc::new(crate::mcp_host::McpHost::new(specs)));
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use reasonix_forward::proto::{
     ApprovalDecision, EventKind, OpenSession, Request, Response, SessionSettings,
 };
-use reasonix_local::client::{Client, ClientEvent, ClientOptions};
+use reasonix_local::client::{Client, ClientEvent};
 use reasonix_local::config::{Config, LoadOptions};
 use reasonix_local::connect::LocalConnector;
 use reasonix_local::gateway::Gateway;
@@ -27,6 +27,7 @@ fn host_bin() -> PathBuf {
 struct Fixture {
     _dir: tempfile::TempDir,
     ws: PathBuf,
+    home: PathBuf,
     client: Client,
     events: tokio::sync::mpsc::UnboundedReceiver<ClientEvent>,
 }
@@ -62,7 +63,7 @@ async fn fixture(mock: &MockProvider) -> Fixture {
     let (client, events) = Client::start(
         connector,
         Arc::new(Gateway::new(&config)),
-        ClientOptions::default(),
+        reasonix_local::client::options_for(&config).0,
     );
     let opened = client
         .request(Request::OpenSession(OpenSession {
@@ -81,6 +82,7 @@ async fn fixture(mock: &MockProvider) -> Fixture {
     Fixture {
         _dir: dir,
         ws,
+        home,
         client,
         events,
     }
@@ -138,6 +140,8 @@ async fn approval_round_trip_allows_then_denies() {
         MockReply::text(&["wrote it"]),
         write_call("c2", "b.txt"),
         MockReply::text(&["fine, not writing"]),
+        write_call("c3", "c.txt"),
+        MockReply::text(&["saved"]),
     ])
     .await;
     let mut f = fixture(&mock).await;
@@ -218,6 +222,31 @@ async fn approval_round_trip_allows_then_denies() {
         Response::Duplicate
     );
     assert_eq!(mock.request_count(), 4);
+
+    // "Always": the tool runs and the rule is saved to the laptop's user config.
+    f.client
+        .request(Request::SubmitTurn {
+            request_id: "t3".into(),
+            text: "write c".into(),
+        })
+        .await
+        .expect("submit 3");
+    let (approval_id, _) = next_approval(&mut f).await;
+    f.client
+        .request(Request::Approve {
+            request_id: "a3".into(),
+            approval_id,
+            decision: ApprovalDecision::AllowAlways,
+        })
+        .await
+        .expect("always");
+    turn_outcome(&mut f).await;
+    assert!(f.ws.join("c.txt").exists());
+    let cfg = std::fs::read_to_string(f.home.join("config.toml")).expect("config");
+    let parsed: toml::Table = cfg.parse().expect("config still parses");
+    let allow = parsed["permissions"]["allow"].as_array().expect("allow list");
+    assert!(allow.iter().any(|v| v.as_str() == Some("Edit")), "{cfg}");
+    assert!(cfg.contains("[[providers]]"), "the rest of the file is kept:\n{cfg}");
     if let Ok(Response::Status(s)) = f.client.request(Request::Status).await {
         unsafe {
             libc::kill(s.pid as i32, libc::SIGTERM);

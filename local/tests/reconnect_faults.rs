@@ -400,12 +400,11 @@ fn loss_and_delay_cause_no_false_disconnect_and_no_duplicates() {
             vec![MockReply::text(&chunks).slow(Duration::from_millis(500))],
         )
         .await;
-        let proxy = DelayProxy::start(
-            ([127, 0, 0, 1], rig.sshd.port()).into(),
-            Duration::from_millis(200),
-        )
-        .await
-        .expect("delay proxy");
+        // No delay while connecting and installing the host binary; 200 ms each way for
+        // the turn under test.
+        let proxy = DelayProxy::start(([127, 0, 0, 1], rig.sshd.port()).into(), Duration::ZERO)
+            .await
+            .expect("delay proxy");
         rig.trust_port(proxy.port());
         // A 10 s dead-after window: 20% loss makes TCP back off its retransmissions
         // (200 ms, 400 ms, 800 ms, ...); a 2 s window would be crossed by honest stalls.
@@ -413,6 +412,7 @@ fn loss_and_delay_cause_no_false_disconnect_and_no_duplicates() {
         let (_, first) = c
             .wait_for(0, SETUP_GUARD, "the first text", |v| v["type"] == "text")
             .await;
+        proxy.set_delay(Duration::from_millis(200));
         let fault = ns.fault(Fault::Loss(0.2), proxy.port()).expect("loss");
         let status = c.wait_exit(Duration::from_secs(120)).await;
         let lossy_for = fault.since().elapsed();

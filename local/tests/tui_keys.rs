@@ -408,6 +408,7 @@ fn approvals_answered_elsewhere_or_replayed_do_not_reappear() {
         EventKind::ApprovalAnswered {
             approval_id: "ap-w4".into(),
             decision: ApprovalDecision::Deny,
+            rule: None,
         },
     );
     assert!(!draw(&app, 80, 30).contains("Approval needed"));

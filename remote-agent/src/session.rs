@@ -546,11 +546,24 @@ impl Session {
         ) {
             inner.policy.allow_for_session(&pending.tool, &pending.args);
         }
+        let rule = match decision {
+            ApprovalDecision::AllowAlways => Policy::always_rule(&pending.tool, &pending.args),
+            ApprovalDecision::AllowOnce | ApprovalDecision::AllowSession | ApprovalDecision::Deny => None,
+        };
+        if decision == ApprovalDecision::AllowAlways && rule.is_none() {
+            self.emit(
+                &mut inner,
+                EventKind::Notice {
+                    text: format!("{} is too dangerous to allow forever; it is allowed for this session only", pending.tool),
+                },
+            );
+        }
         self.emit(
             &mut inner,
             EventKind::ApprovalAnswered {
                 approval_id: approval_id.to_string(),
                 decision,
+                rule,
             },
         );
         let _ = inner.journal.sync();

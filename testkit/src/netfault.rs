@@ -35,6 +35,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -256,6 +257,7 @@ impl Drop for FaultGuard<'_> {
 /// runtime whose threads are inside the namespace (see [`NetNs::enter_current_thread`]).
 pub struct DelayProxy {
     port: u16,
+    delay_ms: Arc<AtomicU64>,
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
 }
 
@@ -265,7 +267,9 @@ impl DelayProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let tasks: Arc<Mutex<Vec<AbortHandle>>> = Arc::new(Mutex::new(Vec::new()));
+        let delay_ms = Arc::new(AtomicU64::new(delay.as_millis() as u64));
         let t = Arc::clone(&tasks);
+        let d = Arc::clone(&delay_ms);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(upstream) = TcpStream::connect(target).await else {
@@ -275,8 +279,8 @@ impl DelayProxy {
                 let _ = upstream.set_nodelay(true);
                 let (cr, cw) = client.into_split();
                 let (ur, uw) = upstream.into_split();
-                let a = tokio::spawn(pipe(cr, uw, delay));
-                let b = tokio::spawn(pipe(ur, cw, delay));
+                let a = tokio::spawn(pipe(cr, uw, Arc::clone(&d)));
+                let b = tokio::spawn(pipe(ur, cw, Arc::clone(&d)));
                 let mut g = t.lock().unwrap_or_else(|p| p.into_inner());
                 g.push(a.abort_handle());
                 g.push(b.abort_handle());
@@ -286,7 +290,18 @@ impl DelayProxy {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(accept.abort_handle());
-        Ok(DelayProxy { port, tasks })
+        Ok(DelayProxy {
+            port,
+            delay_ms,
+            tasks,
+        })
+    }
+
+    /// Change the added latency; applies to bytes read from now on (e.g. connect and
+    /// install quickly, then slow the link down for the part under test).
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// The port clients connect to.
@@ -308,7 +323,7 @@ impl Drop for DelayProxy {
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    delay: Duration,
+    delay_ms: Arc<AtomicU64>,
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
     let writer = tokio::spawn(async move {
@@ -329,6 +344,8 @@ async fn pipe(
             Ok(n) => n,
             Err(_) => 0,
         };
+        let delay = Duration::from_millis(delay_ms.load(Ordering::Relaxed));
+        // The writer releases chunks in order, so a changed delay never reorders bytes.
         let due = tokio::time::Instant::now() + delay;
         // An empty chunk marks EOF: the writer shuts its side down once it is due.
         if tx.send((due, buf[..n].to_vec())).is_err() || n == 0 {

@@ -395,6 +395,7 @@ impl Transcript {
             EventKind::ApprovalAnswered {
                 approval_id,
                 decision,
+                ..
             } => {
                 let found = self.entries.iter_mut().rev().find(|e| {
                     matches!(&e.kind, EntryKind::Tool(c) if c.approval_id.as_deref() == Some(approval_id))
