@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 RUNS=${1:-10}
 REL=target/release
 [ -x $REL/reasonix ] || { echo "build first: cargo build --release --workspace --bins"; exit 2; }
-MUSL=$(ls target/host-musl/x86_64-unknown-linux-musl/release/reasonix-remote \
-          target/x86_64-unknown-linux-musl/release/reasonix-remote 2>/dev/null | head -1 || true)
+MUSL=$(ls $PWD/target/host-musl/x86_64-unknown-linux-musl/release/reasonix-remote \
+          $PWD/target/x86_64-unknown-linux-musl/release/reasonix-remote 2>/dev/null | head -1 || true)
 tmp=$(mktemp -d); trap 'kill $mockpid 2>/dev/null; [ -n "${dpid:-}" ] && kill $dpid 2>/dev/null; rm -rf "$tmp"' EXIT
 python3 - "$RUNS" > "$tmp/script.json" <<'PY'
 import json, sys

@@ -17,8 +17,12 @@ fn main() {
     println!("cargo:rerun-if-changed=../forward/src");
     println!("cargo:rerun-if-changed=../remote-agent/Cargo.toml");
     let profile = std::env::var("PROFILE").unwrap_or_default();
-    let forced = std::env::var("REASONIX_BUILD_HOST").map(|v| v == "1").unwrap_or(false);
-    let skip = std::env::var("REASONIX_BUILD_HOST").map(|v| v == "0").unwrap_or(false);
+    let forced = std::env::var("REASONIX_BUILD_HOST")
+        .map(|v| v == "1")
+        .unwrap_or(false);
+    let skip = std::env::var("REASONIX_BUILD_HOST")
+        .map(|v| v == "0")
+        .unwrap_or(false);
     if skip || (profile != "release" && !forced) {
         return;
     }
@@ -38,14 +42,28 @@ fn main() {
         .join("..")
         .join("Cargo.toml");
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "-p", "reasonix-remote", "--bin", "reasonix-remote"])
-        .args(["--target", TRIPLE])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&host_target_dir);
+    cmd.args([
+        "build",
+        "--release",
+        "-p",
+        "reasonix-remote",
+        "--bin",
+        "reasonix-remote",
+    ])
+    .args(["--target", TRIPLE])
+    .arg("--manifest-path")
+    .arg(&manifest)
+    .arg("--target-dir")
+    .arg(&host_target_dir);
     // Flags meant for the outer build (and its jobserver) must not leak into this one.
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_MAKEFLAGS", "MAKEFLAGS", "MFLAGS", "CARGO_TARGET_DIR"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "CARGO_TARGET_DIR",
+    ] {
         cmd.env_remove(var);
     }
     match cmd.status() {

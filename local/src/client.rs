@@ -202,7 +202,11 @@ impl Supervisor {
         self.emit(ClientEvent::Connection(ConnState::Connecting));
         loop {
             if attempt > 0 {
-                let delay = backoff(attempt, self.options.backoff_start, self.options.backoff_cap);
+                let delay = backoff(
+                    attempt,
+                    self.options.backoff_start,
+                    self.options.backoff_cap,
+                );
                 let last = self
                     .last_contact
                     .lock()
@@ -255,7 +259,10 @@ impl Supervisor {
                     } else {
                         format!("handshake with the host failed: {e}; host said: {diag}")
                     };
-                    if matches!(e, reasonix_forward::link::LinkError::ProtocolMismatch { .. }) {
+                    if matches!(
+                        e,
+                        reasonix_forward::link::LinkError::ProtocolMismatch { .. }
+                    ) {
                         self.emit(ClientEvent::Connection(ConnState::Failed { reason: msg }));
                         return;
                     }
@@ -277,8 +284,14 @@ impl Supervisor {
                 }));
                 return;
             }
-            if let Some(refused) = welcome.resume_refused.clone().filter(|_| welcome.link_id.is_empty()) {
-                self.emit(ClientEvent::Connection(ConnState::Failed { reason: refused }));
+            if let Some(refused) = welcome
+                .resume_refused
+                .clone()
+                .filter(|_| welcome.link_id.is_empty())
+            {
+                self.emit(ClientEvent::Connection(ConnState::Failed {
+                    reason: refused,
+                }));
                 return;
             }
             let resumed = match &current {
@@ -318,10 +331,7 @@ impl Supervisor {
                     link
                 }
             };
-            *self
-                .last_contact
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            *self.last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
             self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));
             let err = link.run_transport(reader, writer, welcome.received).await;
             reason = match tail(&transport.diagnostics) {
@@ -361,7 +371,8 @@ fn open_laptop_mcp(
     server: &str,
     channel: u64,
 ) -> Result<(), String> {
-    let host = host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
+    let host =
+        host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
     let chans = host.open(server).map_err(|e| e.to_string())?;
     routes
         .lock()
@@ -373,17 +384,26 @@ fn open_laptop_mcp(
     let diag = chans.diagnostics;
     tokio::spawn(async move {
         while let Some(line) = from.recv().await {
-            if rpc.notify(Notification::McpLine { channel, line }).await.is_err() {
+            if rpc
+                .notify(Notification::McpLine { channel, line })
+                .await
+                .is_err()
+            {
                 return;
             }
         }
-        routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&channel);
+        routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&channel);
         let reason = format!(
             "{}; stderr: {}",
             diag.exit().unwrap_or_else(|| "closed".into()),
             diag.stderr_tail()
         );
-        let _ = rpc.notify(Notification::McpClosed { channel, reason }).await;
+        let _ = rpc
+            .notify(Notification::McpClosed { channel, reason })
+            .await;
     });
     Ok(())
 }
@@ -403,9 +423,10 @@ async fn serve_incoming(
         match msg {
             Incoming::Request { id, body } => match body {
                 Request::McpOpen { server, channel } => {
-                    let result = open_laptop_mcp(&rpc, laptop_mcp.as_ref(), &routes, &server, channel)
-                        .map(|()| Response::Ok)
-                        .map_err(|e| reasonix_forward::proto::RpcError::new("mcp", e));
+                    let result =
+                        open_laptop_mcp(&rpc, laptop_mcp.as_ref(), &routes, &server, channel)
+                            .map(|()| Response::Ok)
+                            .map_err(|e| reasonix_forward::proto::RpcError::new("mcp", e));
                     let _ = rpc.respond(id, result).await;
                 }
                 Request::Provider(req) => {
@@ -500,13 +521,15 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
         .iter()
         .filter(|m| m.run_on == crate::config::McpRunOn::Laptop)
         .filter_map(|m| {
-            m.command.as_ref().map(|command| crate::mcp_host::McpHostSpec {
-                name: m.name.clone(),
-                command: command.clone(),
-                args: m.args.clone(),
-                env: m.env.clone(),
-                cwd: None,
-            })
+            m.command
+                .as_ref()
+                .map(|command| crate::mcp_host::McpHostSpec {
+                    name: m.name.clone(),
+                    command: command.clone(),
+                    args: m.args.clone(),
+                    env: m.env.clone(),
+                    cwd: None,
+                })
         })
         .collect();
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();

@@ -77,9 +77,10 @@ impl Connector for LocalConnector {
             .arg("--workspace")
             .arg(&self.workspace)
             .env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| {
-                k.to_str().map(|k| ENV_ALLOW.contains(&k)).unwrap_or(false)
-            }))
+            .envs(
+                std::env::vars_os()
+                    .filter(|(k, _)| k.to_str().map(|k| ENV_ALLOW.contains(&k)).unwrap_or(false)),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

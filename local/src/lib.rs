@@ -7,5 +7,5 @@ pub mod connect;
 pub mod gateway;
 pub mod mcp_host;
 pub mod run;
-pub mod tui;
 pub mod ssh;
+pub mod tui;

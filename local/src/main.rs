@@ -1,6 +1,5 @@
 //! `reasonix`: the laptop binary.
 
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -192,7 +191,10 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("reasonix: cannot start the async runtime: {e}");
@@ -203,7 +205,12 @@ fn main() -> ExitCode {
         Some(Cmd::Run(args)) => rt.block_on(run(args)),
         Some(Cmd::Remote { action }) => rt.block_on(remote(action)),
         Some(Cmd::Rewind(args)) => rt.block_on(rewind(args)),
-        Some(Cmd::Ssh { dest, ssh, tui, new_session }) => rt.block_on(tui_ssh(dest, ssh, tui, new_session)),
+        Some(Cmd::Ssh {
+            dest,
+            ssh,
+            tui,
+            new_session,
+        }) => rt.block_on(tui_ssh(dest, ssh, tui, new_session)),
         None => rt.block_on(tui_local(cli.tui)),
     };
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
@@ -211,7 +218,12 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: RunArgs) -> i32 {
-    let workspace = match args.workspace.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
+    let workspace = match args
+        .workspace
+        .clone()
+        .map(Ok)
+        .unwrap_or_else(std::env::current_dir)
+    {
         Ok(w) => w,
         Err(e) => {
             eprintln!("reasonix: cannot determine the workspace: {e}");
@@ -333,7 +345,11 @@ async fn remote(action: RemoteCmd) -> i32 {
             println!("disk used: {} bytes under ~/.reasonix", s.disk_used);
             println!(
                 "sandbox: {}",
-                if s.bwrap { "bwrap available" } else { "bwrap not found (bash refuses unless sandbox.bash = \"off\")" }
+                if s.bwrap {
+                    "bwrap available"
+                } else {
+                    "bwrap not found (bash refuses unless sandbox.bash = \"off\")"
+                }
             );
         }),
         RemoteCmd::Stop(_) => reasonix_bootstrap::install::stop(&conn).await.map(|ps| {
@@ -345,11 +361,13 @@ async fn remote(action: RemoteCmd) -> i32 {
             } else {
                 reasonix_bootstrap::install::UninstallScope::KeepSessions
             };
-            reasonix_bootstrap::install::uninstall(&conn, scope).await.map(|removed| {
-                for r in removed {
-                    println!("removed {r}");
-                }
-            })
+            reasonix_bootstrap::install::uninstall(&conn, scope)
+                .await
+                .map(|removed| {
+                    for r in removed {
+                        println!("removed {r}");
+                    }
+                })
         }
     };
     conn.disconnect().await;
@@ -364,7 +382,12 @@ async fn remote(action: RemoteCmd) -> i32 {
 
 async fn rewind(args: RewindArgs) -> i32 {
     use reasonix_forward::proto::RewindScope;
-    let workspace = match args.workspace.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
+    let workspace = match args
+        .workspace
+        .clone()
+        .map(Ok)
+        .unwrap_or_else(std::env::current_dir)
+    {
         Ok(w) => w,
         Err(e) => {
             eprintln!("reasonix: cannot determine the workspace: {e}");
@@ -402,7 +425,15 @@ async fn rewind(args: RewindArgs) -> i32 {
         "conversation" => RewindScope::Conversation,
         _ => RewindScope::Both,
     };
-    let out = reasonix_local::run::rewind(&config, connector, args.session, args.to, scope, args.dry_run).await;
+    let out = reasonix_local::run::rewind(
+        &config,
+        connector,
+        args.session,
+        args.to,
+        scope,
+        args.dry_run,
+    )
+    .await;
     if let Some(r) = out.reason {
         eprintln!("reasonix: {r}");
     }

@@ -97,7 +97,9 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                             text: prompt.clone(),
                         };
                         match c.request(submit).await {
-                            Err(reasonix_forward::rpc::CallError::Remote(e)) if e.code == "busy" => {
+                            Err(reasonix_forward::rpc::CallError::Remote(e))
+                                if e.code == "busy" =>
+                            {
                                 tokio::time::sleep(std::time::Duration::from_millis(300)).await;
                             }
                             r => {
@@ -148,7 +150,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                     }
                     last_seq = e.seq;
                 }
-                if let EventKind::UserTurn { request_id: rid, .. } = &e.kind {
+                if let EventKind::UserTurn {
+                    request_id: rid, ..
+                } = &e.kind
+                {
                     if *rid == request_id {
                         our_turn = Some(e.turn);
                     }
@@ -157,7 +162,12 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                     continue;
                 }
                 match &e.kind {
-                    EventKind::Usage { usage: u, model: m, cache_note, .. } => {
+                    EventKind::Usage {
+                        usage: u,
+                        model: m,
+                        cache_note,
+                        ..
+                    } => {
                         usage.prompt_tokens += u.prompt_tokens;
                         usage.completion_tokens += u.completion_tokens;
                         usage.cache_hit_tokens += u.cache_hit_tokens;
@@ -171,7 +181,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                     EventKind::TurnFinished { outcome, detail } => {
                         out.finished(outcome, detail.as_deref(), &usage, &model);
                         return match outcome.as_str() {
-                            "completed" => RunOutcome { code: 0, reason: None },
+                            "completed" => RunOutcome {
+                                code: 0,
+                                reason: None,
+                            },
                             "paused" => RunOutcome {
                                 code: 3,
                                 reason: Some(detail.clone().unwrap_or_else(|| "paused".into())),
@@ -180,7 +193,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                                 code: 1,
                                 reason: Some(format!(
                                     "turn {other}{}",
-                                    detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
+                                    detail
+                                        .as_ref()
+                                        .map(|d| format!(": {d}"))
+                                        .unwrap_or_default()
                                 )),
                             },
                         };
@@ -189,7 +205,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 }
             }
             ClientEvent::State { state, detail } => {
-                if matches!(state, TurnState::WaitingForLaptop | TurnState::WaitingForApproval) {
+                if matches!(
+                    state,
+                    TurnState::WaitingForLaptop | TurnState::WaitingForApproval
+                ) {
                     out.notice(detail.as_deref().unwrap_or("waiting"));
                 }
             }
@@ -285,14 +304,28 @@ impl Printer {
             let v = match kind {
                 EventKind::TextDelta { text } => json!({"type": "text", "text": text}),
                 EventKind::ReasoningDelta { text } => json!({"type": "reasoning", "text": text}),
-                EventKind::ToolStarted { call_id, name, arguments } => {
+                EventKind::ToolStarted {
+                    call_id,
+                    name,
+                    arguments,
+                } => {
                     json!({"type": "tool_started", "call_id": call_id, "name": name, "arguments": arguments})
                 }
-                EventKind::ToolFinished { call_id, name, is_error, output } => {
+                EventKind::ToolFinished {
+                    call_id,
+                    name,
+                    is_error,
+                    output,
+                } => {
                     json!({"type": "tool_finished", "call_id": call_id, "name": name,
                            "is_error": is_error, "summary": summary(output), "bytes": output.len()})
                 }
-                EventKind::ApprovalRequested { tool, arguments, reason, .. } => {
+                EventKind::ApprovalRequested {
+                    tool,
+                    arguments,
+                    reason,
+                    ..
+                } => {
                     json!({"type": "approval_requested", "tool": tool, "arguments": arguments, "reason": reason})
                 }
                 EventKind::Notice { text } => json!({"type": "notice", "text": text}),
@@ -307,10 +340,17 @@ impl Printer {
                 let _ = o.write_all(text.as_bytes());
                 let _ = o.flush();
             }
-            EventKind::ToolStarted { name, arguments, .. } => {
+            EventKind::ToolStarted {
+                name, arguments, ..
+            } => {
                 eprintln!("[tool] {name} {}", summary(arguments));
             }
-            EventKind::ToolFinished { name, is_error: true, output, .. } => {
+            EventKind::ToolFinished {
+                name,
+                is_error: true,
+                output,
+                ..
+            } => {
                 eprintln!("[tool] {name} failed: {}", summary(output));
             }
             EventKind::Notice { text } => eprintln!("[reasonix] {text}"),
@@ -328,14 +368,23 @@ impl Printer {
         } else {
             println!();
             if outcome != "completed" {
-                eprintln!("[reasonix] turn {outcome}{}", detail.map(|d| format!(": {d}")).unwrap_or_default());
+                eprintln!(
+                    "[reasonix] turn {outcome}{}",
+                    detail.map(|d| format!(": {d}")).unwrap_or_default()
+                );
             }
         }
     }
 }
 
 fn summary(text: &str) -> String {
-    let first: String = text.lines().next().unwrap_or("").chars().take(160).collect();
+    let first: String = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(160)
+        .collect();
     if text.len() > first.len() {
         format!("{first}…")
     } else {
@@ -368,7 +417,12 @@ pub async fn rewind(
     };
     let opened = match client.request(Request::OpenSession(open)).await {
         Ok(Response::SessionOpened(o)) => o,
-        Ok(other) => return fail(&mut Printer { json: false }, format!("unexpected answer {other:?}")),
+        Ok(other) => {
+            return fail(
+                &mut Printer { json: false },
+                format!("unexpected answer {other:?}"),
+            )
+        }
         Err(e) => return fail(&mut Printer { json: false }, e.to_string()),
     };
     let req = Request::Rewind {
@@ -383,9 +437,15 @@ pub async fn rewind(
             for p in paths {
                 println!("  {p}");
             }
-            RunOutcome { code: 0, reason: None }
+            RunOutcome {
+                code: 0,
+                reason: None,
+            }
         }
-        Ok(other) => fail(&mut Printer { json: false }, format!("unexpected answer {other:?}")),
+        Ok(other) => fail(
+            &mut Printer { json: false },
+            format!("unexpected answer {other:?}"),
+        ),
         Err(e) => fail(&mut Printer { json: false }, e.to_string()),
     }
 }

@@ -61,7 +61,10 @@ impl SshConnector {
     fn classify(&self, e: BootstrapError) -> ConnectError {
         let msg = e.to_string();
         let stage = e.stage();
-        let transient_stage = matches!(stage, Stage::Connect | Stage::Kex | Stage::Launch | Stage::Attach);
+        let transient_stage = matches!(
+            stage,
+            Stage::Connect | Stage::Kex | Stage::Launch | Stage::Attach
+        );
         if self.connected_once.load(Ordering::SeqCst) && transient_stage {
             ConnectError::Transient(msg)
         } else {
@@ -133,7 +136,11 @@ impl Connector for SshConnector {
     fn describe(&self) -> String {
         format!(
             "{}{}:{}",
-            self.dest.user.as_ref().map(|u| format!("{u}@")).unwrap_or_default(),
+            self.dest
+                .user
+                .as_ref()
+                .map(|u| format!("{u}@"))
+                .unwrap_or_default(),
             self.dest.host,
             self.workspace_arg()
         )

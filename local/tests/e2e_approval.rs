@@ -158,7 +158,10 @@ async fn approval_round_trip_allows_then_denies() {
     assert_eq!(r, Response::Ok);
     let (approval_id, tool) = next_approval(&mut f).await;
     assert_eq!(tool, "write_file");
-    assert!(!f.ws.join("a.txt").exists(), "nothing runs before the answer");
+    assert!(
+        !f.ws.join("a.txt").exists(),
+        "nothing runs before the answer"
+    );
     let answer = Request::Approve {
         request_id: "a1".into(),
         approval_id: approval_id.clone(),
@@ -244,9 +247,14 @@ async fn approval_round_trip_allows_then_denies() {
     assert!(f.ws.join("c.txt").exists());
     let cfg = std::fs::read_to_string(f.home.join("config.toml")).expect("config");
     let parsed: toml::Table = cfg.parse().expect("config still parses");
-    let allow = parsed["permissions"]["allow"].as_array().expect("allow list");
+    let allow = parsed["permissions"]["allow"]
+        .as_array()
+        .expect("allow list");
     assert!(allow.iter().any(|v| v.as_str() == Some("Edit")), "{cfg}");
-    assert!(cfg.contains("[[providers]]"), "the rest of the file is kept:\n{cfg}");
+    assert!(
+        cfg.contains("[[providers]]"),
+        "the rest of the file is kept:\n{cfg}"
+    );
     if let Ok(Response::Status(s)) = f.client.request(Request::Status).await {
         unsafe {
             libc::kill(s.pid as i32, libc::SIGTERM);

@@ -71,7 +71,11 @@ async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
     .await;
     let (_dir, home, ws) = setup(&mock.base_url());
     let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "60"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
 
     // A hostile or broken client: valid preamble from the daemon, then an absurd frame.
@@ -108,7 +112,11 @@ async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
     // The daemon survived and serves the next client.
     assert!(alive(pid), "the daemon must survive a malformed frame");
     let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "60"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("second"));
     assert_eq!(marker(&home).expect("marker")["pid"].as_u64(), Some(pid));
     let log = std::fs::read_dir(home.join("logs"))
@@ -117,7 +125,10 @@ async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect::<String>();
-    assert!(log.contains("exceeds the limit") || log.contains("malformed"), "the daemon log names the problem:\n{log}");
+    assert!(
+        log.contains("exceeds the limit") || log.contains("malformed"),
+        "the daemon log names the problem:\n{log}"
+    );
     unsafe {
         libc::kill(pid as i32, libc::SIGTERM);
     }
@@ -128,11 +139,18 @@ async fn idle_daemon_exits_cleanly() {
     let mock = MockProvider::start(vec![MockReply::text(&["bye"])]).await;
     let (_dir, home, ws) = setup(&mock.base_url());
     let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "2"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
     let deadline = Instant::now() + Duration::from_secs(30);
     while alive(pid) {
-        assert!(Instant::now() < deadline, "daemon {pid} did not exit after its idle timeout");
+        assert!(
+            Instant::now() < deadline,
+            "daemon {pid} did not exit after its idle timeout"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let m = marker(&home).expect("marker");

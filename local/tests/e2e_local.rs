@@ -158,13 +158,21 @@ async fn run_drives_a_tool_sequence_and_keeps_the_key_off_the_host() {
     let env = setup(&mock.base_url());
     let (home, ws) = (env.home.clone(), env.ws.clone());
     let out = tokio::task::spawn_blocking(move || {
-        reasonix_in(&home, &ws, &["run", "--json", "--yolo", "write a greeting, then check it"])
+        reasonix_in(
+            &home,
+            &ws,
+            &["run", "--json", "--yolo", "write a greeting, then check it"],
+        )
     })
     .await
     .expect("join");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
 
     // The files really changed.
     let written = std::fs::read_to_string(env.ws.join("notes/hello.txt")).expect("written file");
@@ -178,7 +186,10 @@ async fn run_drives_a_tool_sequence_and_keeps_the_key_off_the_host() {
         .filter_map(|e| e["name"].as_str())
         .collect();
     assert_eq!(started, vec!["write_file", "read_file", "bash"], "{stdout}");
-    let finished: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_finished").collect();
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_finished")
+        .collect();
     assert_eq!(finished.len(), 3);
     assert!(finished.iter().all(|e| e["is_error"] == false), "{stdout}");
     let text: String = events
@@ -198,7 +209,10 @@ async fn run_drives_a_tool_sequence_and_keeps_the_key_off_the_host() {
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 3);
     for r in &reqs {
-        assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
     }
     let last = reqs[2].messages();
     let tool_msgs: Vec<&Value> = last.iter().filter(|m| m["role"] == "tool").collect();
@@ -249,7 +263,11 @@ async fn daemon_killed_mid_tool_resumes_with_the_turn_marked_interrupted() {
     let home = env.home.clone();
     let ws = env.ws.clone();
     let child = std::thread::spawn(move || {
-        reasonix_in(&home, &ws, &["run", "--json", "--yolo", "run the slow thing"])
+        reasonix_in(
+            &home,
+            &ws,
+            &["run", "--json", "--yolo", "run the slow thing"],
+        )
     });
     // Wait until the command has started on the host, then kill the daemon hard.
     let counter = env.ws.join("counter.txt");
@@ -266,7 +284,10 @@ async fn daemon_killed_mid_tool_resumes_with_the_turn_marked_interrupted() {
     // link cannot be resumed, re-attaches and sees the turn reported as interrupted.
     let first = child.join().expect("join");
     let first_out = String::from_utf8_lossy(&first.stdout).to_string();
-    assert!(!first.status.success(), "an interrupted turn is not a success:\n{first_out}");
+    assert!(
+        !first.status.success(),
+        "an interrupted turn is not a success:\n{first_out}"
+    );
     assert!(first_out.contains("interrupted"), "{first_out}");
     // A new client continues the same session: the interrupted tool is reported, not re-run.
     let out = reasonix(&env, &["run", "--json", "--yolo", "--continue", "carry on"]);
@@ -279,7 +300,10 @@ async fn daemon_killed_mid_tool_resumes_with_the_turn_marked_interrupted() {
     let events = json_lines(&out.stdout);
     assert!(
         events.iter().any(|e| e["type"] == "notice"
-            && e["text"].as_str().unwrap_or("").contains("did not shut down cleanly")),
+            && e["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("did not shut down cleanly")),
         "{stdout}"
     );
     assert_eq!(
@@ -290,14 +314,19 @@ async fn daemon_killed_mid_tool_resumes_with_the_turn_marked_interrupted() {
     // The second request carries the interrupted tool result in its history.
     let reqs = mock.requests();
     let last = reqs.last().expect("requests").messages();
-    assert!(last.iter().any(|m| m["role"] == "tool"
-        && m["content"].as_str().unwrap_or("").contains("interrupted")));
+    assert!(last.iter().any(
+        |m| m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("interrupted")
+    ));
     stop_daemon(&env);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspace_mcp_server_runs_on_the_host_and_its_tool_is_called() {
-    if std::process::Command::new("mcp-server-time").arg("--help").output().is_err() {
+    if std::process::Command::new("mcp-server-time")
+        .arg("--help")
+        .output()
+        .is_err()
+    {
         panic!("mcp-server-time is not installed; run .ci/run (pip install mcp-server-time)");
     }
     let mock = MockProvider::start(vec![
@@ -320,12 +349,20 @@ async fn workspace_mcp_server_runs_on_the_host_and_its_tool_is_called() {
     .expect(".mcp.json");
     let (home, ws) = (env.home.clone(), env.ws.clone());
     let out = tokio::task::spawn_blocking(move || {
-        reasonix_in(&home, &ws, &["run", "--json", "--yolo", "what time is it in Paris?"])
+        reasonix_in(
+            &home,
+            &ws,
+            &["run", "--json", "--yolo", "what time is it in Paris?"],
+        )
     })
     .await
     .expect("join");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let events = json_lines(&out.stdout);
     let finished = events
         .iter()
@@ -341,14 +378,23 @@ async fn workspace_mcp_server_runs_on_the_host_and_its_tool_is_called() {
         .iter()
         .filter_map(|t| t["function"]["name"].as_str().map(String::from))
         .collect();
-    assert!(names.contains(&"mcp__time__get_current_time".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"mcp__time__get_current_time".to_string()),
+        "{names:?}"
+    );
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted);
     // The result the model saw carries the server's answer.
     let last = mock.requests()[1].messages();
     let tool_msg = last.iter().find(|m| m["role"] == "tool").expect("tool msg");
-    assert!(tool_msg["content"].as_str().unwrap_or("").contains("Europe/Paris"), "{tool_msg}");
+    assert!(
+        tool_msg["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Europe/Paris"),
+        "{tool_msg}"
+    );
     stop_daemon(&env);
 }
 
@@ -358,7 +404,11 @@ fn git(ws: &Path, args: &[&str]) -> String {
         .current_dir(ws)
         .output()
         .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
@@ -393,8 +443,22 @@ async fn rewind_restores_files_changed_by_tools_and_bash_and_leaves_git_alone() 
     std::fs::write(ws.join("gone.txt"), "to be deleted\n").expect("gone");
     std::fs::write(ws.join("run.sh"), "echo hi\n").expect("run.sh");
     git(&ws, &["init", "-q"]);
-    git(&ws, &["-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"]);
-    git(&ws, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]);
+    git(
+        &ws,
+        &["-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"],
+    );
+    git(
+        &ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "base",
+        ],
+    );
     std::fs::write(ws.join("notes.txt"), "alpha beta staged\n").expect("notes2");
     git(&ws, &["add", "notes.txt"]);
     let head_before = std::fs::read(ws.join(".git/HEAD")).expect("HEAD");
@@ -407,29 +471,67 @@ async fn rewind_restores_files_changed_by_tools_and_bash_and_leaves_git_alone() 
     })
     .await
     .expect("join");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
-    assert_eq!(std::fs::read_to_string(ws.join("gen.txt")).expect("gen"), "generated\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("gen.txt")).expect("gen"),
+        "generated\n"
+    );
     assert!(!ws.join("gone.txt").exists());
 
     // Dry run changes nothing.
-    let dry = reasonix(&env, &["rewind", "--to", "1", "--scope", "code", "--dry-run"]);
-    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    let dry = reasonix(
+        &env,
+        &["rewind", "--to", "1", "--scope", "code", "--dry-run"],
+    );
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
     assert!(ws.join("gen.txt").exists());
 
     let rw = reasonix(&env, &["rewind", "--to", "1", "--scope", "both"]);
     let rw_out = String::from_utf8_lossy(&rw.stdout).to_string();
-    assert!(rw.status.success(), "{rw_out}{}", String::from_utf8_lossy(&rw.stderr));
-    assert_eq!(std::fs::read_to_string(ws.join("src/lib.txt")).expect("lib"), "original\n");
-    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).expect("notes"), "alpha beta staged\n");
-    assert_eq!(std::fs::read_to_string(ws.join("gone.txt")).expect("gone"), "to be deleted\n");
-    assert!(!ws.join("gen.txt").exists(), "files created by bash are removed");
+    assert!(
+        rw.status.success(),
+        "{rw_out}{}",
+        String::from_utf8_lossy(&rw.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/lib.txt")).expect("lib"),
+        "original\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("notes"),
+        "alpha beta staged\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("gone.txt")).expect("gone"),
+        "to be deleted\n"
+    );
+    assert!(
+        !ws.join("gen.txt").exists(),
+        "files created by bash are removed"
+    );
     let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(ws.join("run.sh")).expect("meta").permissions(),
+        &std::fs::metadata(ws.join("run.sh"))
+            .expect("meta")
+            .permissions(),
     );
     assert_eq!(mode & 0o111, 0, "executable bit restored");
     // The user's repository is untouched.
-    assert_eq!(std::fs::read(ws.join(".git/HEAD")).expect("HEAD"), head_before);
-    assert_eq!(std::fs::read(ws.join(".git/index")).expect("index"), index_before);
+    assert_eq!(
+        std::fs::read(ws.join(".git/HEAD")).expect("HEAD"),
+        head_before
+    );
+    assert_eq!(
+        std::fs::read(ws.join(".git/index")).expect("index"),
+        index_before
+    );
     assert_eq!(git(&ws, &["show-ref"]), refs_before);
     assert!(rw_out.contains("undo"), "{rw_out}");
     stop_daemon(&env);
@@ -437,7 +539,11 @@ async fn rewind_restores_files_changed_by_tools_and_bash_and_leaves_git_alone() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn laptop_mcp_server_is_tunnelled_through_the_link() {
-    if Command::new("mcp-server-everything").arg("--help").output().is_err() {
+    if Command::new("mcp-server-everything")
+        .arg("--help")
+        .output()
+        .is_err()
+    {
         panic!("mcp-server-everything is not installed; run .ci/run (npm install -g @modelcontextprotocol/server-everything)");
     }
     let mock = MockProvider::start(vec![
@@ -472,7 +578,11 @@ async fn laptop_mcp_server_is_tunnelled_through_the_link() {
     .await
     .expect("join");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let events = json_lines(&out.stdout);
     let finished = events
         .iter()
@@ -483,7 +593,10 @@ async fn laptop_mcp_server_is_tunnelled_through_the_link() {
     let last = mock.requests()[1].messages();
     let tool_msg = last.iter().find(|m| m["role"] == "tool").expect("tool msg");
     assert!(
-        tool_msg["content"].as_str().unwrap_or("").contains("laptop-side-7f3a"),
+        tool_msg["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("laptop-side-7f3a"),
         "the server ran on the laptop side: {tool_msg}"
     );
     stop_daemon(&env);

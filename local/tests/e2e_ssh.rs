@@ -71,7 +71,10 @@ fn reasonix(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Output {
         .env("HOME", l.home())
         .env("REASONIX_HOME", l.rx_home())
         .env("RX_SSH_KEY", KEY)
-        .env("REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL", musl_host_binary())
+        .env(
+            "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
+            musl_host_binary(),
+        )
         .env_remove("SSH_AUTH_SOCK");
     cmd.output().expect("run reasonix")
 }
@@ -84,7 +87,9 @@ fn files_containing(root: &Path, needle: &str) -> Vec<PathBuf> {
     let mut hits = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(p) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
         if meta.is_dir() {
             if let Ok(rd) = std::fs::read_dir(&p) {
                 stack.extend(rd.flatten().map(|e| e.path()));
@@ -144,7 +149,18 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
     let out = {
         let (l2, s2, d2) = (&l, &sshd, dest.clone());
         tokio::task::block_in_place(|| {
-            reasonix(l2, s2, &["run", "--ssh", &d2, "--json", "--yolo", "make the result file"])
+            reasonix(
+                l2,
+                s2,
+                &[
+                    "run",
+                    "--ssh",
+                    &d2,
+                    "--json",
+                    "--yolo",
+                    "make the result file",
+                ],
+            )
         })
     };
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -199,7 +215,10 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
     let hits = files_containing(&user.home, KEY);
     assert!(hits.is_empty(), "key found on the host in {hits:?}");
     let pids = user.pids();
-    assert!(!pids.is_empty(), "the daemon keeps running for the next attach");
+    assert!(
+        !pids.is_empty(),
+        "the daemon keeps running for the next attach"
+    );
     for pid in pids {
         for part in ["environ", "cmdline"] {
             if let Ok(b) = std::fs::read(format!("/proc/{pid}/{part}")) {
@@ -211,13 +230,27 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
     // `remote status` sees the install; `remote uninstall --purge` removes everything.
     let status = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "status", &dest]));
     let status_out = String::from_utf8_lossy(&status.stdout).to_string();
-    assert!(status.status.success(), "{status_out}{}", String::from_utf8_lossy(&status.stderr));
-    assert!(status_out.contains(reasonix_forward::build_id()), "{status_out}");
+    assert!(
+        status.status.success(),
+        "{status_out}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        status_out.contains(reasonix_forward::build_id()),
+        "{status_out}"
+    );
     let un = tokio::task::block_in_place(|| {
         reasonix(&l, &sshd, &["remote", "uninstall", "--purge", &dest])
     });
-    assert!(un.status.success(), "{}", String::from_utf8_lossy(&un.stderr));
-    assert!(!user.home.join(".reasonix").exists(), "uninstall left ~/.reasonix behind");
+    assert!(
+        un.status.success(),
+        "{}",
+        String::from_utf8_lossy(&un.stderr)
+    );
+    assert!(
+        !user.home.join(".reasonix").exists(),
+        "uninstall left ~/.reasonix behind"
+    );
     // Ours are gone (sshd's own per-connection process may linger a moment after logout).
     let ours = || -> Vec<String> {
         user.pids()
@@ -231,5 +264,9 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
     while !ours().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    assert!(ours().is_empty(), "still running after uninstall: {:?}", ours());
+    assert!(
+        ours().is_empty(),
+        "still running after uninstall: {:?}",
+        ours()
+    );
 }

@@ -19,7 +19,19 @@ impl Tmux {
         let socket = format!("rxtest{:08x}", rand_u32());
         let session = "rx".to_string();
         let st = Command::new("tmux")
-            .args(["-L", &socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", &session, cmd])
+            .args([
+                "-L",
+                &socket,
+                "new-session",
+                "-d",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                "-s",
+                &session,
+                cmd,
+            ])
             .status()
             .expect("tmux installed");
         assert!(st.success(), "tmux new-session failed");
@@ -37,7 +49,14 @@ impl Tmux {
 
     fn screen(&self) -> String {
         let out = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", &self.session])
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-t",
+                &self.session,
+            ])
             .output()
             .expect("capture-pane");
         String::from_utf8_lossy(&out.stdout).to_string()
@@ -51,7 +70,10 @@ impl Tmux {
             if s.contains(needle) {
                 return s;
             }
-            assert!(Instant::now() < deadline, "screen never showed {needle:?}:\n{s}");
+            assert!(
+                Instant::now() < deadline,
+                "screen never showed {needle:?}:\n{s}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -101,7 +123,10 @@ fn drive(t: &Tmux) -> String {
     t.send(&["please fix the greeting", "Enter"]);
     let approval = t.wait_for("Approval needed");
     assert!(approval.contains("greet.py"), "{approval}");
-    assert!(approval.contains("hello, world"), "the diff preview shows the edit:\n{approval}");
+    assert!(
+        approval.contains("hello, world"),
+        "the diff preview shows the edit:\n{approval}"
+    );
     t.send(&["y"]);
     t.wait_for("Updated the greeting")
 }
@@ -163,7 +188,11 @@ async fn tui_over_ssh_prompt_approve_diff_answer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let laptop_home = dir.path().join("home");
     std::fs::create_dir_all(laptop_home.join(".ssh")).expect("ssh");
-    std::fs::write(laptop_home.join(".ssh/known_hosts"), sshd.known_hosts_line()).expect("kh");
+    std::fs::write(
+        laptop_home.join(".ssh/known_hosts"),
+        sshd.known_hosts_line(),
+    )
+    .expect("kh");
     let key = ClientKey::generate(&laptop_home.join(".ssh"), "id_tui", None).expect("key");
     user.authorize(&key.public).expect("authorize");
     let rx_home = dir.path().join("rxhome");
@@ -183,7 +212,10 @@ async fn tui_over_ssh_prompt_approve_diff_answer() {
     let t = Tmux::start(&cmd);
     let screen = tokio::task::block_in_place(|| drive(&t));
     assert!(screen.contains("Updated the greeting"), "{screen}");
-    assert!(screen.contains("127.0.0.1:proj"), "status bar shows host:path\n{screen}");
+    assert!(
+        screen.contains("127.0.0.1:proj"),
+        "status bar shows host:path\n{screen}"
+    );
     assert_eq!(
         std::fs::read_to_string(user.home.join("proj/greet.py")).expect("greet on host"),
         "print('hello, world')\n"

@@ -41,16 +41,25 @@ pub enum AttachError {
 
 /// Connect to the daemon of `workspace`, starting it detached if needed. `daemon_args` are
 /// extra arguments passed to `reasonix-remote daemon`.
-pub async fn connect_or_spawn(workspace: &Path, daemon_args: &[String]) -> Result<(UnixStream, HostPaths), AttachError> {
+pub async fn connect_or_spawn(
+    workspace: &Path,
+    daemon_args: &[String],
+) -> Result<(UnixStream, HostPaths), AttachError> {
     let paths = HostPaths::for_workspace(workspace).map_err(AttachError::Paths)?;
     if let Ok(s) = UnixStream::connect(&paths.socket).await {
         return Ok((s, paths));
     }
-    let exe = std::env::current_exe().map_err(|e| AttachError::Spawn(e, paths.log_file.display().to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| AttachError::Spawn(e, paths.log_file.display().to_string()))?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(paths.home.join("logs").join(format!("daemon-{}.stderr", paths.key)))
+        .open(
+            paths
+                .home
+                .join("logs")
+                .join(format!("daemon-{}.stderr", paths.key)),
+        )
         .map_err(|e| AttachError::Spawn(e, paths.log_file.display().to_string()))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("daemon")
@@ -109,10 +118,18 @@ pub async fn read_preamble(stream: &mut UnixStream) -> Result<(Vec<u8>, bool), A
     while line.len() < 512 {
         let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte))
             .await
-            .map_err(|_| AttachError::Bridge(io::Error::new(io::ErrorKind::TimedOut, "the daemon sent no preamble within 10 s")))?
+            .map_err(|_| {
+                AttachError::Bridge(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the daemon sent no preamble within 10 s",
+                ))
+            })?
             .map_err(AttachError::Bridge)?;
         if n == 0 {
-            return Err(AttachError::Bridge(io::Error::new(io::ErrorKind::UnexpectedEof, "the daemon closed the connection before its preamble")));
+            return Err(AttachError::Bridge(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection before its preamble",
+            )));
         }
         line.push(byte[0]);
         if byte[0] == b'\n' {

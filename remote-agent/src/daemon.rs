@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use reasonix_forward::handshake::{server_accept, server_welcome};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
-    ClientRole, DaemonStatus, DirEntry, Notification, OpenSession, ProviderChunk,
-    ProviderRequest, Request, Response, RpcError, SessionOpened, SessionSettings, Welcome,
-    PROTOCOL_VERSION,
+    ClientRole, DaemonStatus, DirEntry, Notification, OpenSession, ProviderChunk, ProviderRequest,
+    Request, Response, RpcError, SessionOpened, SessionSettings, Welcome, PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{Incoming, Rpc};
 use tokio::net::{UnixListener, UnixStream};
@@ -167,7 +166,9 @@ impl Gateway for ConnGateway {
                 }),
                 Err(e) => {
                     lock(&conn.mcp_channels).remove(&channel);
-                    Err(format!("the laptop could not start MCP server {server}: {e}"))
+                    Err(format!(
+                        "the laptop could not start MCP server {server}: {e}"
+                    ))
                 }
             }
         })
@@ -186,7 +187,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Daemon {
     /// Prepare a daemon for `paths` (does not bind yet).
-    pub fn new(paths: HostPaths, config: DaemonConfig, runtime: Arc<Runtime>, sandbox_status: String) -> Arc<Daemon> {
+    pub fn new(
+        paths: HostPaths,
+        config: DaemonConfig,
+        runtime: Arc<Runtime>,
+        sandbox_status: String,
+    ) -> Arc<Daemon> {
         let unclean = match std::fs::read(&paths.daemon_state)
             .ok()
             .and_then(|b| serde_json::from_slice::<DaemonMarker>(&b).ok())
@@ -298,8 +304,7 @@ impl Daemon {
 
     fn idle_expired(&self) -> bool {
         let connected = lock(&self.links).values().any(|c| c.link.is_connected());
-        let busy = lock(&self.sessions).values().any(|s| s.busy())
-            || self.jobs_running();
+        let busy = lock(&self.sessions).values().any(|s| s.busy()) || self.jobs_running();
         if connected || busy {
             self.touch();
             return false;
@@ -417,8 +422,10 @@ impl Daemon {
         while let Some(msg) = incoming.recv().await {
             match msg {
                 Incoming::Notify(Notification::ProviderChunk { stream_id, chunk }) => {
-                    let finished =
-                        matches!(chunk, ProviderChunk::Done { .. } | ProviderChunk::Error { .. });
+                    let finished = matches!(
+                        chunk,
+                        ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
+                    );
                     let mut streams = lock(&conn.streams);
                     if let Some(tx) = streams.get(&stream_id) {
                         let _ = tx.send(chunk);
@@ -493,11 +500,15 @@ impl Daemon {
             return Ok((Arc::clone(s), None));
         }
         if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(RpcError::new("bad_request", format!("invalid session id {id:?}")));
+            return Err(RpcError::new(
+                "bad_request",
+                format!("invalid session id {id:?}"),
+            ));
         }
         let path = self.paths.sessions_dir.join(format!("{id}.jsonl"));
-        let (session, notice) = Session::open(id, &path, Arc::clone(&self.runtime), &self.paths.workspace)
-            .map_err(|e| RpcError::new("journal", e.to_string()))?;
+        let (session, notice) =
+            Session::open(id, &path, Arc::clone(&self.runtime), &self.paths.workspace)
+                .map_err(|e| RpcError::new("journal", e.to_string()))?;
         lock(&self.sessions).insert(id.to_string(), Arc::clone(&session));
         Ok((session, notice))
     }
@@ -596,7 +607,12 @@ impl Daemon {
         }
     }
 
-    fn make_driver(&self, conn: &Arc<Conn>, session: &Arc<Session>, settings: Option<SessionSettings>) {
+    fn make_driver(
+        &self,
+        conn: &Arc<Conn>,
+        session: &Arc<Session>,
+        settings: Option<SessionSettings>,
+    ) {
         let mut dead_driver = None;
         if let Some(old) = session.driver_id().filter(|id| *id != conn.id) {
             let old_conn = lock(&self.links).values().find(|c| c.id == old).cloned();
@@ -612,7 +628,8 @@ impl Daemon {
                     let _ = rpc
                         .notify(Notification::Role {
                             role: ClientRole::Spectator,
-                            reason: "another client took over this session; you are now read-only".into(),
+                            reason: "another client took over this session; you are now read-only"
+                                .into(),
                         })
                         .await;
                 });
@@ -631,7 +648,11 @@ impl Daemon {
         }
     }
 
-    async fn open_session(&self, conn: &Arc<Conn>, open: OpenSession) -> Result<Response, RpcError> {
+    async fn open_session(
+        &self,
+        conn: &Arc<Conn>,
+        open: OpenSession,
+    ) -> Result<Response, RpcError> {
         let (id, created) = match (&open.session, open.new) {
             (Some(id), _) => (id.clone(), false),
             (None, true) => (new_session_id(), true),
@@ -662,7 +683,8 @@ impl Daemon {
             .and_then(|d| lock(&self.links).values().find(|c| c.id == d).cloned())
             .map(|c| c.link.is_connected())
             .unwrap_or(false);
-        let role = if open.read_only || (current_live && current != Some(conn.id) && !open.takeover) {
+        let role = if open.read_only || (current_live && current != Some(conn.id) && !open.takeover)
+        {
             ClientRole::Spectator
         } else {
             self.make_driver(conn, &session, Some(open.settings.clone()));
@@ -673,7 +695,10 @@ impl Daemon {
         }
         let (events, mut live, state, detail) = session.subscribe(open.since);
         let last_seq = session.last_seq();
-        let notice: Vec<String> = [self.unclean.clone(), load_notice].into_iter().flatten().collect();
+        let notice: Vec<String> = [self.unclean.clone(), load_notice]
+            .into_iter()
+            .flatten()
+            .collect();
         let notice = (!notice.is_empty()).then(|| notice.join("\n"));
         // Catch-up, then live events, on a task of their own. Events carry their seq, so a
         // client handles them whether they arrive before or after the SessionOpened answer.
@@ -688,9 +713,7 @@ impl Daemon {
                     return;
                 }
             }
-            let _ = rpc
-                .notify(Notification::State { state, detail })
-                .await;
+            let _ = rpc.notify(Notification::State { state, detail }).await;
             loop {
                 // Stop forwarding when this link switched to another session.
                 let still = lock(&my_conn.session)
@@ -751,16 +774,19 @@ impl Daemon {
 
     fn list_dir(&self, rel: &str) -> Result<Response, RpcError> {
         let rel = Path::new(rel);
-        if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
             return Err(RpcError::new(
                 "outside_workspace",
                 "only paths inside the workspace can be listed",
             ));
         }
         let dir = self.paths.workspace.join(rel);
-        let rd = std::fs::read_dir(&dir).map_err(|e| {
-            RpcError::new("io", format!("cannot list {}: {e}", dir.display()))
-        })?;
+        let rd = std::fs::read_dir(&dir)
+            .map_err(|e| RpcError::new("io", format!("cannot list {}: {e}", dir.display())))?;
         let mut entries: Vec<DirEntry> = rd
             .flatten()
             .map(|e| DirEntry {
@@ -794,7 +820,10 @@ pub fn pid_alive(pid: u32) -> bool {
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(mut t), Ok(mut i)) => {
             tokio::select! {
                 _ = t.recv() => {}

@@ -9,7 +9,7 @@ pub mod journal;
 pub mod mcp;
 pub mod paths;
 pub mod policy;
-pub mod sandbox;
 pub mod runtime;
+pub mod sandbox;
 pub mod session;
 pub mod tools;

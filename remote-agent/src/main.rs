@@ -1,6 +1,5 @@
 //! `reasonix-remote`: the host binary (daemon and attach bridge).
 
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,7 +8,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "reasonix-remote", about = "Reasonix host process", disable_version_flag = true)]
+#[command(
+    name = "reasonix-remote",
+    about = "Reasonix host process",
+    disable_version_flag = true
+)]
 struct Cli {
     /// Print the build id and exit.
     #[arg(long = "version", short = 'V')]
@@ -102,7 +105,8 @@ fn main() -> ExitCode {
 
 async fn run_daemon(args: DaemonArgs) -> Result<(), String> {
     use reasonix_remote::daemon::{Daemon, DaemonConfig};
-    let paths = reasonix_remote::paths::HostPaths::for_workspace(&args.workspace).map_err(|e| e.to_string())?;
+    let paths = reasonix_remote::paths::HostPaths::for_workspace(&args.workspace)
+        .map_err(|e| e.to_string())?;
     init_logging(&paths.log_file);
     let runtime = reasonix_remote::runtime::build(&paths).await;
     let sandbox_status = runtime.tool_ctx.sandbox.status();
@@ -118,7 +122,11 @@ async fn run_daemon(args: DaemonArgs) -> Result<(), String> {
 }
 
 fn init_logging(file: &std::path::Path) {
-    let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(file) else {
+    let Ok(f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+    else {
         return;
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("REASONIX_LOG")

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::checkpoint::{default_state_dir, CheckpointStore};
-use crate::paths::HostPaths;
 use crate::mcp::{load_workspace_servers, McpManager, McpSettings};
+use crate::paths::HostPaths;
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxMode};
 use crate::session::Runtime;
 use crate::tools::{ToolContext, ToolRegistry};
@@ -69,16 +69,17 @@ pub async fn build(paths: &HostPaths) -> Runtime {
         tracing::info!(server = %s.name, state = ?s.state, tools = s.tools.len(), "mcp server");
     }
     tracing::info!(registered, "mcp tools registered");
-    let checkpoints = match CheckpointStore::open(workspace, &default_state_dir(&paths.home, &paths.key)) {
-        Ok(store) => {
-            tracing::info!(coverage = %store.coverage(), "checkpoints ready");
-            Some(Arc::new(store))
-        }
-        Err(e) => {
-            tracing::warn!("checkpoints unavailable: {e}");
-            None
-        }
-    };
+    let checkpoints =
+        match CheckpointStore::open(workspace, &default_state_dir(&paths.home, &paths.key)) {
+            Ok(store) => {
+                tracing::info!(coverage = %store.coverage(), "checkpoints ready");
+                Some(Arc::new(store))
+            }
+            Err(e) => {
+                tracing::warn!("checkpoints unavailable: {e}");
+                None
+            }
+        };
     Runtime {
         registry,
         tool_ctx,

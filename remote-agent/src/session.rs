@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
-    ApprovalDecision, Event, EventKind, Notification, ProviderChunk, ProviderRequest,
-    SessionInfo, SessionSettings, ToolCall, TurnState, Usage,
+    ApprovalDecision, Event, EventKind, Notification, ProviderChunk, ProviderRequest, SessionInfo,
+    SessionSettings, ToolCall, TurnState, Usage,
 };
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -143,9 +143,10 @@ impl Session {
         } else {
             let turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
             let open_turn = turn > 0
-                && !events.iter().rev().any(|e| {
-                    e.turn == turn && matches!(e.kind, EventKind::TurnFinished { .. })
-                });
+                && !events
+                    .iter()
+                    .rev()
+                    .any(|e| e.turn == turn && matches!(e.kind, EventKind::TurnFinished { .. }));
             if open_turn {
                 for (call, started) in agent::unfinished_calls(&events) {
                     let output = if started {
@@ -274,7 +275,10 @@ impl Session {
             });
             let mut spec = crate::mcp::McpServerSpec::stdio(name, "laptop", &[]);
             spec.run_on = crate::mcp::RunOn::Laptop;
-            manager.add(spec, Arc::new(crate::mcp::ChannelTransport::new("laptop", opener)));
+            manager.add(
+                spec,
+                Arc::new(crate::mcp::ChannelTransport::new("laptop", opener)),
+            );
         }
         manager.start_all().await;
         let mut registry = ToolRegistry::new();
@@ -336,7 +340,12 @@ impl Session {
     pub fn subscribe(
         &self,
         since: u64,
-    ) -> (Vec<Event>, broadcast::Receiver<Notification>, TurnState, Option<String>) {
+    ) -> (
+        Vec<Event>,
+        broadcast::Receiver<Notification>,
+        TurnState,
+        Option<String>,
+    ) {
         let inner = self.lock();
         let start = inner.events.partition_point(|e| e.seq <= since);
         (
@@ -548,13 +557,18 @@ impl Session {
         }
         let rule = match decision {
             ApprovalDecision::AllowAlways => Policy::always_rule(&pending.tool, &pending.args),
-            ApprovalDecision::AllowOnce | ApprovalDecision::AllowSession | ApprovalDecision::Deny => None,
+            ApprovalDecision::AllowOnce
+            | ApprovalDecision::AllowSession
+            | ApprovalDecision::Deny => None,
         };
         if decision == ApprovalDecision::AllowAlways && rule.is_none() {
             self.emit(
                 &mut inner,
                 EventKind::Notice {
-                    text: format!("{} is too dangerous to allow forever; it is allowed for this session only", pending.tool),
+                    text: format!(
+                        "{} is too dangerous to allow forever; it is allowed for this session only",
+                        pending.tool
+                    ),
                 },
             );
         }
@@ -591,7 +605,11 @@ impl Session {
         match taken {
             Ok(Ok(info)) => {
                 let mut notes = info.notes.clone();
-                notes.extend(info.not_covered.iter().map(|n| format!("{}: {}", n.path, n.reason)));
+                notes.extend(
+                    info.not_covered
+                        .iter()
+                        .map(|n| format!("{}: {}", n.path, n.reason)),
+                );
                 self.record(EventKind::Checkpoint {
                     id: info.id,
                     paths: notes,
@@ -599,7 +617,9 @@ impl Session {
             }
             Ok(Err(e)) => {
                 self.record(EventKind::Notice {
-                    text: format!("checkpoint failed ({e}); changes made in this turn cannot be rewound"),
+                    text: format!(
+                        "checkpoint failed ({e}); changes made in this turn cannot be rewound"
+                    ),
                 });
             }
             Err(e) => tracing::error!("checkpoint task failed: {e}"),
@@ -647,7 +667,9 @@ impl Session {
         }
         if matches!(scope, RewindScope::Conversation | RewindScope::Both) {
             if dry_run {
-                summary.push(format!("dry run: the conversation would be cut back to before turn {to_turn}"));
+                summary.push(format!(
+                    "dry run: the conversation would be cut back to before turn {to_turn}"
+                ));
             } else {
                 self.rewind_conversation(to_turn)?;
                 summary.push(format!(
@@ -665,7 +687,8 @@ impl Session {
     fn rewind_conversation(&self, to_turn: u64) -> Result<(), String> {
         let mut inner = self.lock();
         let _ = inner.journal.sync();
-        crate::checkpoint::truncate_journal(&self.journal_path, to_turn).map_err(|e| e.to_string())?;
+        crate::checkpoint::truncate_journal(&self.journal_path, to_turn)
+            .map_err(|e| e.to_string())?;
         let last_seq = inner.journal.last_seq();
         let (mut journal, events) = Journal::open(&self.journal_path).map_err(|e| e.to_string())?;
         // Keep numbering monotonic so clients never mistake new events for ones they saw.
@@ -901,7 +924,10 @@ impl Session {
             self.finish_tool(
                 call,
                 true,
-                format!("unknown tool {:?}; the available tools are listed in your tool definitions", call.name),
+                format!(
+                    "unknown tool {:?}; the available tools are listed in your tool definitions",
+                    call.name
+                ),
             );
             return;
         };
@@ -920,11 +946,18 @@ impl Session {
                 return;
             }
         };
-        let decision = self.lock().policy.decide(&call.name, &args, tool.read_only());
+        let decision = self
+            .lock()
+            .policy
+            .decide(&call.name, &args, tool.read_only());
         match decision {
             Decision::Allow => {}
             Decision::Deny { reason } => {
-                self.finish_tool(call, true, format!("denied by the permission policy: {reason}"));
+                self.finish_tool(
+                    call,
+                    true,
+                    format!("denied by the permission policy: {reason}"),
+                );
                 return;
             }
             Decision::Ask { reason } => {

@@ -136,7 +136,11 @@ impl NetNs {
     /// Process ids inside the namespace (`ip netns pids`).
     pub fn pids(&self) -> Vec<i32> {
         run(Command::new("ip").args(["netns", "pids", &self.name]))
-            .map(|s| s.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+            .map(|s| {
+                s.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -312,7 +316,12 @@ impl DelayProxy {
 
 impl Drop for DelayProxy {
     fn drop(&mut self) {
-        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             t.abort();
         }
     }
@@ -389,13 +398,19 @@ mod tests {
             let proxy = DelayProxy::start(echo_addr, Duration::from_millis(150))
                 .await
                 .unwrap();
-            let mut c = TcpStream::connect(("127.0.0.1", proxy.port())).await.unwrap();
+            let mut c = TcpStream::connect(("127.0.0.1", proxy.port()))
+                .await
+                .unwrap();
             let t0 = Instant::now();
             c.write_all(b"ping").await.unwrap();
             let mut b = [0u8; 4];
             c.read_exact(&mut b).await.unwrap();
             assert_eq!(&b, b"ping");
-            assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+            assert!(
+                t0.elapsed() >= Duration::from_millis(300),
+                "{:?}",
+                t0.elapsed()
+            );
 
             // Reset: an established connection dies, with an error, not a hang.
             let mut direct = TcpStream::connect(echo_addr).await.unwrap();
