@@ -76,7 +76,27 @@ impl SshConnector {
 /// Where the static host binaries are looked for: next to `reasonix`, in the dev tree, and at
 /// `$REASONIX_REMOTE_BIN_<TRIPLE>` / `$REASONIX_REMOTE_DIR` (see `docs/REMOTE.md`).
 pub fn shipped_binaries() -> ShippedBinaries {
-    ShippedBinaries::new()
+    let shipped = ShippedBinaries::new();
+    let target = reasonix_bootstrap::Target::X86_64Linux;
+    if shipped.locate(target).is_ok() {
+        return shipped;
+    }
+    // A development tree: `target/<profile>/reasonix` next to
+    // `target/x86_64-unknown-linux-musl/<profile>/reasonix-remote` (built by the test command).
+    let dev = std::env::current_exe().ok().and_then(|exe| {
+        let profile_dir = exe.parent()?;
+        let profile = profile_dir.file_name()?.to_os_string();
+        let candidate = profile_dir
+            .parent()?
+            .join(target.triple())
+            .join(profile)
+            .join("reasonix-remote");
+        candidate.is_file().then_some(candidate)
+    });
+    match dev {
+        Some(path) => shipped.with_file(target, path),
+        None => shipped,
+    }
 }
 
 #[async_trait::async_trait]
