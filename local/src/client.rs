@@ -533,8 +533,10 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
         })
         .collect();
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let mut opts = ClientOptions::default();
-    opts.config_home = Some(config.home.clone());
+    let mut opts = ClientOptions {
+        config_home: Some(config.home.clone()),
+        ..ClientOptions::default()
+    };
     if !specs.is_empty() {
         opts.laptop_mcp = Some(Arc::new(crate::mcp_host::McpHost::new(specs)));
     }

@@ -79,19 +79,29 @@ fn blackhole_during_a_long_bash_command_delivers_its_output_and_runs_it_once() {
 
         let fault = ns.fault(Fault::Blackhole, port).expect("blackhole");
         let (j, _) = c
-            .wait_for(i, GUARD, "a reconnecting event", |v| is_conn(v, "reconnecting"))
+            .wait_for(i, GUARD, "a reconnecting event", |v| {
+                is_conn(v, "reconnecting")
+            })
             .await;
         // The command finishes on the host while the laptop cannot be reached, so its
         // output (and the next provider request) must be replayed after the drop.
         until(GUARD, "the bash result in the host journal", || {
-            journal_has(&rig, |e| e["type"] == "tool_finished" && e["call_id"] == "b1")
+            journal_has(&rig, |e| {
+                e["type"] == "tool_finished" && e["call_id"] == "b1"
+            })
         })
         .await;
         tokio::time::sleep_until((fault.since() + BLACKHOLE).into()).await;
-        assert_eq!(rig.mock.request_count(), 1, "no provider request while cut off");
+        assert_eq!(
+            rig.mock.request_count(),
+            1,
+            "no provider request while cut off"
+        );
         fault.lift().expect("lift");
 
-        let (k, _) = c.wait_for(j, GUARD, "connected (resumed)", is_resumed).await;
+        let (k, _) = c
+            .wait_for(j, GUARD, "connected (resumed)", is_resumed)
+            .await;
         let status = c.wait_exit(GUARD).await;
         let out = c.values();
         let transcript = c.transcript();
@@ -115,7 +125,10 @@ fn blackhole_during_a_long_bash_command_delivers_its_output_and_runs_it_once() {
             .filter(|v| v["type"] == "tool_finished")
             .collect();
         assert_eq!(finished.len(), 1, "{transcript}");
-        assert_eq!(finished[0]["is_error"], true, "exit 3 is an error: {transcript}");
+        assert_eq!(
+            finished[0]["is_error"], true,
+            "exit 3 is an error: {transcript}"
+        );
         assert_eq!(text_of(&out), "The command ran once.");
         let last = out.last().expect("output");
         assert_eq!(last["type"], "turn_finished", "{transcript}");
@@ -157,11 +170,14 @@ fn blackhole_during_a_streaming_reply_completes_it_without_asking_again() {
             .await;
         let fault = ns.fault(Fault::Blackhole, port).expect("blackhole");
         let (j, _) = c
-            .wait_for(i, GUARD, "a reconnecting event", |v| is_conn(v, "reconnecting"))
+            .wait_for(i, GUARD, "a reconnecting event", |v| {
+                is_conn(v, "reconnecting")
+            })
             .await;
         tokio::time::sleep_until((fault.since() + BLACKHOLE).into()).await;
         fault.lift().expect("lift");
-        c.wait_for(j, GUARD, "connected (resumed)", is_resumed).await;
+        c.wait_for(j, GUARD, "connected (resumed)", is_resumed)
+            .await;
         let status = c.wait_exit(GUARD).await;
         let out = c.values();
         let transcript = c.transcript();
@@ -298,8 +314,13 @@ fn reset_during_an_approval_keeps_it_pending_and_runs_the_tool_once() {
             matches!(e, ClientEvent::Event(ev) if matches!(ev.kind, EventKind::ApprovalRequested { .. }))
         })
         .await;
-        let ClientEvent::Event(approval) = approval else { unreachable!() };
-        let EventKind::ApprovalRequested { approval_id, tool, .. } = approval.kind else {
+        let ClientEvent::Event(approval) = approval else {
+            unreachable!()
+        };
+        let EventKind::ApprovalRequested {
+            approval_id, tool, ..
+        } = approval.kind
+        else {
             unreachable!()
         };
         assert_eq!(tool, "write_file");
@@ -315,11 +336,16 @@ fn reset_during_an_approval_keeps_it_pending_and_runs_the_tool_once() {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         fault.lift().expect("lift");
         next_matching(&mut events, &mut seen, "connected (resumed)", |e| {
-            matches!(e, ClientEvent::Connection(ConnState::Connected { resumed: true }))
+            matches!(
+                e,
+                ClientEvent::Connection(ConnState::Connected { resumed: true })
+            )
         })
         .await;
         assert!(
-            !seen.iter().any(|e| matches!(e, ClientEvent::Reattached { .. })),
+            !seen
+                .iter()
+                .any(|e| matches!(e, ClientEvent::Reattached { .. })),
             "the link must be resumed, not re-attached: {seen:#?}"
         );
 
@@ -343,7 +369,10 @@ fn reset_during_an_approval_keeps_it_pending_and_runs_the_tool_once() {
             approval_id,
             decision: ApprovalDecision::AllowOnce,
         };
-        assert_eq!(client.request(answer.clone()).await.expect("approve"), Response::Ok);
+        assert_eq!(
+            client.request(answer.clone()).await.expect("approve"),
+            Response::Ok
+        );
         assert_eq!(
             client.request(answer).await.expect("approve again"),
             Response::Duplicate
@@ -374,7 +403,9 @@ fn reset_during_an_approval_keeps_it_pending_and_runs_the_tool_once() {
             1,
             "the approval is not asked twice"
         );
-        assert!(matches!(kinds.last(), Some(EventKind::TurnFinished { outcome, .. }) if outcome == "completed"));
+        assert!(
+            matches!(kinds.last(), Some(EventKind::TurnFinished { outcome, .. }) if outcome == "completed")
+        );
         assert_eq!(
             std::fs::read_to_string(rig.host_file("approved.txt")).expect("file"),
             "written once\n"
@@ -470,9 +501,14 @@ fn kill_9_of_the_client_mid_turn_then_continue_finishes_the_turn_in_the_same_ses
         c1.kill9();
 
         // The command keeps running on the host with no client attached and finishes.
-        until(GUARD, "done.txt on the host", || rig.host_file("done.txt").exists()).await;
+        until(GUARD, "done.txt on the host", || {
+            rig.host_file("done.txt").exists()
+        })
+        .await;
         until(GUARD, "the bash result in the journal", || {
-            journal_has(&rig, |e| e["type"] == "tool_finished" && e["call_id"] == "b1")
+            journal_has(&rig, |e| {
+                e["type"] == "tool_finished" && e["call_id"] == "b1"
+            })
         })
         .await;
         // The next step needs the model, which only a laptop can reach: nothing was asked.
@@ -503,13 +539,20 @@ fn kill_9_of_the_client_mid_turn_then_continue_finishes_the_turn_in_the_same_ses
         let events = journal_events(path);
         let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
         assert_eq!(count(&events, |e| e["type"] == "user_turn"), 2, "{kinds:?}");
-        assert_eq!(count(&events, |e| e["type"] == "tool_started"), 1, "{kinds:?}");
+        assert_eq!(
+            count(&events, |e| e["type"] == "tool_started"),
+            1,
+            "{kinds:?}"
+        );
         let finished: Vec<&Value> = events
             .iter()
             .filter(|e| e["type"] == "turn_finished")
             .collect();
         assert_eq!(finished.len(), 2, "{kinds:?}");
-        assert!(finished.iter().all(|e| e["outcome"] == "completed"), "{finished:?}");
+        assert!(
+            finished.iter().all(|e| e["outcome"] == "completed"),
+            "{finished:?}"
+        );
         let replies: Vec<&str> = events
             .iter()
             .filter(|e| e["type"] == "assistant_message")

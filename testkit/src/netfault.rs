@@ -349,10 +349,8 @@ async fn pipe(
     });
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A read error ends the direction like EOF does.
+        let n: usize = from.read(&mut buf).await.unwrap_or_default();
         let delay = Duration::from_millis(delay_ms.load(Ordering::Relaxed));
         // The writer releases chunks in order, so a changed delay never reorders bytes.
         let due = tokio::time::Instant::now() + delay;

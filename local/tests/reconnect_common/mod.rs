@@ -163,7 +163,10 @@ impl Rig {
             .current_dir(self.laptop.path())
             .env("HOME", self.home())
             .env("REASONIX_HOME", self.rx_home())
-            .env("REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL", musl_host_binary())
+            .env(
+                "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
+                musl_host_binary(),
+            )
             .env("REASONIX_HEARTBEAT_MS", liveness.0.to_string())
             .env("REASONIX_DEAD_AFTER_MS", liveness.1.to_string())
             .env("REASONIX_IDLE_TIMEOUT_SECS", "120")
@@ -181,7 +184,9 @@ impl Rig {
         let mut out = Vec::new();
         let mut stack = vec![self.user.home.join(".reasonix")];
         while let Some(p) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&p) else { continue };
+            let Ok(rd) = std::fs::read_dir(&p) else {
+                continue;
+            };
             for e in rd.flatten() {
                 let path = e.path();
                 if path.is_dir() {
@@ -255,7 +260,10 @@ impl ClientProc {
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.stderr
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Everything printed so far, for failure messages.
@@ -324,7 +332,10 @@ impl ClientProc {
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("client still running after {timeout:?}:\n{}", self.transcript());
+                panic!(
+                    "client still running after {timeout:?}:\n{}",
+                    self.transcript()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
