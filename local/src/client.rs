@@ -521,15 +521,21 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
         .iter()
         .filter(|m| m.run_on == crate::config::McpRunOn::Laptop)
         .filter_map(|m| {
-            m.command
-                .as_ref()
-                .map(|command| crate::mcp_host::McpHostSpec {
+            m.command.as_ref().map(|command| {
+                // Laptop servers inherit the laptop's environment minus the provider keys:
+                // a server's output goes to the host, so it must never be able to echo a key.
+                let mut env = m.env.clone();
+                for p in &config.providers {
+                    env.entry(p.api_key_env.clone()).or_default();
+                }
+                crate::mcp_host::McpHostSpec {
                     name: m.name.clone(),
                     command: command.clone(),
                     args: m.args.clone(),
-                    env: m.env.clone(),
+                    env,
                     cwd: None,
-                })
+                }
+            })
         })
         .collect();
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();

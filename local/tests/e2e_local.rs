@@ -601,3 +601,72 @@ async fn laptop_mcp_server_is_tunnelled_through_the_link() {
     );
     stop_daemon(&env);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_run_denies_asks_and_a_step_limit_pauses_the_turn() {
+    let mock = MockProvider::start(vec![
+        // Turn 1 (no --auto): the write needs approval; headless answers with a denial.
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "w",
+                "write_file",
+                &json!({"path": "x.txt", "content": "x"}).to_string(),
+            )],
+            4,
+        ),
+        MockReply::text(&["could not write"]),
+        // Turn 2 (max_steps = 1): one step with a tool call, then the turn pauses.
+        MockReply::tool_calls(vec![MockToolCall::new("l", "ls", "{}")], 4),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    let out = reasonix(&env, &["run", "--json", "write x"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        !env.ws.join("x.txt").exists(),
+        "an ask is never run headless"
+    );
+    let events = json_lines(&out.stdout);
+    let denied = events
+        .iter()
+        .find(|e| e["type"] == "tool_finished")
+        .expect("tool finished");
+    assert_eq!(denied["is_error"], true);
+    assert!(
+        denied["summary"].as_str().unwrap_or("").contains("denied"),
+        "{stdout}"
+    );
+    let reqs = mock.requests();
+    let tool_msg = reqs[1]
+        .messages()
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool result sent to the model");
+    assert!(tool_msg["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("denied"));
+
+    let mut cfg = std::fs::read_to_string(env.home.join("config.toml")).expect("config");
+    cfg.push_str("\n[agent]\nmax_steps = 1\n");
+    std::fs::write(env.home.join("config.toml"), cfg).expect("config");
+    let out = reasonix(&env, &["run", "--json", "--yolo", "--continue", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a paused turn exits 3: {stdout}"
+    );
+    let done = json_lines(&out.stdout)
+        .into_iter()
+        .find(|e| e["type"] == "turn_finished")
+        .expect("turn_finished");
+    assert_eq!(done["outcome"], "paused");
+    assert_eq!(
+        mock.request_count(),
+        3,
+        "the paused turn did not ask the model again"
+    );
+    stop_daemon(&env);
+}

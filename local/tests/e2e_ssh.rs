@@ -42,6 +42,7 @@ impl Laptop {
 }
 
 fn laptop(sshd: &Sshd, base_url: &str) -> Laptop {
+    // A laptop-side MCP server (server-everything), tunnelled to the host over the link.
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     let ssh = home.join(".ssh");
@@ -53,7 +54,7 @@ fn laptop(sshd: &Sshd, base_url: &str) -> Laptop {
     std::fs::write(
         rx.join("config.toml"),
         format!(
-            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n"
+            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n\n[[mcp]]\nname = \"lap\"\ncommand = \"mcp-server-everything\"\nargs = [\"stdio\"]\nrun_on = \"laptop\"\n"
         ),
     )
     .expect("config");
@@ -71,6 +72,7 @@ fn reasonix(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Output {
         .env("HOME", l.home())
         .env("REASONIX_HOME", l.rx_home())
         .env("RX_SSH_KEY", KEY)
+        .env("LAPTOP_ONLY_MARKER", "laptop-side-5e6f")
         .env(
             "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
             musl_host_binary(),
@@ -139,6 +141,7 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
             )],
             5,
         ),
+        MockReply::tool_calls(vec![MockToolCall::new("m1", "mcp__lap__get-env", "{}")], 3),
         MockReply::text(&["All ", "done."]),
     ])
     .await;
@@ -185,6 +188,24 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
         .expect("read_file finished");
     assert_eq!(read["is_error"], false, "{stdout}");
 
+    // The laptop MCP server ran on the laptop (it sees a variable only the laptop has) and
+    // its answer reached the host's agent through the link.
+    let mcp = events
+        .iter()
+        .find(|e| e["type"] == "tool_finished" && e["name"] == "mcp__lap__get-env")
+        .expect("laptop MCP tool finished");
+    assert_eq!(mcp["is_error"], false, "{stdout}");
+    let reqs = mock.requests();
+    let last = reqs.last().expect("requests").messages();
+    assert!(
+        last.iter().any(|m| m["role"] == "tool"
+            && m["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("laptop-side-5e6f")),
+        "the laptop server's output reached the model"
+    );
+
     // The work happened on the host, as the host user.
     let result = user.home.join("ws/out/result.txt");
     assert_eq!(
@@ -226,6 +247,26 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
             }
         }
     }
+
+    // Rewind over SSH restores the remote workspace (the file made in turn 1 goes away).
+    let rw = tokio::task::block_in_place(|| {
+        reasonix(
+            &l,
+            &sshd,
+            &["rewind", "--ssh", &dest, "--to", "1", "--scope", "code"],
+        )
+    });
+    assert!(
+        rw.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&rw.stdout),
+        String::from_utf8_lossy(&rw.stderr)
+    );
+    assert!(
+        !result.exists(),
+        "rewind removed the file the turn created on the host"
+    );
+    assert!(user.home.join("ws/README.md").exists());
 
     // `remote status` sees the install; `remote uninstall --purge` removes everything.
     let status = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "status", &dest]));
