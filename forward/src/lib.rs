@@ -16,8 +16,8 @@ pub mod proto;
 pub mod rpc;
 pub mod testing;
 
-/// Build id of this build: crate version plus the git commit (or `dev`), set by the
-/// workspace build script of each binary through `REASONIX_BUILD_ID`.
+/// Build id of this build: crate version plus a hash of the host-side sources (see
+/// `forward/build.rs`), so `reasonix` and the `reasonix-remote` built from the same tree agree.
 pub fn build_id() -> &'static str {
     match option_env!("REASONIX_BUILD_ID") {
         Some(id) => id,

@@ -133,7 +133,9 @@ fn drive(t: &Tmux) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tui_local_prompt_approve_diff_answer() {
-    let mock = MockProvider::start(script()).await;
+    let mut replies = script();
+    replies.push(MockReply::text(&["Still here."]));
+    let mock = MockProvider::start(replies).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     let ws = dir.path().join("ws");
@@ -154,6 +156,24 @@ async fn tui_local_prompt_approve_diff_answer() {
         std::fs::read_to_string(ws.join("greet.py")).expect("greet"),
         "print('hello, world')\n"
     );
+
+    // Cut the link under the TUI (the attach bridge dies, as when SSH drops): the screen
+    // reports the loss and the resume, the transcript stays, and the next turn works.
+    let pattern = format!("reasonix-remote attach --workspace {}", ws.display());
+    let st = Command::new("pkill")
+        .args(["-KILL", "-f", &pattern])
+        .status()
+        .expect("pkill");
+    assert!(st.success(), "the attach bridge was running");
+    let screen = tokio::task::block_in_place(|| t.wait_for("reconnected; the session resumed"));
+    assert!(screen.contains("connection lost"), "{screen}");
+    assert!(
+        screen.contains("Updated the greeting"),
+        "transcript kept:\n{screen}"
+    );
+    t.send(&["and now?", "Enter"]);
+    let screen = tokio::task::block_in_place(|| t.wait_for("Still here."));
+    assert!(screen.contains("connected"), "{screen}");
     t.send(&["C-c"]);
     t.send(&["C-c"]);
     stop_daemons(&home);

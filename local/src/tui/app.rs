@@ -644,8 +644,12 @@ impl App {
                         "attached read-only: another client drives this session (/takeover to drive)",
                         Level::Warn,
                     );
+                    return Vec::new();
                 }
-                Vec::new()
+                if self.turn_busy() || self.sending.is_some() {
+                    return Vec::new();
+                }
+                self.flush_queue()
             }
             AppEvent::Sessions(list) => {
                 if let Some(Overlay::Sessions { list: l, sel }) = &mut self.overlay {
@@ -1530,13 +1534,18 @@ impl App {
         }
         self.composer.take();
         self.completion = None;
-        if self.turn_busy() || self.sending.is_some() {
+        let no_session = self.session.is_none() || self.open_pending.is_some();
+        if no_session || self.turn_busy() || self.sending.is_some() {
             let q = match self.queued.take() {
                 Some(prev) => format!("{prev}\n\n{text}"),
                 None => text,
             };
             self.queued = Some(q);
-            self.set_hint("queued: sent when the current turn finishes");
+            self.set_hint(if no_session {
+                "queued: sent as soon as the session is open"
+            } else {
+                "queued: sent when the current turn finishes"
+            });
             return Vec::new();
         }
         self.submit(text)
