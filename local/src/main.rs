@@ -255,21 +255,12 @@ async fn run(args: RunArgs) -> i32 {
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }
-    let connector: Arc<dyn Connector> = match &args.ssh {
-        Some(dest) => match ssh_connector(dest, &args.ssh_opts) {
-            Ok(c) => Arc::new(c),
-            Err(e) => {
-                eprintln!("reasonix: {e}");
-                return 2;
-            }
-        },
-        None => match locate_host_binary() {
-            Ok(binary) => Arc::new(LocalConnector { binary, workspace }),
-            Err(e) => {
-                eprintln!("reasonix: {e}");
-                return 2;
-            }
-        },
+    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
     };
     let outcome = reasonix_local::run::run(
         &config,
@@ -404,21 +395,12 @@ async fn rewind(args: RewindArgs) -> i32 {
             return 2;
         }
     };
-    let connector: Arc<dyn Connector> = match &args.ssh {
-        Some(dest) => match ssh_connector(dest, &args.ssh_opts) {
-            Ok(c) => Arc::new(c),
-            Err(e) => {
-                eprintln!("reasonix: {e}");
-                return 2;
-            }
-        },
-        None => match locate_host_binary() {
-            Ok(binary) => Arc::new(LocalConnector { binary, workspace }),
-            Err(e) => {
-                eprintln!("reasonix: {e}");
-                return 2;
-            }
-        },
+    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
     };
     let scope = match args.scope.as_str() {
         "code" => RewindScope::Code,
@@ -604,4 +586,19 @@ async fn remote_ping(args: &RemoteArgs) -> i32 {
             1
         }
     }
+}
+
+/// The transport for a command: SSH when `--ssh DEST` is given, else local mode.
+fn connector_for(
+    ssh: Option<&str>,
+    ssh_opts: &SshArgs,
+    workspace: PathBuf,
+) -> Result<Arc<dyn Connector>, String> {
+    Ok(match ssh {
+        Some(dest) => Arc::new(ssh_connector(dest, ssh_opts)?),
+        None => Arc::new(LocalConnector {
+            binary: locate_host_binary()?,
+            workspace,
+        }),
+    })
 }
