@@ -471,6 +471,17 @@ pub enum ProviderChunk {
     },
 }
 
+/// A workspace file attached to a user turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// Workspace-relative path.
+    pub path: String,
+    /// The content (at most 64 KiB, UTF-8).
+    pub content: String,
+    /// True when the file was longer and was cut.
+    pub truncated: bool,
+}
+
 /// A complete tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
@@ -530,6 +541,10 @@ pub enum EventKind {
         request_id: String,
         /// The text.
         text: String,
+        /// Workspace files mentioned as `@path` and attached to the turn (contents as read
+        /// when the turn was submitted, so the conversation stays byte-stable).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
     },
     /// Streaming text delta (journaled so a catch-up shows partial answers too).
     TextDelta {

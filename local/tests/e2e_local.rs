@@ -156,12 +156,18 @@ async fn run_drives_a_tool_sequence_and_keeps_the_key_off_the_host() {
     ])
     .await;
     let env = setup(&mock.base_url());
+    std::fs::write(env.ws.join("brief.md"), "BRIEF: greet politely\n").expect("brief");
     let (home, ws) = (env.home.clone(), env.ws.clone());
     let out = tokio::task::spawn_blocking(move || {
         reasonix_in(
             &home,
             &ws,
-            &["run", "--json", "--yolo", "write a greeting, then check it"],
+            &[
+                "run",
+                "--json",
+                "--yolo",
+                "write a greeting per @brief.md, then check it",
+            ],
         )
     })
     .await
@@ -208,6 +214,19 @@ async fn run_drives_a_tool_sequence_and_keeps_the_key_off_the_host() {
     // The model saw the tool results, and the key went only to the provider.
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 3);
+    // The @mentioned file was attached to the turn.
+    let first_user = reqs[0]
+        .messages()
+        .into_iter()
+        .find(|m| m["role"] == "user")
+        .expect("user message");
+    assert!(
+        first_user["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("<attached-file path=\"brief.md\">\nBRIEF: greet politely"),
+        "{first_user}"
+    );
     for r in &reqs {
         assert_eq!(
             r.header("authorization"),

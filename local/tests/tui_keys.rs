@@ -37,6 +37,7 @@ fn finish_turn(app: &mut App, f: &mut Feed, rid: &str, text: &str) {
         app,
         0.0,
         EventKind::UserTurn {
+            attachments: Vec::new(),
             request_id: rid.into(),
             text: text.into(),
         },

@@ -24,6 +24,7 @@ fn long_app(messages: usize) -> App {
             &mut app,
             0.0,
             EventKind::UserTurn {
+                attachments: Vec::new(),
                 request_id: format!("r{n}"),
                 text: format!("question number {n}: explain the change"),
             },

@@ -284,6 +284,7 @@ fn status_bar_states() {
         &mut app,
         0.0,
         EventKind::UserTurn {
+            attachments: Vec::new(),
             request_id: "other".into(),
             text: "summarise the README".into(),
         },
@@ -381,6 +382,7 @@ fn streaming_reasoning_and_paused_turn() {
         &mut app,
         0.0,
         EventKind::UserTurn {
+            attachments: Vec::new(),
             request_id: "r1".into(),
             text: "Why does the build take so long?\nIt used to be fast.".into(),
         },

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use reasonix_forward::proto::{Event, EventKind, ToolCall};
+use reasonix_forward::proto::{Attachment, Event, EventKind, ToolCall};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -112,8 +112,10 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
     let mut messages = Vec::new();
     for ev in events {
         match &ev.kind {
-            EventKind::UserTurn { text, .. } => {
-                messages.push(json!({"role": "user", "content": text}));
+            EventKind::UserTurn {
+                text, attachments, ..
+            } => {
+                messages.push(user_message(text, attachments));
             }
             EventKind::AssistantMessage {
                 content,
@@ -136,6 +138,72 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
         }
     }
     messages
+}
+
+/// Largest attached file, in bytes.
+const MAX_ATTACHMENT: usize = 64 * 1024;
+
+/// Files mentioned as `@path` in `text` that exist inside `workspace` (no `..`, no absolute
+/// paths, symlinks resolved and still inside), read now: at most 8 files, 64 KiB each, text
+/// only. Mentions that are not such files are left as plain text.
+pub fn resolve_mentions(workspace: &Path, text: &str) -> Vec<Attachment> {
+    let Ok(root) = workspace.canonicalize() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Attachment> = Vec::new();
+    for word in text.split_whitespace() {
+        let Some(rel) = word.strip_prefix('@') else {
+            continue;
+        };
+        let rel = rel.trim_end_matches([',', '.', ';', ':', '!', '?', ')', '\'', '"']);
+        if rel.is_empty() || Path::new(rel).is_absolute() || out.iter().any(|a| a.path == rel) {
+            continue;
+        }
+        let Ok(full) = root.join(rel).canonicalize() else {
+            continue;
+        };
+        if !full.starts_with(&root) || !full.is_file() {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&full) else {
+            continue;
+        };
+        if bytes.iter().take(8192).any(|b| *b == 0) {
+            continue;
+        }
+        let truncated = bytes.len() > MAX_ATTACHMENT;
+        let mut end = bytes.len().min(MAX_ATTACHMENT);
+        while end > 0 && std::str::from_utf8(&bytes[..end]).is_err() {
+            end -= 1;
+        }
+        out.push(Attachment {
+            path: rel.to_string(),
+            content: String::from_utf8_lossy(&bytes[..end]).into_owned(),
+            truncated,
+        });
+        if out.len() == 8 {
+            break;
+        }
+    }
+    out
+}
+
+/// A user message: the text, then each attached file in a fenced block.
+pub fn user_message(text: &str, attachments: &[Attachment]) -> Value {
+    let mut content = text.to_string();
+    for a in attachments {
+        content.push_str(&format!(
+            "\n\n<attached-file path=\"{}\"{}>\n{}\n</attached-file>",
+            a.path,
+            if a.truncated {
+                " truncated=\"true\""
+            } else {
+                ""
+            },
+            a.content
+        ));
+    }
+    json!({"role": "user", "content": content})
 }
 
 /// An assistant message in OpenAI format. DeepSeek needs `reasoning_content` replayed on
@@ -198,6 +266,26 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mentions_attach_workspace_files_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("src")).expect("ws");
+        std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").expect("file");
+        std::fs::write(dir.path().join("secret.txt"), "outside").expect("outside");
+        std::fs::write(ws.join("bin.dat"), [0u8, 1, 2]).expect("binary");
+        let a = resolve_mentions(
+            &ws,
+            "look at @src/main.rs, not @../secret.txt or @bin.dat or @missing.rs",
+        );
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].path, "src/main.rs");
+        assert_eq!(a[0].content, "fn main() {}\n");
+        let m = user_message("look", &a);
+        let c = m["content"].as_str().expect("content");
+        assert!(c.contains("<attached-file path=\"src/main.rs\">\nfn main() {}\n"));
+    }
 
     #[test]
     fn cache_note_names_the_changed_part() {

@@ -183,7 +183,10 @@ impl Session {
         let mut seen_requests = HashSet::new();
         let mut title = String::new();
         for e in &events {
-            if let EventKind::UserTurn { request_id, text } = &e.kind {
+            if let EventKind::UserTurn {
+                request_id, text, ..
+            } = &e.kind
+            {
                 seen_requests.insert(request_id.clone());
                 if title.is_empty() {
                     title = text.lines().next().unwrap_or("").chars().take(80).collect();
@@ -462,16 +465,16 @@ impl Session {
             if inner.title.is_empty() {
                 inner.title = text.lines().next().unwrap_or("").chars().take(80).collect();
             }
+            let attachments = agent::resolve_mentions(&self.workspace, text);
+            inner.messages.push(agent::user_message(text, &attachments));
             self.emit(
                 &mut inner,
                 EventKind::UserTurn {
                     request_id: request_id.to_string(),
                     text: text.to_string(),
+                    attachments,
                 },
             );
-            inner
-                .messages
-                .push(json!({"role": "user", "content": text}));
             inner.journal.sync()?;
             inner.cancel = Some(cancel.clone());
         }

@@ -983,6 +983,7 @@ mod tests {
         let mut t = Transcript::default();
         t.apply(
             &EventKind::UserTurn {
+                attachments: Vec::new(),
                 request_id: "r".into(),
                 text: "hi".into(),
             },

@@ -127,6 +127,7 @@ pub fn busy_app() -> App {
         &mut app,
         0.0,
         EventKind::UserTurn {
+            attachments: Vec::new(),
             request_id: "r1".into(),
             text: "Fix the off-by-one in src/range.rs and run the tests".into(),
         },
