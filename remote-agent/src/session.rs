@@ -65,7 +65,6 @@ pub enum SessionError {
 }
 
 struct PendingApproval {
-    event: Event,
     answer: oneshot::Sender<ApprovalDecision>,
     tool: String,
     args: Value,
@@ -588,15 +587,6 @@ impl Session {
         Ok(true)
     }
 
-    /// Approval requests still waiting for an answer (re-shown to a client that attaches).
-    pub fn pending_approvals(&self) -> Vec<Event> {
-        self.lock()
-            .approvals
-            .values()
-            .map(|p| p.event.clone())
-            .collect()
-    }
-
     /// Take the checkpoint of the current turn (before its first mutation).
     async fn checkpoint_turn(&self) {
         let Some(store) = self.runtime.checkpoints.clone() else {
@@ -1035,7 +1025,7 @@ impl Session {
         let (tx, rx) = oneshot::channel();
         {
             let mut inner = self.lock();
-            let Some(event) = self.emit(
+            let Some(_requested) = self.emit(
                 &mut inner,
                 EventKind::ApprovalRequested {
                     approval_id: approval_id.clone(),
@@ -1051,7 +1041,6 @@ impl Session {
             inner.approvals.insert(
                 approval_id.clone(),
                 PendingApproval {
-                    event,
                     answer: tx,
                     tool: call.name.clone(),
                     args: args.clone(),
