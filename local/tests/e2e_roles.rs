@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reasonix_forward::proto::{ClientRole, OpenSession, Request, Response, SessionSettings};
+use reasonix_forward::proto::{
+    ClientRole, EventKind, OpenSession, Request, Response, SessionSettings, TurnState,
+};
 use reasonix_local::client::{Client, ClientEvent};
 use reasonix_local::config::{Config, LoadOptions};
 use reasonix_local::connect::LocalConnector;
@@ -167,6 +169,171 @@ async fn second_client_is_read_only_until_it_takes_over() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     if let Ok(Response::Status(s)) = first.request(Request::Status).await {
+        unsafe {
+            libc::kill(s.pid as i32, libc::SIGTERM);
+        }
+    }
+}
+
+/// A driver whose link is down (its laptop unreachable, the link kept for a resume) while a
+/// model reply is awaited shows "waiting for laptop" to everyone watching, and `running`
+/// again once it reconnects; the reply is neither lost nor asked for twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes() {
+    let chunks: Vec<String> = (0..16).map(|i| format!("w{i:02} ")).collect();
+    let mock =
+        MockProvider::start(vec![MockReply::text(&chunks).slow(Duration::from_millis(150))]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        home.join("config.toml"),
+        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_ROLE_KEY\"\n", mock.base_url()),
+    )
+    .expect("config");
+    std::fs::write(home.join(".env"), "RX_ROLE_KEY=sk-roles\n").expect(".env");
+    std::env::set_var("REASONIX_HOME", &home);
+    std::env::remove_var("XDG_RUNTIME_DIR");
+    let config = Config::load(&LoadOptions {
+        home: Some(home.clone()),
+        project_dir: Some(ws.clone()),
+        ..LoadOptions::default()
+    })
+    .expect("config");
+
+    // The driver reaches the host through a wrapper that records each bridge's pid and, on
+    // every reconnect, waits a second first (as a laptop on a dead network would).
+    let pids = dir.path().join("bridge.pids");
+    let wrapper = dir.path().join("slow-reattach");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ -s '{p}' ]; then sleep 1; fi\necho $$ >> '{p}'\nexec '{bin}' \"$@\"\n",
+            p = pids.display(),
+            bin = host_bin().display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let (driver, mut driver_events) = Client::start(
+        Arc::new(LocalConnector {
+            binary: wrapper,
+            workspace: ws.clone(),
+        }),
+        Arc::new(Gateway::new(&config)),
+        reasonix_local::client::options_for(&config).0,
+    );
+    let Response::SessionOpened(o1) = driver.request(open(None, false)).await.expect("open")
+    else {
+        panic!("not opened");
+    };
+    assert_eq!(o1.role, ClientRole::Driver);
+    let (watcher, mut watcher_events) = client(&config, &ws);
+    let Response::SessionOpened(o2) = watcher
+        .request(open(Some(o1.session.clone()), false))
+        .await
+        .expect("open watcher")
+    else {
+        panic!("not opened");
+    };
+    assert_eq!(o2.role, ClientRole::Spectator);
+    assert_eq!(
+        driver
+            .request(Request::SubmitTurn {
+                request_id: "t1".into(),
+                text: "stream".into(),
+            })
+            .await
+            .expect("submit"),
+        Response::Ok
+    );
+
+    // Everything the watcher sees, until the turn finishes.
+    let collect = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(ev) = watcher_events.recv().await {
+            let done = matches!(&ev, ClientEvent::Event(e) if matches!(e.kind, EventKind::TurnFinished { .. }));
+            seen.push(ev);
+            if done {
+                break;
+            }
+        }
+        seen
+    });
+    // Once the reply streams, cut the driver's link: kill its attach bridge.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(ev) = driver_events.recv().await {
+            if matches!(&ev, ClientEvent::Event(e) if matches!(e.kind, EventKind::TextDelta { .. }))
+            {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the reply starts streaming");
+    let first: i32 = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("bridge pid");
+    // SAFETY: kill(2) of the bridge process this test's client started.
+    unsafe {
+        libc::kill(first, libc::SIGKILL);
+    }
+    let seen = tokio::time::timeout(Duration::from_secs(60), collect)
+        .await
+        .expect("the turn finishes")
+        .expect("collector");
+
+    let states: Vec<(TurnState, Option<String>)> = seen
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::State { state, detail } => Some((*state, detail.clone())),
+            _ => None,
+        })
+        .collect();
+    let waiting = states
+        .iter()
+        .position(|(s, d)| {
+            *s == TurnState::WaitingForLaptop
+                && d.as_deref()
+                    .is_some_and(|d| d.contains("link to the driving client is down"))
+        })
+        .unwrap_or_else(|| panic!("no waiting-for-laptop state while the link was down: {states:?}"));
+    assert!(
+        states[waiting..]
+            .iter()
+            .any(|(s, _)| *s == TurnState::Running),
+        "running again after the resume: {states:?}"
+    );
+    let text: String = seen
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Event(ev) => match &ev.kind {
+                EventKind::TextDelta { text } => Some(text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, chunks.concat());
+    assert!(matches!(
+        seen.last(),
+        Some(ClientEvent::Event(e)) if matches!(&e.kind, EventKind::TurnFinished { outcome, .. } if outcome == "completed")
+    ));
+    assert_eq!(mock.request_count(), 1, "the reply was not asked for twice");
+    assert!(
+        std::fs::read_to_string(&pids).expect("pids").lines().count() >= 2,
+        "the driver reconnected through a new bridge"
+    );
+    if let Ok(Response::Status(s)) = watcher.request(Request::Status).await {
         unsafe {
             libc::kill(s.pid as i32, libc::SIGTERM);
         }

@@ -126,6 +126,10 @@ impl Gateway for ConnGateway {
         self.0.id
     }
 
+    fn link_state(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.0.link.watch_connected()
+    }
+
     fn open_mcp(
         &self,
         server: &str,

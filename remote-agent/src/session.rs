@@ -40,6 +40,9 @@ pub trait Gateway: Send + Sync {
     >;
     /// Stable id of the connection (to tell drivers apart).
     fn conn_id(&self) -> u64;
+    /// Whether the gateway's link currently has a transport (false while the laptop is
+    /// unreachable but the link is kept for a resume).
+    fn link_state(&self) -> watch::Receiver<bool>;
     /// True when the driving client is headless (asks are answered with a denial).
     fn headless(&self) -> bool;
 }
@@ -812,6 +815,20 @@ impl Session {
         }
     }
 
+    /// While a model reply is awaited: `running` when the driving client's link is up,
+    /// "waiting for laptop" while it is down (the laptop keeps reading the stream and the
+    /// link replays it on resume, so the turn is not lost, but nothing moves until then).
+    fn show_model_link(&self, up: bool) {
+        if up {
+            self.set_state(TurnState::Running, None);
+        } else {
+            self.set_state(
+                TurnState::WaitingForLaptop,
+                Some("waiting for laptop: the link to the driving client is down; the model reply continues when it reconnects".into()),
+            );
+        }
+    }
+
     async fn model_step(&self, cancel: &CancellationToken) -> Result<Collected, StepEnd> {
         let (stream_base, request) = {
             let inner = self.lock();
@@ -836,7 +853,9 @@ impl Session {
             let Some(gateway) = self.wait_gateway(cancel).await else {
                 return Err(StepEnd::Cancelled);
             };
-            self.set_state(TurnState::Running, None);
+            let mut link_up = gateway.link_state();
+            let mut link_watch = true;
+            self.show_model_link(*link_up.borrow_and_update());
             let mut req = request.clone();
             req.stream_id = format!("{stream_base}-{attempt}");
             let mut rx = gateway.start_stream(req);
@@ -844,6 +863,13 @@ impl Session {
             let end = loop {
                 let chunk = tokio::select! {
                     _ = cancel.cancelled() => return Err(StepEnd::Cancelled),
+                    changed = link_up.changed(), if link_watch => {
+                        match changed {
+                            Ok(()) => self.show_model_link(*link_up.borrow_and_update()),
+                            Err(_) => link_watch = false,
+                        }
+                        continue;
+                    }
                     chunk = rx.recv() => chunk,
                 };
                 match chunk {
