@@ -2,26 +2,17 @@
 //! link for good re-attaches and catches up a session of 100k journal events from the host.
 //! Prints events/s and the time to "caught up".
 
+mod common;
+
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{host_bin, LocalRig};
 use reasonix_forward::proto::{OpenSession, Request, Response, SessionSettings};
-use reasonix_local::client::{Client, ClientEvent};
-use reasonix_local::config::{Config, LoadOptions};
-use reasonix_local::connect::LocalConnector;
-use reasonix_local::gateway::Gateway;
+use reasonix_local::client::ClientEvent;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply};
 use serde_json::{json, Value};
-
-fn host_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run bench/catchup_bench.sh"]
@@ -31,17 +22,8 @@ async fn journal_catchup_of_100k_events() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     let mock = MockProvider::start(vec![MockReply::text(&["seed"])]).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("home");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_B_KEY\"\n", mock.base_url()),
-    )
-    .expect("config");
-    std::fs::write(home.join(".env"), "RX_B_KEY=sk-bench\n").expect(".env");
+    let rig = LocalRig::new(&mock.base_url(), "RX_B_KEY", "sk-bench");
+    let (home, ws) = (rig.home.clone(), rig.ws.clone());
     // One real turn creates the session and its journal.
     let out = Command::new(env!("CARGO_BIN_EXE_reasonix"))
         .args(["run", "--json", "seed"])
@@ -95,23 +77,9 @@ async fn journal_catchup_of_100k_events() {
     drop(f);
 
     // A client with nothing catches up from event 0.
-    std::env::set_var("REASONIX_HOME", &home);
-    std::env::remove_var("XDG_RUNTIME_DIR");
-    let config = Config::load(&LoadOptions {
-        home: Some(home.clone()),
-        project_dir: Some(ws.clone()),
-        ..LoadOptions::default()
-    })
-    .expect("config");
+    let config = rig.config();
     let started = Instant::now();
-    let (client, mut events) = Client::start(
-        Arc::new(LocalConnector {
-            binary: host_bin(),
-            workspace: ws.clone(),
-        }),
-        Arc::new(Gateway::new(&config)),
-        reasonix_local::client::options_for(&config).0,
-    );
+    let (client, mut events) = rig.client(&config);
     let opened = client
         .request(Request::OpenSession(OpenSession {
             session: Some(session),

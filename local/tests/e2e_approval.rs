@@ -1,31 +1,21 @@
 //! Approval round trip through the real link: the host asks, the client answers, the tool
 //! runs (or is denied) exactly once. Uses the library client against the real host binary.
 
+mod common;
+
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
+use common::LocalRig;
 use reasonix_forward::proto::{
     ApprovalDecision, EventKind, OpenSession, Request, Response, SessionSettings,
 };
 use reasonix_local::client::{Client, ClientEvent};
-use reasonix_local::config::{Config, LoadOptions};
-use reasonix_local::connect::LocalConnector;
-use reasonix_local::gateway::Gateway;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::json;
 
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
-
 struct Fixture {
-    _dir: tempfile::TempDir,
+    _rig: LocalRig,
     ws: PathBuf,
     home: PathBuf,
     client: Client,
@@ -33,38 +23,9 @@ struct Fixture {
 }
 
 async fn fixture(mock: &MockProvider) -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("home");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_APPROVAL_KEY\"\n",
-            mock.base_url()
-        ),
-    )
-    .expect("config");
-    std::fs::write(home.join(".env"), "RX_APPROVAL_KEY=sk-approval-test\n").expect("env");
-    // The host process reads REASONIX_HOME from its (allow-listed) environment.
-    std::env::set_var("REASONIX_HOME", &home);
-    std::env::remove_var("XDG_RUNTIME_DIR");
-    let config = Config::load(&LoadOptions {
-        home: Some(home.clone()),
-        project_dir: Some(ws.clone()),
-        ..LoadOptions::default()
-    })
-    .expect("config");
-    let connector = Arc::new(LocalConnector {
-        binary: host_bin(),
-        workspace: ws.clone(),
-    });
-    let (client, events) = Client::start(
-        connector,
-        Arc::new(Gateway::new(&config)),
-        reasonix_local::client::options_for(&config).0,
-    );
+    let rig = LocalRig::new(&mock.base_url(), "RX_APPROVAL_KEY", "sk-approval-test");
+    let config = rig.config();
+    let (client, events) = rig.client(&config);
     let opened = client
         .request(Request::OpenSession(OpenSession {
             new: true,
@@ -80,9 +41,9 @@ async fn fixture(mock: &MockProvider) -> Fixture {
         .expect("open");
     assert!(matches!(opened, Response::SessionOpened(_)));
     Fixture {
-        _dir: dir,
-        ws,
-        home,
+        ws: rig.ws.clone(),
+        home: rig.home.clone(),
+        _rig: rig,
         client,
         events,
     }

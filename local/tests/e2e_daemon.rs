@@ -1,35 +1,21 @@
 //! The host daemon under bad input and over its lifetime: a client that sends a malformed
 //! frame is dropped while the daemon keeps serving others; the daemon exits cleanly when idle.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{host_bin, LocalRig};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply};
 use serde_json::Value;
 
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
-
-fn setup(base_url: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("home");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_D_KEY\"\n"),
-    )
-    .expect("config");
-    (dir, home, ws)
+fn setup(base_url: &str) -> (LocalRig, PathBuf, PathBuf) {
+    let rig = LocalRig::new(base_url, "RX_D_KEY", "sk-daemon");
+    let (home, ws) = (rig.home.clone(), rig.ws.clone());
+    (rig, home, ws)
 }
 
 fn marker(home: &Path) -> Option<Value> {
@@ -55,7 +41,6 @@ fn run_turn(home: &Path, ws: &Path, idle: &str) -> std::process::Output {
         .current_dir(ws)
         .env("REASONIX_HOME", home)
         .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("RX_D_KEY", "sk-daemon")
         .env("REASONIX_IDLE_TIMEOUT_SECS", idle)
         .env_remove("XDG_RUNTIME_DIR")
         .output()

@@ -1,41 +1,16 @@
 //! One writer per session: a second client attaches read-only while the first drives; with
 //! `takeover` it becomes the driver and the first is told it is now read-only.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
+use common::LocalRig;
 use reasonix_forward::proto::{
     ClientRole, EventKind, OpenSession, Request, Response, SessionSettings, TurnState,
 };
-use reasonix_local::client::{Client, ClientEvent};
-use reasonix_local::config::{Config, LoadOptions};
-use reasonix_local::connect::LocalConnector;
-use reasonix_local::gateway::Gateway;
+use reasonix_local::client::ClientEvent;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply};
-
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
-
-fn client(
-    config: &Config,
-    ws: &std::path::Path,
-) -> (Client, tokio::sync::mpsc::UnboundedReceiver<ClientEvent>) {
-    Client::start(
-        Arc::new(LocalConnector {
-            binary: host_bin(),
-            workspace: ws.to_path_buf(),
-        }),
-        Arc::new(Gateway::new(config)),
-        reasonix_local::client::options_for(config).0,
-    )
-}
 
 fn open(session: Option<String>, takeover: bool) -> Request {
     Request::OpenSession(OpenSession {
@@ -57,34 +32,17 @@ async fn second_client_is_read_only_until_it_takes_over() {
         MockReply::text(&["from the second"]),
     ])
     .await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("home");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_ROLE_KEY\"\n", mock.base_url()),
-    )
-    .expect("config");
-    std::fs::write(home.join(".env"), "RX_ROLE_KEY=sk-roles\n").expect(".env");
-    std::env::set_var("REASONIX_HOME", &home);
-    std::env::remove_var("XDG_RUNTIME_DIR");
-    let config = Config::load(&LoadOptions {
-        home: Some(home.clone()),
-        project_dir: Some(ws.clone()),
-        ..LoadOptions::default()
-    })
-    .expect("config");
+    let rig = LocalRig::new(&mock.base_url(), "RX_ROLE_KEY", "sk-roles");
+    let config = rig.config();
 
-    let (first, mut first_events) = client(&config, &ws);
+    let (first, mut first_events) = rig.client(&config);
     let Response::SessionOpened(o1) = first.request(open(None, false)).await.expect("open 1")
     else {
         panic!("not opened");
     };
     assert_eq!(o1.role, ClientRole::Driver);
 
-    let (second, _second_events) = client(&config, &ws);
+    let (second, _second_events) = rig.client(&config);
     let Response::SessionOpened(o2) = second
         .request(open(Some(o1.session.clone()), false))
         .await
@@ -181,38 +139,23 @@ async fn second_client_is_read_only_until_it_takes_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes() {
     let chunks: Vec<String> = (0..16).map(|i| format!("w{i:02} ")).collect();
-    let mock =
-        MockProvider::start(vec![MockReply::text(&chunks).slow(Duration::from_millis(150))]).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("home");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_ROLE_KEY\"\n", mock.base_url()),
-    )
-    .expect("config");
-    std::fs::write(home.join(".env"), "RX_ROLE_KEY=sk-roles\n").expect(".env");
-    std::env::set_var("REASONIX_HOME", &home);
-    std::env::remove_var("XDG_RUNTIME_DIR");
-    let config = Config::load(&LoadOptions {
-        home: Some(home.clone()),
-        project_dir: Some(ws.clone()),
-        ..LoadOptions::default()
-    })
-    .expect("config");
+    let mock = MockProvider::start(vec![
+        MockReply::text(&chunks).slow(Duration::from_millis(150))
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_ROLE_KEY", "sk-roles");
+    let config = rig.config();
 
     // The driver reaches the host through a wrapper that records each bridge's pid and, on
     // every reconnect, waits a second first (as a laptop on a dead network would).
-    let pids = dir.path().join("bridge.pids");
-    let wrapper = dir.path().join("slow-reattach");
+    let pids = rig.dir.path().join("bridge.pids");
+    let wrapper = rig.dir.path().join("slow-reattach");
     std::fs::write(
         &wrapper,
         format!(
             "#!/bin/sh\nif [ -s '{p}' ]; then sleep 1; fi\necho $$ >> '{p}'\nexec '{bin}' \"$@\"\n",
             p = pids.display(),
-            bin = host_bin().display()
+            bin = common::host_bin().display()
         ),
     )
     .expect("wrapper");
@@ -221,20 +164,12 @@ async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes()
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .expect("chmod");
-    let (driver, mut driver_events) = Client::start(
-        Arc::new(LocalConnector {
-            binary: wrapper,
-            workspace: ws.clone(),
-        }),
-        Arc::new(Gateway::new(&config)),
-        reasonix_local::client::options_for(&config).0,
-    );
-    let Response::SessionOpened(o1) = driver.request(open(None, false)).await.expect("open")
-    else {
+    let (driver, mut driver_events) = rig.client_via(&config, &wrapper);
+    let Response::SessionOpened(o1) = driver.request(open(None, false)).await.expect("open") else {
         panic!("not opened");
     };
     assert_eq!(o1.role, ClientRole::Driver);
-    let (watcher, mut watcher_events) = client(&config, &ws);
+    let (watcher, mut watcher_events) = rig.client(&config);
     let Response::SessionOpened(o2) = watcher
         .request(open(Some(o1.session.clone()), false))
         .await
@@ -306,7 +241,9 @@ async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes()
                 && d.as_deref()
                     .is_some_and(|d| d.contains("link to the driving client is down"))
         })
-        .unwrap_or_else(|| panic!("no waiting-for-laptop state while the link was down: {states:?}"));
+        .unwrap_or_else(|| {
+            panic!("no waiting-for-laptop state while the link was down: {states:?}")
+        });
     assert!(
         states[waiting..]
             .iter()
@@ -330,7 +267,11 @@ async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes()
     ));
     assert_eq!(mock.request_count(), 1, "the reply was not asked for twice");
     assert!(
-        std::fs::read_to_string(&pids).expect("pids").lines().count() >= 2,
+        std::fs::read_to_string(&pids)
+            .expect("pids")
+            .lines()
+            .count()
+            >= 2,
         "the driver reconnected through a new bridge"
     );
     if let Ok(Response::Status(s)) = watcher.request(Request::Status).await {

@@ -1,0 +1,86 @@
+//! Shared fixture of the local-mode end-to-end tests: a laptop home whose config points at
+//! the scripted mock provider, a workspace folder, and the host binary built next to
+//! `reasonix`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use reasonix_local::client::{Client, ClientEvent};
+use reasonix_local::config::{Config, LoadOptions};
+use reasonix_local::connect::LocalConnector;
+use reasonix_local::gateway::Gateway;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// The `reasonix-remote` built by `cargo build --workspace --bins`.
+pub fn host_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
+        .parent()
+        .expect("bin dir")
+        .join("reasonix-remote");
+    assert!(p.is_file(), "build the workspace binaries first");
+    p
+}
+
+/// A temporary laptop home (`home/`, used as `REASONIX_HOME`) and workspace (`ws/`).
+pub struct LocalRig {
+    /// Owns both folders.
+    pub dir: tempfile::TempDir,
+    /// `REASONIX_HOME`: `config.toml` and `.env` live here.
+    pub home: PathBuf,
+    /// The workspace.
+    pub ws: PathBuf,
+}
+
+impl LocalRig {
+    /// A home whose only provider is the mock at `base_url` (model `mock/m`), its key in
+    /// `home/.env` as `key_env=key`.
+    pub fn new(base_url: &str, key_env: &str, key: &str) -> LocalRig {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(&ws).expect("ws");
+        std::fs::write(
+            home.join("config.toml"),
+            format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"{key_env}\"\n"),
+        )
+        .expect("config");
+        std::fs::write(home.join(".env"), format!("{key_env}={key}\n")).expect(".env");
+        LocalRig { dir, home, ws }
+    }
+
+    /// Point this process (and the host processes it starts, which read `REASONIX_HOME`
+    /// from their allow-listed environment) at the rig's home and load its config.
+    pub fn config(&self) -> Config {
+        std::env::set_var("REASONIX_HOME", &self.home);
+        std::env::remove_var("XDG_RUNTIME_DIR");
+        Config::load(&LoadOptions {
+            home: Some(self.home.clone()),
+            project_dir: Some(self.ws.clone()),
+            ..LoadOptions::default()
+        })
+        .expect("config")
+    }
+
+    /// A library client of the workspace through `binary` (normally [`host_bin`]).
+    pub fn client_via(
+        &self,
+        config: &Config,
+        binary: &Path,
+    ) -> (Client, UnboundedReceiver<ClientEvent>) {
+        Client::start(
+            Arc::new(LocalConnector {
+                binary: binary.to_path_buf(),
+                workspace: self.ws.clone(),
+            }),
+            Arc::new(Gateway::new(config)),
+            reasonix_local::client::options_for(config).0,
+        )
+    }
+
+    /// A library client of the workspace through the real host binary.
+    pub fn client(&self, config: &Config) -> (Client, UnboundedReceiver<ClientEvent>) {
+        self.client_via(config, &host_bin())
+    }
+}
