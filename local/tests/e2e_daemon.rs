@@ -141,3 +141,82 @@ async fn idle_daemon_exits_cleanly() {
     let m = marker(&home).expect("marker");
     assert_eq!(m["clean"], true, "a clean idle exit is recorded: {m}");
 }
+
+/// Connect to `socket` as `uid` and return what the daemon sent first (empty: it hung up).
+fn first_bytes_as(uid: u32, socket: &Path) -> String {
+    use std::os::unix::process::CommandExt;
+    let script = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.settimeout(10)\ns.connect(sys.argv[1])\nd=s.recv(15)\nsys.stdout.write(d.decode('latin-1'))\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(socket)
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "connect as uid {uid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_socket_is_private_and_other_users_are_refused() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mock = MockProvider::start(vec![MockReply::text(&["hi"])]).await;
+    let (_rig, home, ws) = setup(&mock.base_url());
+    let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "60"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
+    let run = home.join("run");
+    let socket = std::fs::read_dir(&run)
+        .expect("run dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("the daemon socket");
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").mode() & 0o777;
+    assert_eq!(mode(&run), 0o700, "socket directory");
+    assert_eq!(mode(&socket), 0o600, "socket");
+    assert_eq!(mode(&home), 0o700, "state home");
+
+    // The owner is served: the daemon greets with its preamble.
+    assert!(first_bytes_as(0, &socket).starts_with("REASONIX-LINK/"));
+    // Open every door the modes close, so only the daemon's own peer check is left: another
+    // user reaches the socket and is hung up on without a byte.
+    let open = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
+    };
+    let mut dir = socket.parent().map(Path::to_path_buf);
+    while let Some(d) = dir {
+        if d == Path::new("/") {
+            break;
+        }
+        if mode(&d) & 0o001 == 0 {
+            open(&d, mode(&d) | 0o011);
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    open(&socket, 0o666);
+    assert_eq!(first_bytes_as(65534, &socket), "", "another user was served");
+    assert!(alive(pid), "the daemon keeps running");
+    let log = std::fs::read_dir(home.join("logs"))
+        .expect("logs")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect::<String>();
+    assert!(
+        log.contains("refused a client with uid 65534"),
+        "the daemon log names the refused uid:\n{log}"
+    );
+    // And the owner is still served.
+    assert!(first_bytes_as(0, &socket).starts_with("REASONIX-LINK/"));
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+}
