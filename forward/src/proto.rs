@@ -160,6 +160,17 @@ pub enum Request {
         /// Path relative to the workspace root.
         path: String,
     },
+    /// The MCP servers this client can use, started first so each is `ready` (with its tools)
+    /// or `failed` (with the reason). Answered with [`Response::McpServers`]. With a session
+    /// open: the workspace's host servers plus the session's laptop servers. Without one:
+    /// the host servers plus the laptop servers named in `laptop`, each started through this
+    /// link for the answer only and stopped again.
+    McpStatus {
+        /// Laptop-side servers to list when no session is open (names from the laptop's
+        /// config); ignored when a session is open.
+        #[serde(default)]
+        laptop: Vec<String>,
+    },
 
     // ---- daemon -> client ----
     /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
@@ -270,6 +281,31 @@ pub enum Response {
     },
     /// Answer to [`Request::Provider`]: the gateway accepted the stream.
     ProviderAccepted,
+    /// Answer to [`Request::McpStatus`].
+    McpServers {
+        /// Every server, host ones first, each group sorted by name.
+        servers: Vec<McpServerInfo>,
+    },
+}
+
+/// One MCP server as `/mcp` and `reasonix mcp list` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerInfo {
+    /// Server name (its tools are exposed as `mcp__<name>__<tool>`).
+    pub name: String,
+    /// Where the server process runs: `host` or `laptop`.
+    pub run_on: String,
+    /// How the host reaches it (`stdio: …`, `http: …`, `channel: laptop`).
+    #[serde(default)]
+    pub transport: String,
+    /// `starting`, `ready` or `failed`.
+    pub state: String,
+    /// Why it failed (set with `state == "failed"`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Exposed names of its tools (`mcp__<name>__<tool>`), sorted.
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 /// Daemon status.

@@ -57,6 +57,33 @@ enum Cmd {
         #[command(subcommand)]
         action: RemoteCmd,
     },
+    /// MCP servers: where each runs, its state and its tools.
+    Mcp {
+        #[command(subcommand)]
+        action: McpCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCmd {
+    /// Start every MCP server of the workspace (host) and of the laptop config, and list each
+    /// with where it runs, its state (ready, or failed with the reason) and its tools.
+    List(McpListArgs),
+}
+
+#[derive(Args)]
+struct McpListArgs {
+    /// Print one JSON object per server instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Workspace folder (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// List the servers of a host workspace over SSH: `[user@]host[:/path]`.
+    #[arg(long, value_name = "DEST")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
 }
 
 #[derive(Args)]
@@ -205,6 +232,9 @@ fn main() -> ExitCode {
         Some(Cmd::Run(args)) => rt.block_on(run(args)),
         Some(Cmd::Remote { action }) => rt.block_on(remote(action)),
         Some(Cmd::Rewind(args)) => rt.block_on(rewind(args)),
+        Some(Cmd::Mcp {
+            action: McpCmd::List(args),
+        }) => rt.block_on(mcp_list(args)),
         Some(Cmd::Ssh {
             dest,
             ssh,
@@ -586,6 +616,112 @@ async fn remote_ping(args: &RemoteArgs) -> i32 {
             1
         }
     }
+}
+
+/// `reasonix mcp list`: connect like `run` does (so the host can open the laptop servers on
+/// this link), ask for the MCP status and print it. A server that failed is a listed state;
+/// only a connection failure makes the command fail.
+async fn mcp_list(args: McpListArgs) -> i32 {
+    use reasonix_forward::proto::{Request, Response};
+    let workspace = match args
+        .workspace
+        .clone()
+        .map(Ok)
+        .unwrap_or_else(std::env::current_dir)
+    {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("reasonix: cannot determine the workspace: {e}");
+            return 2;
+        }
+    };
+    let config = match load_config(&workspace, None) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    for w in config.warnings() {
+        eprintln!("reasonix: warning: {w}");
+    }
+    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let (options, laptop) = reasonix_local::client::options_for(&config);
+    let laptop_host = options.laptop_mcp.clone();
+    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
+    let (client, mut events) = reasonix_local::client::Client::start(connector, gateway, options);
+    let failed = async {
+        while let Some(ev) = events.recv().await {
+            if let reasonix_local::client::ClientEvent::Connection(
+                reasonix_local::client::ConnState::Failed { reason },
+            ) = ev
+            {
+                return reason;
+            }
+        }
+        "the client stopped".to_string()
+    };
+    // Servers start concurrently within their own startup timeouts (30 s by default); the
+    // limit here only guards against a host that never answers.
+    let limit = std::time::Duration::from_secs(300);
+    let answer = tokio::select! {
+        r = tokio::time::timeout(limit, client.request(Request::McpStatus { laptop })) => r,
+        reason = failed => {
+            eprintln!("reasonix: {reason}");
+            return 1;
+        }
+    };
+    if let Some(h) = laptop_host {
+        h.close_all();
+    }
+    let servers = match answer {
+        Ok(Ok(Response::McpServers { servers })) => servers,
+        Ok(Ok(other)) => {
+            eprintln!("reasonix: unexpected answer {other:?}");
+            return 1;
+        }
+        Ok(Err(e)) => {
+            // The request can end first when the supervisor gives up; its reason says why.
+            let mut reason = e.to_string();
+            while let Ok(ev) = events.try_recv() {
+                if let reasonix_local::client::ClientEvent::Connection(
+                    reasonix_local::client::ConnState::Failed { reason: r },
+                ) = ev
+                {
+                    reason = r;
+                }
+            }
+            eprintln!("reasonix: {reason}");
+            return 1;
+        }
+        Err(_) => {
+            eprintln!(
+                "reasonix: no answer from the host within {} s",
+                limit.as_secs()
+            );
+            return 1;
+        }
+    };
+    if args.json {
+        for s in &servers {
+            match serde_json::to_string(s) {
+                Ok(line) => println!("{line}"),
+                Err(e) => {
+                    eprintln!("reasonix: cannot encode the answer: {e}");
+                    return 1;
+                }
+            }
+        }
+    } else {
+        print!("{}", reasonix_local::tui::mcp_table(&servers));
+    }
+    0
 }
 
 /// The transport for a command: SSH when `--ssh DEST` is given, else local mode.

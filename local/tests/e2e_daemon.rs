@@ -203,7 +203,11 @@ async fn the_daemon_socket_is_private_and_other_users_are_refused() {
         dir = d.parent().map(Path::to_path_buf);
     }
     open(&socket, 0o666);
-    assert_eq!(first_bytes_as(65534, &socket), "", "another user was served");
+    assert_eq!(
+        first_bytes_as(65534, &socket),
+        "",
+        "another user was served"
+    );
     assert!(alive(pid), "the daemon keeps running");
     let log = std::fs::read_dir(home.join("logs"))
         .expect("logs")

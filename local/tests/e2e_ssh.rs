@@ -311,3 +311,78 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
         ours()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_list_over_ssh_shows_host_and_laptop_servers() {
+    let sshd = Sshd::start(SshdConfig {
+        allow_tcp_forwarding: false,
+        allow_stream_local_forwarding: false,
+        ..SshdConfig::default()
+    })
+    .expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    // Host servers of the workspace: a real one and one whose command does not exist.
+    user.write_file(
+        "ws/reasonix.toml",
+        "[[mcp]]\nname = \"hev\"\ncommand = \"mcp-server-everything\"\nargs = [\"stdio\"]\n\n[[mcp]]\nname = \"gone\"\ncommand = \"reasonix-test-no-such-mcp-server\"\n",
+        0o644,
+    )
+    .expect("workspace config");
+    // No model request is made: the provider is never contacted.
+    let l = laptop(&sshd, "http://127.0.0.1:9");
+    user.authorize(&l.key.public).expect("authorize");
+    let dest = format!("{}@127.0.0.1:ws", user.name);
+
+    let out = tokio::task::block_in_place(|| {
+        reasonix(&l, &sshd, &["mcp", "list", "--json", "--ssh", &dest])
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let servers: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let get = |name: &str| {
+        servers
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+            .clone()
+    };
+    assert_eq!(servers.len(), 3, "{stdout}");
+    let lap = get("lap");
+    assert_eq!(lap["run_on"], "laptop", "{stdout}");
+    assert_eq!(lap["state"], "ready", "{stdout}");
+    let lap_tools: Vec<&str> = lap["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(lap_tools.contains(&"mcp__lap__echo"), "{stdout}");
+    let hev = get("hev");
+    assert_eq!(hev["run_on"], "host", "{stdout}");
+    assert_eq!(hev["state"], "ready", "{stdout}");
+    assert!(
+        hev["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t == "mcp__hev__echo"),
+        "{stdout}"
+    );
+    let gone = get("gone");
+    assert_eq!(gone["run_on"], "host", "{stdout}");
+    assert_eq!(gone["state"], "failed", "{stdout}");
+    assert!(
+        gone["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reasonix-test-no-such-mcp-server"),
+        "{stdout}"
+    );
+}

@@ -8,7 +8,7 @@ use reasonix_bootstrap::{
     HostKeyAnswer, HostKeyQuestion, HostKeyStatus, Prompter, SecretPrompt, SecretPurpose,
 };
 use reasonix_forward::proto::{
-    ApprovalDecision, ClientRole, DirEntry, EventKind, RewindScope, TurnState,
+    ApprovalDecision, ClientRole, DirEntry, EventKind, McpServerInfo, RewindScope, TurnState,
 };
 use reasonix_local::client::ClientEvent;
 use reasonix_local::tui::{prompter_channel, Action, App, AppEvent, OpenParams, PromptRequest};
@@ -239,11 +239,84 @@ fn slash_completion_and_commands() {
         Some("/usr/bin/env fails here")
     );
 
-    // /mcp is reserved.
-    type_str(&mut app, "/mcp");
+    // /compact is reserved.
+    type_str(&mut app, "/compact");
     app.handle_key(key(KeyCode::Esc));
     app.handle_key(enter());
-    assert!(draw(&app, 80, 24).contains("/mcp is not available yet"));
+    assert!(draw(&app, 80, 24).contains("/compact is not available yet"));
+}
+
+fn mcp_server(name: &str, run_on: &str, state: &str, reason: Option<&str>) -> McpServerInfo {
+    McpServerInfo {
+        name: name.into(),
+        run_on: run_on.into(),
+        transport: String::new(),
+        state: state.into(),
+        reason: reason.map(str::to_string),
+        tools: if state == "ready" {
+            (0..30)
+                .map(|i| format!("mcp__{name}__tool_{i:02}"))
+                .collect()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+#[test]
+fn mcp_panel_asks_the_host_refreshes_scrolls_and_closes() {
+    let (mut app, _) = ready_app();
+    type_str(&mut app, "/mcp");
+    app.handle_key(key(KeyCode::Esc));
+    assert_eq!(app.handle_key(enter()), vec![Action::McpStatus]);
+    assert!(draw(&app, 80, 24).contains("starting and listing the servers"));
+    // Keys go to the panel, not the composer.
+    assert!(app.handle_key(key(KeyCode::Char('x'))).is_empty());
+
+    // A failed request shows in the panel; `r` asks again.
+    app.handle(AppEvent::RequestFailed {
+        what: "mcp".into(),
+        message: "the link was closed".into(),
+    });
+    assert!(draw(&app, 80, 24).contains("could not ask the host: the link was closed"));
+    assert_eq!(
+        app.handle_key(key(KeyCode::Char('r'))),
+        vec![Action::McpStatus]
+    );
+
+    // Many servers: the list scrolls; the last one comes into view.
+    let mut list: Vec<McpServerInfo> = (0..8)
+        .map(|i| mcp_server(&format!("srv{i}"), "host", "ready", None))
+        .collect();
+    list.push(mcp_server(
+        "zz-broken",
+        "laptop",
+        "failed",
+        Some("could not start `nope`"),
+    ));
+    app.handle(AppEvent::McpServers(list));
+    let first = draw(&app, 80, 24);
+    assert!(first.contains("srv0"), "{first}");
+    assert!(!first.contains("zz-broken"), "{first}");
+    for _ in 0..60 {
+        app.handle_key(key(KeyCode::Down));
+    }
+    let last = draw(&app, 80, 24);
+    assert!(last.contains("zz-broken"), "{last}");
+    assert!(last.contains("could not start `nope`"), "{last}");
+    assert!(!last.contains("srv0 "), "{last}");
+    // Scrolling is clamped at the end: four pages back up reach the top again.
+    for _ in 0..4 {
+        app.handle_key(key(KeyCode::PageUp));
+    }
+    let top = draw(&app, 80, 24);
+    assert!(top.contains("srv0"), "{top}");
+
+    // Esc closes it; the composer works again.
+    app.handle_key(key(KeyCode::Esc));
+    assert!(!draw(&app, 80, 24).contains("MCP servers"));
+    type_str(&mut app, "hi");
+    assert!(submitted(&app.handle_key(enter())).is_some());
 }
 
 #[test]

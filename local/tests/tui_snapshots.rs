@@ -12,7 +12,7 @@ use reasonix_bootstrap::{
     HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, SecretPurpose, Stage,
 };
 use reasonix_forward::proto::{
-    ClientRole, DaemonStatus, DirEntry, EventKind, SessionInfo, TurnState,
+    ClientRole, DaemonStatus, DirEntry, EventKind, McpServerInfo, SessionInfo, TurnState,
 };
 use reasonix_local::client::{ClientEvent, ConnState};
 use reasonix_local::tui::{App, AppEvent, PromptRequest};
@@ -370,6 +370,61 @@ fn help_status_sessions_and_model_overlays() {
     type_str(&mut app, "/model");
     app.handle_key(key(KeyCode::Enter));
     snap("overlay_model", &app);
+}
+
+#[test]
+fn mcp_overlay_loading_and_listed() {
+    let mut app = busy_app();
+    type_str(&mut app, "/mcp");
+    app.handle_key(key(KeyCode::Esc));
+    let actions = app.handle_key(key(KeyCode::Enter));
+    assert_eq!(actions, vec![reasonix_local::tui::Action::McpStatus]);
+    snap("overlay_mcp_loading", &app);
+    app.handle(AppEvent::McpServers(vec![
+        McpServerInfo {
+            name: "broken".into(),
+            run_on: "host".into(),
+            transport: "stdio: no-such-server".into(),
+            state: "failed".into(),
+            reason: Some(
+                "could not start `no-such-server`: No such file or directory (os error 2)".into(),
+            ),
+            tools: vec![],
+        },
+        McpServerInfo {
+            name: "time".into(),
+            run_on: "host".into(),
+            transport: "stdio: mcp-server-time".into(),
+            state: "ready".into(),
+            reason: None,
+            tools: vec![
+                "mcp__time__convert_time".into(),
+                "mcp__time__get_current_time".into(),
+            ],
+        },
+        McpServerInfo {
+            name: "lap".into(),
+            run_on: "laptop".into(),
+            transport: "channel: laptop".into(),
+            state: "ready".into(),
+            reason: None,
+            tools: [
+                "add",
+                "echo",
+                "get-env",
+                "get-resource-links",
+                "get-sum",
+                "long-running-operation",
+                "print-env",
+                "sample-llm",
+                "structured-content",
+            ]
+            .iter()
+            .map(|t| format!("mcp__lap__{t}"))
+            .collect(),
+        },
+    ]));
+    snap("overlay_mcp", &app);
 }
 
 #[test]

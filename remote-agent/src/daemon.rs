@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use reasonix_forward::handshake::{server_accept, server_welcome};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
-    ClientRole, DaemonStatus, DirEntry, Notification, OpenSession, ProviderChunk, ProviderRequest,
-    Request, Response, RpcError, SessionOpened, SessionSettings, Welcome, PROTOCOL_VERSION,
+    ClientRole, DaemonStatus, DirEntry, McpServerInfo, Notification, OpenSession, ProviderChunk,
+    ProviderRequest, Request, Response, RpcError, SessionOpened, SessionSettings, Welcome,
+    PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{Incoming, Rpc};
 use tokio::net::{UnixListener, UnixStream};
@@ -589,6 +590,7 @@ impl Daemon {
                     .map_err(|e| RpcError::new("rewind", e))
             }
             Request::ListDir { path } => self.list_dir(&path),
+            Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
             Request::McpOpen { .. } => Err(RpcError::new(
                 "bad_request",
                 "MCP servers are opened by the host on the laptop, not the other way round",
@@ -598,6 +600,27 @@ impl Daemon {
                 "the host has no provider gateway; provider requests go from host to laptop",
             )),
         }
+    }
+
+    /// `/mcp` and `reasonix mcp list`: the host servers, then the laptop servers of the open
+    /// session, or (no session open) the laptop servers `laptop` started through this link
+    /// for this answer only.
+    async fn mcp_status(&self, conn: &Arc<Conn>, laptop: &[String]) -> Response {
+        self.runtime.mcp.start_pending().await;
+        let mut servers: Vec<McpServerInfo> = self
+            .runtime
+            .mcp
+            .status()
+            .iter()
+            .map(|s| s.to_info())
+            .collect();
+        let session = lock(&conn.session).as_ref().map(|(s, _)| Arc::clone(s));
+        let laptop_status = match session {
+            Some(session) => session.laptop_mcp_status().await,
+            None => probe_laptop_mcp(conn, laptop).await,
+        };
+        servers.extend(laptop_status.iter().map(|s| s.to_info()));
+        Response::McpServers { servers }
     }
 
     fn driven_session(&self, conn: &Arc<Conn>) -> Result<Arc<Session>, RpcError> {
@@ -801,6 +824,31 @@ impl Daemon {
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Response::DirEntries { entries })
     }
+}
+
+/// Starts the laptop servers `names` through `conn` (as a session would), reports them and
+/// stops them again.
+async fn probe_laptop_mcp(conn: &Arc<Conn>, names: &[String]) -> Vec<crate::mcp::McpServerStatus> {
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let mut manager = crate::mcp::McpManager::new(crate::mcp::McpSettings::default());
+    for name in names {
+        let conn = Arc::clone(conn);
+        let server = name.clone();
+        let opener: crate::mcp::ChannelOpener =
+            Arc::new(move || ConnGateway(Arc::clone(&conn)).open_mcp(&server));
+        let mut spec = crate::mcp::McpServerSpec::stdio(name, "laptop", &[]);
+        spec.run_on = crate::mcp::RunOn::Laptop;
+        manager.add(
+            spec,
+            Arc::new(crate::mcp::ChannelTransport::new("laptop", opener)),
+        );
+    }
+    manager.start_all().await;
+    let status = manager.status();
+    manager.shutdown().await;
+    status
 }
 
 fn no_session() -> RpcError {

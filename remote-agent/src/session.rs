@@ -312,6 +312,17 @@ impl Session {
         *slot = Some(Arc::new(manager));
     }
 
+    /// The session's laptop-side MCP servers (empty when the driver configured none). Waits
+    /// for a start in progress ([`setup_laptop_mcp`](Self::setup_laptop_mcp)) to finish, so
+    /// each is reported ready or failed.
+    pub async fn laptop_mcp_status(&self) -> Vec<crate::mcp::McpServerStatus> {
+        let manager = self.laptop_mcp.lock().await.clone();
+        match manager {
+            Some(m) => m.status(),
+            None => Vec::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock means a panic while journaling; the data is still consistent
         // enough to keep serving (each append is one write).

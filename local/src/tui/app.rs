@@ -10,8 +10,8 @@ use reasonix_bootstrap::{
     HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, Stage,
 };
 use reasonix_forward::proto::{
-    ApprovalDecision, ClientRole, DaemonStatus, DirEntry, EventKind, RewindScope, SessionInfo,
-    SessionOpened, TurnState,
+    ApprovalDecision, ClientRole, DaemonStatus, DirEntry, EventKind, McpServerInfo, RewindScope,
+    SessionInfo, SessionOpened, TurnState,
 };
 use tokio::sync::oneshot;
 use zeroize::Zeroizing;
@@ -106,6 +106,8 @@ pub enum Action {
     },
     /// Send `Request::Status`.
     Status,
+    /// Send `Request::McpStatus`.
+    McpStatus,
     /// Put this text on the clipboard with OSC 52.
     Copy(String),
     /// Skip the reconnect backoff.
@@ -158,6 +160,8 @@ pub enum AppEvent {
     },
     /// Answer to `Status`.
     Status(DaemonStatus),
+    /// Answer to `McpStatus`.
+    McpServers(Vec<McpServerInfo>),
     /// `Takeover` succeeded.
     TookOver,
     /// Answer to `Rewind`.
@@ -237,6 +241,12 @@ pub(crate) enum Overlay {
     },
     Models {
         sel: usize,
+    },
+    /// `/mcp`: `list` is `None` while the host starts and lists the servers.
+    Mcp {
+        list: Option<Vec<McpServerInfo>>,
+        error: Option<String>,
+        scroll: usize,
     },
 }
 
@@ -334,7 +344,11 @@ pub(crate) const COMMANDS: &[(&str, &str, &str)] = &[
         "",
         "summarise the conversation (not available yet)",
     ),
-    ("mcp", "", "MCP servers and tools (not available yet)"),
+    (
+        "mcp",
+        "",
+        "MCP servers: where each runs, its state and its tools",
+    ),
     ("quit", "", "leave Reasonix (the host keeps the session)"),
 ];
 
@@ -404,6 +418,9 @@ pub struct App {
     pub(crate) scroll: Scroll,
     /// Size of the transcript view at the last render (for key-driven scrolling).
     pub(crate) view: std::cell::Cell<(u16, u16)>,
+    /// Largest scroll offset of the open scrollable overlay at the last render (keys clamp
+    /// to it so scrolling back up starts moving at once); unbounded until it is drawn.
+    pub(crate) overlay_max_scroll: std::cell::Cell<usize>,
     pub(crate) composer: Composer,
     pub(crate) completion: Option<Completion>,
     completion_dismissed: Option<String>,
@@ -485,6 +502,7 @@ impl App {
             transcript: Transcript::default(),
             scroll: Scroll::Follow,
             view: std::cell::Cell::new((80, 20)),
+            overlay_max_scroll: std::cell::Cell::new(usize::MAX),
             composer: Composer::default(),
             completion: None,
             completion_dismissed: None,
@@ -663,6 +681,13 @@ impl App {
                 self.dir_cache.insert(path, entries);
                 self.refresh_completion()
             }
+            AppEvent::McpServers(servers) => {
+                if let Some(Overlay::Mcp { list, error, .. }) = &mut self.overlay {
+                    *list = Some(servers);
+                    *error = None;
+                }
+                Vec::new()
+            }
             AppEvent::Status(s) => {
                 if !s.sandbox.is_empty() {
                     self.sandbox = Some(s.sandbox.clone());
@@ -711,6 +736,12 @@ impl App {
                 }
                 if what == "submit" {
                     self.sending = None;
+                }
+                if what == "mcp" {
+                    if let Some(Overlay::Mcp { error, .. }) = &mut self.overlay {
+                        *error = Some(message);
+                        return Vec::new();
+                    }
                 }
                 self.transcript
                     .notice(format!("{what} failed: {message}"), Level::Error);
@@ -1041,14 +1072,16 @@ impl App {
         if ctrl && key.code == KeyCode::Char('c') {
             return self.ctrl_c();
         }
-        if let Some(Overlay::Help { scroll }) = self.overlay.as_mut() {
+        let max_scroll = self.overlay_max_scroll.get();
+        if let Some(Overlay::Help { scroll } | Overlay::Mcp { scroll, .. }) = self.overlay.as_mut()
+        {
             match key.code {
                 KeyCode::PageUp => {
-                    *scroll = scroll.saturating_sub(10);
+                    *scroll = (*scroll).min(max_scroll).saturating_sub(10);
                     return Vec::new();
                 }
                 KeyCode::PageDown => {
-                    *scroll += 10;
+                    *scroll = (*scroll + 10).min(max_scroll);
                     return Vec::new();
                 }
                 _ => {}
@@ -1266,6 +1299,7 @@ impl App {
     }
 
     fn overlay_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let max_scroll = self.overlay_max_scroll.get();
         let Some(ov) = self.overlay.as_mut() else {
             return Vec::new();
         };
@@ -1279,8 +1313,10 @@ impl App {
         match ov {
             Overlay::Help { scroll } => {
                 match key.code {
-                    KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                    KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        *scroll = (*scroll).min(max_scroll).saturating_sub(1)
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(max_scroll),
                     KeyCode::Enter => self.overlay = None,
                     _ => {}
                 }
@@ -1289,6 +1325,26 @@ impl App {
             Overlay::Status => {
                 if key.code == KeyCode::Enter {
                     self.overlay = None;
+                }
+                Vec::new()
+            }
+            Overlay::Mcp { scroll, .. } => {
+                match key.code {
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        *scroll = (*scroll).min(max_scroll).saturating_sub(1)
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(max_scroll),
+                    KeyCode::Enter => self.overlay = None,
+                    KeyCode::Char('r') => {
+                        self.overlay_max_scroll.set(usize::MAX);
+                        self.overlay = Some(Overlay::Mcp {
+                            list: None,
+                            error: None,
+                            scroll: 0,
+                        });
+                        return vec![Action::McpStatus];
+                    }
+                    _ => {}
                 }
                 Vec::new()
             }
@@ -1559,6 +1615,7 @@ impl App {
         };
         match name {
             "help" | "?" => {
+                self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Help { scroll: 0 });
                 Vec::new()
             }
@@ -1614,7 +1671,16 @@ impl App {
                 vec![Action::Quit]
             }
             "rewind" => self.rewind_command(arg),
-            "compact" | "mcp" => {
+            "mcp" => {
+                self.overlay_max_scroll.set(usize::MAX);
+                self.overlay = Some(Overlay::Mcp {
+                    list: None,
+                    error: None,
+                    scroll: 0,
+                });
+                vec![Action::McpStatus]
+            }
+            "compact" => {
                 self.transcript.notice(
                     format!("/{name} is not available yet in this build"),
                     Level::Warn,

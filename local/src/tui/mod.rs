@@ -14,6 +14,7 @@ mod app;
 mod composer;
 mod diff;
 mod markdown;
+mod mcp;
 pub mod osc52;
 mod prompter;
 mod render;
@@ -23,6 +24,7 @@ mod transcript;
 mod wrap;
 
 pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest};
+pub use mcp::mcp_table;
 pub use prompter::{prompter_channel, TuiPrompter, TuiPrompts};
 pub use render::render;
 pub use runner::{app_settings, run_tui, TuiOptions};

@@ -12,7 +12,7 @@ use super::app::{App, CompKind, ConnView, Overlay, PromptModal, COMMANDS, KEYS};
 use super::diff;
 use super::theme;
 use super::transcript::Scroll;
-use super::wrap::{truncate, truncate_left, width as text_width, wrap_line, wrap_text};
+use super::wrap::{sanitize, truncate, truncate_left, width as text_width, wrap_line, wrap_text};
 
 /// Draw the whole screen.
 pub fn render(app: &App, frame: &mut Frame<'_>) {
@@ -1076,6 +1076,7 @@ fn render_overlay(
             let room = (area.height as usize).saturating_sub(3);
             let max_scroll = lines.len().saturating_sub(room);
             let s = (*scroll).min(max_scroll);
+            app.overlay_max_scroll.set(max_scroll);
             let mut shown: Vec<Line<'static>> = lines.into_iter().skip(s).take(room).collect();
             if max_scroll > 0 {
                 shown.truncate(room.saturating_sub(1));
@@ -1253,6 +1254,33 @@ fn render_overlay(
                 max_w,
             );
         }
+        Overlay::Mcp {
+            list,
+            error,
+            scroll,
+        } => {
+            let lines = mcp_lines(app, list.as_deref(), error.as_deref(), iw);
+            let room = (area.height as usize).saturating_sub(4).max(1);
+            let max_scroll = lines.len().saturating_sub(room);
+            let s = (*scroll).min(max_scroll);
+            app.overlay_max_scroll.set(max_scroll);
+            let mut shown: Vec<Line<'static>> = lines.into_iter().skip(s).take(room).collect();
+            shown.push(Line::default());
+            let keys = if max_scroll > 0 {
+                format!("↑/↓ scroll ({s}/{max_scroll}) · r refresh · Esc close")
+            } else {
+                "r refresh · Esc close".to_string()
+            };
+            shown.push(Line::from(Span::styled(keys, theme::dim())));
+            show_modal(
+                frame,
+                area,
+                "MCP servers",
+                theme::border_active(),
+                shown,
+                max_w,
+            );
+        }
         Overlay::Models { sel } => {
             let mut lines = Vec::new();
             if app.settings.models.is_empty() {
@@ -1296,4 +1324,88 @@ fn render_overlay(
             );
         }
     }
+}
+
+/// The body of the `/mcp` panel: per server a header row (name, where it runs, state, tool
+/// count), then its tools or the reason it failed.
+fn mcp_lines(
+    app: &App,
+    list: Option<&[reasonix_forward::proto::McpServerInfo]>,
+    error: Option<&str>,
+    iw: usize,
+) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if let Some(e) = error {
+        lines.extend(wrap_text(
+            &format!("could not ask the host: {}", sanitize(e)),
+            iw,
+            theme::error(),
+            &[],
+        ));
+        return lines;
+    }
+    let Some(list) = list else {
+        lines.push(Line::from(Span::styled(
+            format!("{} starting and listing the servers…", spinner(app)),
+            theme::dim(),
+        )));
+        return lines;
+    };
+    if list.is_empty() {
+        lines.extend(wrap_text(
+            "no MCP servers: add [[mcp]] to the workspace's reasonix.toml (or a .mcp.json) for host servers, or [[mcp]] with run_on = \"laptop\" to ~/.reasonix/config.toml for laptop servers",
+            iw,
+            theme::dim(),
+            &[],
+        ));
+        return lines;
+    }
+    for (i, s) in list.iter().enumerate() {
+        if i > 0 {
+            lines.push(Line::default());
+        }
+        let state_style = match s.state.as_str() {
+            "ready" => theme::ok(),
+            "failed" => theme::error(),
+            _ => theme::warn(),
+        };
+        let mut head = vec![
+            Span::styled(sanitize(&s.name), theme::tool_name()),
+            Span::styled(format!("  {} · ", sanitize(&s.run_on)), theme::dim()),
+            Span::styled(sanitize(&s.state), state_style),
+        ];
+        if !s.tools.is_empty() {
+            head.push(Span::styled(
+                format!(
+                    " · {}",
+                    theme::plural(s.tools.len() as u64, "tool", "tools")
+                ),
+                theme::dim(),
+            ));
+        }
+        lines.extend(wrap_line(&head, iw, &[], &[Span::raw("  ")]));
+        let indent = [Span::raw("  ")];
+        if let Some(r) = &s.reason {
+            lines.extend(wrap_line(
+                &[Span::styled(sanitize(r), theme::error())],
+                iw,
+                &indent,
+                &indent,
+            ));
+        }
+        if !s.tools.is_empty() {
+            let names: Vec<String> = s
+                .tools
+                .iter()
+                .map(|t| sanitize(&super::mcp::short_tool(&s.name, t)))
+                .collect();
+            lines.extend(wrap_line(
+                &[Span::raw(names.join(", "))],
+                iw,
+                &indent,
+                &indent,
+            ));
+        }
+    }
+    lines
 }

@@ -476,6 +476,18 @@ impl Exec {
                     _ => None,
                 });
             }
+            Action::McpStatus => {
+                // The laptop list only matters before a session is open (the host then
+                // starts those servers through this link for the answer).
+                let laptop = crate::client::options_for(&self.config).1;
+                self.request("mcp", Request::McpStatus { laptop }, |r| match r {
+                    Response::McpServers { servers } => Some(AppEvent::McpServers(servers)),
+                    other => Some(AppEvent::RequestFailed {
+                        what: "mcp".into(),
+                        message: format!("unexpected answer {other:?}"),
+                    }),
+                });
+            }
             Action::Copy(text) => {
                 let seq = osc52::sequence(&text, self.in_tmux);
                 let mut out = std::io::stdout();

@@ -65,6 +65,25 @@ pub struct McpServerStatus {
     pub restarts: u32,
 }
 
+impl McpServerStatus {
+    /// The wire form shown by `/mcp` and `reasonix mcp list`.
+    pub fn to_info(&self) -> reasonix_forward::proto::McpServerInfo {
+        let (state, reason) = match &self.state {
+            McpServerState::Starting => ("starting", None),
+            McpServerState::Ready => ("ready", None),
+            McpServerState::Failed { reason } => ("failed", Some(reason.clone())),
+        };
+        reasonix_forward::proto::McpServerInfo {
+            name: self.name.clone(),
+            run_on: self.run_on.as_str().to_string(),
+            transport: self.transport.clone(),
+            state: state.to_string(),
+            reason,
+            tools: self.tools.clone(),
+        }
+    }
+}
+
 /// One configured server and its current session.
 pub(crate) struct Server {
     pub(crate) spec: McpServerSpec,
@@ -210,6 +229,25 @@ impl McpManager {
         for s in &self.servers {
             let s = s.clone();
             set.spawn(async move {
+                let _ = s.client().await;
+            });
+        }
+        while set.join_next().await.is_some() {}
+    }
+
+    /// Starts the servers that were never started (or are starting right now: this waits for
+    /// that start to finish), concurrently. Failed servers are left failed (a crashed one
+    /// restarts on its next tool call, not because someone looked at the list).
+    pub async fn start_pending(&self) {
+        let mut set = tokio::task::JoinSet::new();
+        for s in &self.servers {
+            if *lock(&s.state) != McpServerState::Starting {
+                continue;
+            }
+            let s = s.clone();
+            set.spawn(async move {
+                // The slot lock is held by a start in progress; waiting on it waits for that
+                // start. A server that became ready meanwhile is returned as it is.
                 let _ = s.client().await;
             });
         }
