@@ -362,7 +362,9 @@ pub fn backoff(attempt: u32, start: Duration, cap: Duration) -> Duration {
 }
 
 /// Laptop MCP laptop-side channels of one link: lines from the host go to these senders.
-type McpRoutes = Arc<Mutex<std::collections::HashMap<u64, mpsc::Sender<String>>>>;
+/// Unbounded, each drained into its server's bounded stdin queue by a task of its own, so a
+/// server that stops reading never stalls the link's receive loop.
+type McpRoutes = Arc<Mutex<std::collections::HashMap<u64, mpsc::UnboundedSender<String>>>>;
 
 fn open_laptop_mcp(
     rpc: &Rpc,
@@ -374,10 +376,19 @@ fn open_laptop_mcp(
     let host =
         host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
     let chans = host.open(server).map_err(|e| e.to_string())?;
+    let (route_tx, mut route_rx) = mpsc::unbounded_channel::<String>();
+    let to_server = chans.to_server;
+    tokio::spawn(async move {
+        while let Some(line) = route_rx.recv().await {
+            if to_server.send(line).await.is_err() {
+                return;
+            }
+        }
+    });
     routes
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(channel, chans.to_server.clone());
+        .insert(channel, route_tx);
     let rpc = rpc.clone();
     let routes = Arc::clone(routes);
     let mut from = chans.from_server;
@@ -495,17 +506,26 @@ async fn serve_incoming(
                         })
                     }
                     Notification::McpLine { channel, line } => {
-                        let tx = routes
+                        if let Some(tx) = routes
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .get(&channel)
-                            .cloned();
-                        if let Some(tx) = tx {
-                            let _ = tx.send(line).await;
+                        {
+                            let _ = tx.send(line);
                         }
                         continue;
                     }
-                    Notification::ProviderChunk { .. } | Notification::McpClosed { .. } => continue,
+                    Notification::McpClosed { channel, reason } => {
+                        // The host let go of this server (e.g. another client drives now):
+                        // closing its stdin lets it exit.
+                        tracing::info!(channel, "host closed laptop MCP channel: {reason}");
+                        routes
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&channel);
+                        continue;
+                    }
+                    Notification::ProviderChunk { .. } => continue,
                 };
                 let _ = events.send(ev);
             }

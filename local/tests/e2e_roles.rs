@@ -10,7 +10,8 @@ use reasonix_forward::proto::{
     ClientRole, EventKind, OpenSession, Request, Response, SessionSettings, TurnState,
 };
 use reasonix_local::client::ClientEvent;
-use reasonix_testkit::mock_provider::{MockProvider, MockReply};
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use serde_json::json;
 
 fn open(session: Option<String>, takeover: bool) -> Request {
     Request::OpenSession(OpenSession {
@@ -275,6 +276,174 @@ async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes()
         "the driver reconnected through a new bridge"
     );
     if let Ok(Response::Status(s)) = watcher.request(Request::Status).await {
+        unsafe {
+            libc::kill(s.pid as i32, libc::SIGTERM);
+        }
+    }
+}
+
+/// Laptop MCP servers follow the driver: when a new client takes over from a driver whose
+/// laptop became unreachable, a call in flight on the old laptop ends at once as a tool error
+/// (never re-sent, it may have run there) instead of hanging until the old link expires, and
+/// the next call starts the server on the new driver's laptop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_next() {
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "slow",
+                "mcp__lap__trigger-long-running-operation",
+                &json!({"duration": 120, "steps": 120}).to_string(),
+            )],
+            3,
+        ),
+        MockReply::text(&["the slow call ended"]),
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "echo",
+                "mcp__lap__echo",
+                &json!({"message": "served by the new driver"}).to_string(),
+            )],
+            3,
+        ),
+        MockReply::text(&["echoed"]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_ROLE_KEY", "sk-roles");
+    let mut cfg = std::fs::read_to_string(rig.home.join("config.toml")).expect("config");
+    cfg.push_str("\n[[mcp]]\nname = \"lap\"\ncommand = \"mcp-server-everything\"\nargs = [\"stdio\"]\nrun_on = \"laptop\"\n");
+    std::fs::write(rig.home.join("config.toml"), cfg).expect("config");
+    let config = rig.config();
+    let laptop = reasonix_local::client::options_for(&config).1;
+    assert_eq!(laptop, ["lap"]);
+    let open_with_mcp = |session: Option<String>| {
+        Request::OpenSession(OpenSession {
+            session,
+            settings: SessionSettings {
+                mode: Some("yolo".into()),
+                laptop_mcp: laptop.clone(),
+                ..SessionSettings::default()
+            },
+            ..OpenSession::default()
+        })
+    };
+
+    // The first driver's laptop "goes away" for good: after its first bridge is killed, every
+    // reconnect attempt hangs.
+    let pids = rig.dir.path().join("bridge.pids");
+    let wrapper = rig.dir.path().join("no-reattach");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ -s '{p}' ]; then exec sleep 600; fi\necho $$ >> '{p}'\nexec '{bin}' \"$@\"\n",
+            p = pids.display(),
+            bin = common::host_bin().display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let (first, mut first_events) = rig.client_via(&config, &wrapper);
+    let Response::SessionOpened(o1) =
+        tokio::time::timeout(Duration::from_secs(120), first.request(open_with_mcp(None)))
+            .await
+            .expect("open in time")
+            .expect("open")
+    else {
+        panic!("not opened");
+    };
+    first
+        .request(Request::SubmitTurn {
+            request_id: "t1".into(),
+            text: "call the slow tool".into(),
+        })
+        .await
+        .expect("submit");
+    // Wait until the laptop server reports progress: the call is running on the laptop.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(ev) = first_events.recv().await {
+            if matches!(&ev, ClientEvent::ToolProgress { call_id, .. } if call_id == "slow") {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("progress from the laptop server");
+    let bridge: i32 = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("bridge pid");
+    // SAFETY: kill(2) of the bridge process this test's client started.
+    unsafe {
+        libc::kill(bridge, libc::SIGKILL);
+    }
+
+    // A new client opens the session: the old driver's link is down, so it drives.
+    let (second, mut second_events) = rig.client(&config);
+    let Response::SessionOpened(o2) = tokio::time::timeout(
+        Duration::from_secs(120),
+        second.request(open_with_mcp(Some(o1.session.clone()))),
+    )
+    .await
+    .expect("open in time")
+    .expect("open 2") else {
+        panic!("not opened");
+    };
+    assert_eq!(o2.role, ClientRole::Driver);
+    // The stuck call ends (well before its 120 s), the turn completes through the new
+    // driver, and the new driver's next turn runs the server on its own laptop.
+    let mut finished = Vec::new();
+    let mut turns_done = 0;
+    let mut submitted = false;
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(ev) = second_events.recv().await {
+            let ClientEvent::Event(e) = ev else { continue };
+            match e.kind {
+                EventKind::ToolFinished {
+                    call_id,
+                    is_error,
+                    output,
+                    ..
+                } => finished.push((call_id, is_error, output)),
+                EventKind::TurnFinished { outcome, .. } => {
+                    assert_eq!(outcome, "completed");
+                    turns_done += 1;
+                    if turns_done == 2 {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+            if turns_done == 1 && !submitted {
+                submitted = true;
+                second
+                    .request(Request::SubmitTurn {
+                        request_id: "t2".into(),
+                        text: "echo".into(),
+                    })
+                    .await
+                    .expect("submit 2");
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("two turns within 60 s; tool results so far: {finished:?}"));
+    assert_eq!(finished.len(), 2, "{finished:?}");
+    let (id, is_error, output) = &finished[0];
+    assert_eq!(id, "slow");
+    assert!(*is_error, "{output}");
+    assert!(output.contains("driving client changed"), "{output}");
+    let (id, is_error, output) = &finished[1];
+    assert_eq!(id, "echo");
+    assert!(!*is_error, "{output}");
+    assert!(output.contains("served by the new driver"), "{output}");
+    assert_eq!(mock.request_count(), 4);
+    if let Ok(Response::Status(s)) = second.request(Request::Status).await {
         unsafe {
             libc::kill(s.pid as i32, libc::SIGTERM);
         }

@@ -87,6 +87,15 @@ pub struct Daemon {
     last_activity: Mutex<Instant>,
 }
 
+/// Where the lines of one tunnelled laptop MCP server go on the host.
+struct McpRoute {
+    /// Into the server's line channel. Unbounded here, with a task of its own draining it
+    /// into the bounded channel, so a slow MCP client never stalls the link's receive loop.
+    lines: mpsc::UnboundedSender<String>,
+    /// Filled with the laptop's reason when the channel closes, for the tool error.
+    diagnostics: Arc<crate::mcp::Diagnostics>,
+}
+
 /// One client link.
 struct Conn {
     id: u64,
@@ -95,7 +104,7 @@ struct Conn {
     link: Link,
     streams: Mutex<HashMap<String, mpsc::UnboundedSender<ProviderChunk>>>,
     /// Lines from tunnelled laptop MCP servers, by channel.
-    mcp_channels: Mutex<HashMap<u64, mpsc::Sender<String>>>,
+    mcp_channels: Mutex<HashMap<u64, McpRoute>>,
     session: Mutex<Option<(Arc<Session>, ClientRole)>>,
     headless: Mutex<bool>,
     /// Bumped on every transport attach; a grace timer only closes the link when no newer
@@ -143,7 +152,22 @@ impl Gateway for ConnGateway {
             let channel = rand::random::<u64>() >> 1;
             let (from_tx, from_rx) = mpsc::channel::<String>(1024);
             let (to_tx, mut to_rx) = mpsc::channel::<String>(1024);
-            lock(&conn.mcp_channels).insert(channel, from_tx);
+            let (route_tx, mut route_rx) = mpsc::unbounded_channel::<String>();
+            tokio::spawn(async move {
+                while let Some(line) = route_rx.recv().await {
+                    if from_tx.send(line).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            let diagnostics = crate::mcp::Diagnostics::new();
+            lock(&conn.mcp_channels).insert(
+                channel,
+                McpRoute {
+                    lines: route_tx,
+                    diagnostics: Arc::clone(&diagnostics),
+                },
+            );
             let rpc = conn.rpc.clone();
             tokio::spawn(async move {
                 while let Some(line) = to_rx.recv().await {
@@ -167,7 +191,7 @@ impl Gateway for ConnGateway {
                 Ok(_) => Ok(crate::mcp::LineChannels {
                     to_server: to_tx,
                     from_server: from_rx,
-                    diagnostics: None,
+                    diagnostics: Some(diagnostics),
                 }),
                 Err(e) => {
                     lock(&conn.mcp_channels).remove(&channel);
@@ -394,7 +418,11 @@ impl Daemon {
         lock(&self.links).remove(&conn.link_id);
         conn.link.close();
         lock(&conn.streams).clear();
-        lock(&conn.mcp_channels).clear();
+        for (_, route) in lock(&conn.mcp_channels).drain() {
+            route
+                .diagnostics
+                .set_exit("the link to the laptop running this server expired");
+        }
         if let Some((session, _)) = lock(&conn.session).take() {
             session.release_driver(conn.id);
         }
@@ -440,14 +468,17 @@ impl Daemon {
                     }
                 }
                 Incoming::Notify(Notification::McpLine { channel, line }) => {
-                    let tx = lock(&conn.mcp_channels).get(&channel).cloned();
-                    if let Some(tx) = tx {
-                        let _ = tx.send(line).await;
+                    if let Some(route) = lock(&conn.mcp_channels).get(&channel) {
+                        let _ = route.lines.send(line);
                     }
                 }
                 Incoming::Notify(Notification::McpClosed { channel, reason }) => {
                     tracing::info!(channel, "laptop MCP server closed: {reason}");
-                    lock(&conn.mcp_channels).remove(&channel);
+                    if let Some(route) = lock(&conn.mcp_channels).remove(&channel) {
+                        route
+                            .diagnostics
+                            .set_exit(format!("the laptop server ended: {reason}"));
+                    }
                 }
                 Incoming::Notify(other) => {
                     tracing::debug!("ignored notification from client: {other:?}");
@@ -650,6 +681,15 @@ impl Daemon {
                 if let Some(entry) = lock(&old_conn.session).as_mut() {
                     entry.1 = ClientRole::Spectator;
                 }
+                // Laptop MCP servers run on the driver's laptop: close the old driver's
+                // channels, so a call in flight there ends as a tool error at once (never
+                // re-sent: it may have run) instead of waiting for that link to expire, and
+                // the servers start again through the new driver on next use.
+                let routes: Vec<(u64, McpRoute)> = lock(&old_conn.mcp_channels).drain().collect();
+                let reason = "the driving client changed; laptop MCP servers run on the driver's laptop and start again there on next use";
+                for (_, route) in &routes {
+                    route.diagnostics.set_exit(reason);
+                }
                 let rpc = old_conn.rpc.clone();
                 tokio::spawn(async move {
                     let _ = rpc
@@ -659,6 +699,14 @@ impl Daemon {
                                 .into(),
                         })
                         .await;
+                    for (channel, _) in routes {
+                        let _ = rpc
+                            .notify(Notification::McpClosed {
+                                channel,
+                                reason: reason.into(),
+                            })
+                            .await;
+                    }
                 });
             }
         }
