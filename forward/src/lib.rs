@@ -7,8 +7,10 @@
 //! - [`link`]: a [`link::Link`] that outlives its transports (replay buffer, resume, heartbeat);
 //! - [`rpc`]: requests, responses and notifications multiplexed on one link;
 //! - [`proto`]: every message type;
-//! - [`testing`]: an in-memory transport that can be cut and stalled on demand.
+//! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
+//! - [`child`]: a line-speaking child process (MCP stdio servers on either side).
 
+pub mod child;
 pub mod frame;
 pub mod handshake;
 pub mod link;

@@ -11,24 +11,20 @@
 //! Opening a server again kills the previous instance first, so a restart is just another
 //! `open`.
 //!
-//! This file depends only on tokio, thiserror, tracing and libc (no `crate::` paths), so the
-//! host crate's tests can compile it as-is to drive a real server through the channel
-//! transport.
+//! This file depends only on tokio, thiserror and `reasonix_forward` (no `crate::` paths), so
+//! the host crate's tests can compile it as-is to drive a real server through the channel
+//! transport. Spawning and pumping a line child is `reasonix_forward::child`, shared with
+//! the host's own stdio servers.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 
 /// Lines buffered in each direction.
 const CHANNEL_DEPTH: usize = 256;
-/// Stderr lines kept per server.
-const STDERR_TAIL_LINES: usize = 20;
 
 /// A laptop stdio server as configured (`[[mcp]]` with `run_on = "laptop"` in the user's
 /// config). `${VAR}` / `${VAR:-default}` in command, args and env values are expanded from the
@@ -85,47 +81,10 @@ pub enum McpHostError {
     },
 }
 
-/// Stderr tail and exit status of one server process.
-#[derive(Debug, Default)]
-pub struct ServerDiagnostics {
-    inner: Mutex<(VecDeque<String>, Option<String>)>,
-}
-
-impl ServerDiagnostics {
-    /// The last stderr lines, oldest first.
-    pub fn stderr_tail(&self) -> String {
-        let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        g.0.iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// `exit status: 1`, once the process ended.
-    pub fn exit(&self) -> Option<String> {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .1
-            .clone()
-    }
-
-    fn push(&self, line: &str) {
-        let line = line.trim_end();
-        if line.is_empty() {
-            return;
-        }
-        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if g.0.len() == STDERR_TAIL_LINES {
-            g.0.pop_front();
-        }
-        g.0.push_back(line.chars().take(400).collect());
-    }
-
-    fn set_exit(&self, s: String) {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner).1 = Some(s);
-    }
-}
+/// Stderr tail and exit status of one server process (the record the host keeps too).
+pub use reasonix_forward::child::ChildDiagnostics as ServerDiagnostics;
+/// Kills a server's process group when dropped.
+pub use reasonix_forward::child::GroupGuard as ProcessGuard;
 
 /// The two ends the link pumps. `from_server` yields `None` once the process is gone (after
 /// its last line); its exit status and stderr tail are then in `diagnostics`.
@@ -136,24 +95,6 @@ pub struct McpHostChannels {
     pub from_server: mpsc::Receiver<String>,
     /// Stderr tail and exit status.
     pub diagnostics: Arc<ServerDiagnostics>,
-}
-
-/// Kills a server's process group when dropped.
-pub struct ProcessGuard {
-    pgid: Option<u32>,
-}
-
-impl Drop for ProcessGuard {
-    fn drop(&mut self) {
-        let Some(Ok(pgid)) = self.pgid.map(libc::pid_t::try_from) else {
-            return;
-        };
-        // SAFETY: kill(2) on a negative pid signals the process group created for this server
-        // by `process_group(0)`; no memory is involved. ESRCH (already gone) is harmless.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
 }
 
 /// The laptop's MCP servers, at most one running instance each.
@@ -222,113 +163,25 @@ impl Drop for McpHost {
 /// process lives until the guard is dropped or it exits by itself.
 pub fn spawn_stdio(spec: &McpHostSpec) -> Result<(McpHostChannels, ProcessGuard), McpHostError> {
     let mut cmd = Command::new(&spec.command);
-    cmd.args(&spec.args)
-        .envs(&spec.env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Own group: wrappers such as npx or uvx die together with what they started.
-        .process_group(0);
+    cmd.args(&spec.args).envs(&spec.env);
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
     }
-    let spawn_err = |source| McpHostError::Spawn {
-        server: spec.name.clone(),
-        command: spec.command.clone(),
-        source,
-    };
-    let mut child = cmd.spawn().map_err(spawn_err)?;
-    let guard = ProcessGuard { pgid: child.id() };
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return Err(spawn_err(std::io::Error::other(
-            "child pipes missing after spawn",
-        )));
-    };
-    let diagnostics = Arc::new(ServerDiagnostics::default());
-    let (to_tx, to_rx) = mpsc::channel(CHANNEL_DEPTH);
-    let (from_tx, from_rx) = mpsc::channel(CHANNEL_DEPTH);
-    tokio::spawn(pump_stdin(stdin, to_rx));
-    let stderr_task = tokio::spawn(pump_stderr(stderr, diagnostics.clone(), spec.name.clone()));
-    tokio::spawn(pump_stdout(
-        stdout,
-        from_tx,
-        child,
-        stderr_task,
-        diagnostics.clone(),
-    ));
+    let child = reasonix_forward::child::spawn_line_child(cmd, CHANNEL_DEPTH, &spec.name).map_err(
+        |source| McpHostError::Spawn {
+            server: spec.name.clone(),
+            command: spec.command.clone(),
+            source,
+        },
+    )?;
     Ok((
         McpHostChannels {
-            to_server: to_tx,
-            from_server: from_rx,
-            diagnostics,
+            to_server: child.to_child,
+            from_server: child.from_child,
+            diagnostics: child.diagnostics,
         },
-        guard,
+        child.guard,
     ))
-}
-
-async fn pump_stdin(mut stdin: ChildStdin, mut rx: mpsc::Receiver<String>) {
-    while let Some(line) = rx.recv().await {
-        let mut buf = line.into_bytes();
-        buf.push(b'\n');
-        if stdin.write_all(&buf).await.is_err() || stdin.flush().await.is_err() {
-            break;
-        }
-    }
-}
-
-async fn pump_stderr(stderr: impl AsyncRead + Unpin, diag: Arc<ServerDiagnostics>, name: String) {
-    let mut r = BufReader::new(stderr);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match r.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let line = String::from_utf8_lossy(&buf);
-                tracing::debug!(target: "mcp_host", server = %name, stderr = %line.trim_end(), "laptop mcp stderr");
-                diag.push(&line);
-            }
-        }
-    }
-}
-
-async fn pump_stdout(
-    stdout: impl AsyncRead + Unpin,
-    tx: mpsc::Sender<String>,
-    mut child: Child,
-    stderr_task: tokio::task::JoinHandle<()>,
-    diag: Arc<ServerDiagnostics>,
-) {
-    let mut r = BufReader::new(stdout);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match r.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let line = String::from_utf8_lossy(&buf)
-                    .trim_end_matches(['\r', '\n'])
-                    .to_string();
-                if line.is_empty() {
-                    continue;
-                }
-                if tx.send(line).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-    // Exit status and the rest of stderr are recorded before the channel closes, so whoever
-    // sees the end can report them.
-    let _ = tokio::time::timeout(Duration::from_secs(1), stderr_task).await;
-    let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-        Ok(Ok(st)) => format!("process exited ({st})"),
-        Ok(Err(e)) => format!("process state unknown: {e}"),
-        Err(_) => "process closed its stdout but is still running".to_string(),
-    };
-    diag.set_exit(status);
 }
 
 /// `spec` with `${VAR}` / `${VAR:-default}` expanded from the laptop environment.

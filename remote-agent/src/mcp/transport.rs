@@ -2,7 +2,6 @@
 //! connection. Stdio pumps a child's pipes into them, HTTP turns each outgoing line into a POST,
 //! and the channel transport takes channels the link layer already pumps (a laptop server).
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -15,78 +14,9 @@ use super::http::HttpTransport;
 use super::stdio::StdioTransport;
 use super::McpError;
 
-/// Lines of stderr kept per server for error messages.
-const STDERR_TAIL_LINES: usize = 20;
-/// Characters kept of one stderr line (a server dumping a minified blob must not flood us).
-const STDERR_LINE_CHARS: usize = 400;
-
-/// What is known about a server besides its JSON-RPC stream: the tail of its stderr and how it
-/// ended. Shared between the pump that fills it and the client that quotes it in errors.
-#[derive(Debug, Default)]
-pub struct Diagnostics {
-    inner: Mutex<DiagnosticsInner>,
-}
-
-#[derive(Debug, Default)]
-struct DiagnosticsInner {
-    stderr: VecDeque<String>,
-    exit: Option<String>,
-}
-
-impl Diagnostics {
-    /// An empty record.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-
-    /// Records one stderr line (the last [`STDERR_TAIL_LINES`] are kept, each shortened).
-    pub fn push_stderr(&self, line: &str) {
-        let line = line.trim_end();
-        if line.is_empty() {
-            return;
-        }
-        let short: String = line.chars().take(STDERR_LINE_CHARS).collect();
-        let mut g = lock(&self.inner);
-        if g.stderr.len() == STDERR_TAIL_LINES {
-            g.stderr.pop_front();
-        }
-        g.stderr.push_back(short);
-    }
-
-    /// Records how the server ended (`exit status: 3`, `HTTP session expired`).
-    pub fn set_exit(&self, how: impl Into<String>) {
-        lock(&self.inner).exit = Some(how.into());
-    }
-
-    /// The kept stderr lines, oldest first, joined by newlines.
-    pub fn stderr_tail(&self) -> String {
-        let g = lock(&self.inner);
-        g.stderr
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// How the server ended, once known.
-    pub fn exit(&self) -> Option<String> {
-        lock(&self.inner).exit.clone()
-    }
-
-    /// One human sentence: exit status and stderr tail, as much as is known.
-    pub fn summary(&self) -> String {
-        let mut out = self.exit().unwrap_or_default();
-        let tail = self.stderr_tail();
-        if !tail.is_empty() {
-            if !out.is_empty() {
-                out.push_str("; ");
-            }
-            out.push_str("stderr tail:\n");
-            out.push_str(&tail);
-        }
-        out
-    }
-}
+/// What is known about a server besides its JSON-RPC stream (stderr tail, how it ended);
+/// the same record the laptop keeps for its servers.
+pub use reasonix_forward::child::ChildDiagnostics as Diagnostics;
 
 /// Locks a std mutex, recovering from poisoning: the guarded data are plain records that stay
 /// valid even if a holder panicked.

@@ -1,0 +1,286 @@
+//! A child process that speaks one message per line on stdin/stdout (an MCP stdio server),
+//! shared by the host (servers of the workspace) and the laptop (servers tunnelled over the
+//! link): spawning in a process group of its own, the pumps between its pipes and two line
+//! channels, and what is known about it besides its stdout (stderr tail, how it ended).
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// Stderr lines kept per process.
+pub const STDERR_TAIL_LINES: usize = 20;
+/// Characters kept of one stderr line (a process dumping a minified blob must not flood us).
+const STDERR_LINE_CHARS: usize = 400;
+
+/// What is known about a process besides its message stream: the tail of its stderr and how
+/// it ended. Shared between the pumps that fill it and whoever quotes it in errors.
+#[derive(Debug, Default)]
+pub struct ChildDiagnostics {
+    inner: Mutex<DiagnosticsInner>,
+}
+
+#[derive(Debug, Default)]
+struct DiagnosticsInner {
+    stderr: VecDeque<String>,
+    exit: Option<String>,
+}
+
+impl ChildDiagnostics {
+    /// An empty record.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, DiagnosticsInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records one stderr line (the last [`STDERR_TAIL_LINES`] are kept, each shortened).
+    pub fn push_stderr(&self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        let short: String = line.chars().take(STDERR_LINE_CHARS).collect();
+        let mut g = self.lock();
+        if g.stderr.len() == STDERR_TAIL_LINES {
+            g.stderr.pop_front();
+        }
+        g.stderr.push_back(short);
+    }
+
+    /// Records how the process ended (`process exited (exit status: 3)`, or a reason given
+    /// by whoever closed it).
+    pub fn set_exit(&self, how: impl Into<String>) {
+        self.lock().exit = Some(how.into());
+    }
+
+    /// The kept stderr lines, oldest first, joined by newlines.
+    pub fn stderr_tail(&self) -> String {
+        self.lock()
+            .stderr
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// How the process ended, once known.
+    pub fn exit(&self) -> Option<String> {
+        self.lock().exit.clone()
+    }
+
+    /// One human sentence: exit status and stderr tail, as much as is known.
+    pub fn summary(&self) -> String {
+        let mut out = self.exit().unwrap_or_default();
+        let tail = self.stderr_tail();
+        if !tail.is_empty() {
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            out.push_str("stderr tail:\n");
+            out.push_str(&tail);
+        }
+        out
+    }
+}
+
+/// Kills the child's whole process group when dropped, so wrappers (`npx`, `sh -c`, `uvx`)
+/// die together with what they started.
+#[derive(Debug)]
+pub struct GroupGuard {
+    pgid: Option<u32>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let Some(Ok(pgid)) = self.pgid.map(libc::pid_t::try_from) else {
+            return;
+        };
+        // SAFETY: kill(2) with a negative pid signals a process group and touches no memory.
+        // The group was created for this child by `process_group(0)`, so no other program is
+        // hit; if it is already gone the call fails with ESRCH, which is fine.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// A running line child: the two channels, its diagnostics and the guard that kills it.
+/// `from_child` yields `None` once the process closed its stdout (after its last line); its
+/// exit status and stderr tail are in `diagnostics` by then.
+pub struct LineChild {
+    /// Lines to the child's stdin (one message each, without the newline).
+    pub to_child: mpsc::Sender<String>,
+    /// Lines from the child's stdout (empty lines skipped, line ends trimmed).
+    pub from_child: mpsc::Receiver<String>,
+    /// Stderr tail and exit status.
+    pub diagnostics: Arc<ChildDiagnostics>,
+    /// Dropping it kills the process group.
+    pub guard: GroupGuard,
+}
+
+/// Spawns `cmd` with piped stdio in a process group of its own and pumps its pipes into
+/// channels of `depth` lines each way. `label` names it in debug logs of its stderr.
+pub fn spawn_line_child(mut cmd: Command, depth: usize, label: &str) -> std::io::Result<LineChild> {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn()?;
+    let guard = GroupGuard { pgid: child.id() };
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(std::io::Error::other("child pipes missing after spawn"));
+    };
+    let diagnostics = ChildDiagnostics::new();
+    let (to_tx, to_rx) = mpsc::channel(depth);
+    let (from_tx, from_rx) = mpsc::channel(depth);
+    tokio::spawn(pump_stdin(stdin, to_rx));
+    let stderr_task = tokio::spawn(pump_stderr(
+        stderr,
+        Arc::clone(&diagnostics),
+        label.to_string(),
+    ));
+    tokio::spawn(pump_stdout(
+        stdout,
+        from_tx,
+        child,
+        stderr_task,
+        Arc::clone(&diagnostics),
+    ));
+    Ok(LineChild {
+        to_child: to_tx,
+        from_child: from_rx,
+        diagnostics,
+        guard,
+    })
+}
+
+async fn pump_stdin(mut stdin: ChildStdin, mut rx: mpsc::Receiver<String>) {
+    while let Some(line) = rx.recv().await {
+        let mut buf = line.into_bytes();
+        buf.push(b'\n');
+        if stdin.write_all(&buf).await.is_err() || stdin.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+async fn pump_stderr(stderr: impl AsyncRead + Unpin, diag: Arc<ChildDiagnostics>, label: String) {
+    let mut r = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match r.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf);
+                tracing::debug!(child = %label, stderr = %line.trim_end(), "child stderr");
+                diag.push_stderr(&line);
+            }
+        }
+    }
+}
+
+/// Forwards stdout lines; at EOF records the exit status (letting stderr drain first) before
+/// closing the channel, so whoever sees the end can quote both.
+async fn pump_stdout(
+    stdout: impl AsyncRead + Unpin,
+    tx: mpsc::Sender<String>,
+    mut child: Child,
+    stderr_task: tokio::task::JoinHandle<()>,
+    diag: Arc<ChildDiagnostics>,
+) {
+    let mut r = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match r.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf)
+                    .trim_end_matches(['\r', '\n'])
+                    .to_string();
+                if line.is_empty() {
+                    continue;
+                }
+                if tx.send(line).await.is_err() {
+                    // The reader is gone; the guard kills the group.
+                    return;
+                }
+            }
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), stderr_task).await;
+    let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(Ok(st)) => format!("process exited ({st})"),
+        Ok(Err(e)) => format!("process state unknown: {e}"),
+        Err(_) => "process closed its stdout but is still running".to_string(),
+    };
+    diag.set_exit(status);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_flow_both_ways_and_the_end_is_recorded() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "read l; echo \"got $l\"; echo oops >&2; exit 3"]);
+        let mut c = spawn_line_child(cmd, 8, "test").expect("spawn");
+        c.to_child.send("ping".into()).await.expect("send");
+        assert_eq!(c.from_child.recv().await.as_deref(), Some("got ping"));
+        assert_eq!(c.from_child.recv().await, None);
+        assert_eq!(c.diagnostics.stderr_tail(), "oops");
+        let exit = c.diagnostics.exit().expect("exit recorded");
+        assert!(exit.contains("exit status: 3"), "{exit}");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_guard_kills_the_whole_group() {
+        let mut cmd = Command::new("sh");
+        // A wrapper whose child would outlive it if only the wrapper were killed.
+        cmd.args(["-c", "sleep 600 & echo $!; wait"]);
+        let mut c = spawn_line_child(cmd, 8, "test").expect("spawn");
+        let pid: i32 = c
+            .from_child
+            .recv()
+            .await
+            .and_then(|l| l.parse().ok())
+            .expect("grandchild pid");
+        drop(c.guard);
+        let gone = async {
+            // SAFETY: kill(pid, 0) only checks for existence.
+            while unsafe { libc::kill(pid, 0) } == 0
+                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), gone)
+            .await
+            .expect("the grandchild died with its group");
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines_shortened() {
+        let d = ChildDiagnostics::new();
+        for i in 0..(STDERR_TAIL_LINES + 5) {
+            d.push_stderr(&format!("line {i}\n"));
+        }
+        d.push_stderr(&"x".repeat(1000));
+        let tail = d.stderr_tail();
+        assert!(!tail.contains("line 5\n") && tail.contains("line 24"));
+        assert_eq!(tail.lines().count(), STDERR_TAIL_LINES);
+        assert_eq!(tail.lines().last().map(str::len), Some(STDERR_LINE_CHARS));
+    }
+}
