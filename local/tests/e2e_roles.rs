@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::LocalRig;
@@ -24,6 +25,43 @@ fn open(session: Option<String>, takeover: bool) -> Request {
         },
         ..OpenSession::default()
     })
+}
+
+/// A stand-in for the host binary that records each attach bridge's pid in the returned file
+/// and, from the second start on (a reconnect), runs `on_reconnect` first: `sleep 1` is a
+/// laptop whose network comes back, `exec sleep 600` one that never does.
+fn bridge_wrapper(rig: &LocalRig, on_reconnect: &str) -> (PathBuf, PathBuf) {
+    let pids = rig.dir.path().join("bridge.pids");
+    let wrapper = rig.dir.path().join("bridge-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ -s '{p}' ]; then {on_reconnect}; fi\necho $$ >> '{p}'\nexec '{bin}' \"$@\"\n",
+            p = pids.display(),
+            bin = common::host_bin().display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    (wrapper, pids)
+}
+
+/// `kill -9` the first attach bridge recorded by [`bridge_wrapper`]: the link drops.
+fn kill_first_bridge(pids: &Path) {
+    let pid: i32 = std::fs::read_to_string(pids)
+        .expect("pids")
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("bridge pid");
+    // SAFETY: kill(2) of the bridge process this test's client started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,22 +187,7 @@ async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes()
 
     // The driver reaches the host through a wrapper that records each bridge's pid and, on
     // every reconnect, waits a second first (as a laptop on a dead network would).
-    let pids = rig.dir.path().join("bridge.pids");
-    let wrapper = rig.dir.path().join("slow-reattach");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ -s '{p}' ]; then sleep 1; fi\necho $$ >> '{p}'\nexec '{bin}' \"$@\"\n",
-            p = pids.display(),
-            bin = common::host_bin().display()
-        ),
-    )
-    .expect("wrapper");
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    let (wrapper, pids) = bridge_wrapper(&rig, "sleep 1");
     let (driver, mut driver_events) = rig.client_via(&config, &wrapper);
     let Response::SessionOpened(o1) = driver.request(open(None, false)).await.expect("open") else {
         panic!("not opened");
@@ -213,16 +236,7 @@ async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes()
     })
     .await
     .expect("the reply starts streaming");
-    let first: i32 = std::fs::read_to_string(&pids)
-        .expect("pids")
-        .lines()
-        .next()
-        .and_then(|l| l.trim().parse().ok())
-        .expect("bridge pid");
-    // SAFETY: kill(2) of the bridge process this test's client started.
-    unsafe {
-        libc::kill(first, libc::SIGKILL);
-    }
+    kill_first_bridge(&pids);
     let seen = tokio::time::timeout(Duration::from_secs(60), collect)
         .await
         .expect("the turn finishes")
@@ -330,22 +344,7 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
 
     // The first driver's laptop "goes away" for good: after its first bridge is killed, every
     // reconnect attempt hangs.
-    let pids = rig.dir.path().join("bridge.pids");
-    let wrapper = rig.dir.path().join("no-reattach");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ -s '{p}' ]; then exec sleep 600; fi\necho $$ >> '{p}'\nexec '{bin}' \"$@\"\n",
-            p = pids.display(),
-            bin = common::host_bin().display()
-        ),
-    )
-    .expect("wrapper");
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    let (wrapper, pids) = bridge_wrapper(&rig, "exec sleep 600");
     let (first, mut first_events) = rig.client_via(&config, &wrapper);
     let Response::SessionOpened(o1) =
         tokio::time::timeout(Duration::from_secs(120), first.request(open_with_mcp(None)))
@@ -372,16 +371,7 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
     })
     .await
     .expect("progress from the laptop server");
-    let bridge: i32 = std::fs::read_to_string(&pids)
-        .expect("pids")
-        .lines()
-        .next()
-        .and_then(|l| l.trim().parse().ok())
-        .expect("bridge pid");
-    // SAFETY: kill(2) of the bridge process this test's client started.
-    unsafe {
-        libc::kill(bridge, libc::SIGKILL);
-    }
+    kill_first_bridge(&pids);
 
     // A new client opens the session: the old driver's link is down, so it drives.
     let (second, mut second_events) = rig.client(&config);
