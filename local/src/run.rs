@@ -64,6 +64,8 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     let mut usage = Usage::default();
     let mut model = String::new();
     let mut need_open = true;
+    // An OpenSession sent and not answered yet: its notice is still to come.
+    let mut open_pending = false;
     let (opened_tx, mut opened_rx) = tokio::sync::mpsc::unbounded_channel();
 
     loop {
@@ -82,36 +84,42 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             let prompt = opts.prompt.clone();
             // Open and submit on a task so connection events keep flowing meanwhile.
             let tx = opened_tx.clone();
+            open_pending = true;
             tokio::spawn(async move {
-                let r = async {
-                    let opened = match c.request(Request::OpenSession(open)).await? {
-                        Response::SessionOpened(o) => o,
-                        other => return Ok(Err(format!("unexpected answer {other:?}"))),
+                let opened = match c.request(Request::OpenSession(open)).await {
+                    Ok(Response::SessionOpened(o)) => o,
+                    Ok(other) => {
+                        let _ = tx.send(Ok(Err(format!("unexpected answer {other:?}"))));
+                        return;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                // Report the opening (session id, notice) before submitting: after a daemon
+                // restart the catch-up alone can end our turn (interrupted), and its notice
+                // (why, `loginctl enable-linger`) must not wait for the submit's answer.
+                let _ = tx.send(Ok(Ok(opened)));
+                // A turn still running in a continued session (e.g. left by a client that
+                // was killed, now finishing through our gateway) must end first; the same
+                // request id makes the retries safe.
+                loop {
+                    let submit = Request::SubmitTurn {
+                        request_id: rid.clone(),
+                        text: prompt.clone(),
                     };
-                    // A turn still running in a continued session (e.g. left by a client
-                    // that was killed, now finishing through our gateway) must end first;
-                    // the same request id makes the retries safe.
-                    loop {
-                        let submit = Request::SubmitTurn {
-                            request_id: rid.clone(),
-                            text: prompt.clone(),
-                        };
-                        match c.request(submit).await {
-                            Err(reasonix_forward::rpc::CallError::Remote(e))
-                                if e.code == "busy" =>
-                            {
-                                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                            }
-                            r => {
-                                r?;
-                                break;
-                            }
+                    match c.request(submit).await {
+                        Err(reasonix_forward::rpc::CallError::Remote(e)) if e.code == "busy" => {
+                            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                        }
+                        Ok(_) => return,
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
                         }
                     }
-                    Ok::<_, reasonix_forward::rpc::CallError>(Ok(opened))
                 }
-                .await;
-                let _ = tx.send(r);
             });
         }
         let ev = tokio::select! {
@@ -119,6 +127,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             Some(r) = opened_rx.recv() => {
                 match r {
                     Ok(Ok(opened)) => {
+                        open_pending = false;
                         if let Some(n) = &opened.notice {
                             out.notice(n);
                         }
@@ -179,6 +188,21 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         }
                     }
                     EventKind::TurnFinished { outcome, detail } => {
+                        // Catch-up events may overtake the answer to the re-open; its notice
+                        // (e.g. the daemon was killed) explains this very outcome, so print
+                        // it first.
+                        if open_pending {
+                            if let Ok(Some(Ok(Ok(opened)))) = tokio::time::timeout(
+                                std::time::Duration::from_secs(5),
+                                opened_rx.recv(),
+                            )
+                            .await
+                            {
+                                if let Some(n) = &opened.notice {
+                                    out.notice(n);
+                                }
+                            }
+                        }
                         out.finished(outcome, detail.as_deref(), &usage, &model);
                         return match outcome.as_str() {
                             "completed" => RunOutcome {

@@ -13,6 +13,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use reasonix_bootstrap::{Destination, NonInteractivePrompter, SshOptions};
+use reasonix_local::client::{Client, ClientEvent, ClientOptions};
+use reasonix_local::config::{Config, LoadOptions};
+use reasonix_local::gateway::Gateway;
+use reasonix_local::ssh::SshConnector;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply};
 use reasonix_testkit::netfault::NetNs;
 use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
@@ -177,6 +182,108 @@ impl Rig {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         ClientProc::spawn(cmd)
+    }
+
+    /// A library [`Client`] in this process (its threads are in the namespace) reaching the
+    /// host over SSH through `port`, with liveness `(heartbeat_ms, dead_after_ms)`. The
+    /// liveness and the host binary are process environment (read by `ClientOptions` and
+    /// passed on to the host daemon by the connector), so every library client of one test
+    /// shares them.
+    pub fn library_client(
+        &self,
+        port: u16,
+        liveness: (u64, u64),
+    ) -> (Client, tokio::sync::mpsc::UnboundedReceiver<ClientEvent>) {
+        std::env::set_var(
+            "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
+            musl_host_binary(),
+        );
+        std::env::set_var("REASONIX_HEARTBEAT_MS", liveness.0.to_string());
+        std::env::set_var("REASONIX_DEAD_AFTER_MS", liveness.1.to_string());
+        std::env::set_var("REASONIX_IDLE_TIMEOUT_SECS", "120");
+        let config = Config::load(&LoadOptions {
+            home: Some(self.rx_home()),
+            project_dir: Some(self.laptop.path().to_path_buf()),
+            ..LoadOptions::default()
+        })
+        .expect("config");
+        let mut opts = SshOptions {
+            port: Some(port),
+            identity_files: vec![self.key.private.clone()],
+            config_file: Some("none".into()),
+            home: Some(self.home()),
+            ..SshOptions::default()
+        };
+        opts.push_option("IdentityAgent=none").expect("option");
+        let connector = SshConnector::new(
+            Destination::parse(&self.dest()).expect("dest"),
+            opts,
+            Arc::new(NonInteractivePrompter),
+        );
+        Client::start(
+            Arc::new(connector),
+            Arc::new(Gateway::new(&config)),
+            ClientOptions::default(),
+        )
+    }
+
+    /// Pids of the host user's `reasonix-remote daemon` processes (not the attach bridges),
+    /// found by owner uid and command line in /proc.
+    pub fn daemon_pids(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            return out;
+        };
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let owned = std::fs::read_to_string(e.path().join("status"))
+                .ok()
+                .and_then(|st| {
+                    st.lines()
+                        .find(|l| l.starts_with("Uid:"))
+                        .and_then(|l| l.split_whitespace().nth(1))
+                        .and_then(|u| u.parse::<u32>().ok())
+                })
+                == Some(self.user.uid);
+            if !owned {
+                continue;
+            }
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let is_remote = argv.first().is_some_and(|a0| {
+                String::from_utf8_lossy(a0)
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|n| n.starts_with("reasonix-remote"))
+            });
+            if is_remote && argv.get(1) == Some(&&b"daemon"[..]) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
+    /// The daemon state marker (`daemon.json`: pid, start time, clean shutdown) on the host.
+    pub fn daemon_marker(&self) -> Option<Value> {
+        let mut stack = vec![self.user.home.join(".reasonix")];
+        while let Some(p) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&p) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.file_name().is_some_and(|n| n == "daemon.json") {
+                    return std::fs::read(&path)
+                        .ok()
+                        .and_then(|b| serde_json::from_slice(&b).ok());
+                }
+            }
+        }
+        None
     }
 
     /// The session journal files on the host (JSONL), any workspace.
