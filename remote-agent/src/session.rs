@@ -454,6 +454,10 @@ impl Session {
 
     fn set_state(&self, state: TurnState, detail: Option<String>) {
         let mut inner = self.lock();
+        self.set_state_locked(&mut inner, state, detail);
+    }
+
+    fn set_state_locked(&self, inner: &mut Inner, state: TurnState, detail: Option<String>) {
         if inner.state == state && inner.state_detail == detail {
             return;
         }
@@ -804,8 +808,10 @@ impl Session {
             if new_state == TurnState::Idle {
                 inner.cancel = None;
             }
+            // Under the same lock as the TurnFinished event: a client that submits the next
+            // turn as soon as it sees this one finish must find the session idle, not busy.
+            self.set_state_locked(&mut inner, new_state, None);
         }
-        self.set_state(new_state, None);
     }
 
     /// Wait for a driving gateway, showing "waiting for laptop" meanwhile.
