@@ -880,19 +880,11 @@ async fn probe_laptop_mcp(conn: &Arc<Conn>, names: &[String]) -> Vec<crate::mcp:
     if names.is_empty() {
         return Vec::new();
     }
-    let mut manager = crate::mcp::McpManager::new(crate::mcp::McpSettings::default());
-    for name in names {
+    let manager = crate::mcp::McpManager::laptop(names, |name| {
         let conn = Arc::clone(conn);
-        let server = name.clone();
-        let opener: crate::mcp::ChannelOpener =
-            Arc::new(move || ConnGateway(Arc::clone(&conn)).open_mcp(&server));
-        let mut spec = crate::mcp::McpServerSpec::stdio(name, "laptop", &[]);
-        spec.run_on = crate::mcp::RunOn::Laptop;
-        manager.add(
-            spec,
-            Arc::new(crate::mcp::ChannelTransport::new("laptop", opener)),
-        );
-    }
+        let server = name.to_string();
+        Arc::new(move || ConnGateway(Arc::clone(&conn)).open_mcp(&server))
+    });
     manager.start_all().await;
     let status = manager.status();
     manager.shutdown().await;

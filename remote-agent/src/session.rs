@@ -251,11 +251,11 @@ impl Session {
         if slot.is_some() {
             return;
         }
-        let mut manager = crate::mcp::McpManager::new(crate::mcp::McpSettings::default());
-        for name in names {
-            let weak = Arc::downgrade(self);
-            let server = name.clone();
-            let opener: crate::mcp::ChannelOpener = Arc::new(move || {
+        let weak = Arc::downgrade(self);
+        let manager = crate::mcp::McpManager::laptop(names, |name| {
+            let weak = weak.clone();
+            let server = name.to_string();
+            Arc::new(move || {
                 let weak = weak.clone();
                 let server = server.clone();
                 Box::pin(async move {
@@ -277,14 +277,8 @@ impl Session {
                     .ok_or("no laptop is attached to run this MCP server")?;
                     gateway.open_mcp(&server).await
                 })
-            });
-            let mut spec = crate::mcp::McpServerSpec::stdio(name, "laptop", &[]);
-            spec.run_on = crate::mcp::RunOn::Laptop;
-            manager.add(
-                spec,
-                Arc::new(crate::mcp::ChannelTransport::new("laptop", opener)),
-            );
-        }
+            })
+        });
         manager.start_all().await;
         let mut registry = ToolRegistry::new();
         manager.register_tools(&mut registry);

@@ -183,6 +183,21 @@ impl McpManager {
         }
     }
 
+    /// A manager of the laptop-side servers `names` (default settings), each reached through
+    /// the tunnel channel that `opener(name)` opens on demand.
+    pub fn laptop(names: &[String], opener: impl Fn(&str) -> super::ChannelOpener) -> Self {
+        let mut manager = McpManager::new(McpSettings::default());
+        for name in names {
+            let mut spec = McpServerSpec::stdio(name, "laptop", &[]);
+            spec.run_on = RunOn::Laptop;
+            manager.add(
+                spec,
+                Arc::new(super::ChannelTransport::new("laptop", opener(name))),
+            );
+        }
+        manager
+    }
+
     /// Adds a server reached through `transport` (a later server of the same name replaces an
     /// earlier one). Laptop servers come in this way with a [`ChannelTransport`](super::ChannelTransport).
     pub fn add(&mut self, spec: McpServerSpec, transport: Arc<dyn McpTransport>) {
