@@ -47,6 +47,28 @@ fn run_turn(home: &Path, ws: &Path, idle: &str) -> std::process::Output {
         .expect("run")
 }
 
+/// Runs one headless turn (starting the daemon with idle timeout `idle` seconds) and returns
+/// the daemon's pid from its marker.
+fn first_turn(home: &Path, ws: &Path, idle: &str) -> u64 {
+    let out = tokio::task::block_in_place(|| run_turn(home, ws, idle));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    marker(home).expect("marker")["pid"].as_u64().expect("pid")
+}
+
+/// Everything the daemon logged so far.
+fn daemon_log(home: &Path) -> String {
+    std::fs::read_dir(home.join("logs"))
+        .expect("logs")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
     let mock = MockProvider::start(vec![
@@ -55,13 +77,7 @@ async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
     ])
     .await;
     let (_dir, home, ws) = setup(&mock.base_url());
-    let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "60"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
+    let pid = first_turn(&home, &ws, "60");
 
     // A hostile or broken client: valid preamble from the daemon, then an absurd frame.
     let mut child = Command::new(host_bin())
@@ -104,12 +120,7 @@ async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("second"));
     assert_eq!(marker(&home).expect("marker")["pid"].as_u64(), Some(pid));
-    let log = std::fs::read_dir(home.join("logs"))
-        .expect("logs")
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
-        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-        .collect::<String>();
+    let log = daemon_log(&home);
     assert!(
         log.contains("exceeds the limit") || log.contains("malformed"),
         "the daemon log names the problem:\n{log}"
@@ -123,13 +134,7 @@ async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
 async fn idle_daemon_exits_cleanly() {
     let mock = MockProvider::start(vec![MockReply::text(&["bye"])]).await;
     let (_dir, home, ws) = setup(&mock.base_url());
-    let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "2"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
+    let pid = first_turn(&home, &ws, "2");
     let deadline = Instant::now() + Duration::from_secs(30);
     while alive(pid) {
         assert!(
@@ -166,13 +171,7 @@ async fn the_daemon_socket_is_private_and_other_users_are_refused() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let mock = MockProvider::start(vec![MockReply::text(&["hi"])]).await;
     let (_rig, home, ws) = setup(&mock.base_url());
-    let out = tokio::task::block_in_place(|| run_turn(&home, &ws, "60"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pid = marker(&home).expect("marker")["pid"].as_u64().expect("pid");
+    let pid = first_turn(&home, &ws, "60");
     let run = home.join("run");
     let socket = std::fs::read_dir(&run)
         .expect("run dir")
@@ -209,11 +208,7 @@ async fn the_daemon_socket_is_private_and_other_users_are_refused() {
         "another user was served"
     );
     assert!(alive(pid), "the daemon keeps running");
-    let log = std::fs::read_dir(home.join("logs"))
-        .expect("logs")
-        .flatten()
-        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-        .collect::<String>();
+    let log = daemon_log(&home);
     assert!(
         log.contains("refused a client with uid 65534"),
         "the daemon log names the refused uid:\n{log}"

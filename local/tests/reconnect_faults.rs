@@ -38,6 +38,18 @@ const FULL_BLACKHOLE: Duration = Duration::from_secs(30);
 const SETUP_GUARD: Duration = Duration::from_secs(90);
 const GUARD: Duration = Duration::from_secs(45);
 
+/// The scripted model's step that runs `command` with the bash tool (call id `b1`).
+fn bash_call(command: &str) -> MockReply {
+    MockReply::tool_calls(
+        vec![MockToolCall::new(
+            "b1",
+            "bash",
+            &json!({ "command": command }).to_string(),
+        )],
+        8,
+    )
+}
+
 fn count(values: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
     values.iter().filter(|v| pred(v)).count()
 }
@@ -87,14 +99,7 @@ fn blackhole_during_a_long_bash_command_delivers_its_output_and_runs_it_once() {
         let rig = Rig::new(
             Arc::clone(&ns),
             vec![
-                MockReply::tool_calls(
-                    vec![MockToolCall::new(
-                        "b1",
-                        "bash",
-                        &json!({ "command": command }).to_string(),
-                    )],
-                    8,
-                ),
+                bash_call(command),
                 MockReply::text(&["The command ", "ran once."]),
             ],
         )
@@ -479,14 +484,7 @@ fn kill_9_of_the_client_mid_turn_then_continue_finishes_the_turn_in_the_same_ses
         let rig = Rig::new(
             Arc::clone(&ns),
             vec![
-                MockReply::tool_calls(
-                    vec![MockToolCall::new(
-                        "b1",
-                        "bash",
-                        &json!({ "command": command }).to_string(),
-                    )],
-                    8,
-                ),
+                bash_call(command),
                 MockReply::text(&["first turn ", "done."]),
                 MockReply::text(&["second turn ", "done."]),
             ],
@@ -578,14 +576,7 @@ fn kill_9_of_the_daemon_mid_tool_restarts_it_and_reports_the_interrupted_turn() 
         let rig = Rig::new(
             Arc::clone(&ns),
             vec![
-                MockReply::tool_calls(
-                    vec![MockToolCall::new(
-                        "b1",
-                        "bash",
-                        &json!({ "command": command }).to_string(),
-                    )],
-                    8,
-                ),
+                bash_call(command),
                 MockReply::text(&["carrying on ", "after the crash."]),
             ],
         )
