@@ -1,0 +1,409 @@
+//! The turn runner: model steps, tool calls and approvals of one turn.
+
+use super::*;
+
+impl Session {
+    pub(super) async fn run_turn(self: Arc<Self>, cancel: CancellationToken, fresh_turn: bool) {
+        if fresh_turn {
+            self.checkpoint_turn().await;
+        }
+        let max_steps = {
+            let inner = self.lock();
+            inner.settings.max_steps.unwrap_or(DEFAULT_MAX_STEPS).max(1)
+        };
+        let mut step = 0u32;
+        let outcome = loop {
+            if step >= max_steps {
+                break ("paused", Some(format!("the turn reached its limit of {max_steps} model steps; continue to let it go on")));
+            }
+            step += 1;
+            let collected = match self.model_step(&cancel).await {
+                Ok(c) => c,
+                Err(StepEnd::Cancelled) => break ("cancelled", None),
+                Err(StepEnd::Failed(msg)) => break ("failed", Some(msg)),
+            };
+            {
+                let mut inner = self.lock();
+                self.emit(
+                    &mut inner,
+                    EventKind::AssistantMessage {
+                        content: collected.text.clone(),
+                        reasoning: collected.reasoning.clone(),
+                        tool_calls: collected.calls.clone(),
+                    },
+                );
+                let msg = agent::assistant_message(
+                    &collected.text,
+                    collected.reasoning.as_deref(),
+                    &collected.calls,
+                );
+                inner.messages.push(msg);
+                if let Some(usage) = collected.usage {
+                    let note = agent::cache_note(
+                        inner
+                            .prev_prefix
+                            .as_ref()
+                            .map(|(s, t, h)| (s.as_str(), t.as_str(), *h)),
+                        &self.prefix().system_hash,
+                        &self.prefix().tools_hash,
+                        usage.cache_hit_tokens,
+                    );
+                    inner.prev_prefix = Some((
+                        self.prefix().system_hash.clone(),
+                        self.prefix().tools_hash.clone(),
+                        usage.cache_hit_tokens,
+                    ));
+                    self.emit(
+                        &mut inner,
+                        EventKind::Usage {
+                            usage,
+                            model: collected.model.clone(),
+                            system_hash: self.prefix().system_hash.clone(),
+                            tools_hash: self.prefix().tools_hash.clone(),
+                            cache_note: note,
+                        },
+                    );
+                }
+            }
+            if collected.calls.is_empty() {
+                break ("completed", None);
+            }
+            for call in &collected.calls {
+                if cancel.is_cancelled() {
+                    self.finish_tool(call, true, "cancelled by the user before it ran".into());
+                    continue;
+                }
+                self.run_tool(call, &cancel).await;
+            }
+            if cancel.is_cancelled() {
+                break ("cancelled", None);
+            }
+        };
+        let (outcome, detail) = outcome;
+        let new_state = if outcome == "paused" {
+            TurnState::Paused
+        } else {
+            TurnState::Idle
+        };
+        {
+            let mut inner = self.lock();
+            self.emit(
+                &mut inner,
+                EventKind::TurnFinished {
+                    outcome: outcome.to_string(),
+                    detail,
+                },
+            );
+            let _ = inner.journal.sync();
+            if new_state == TurnState::Idle {
+                inner.cancel = None;
+            }
+            // Under the same lock as the TurnFinished event: a client that submits the next
+            // turn as soon as it sees this one finish must find the session idle, not busy.
+            self.set_state_locked(&mut inner, new_state, None);
+        }
+    }
+
+    /// Wait for a driving gateway, showing "waiting for laptop" meanwhile.
+    async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn Gateway>> {
+        let mut rx = self.driver.subscribe();
+        loop {
+            if let Some(g) = rx.borrow_and_update().clone() {
+                return Some(g);
+            }
+            self.set_state(
+                TurnState::WaitingForLaptop,
+                Some("waiting for laptop: the model is reached through a client's gateway".into()),
+            );
+            tokio::select! {
+                _ = cancel.cancelled() => return None,
+                r = rx.changed() => if r.is_err() { return None; },
+            }
+        }
+    }
+
+    /// While a model reply is awaited: `running` when the driving client's link is up,
+    /// "waiting for laptop" while it is down (the laptop keeps reading the stream and the
+    /// link replays it on resume, so the turn is not lost, but nothing moves until then).
+    fn show_model_link(&self, up: bool) {
+        if up {
+            self.set_state(TurnState::Running, None);
+        } else {
+            self.set_state(
+                TurnState::WaitingForLaptop,
+                Some("waiting for laptop: the link to the driving client is down; the model reply continues when it reconnects".into()),
+            );
+        }
+    }
+
+    async fn model_step(&self, cancel: &CancellationToken) -> Result<Collected, StepEnd> {
+        let (stream_base, request) = {
+            let inner = self.lock();
+            let mut messages = Vec::with_capacity(inner.messages.len() + 1);
+            messages.push(json!({"role": "system", "content": self.prefix().system}));
+            messages.extend(inner.messages.iter().cloned());
+            (
+                format!("{}-{}-{}", self.id, inner.turn, inner.messages.len()),
+                ProviderRequest {
+                    stream_id: String::new(),
+                    model: inner.settings.model.clone(),
+                    messages,
+                    tools: self.prefix().tools.clone(),
+                    temperature: None,
+                },
+            )
+        };
+        let mut attempt = 0u32;
+        let mut provider_errors = 0u32;
+        loop {
+            attempt += 1;
+            let Some(gateway) = self.wait_gateway(cancel).await else {
+                return Err(StepEnd::Cancelled);
+            };
+            let mut link_up = gateway.link_state();
+            let mut link_watch = true;
+            self.show_model_link(*link_up.borrow_and_update());
+            let mut req = request.clone();
+            req.stream_id = format!("{stream_base}-{attempt}");
+            let mut rx = gateway.start_stream(req);
+            let mut c = Collected::default();
+            let end = loop {
+                let chunk = tokio::select! {
+                    _ = cancel.cancelled() => return Err(StepEnd::Cancelled),
+                    changed = link_up.changed(), if link_watch => {
+                        match changed {
+                            Ok(()) => self.show_model_link(*link_up.borrow_and_update()),
+                            Err(_) => link_watch = false,
+                        }
+                        continue;
+                    }
+                    chunk = rx.recv() => chunk,
+                };
+                match chunk {
+                    None => break Err(None),
+                    Some(ProviderChunk::Text { text }) => {
+                        c.text.push_str(&text);
+                        self.record(EventKind::TextDelta { text });
+                    }
+                    Some(ProviderChunk::Reasoning { text }) => {
+                        c.reasoning.get_or_insert_with(String::new).push_str(&text);
+                        self.record(EventKind::ReasoningDelta { text });
+                    }
+                    Some(ProviderChunk::ToolCall(call)) => c.calls.push(call),
+                    Some(ProviderChunk::Usage(u)) => c.usage = Some(u),
+                    Some(ProviderChunk::Done { model, .. }) => {
+                        c.model = model;
+                        break Ok(());
+                    }
+                    Some(ProviderChunk::Error { message, retryable }) => {
+                        break Err(Some((message, retryable)))
+                    }
+                }
+            };
+            match end {
+                Ok(()) => return Ok(c),
+                // The gateway's link is gone for good: nothing of this stream was acted
+                // on (tool calls only count once the stream completed), so ask again.
+                Err(None) => {
+                    self.record(EventKind::Notice {
+                        text: "the laptop disconnected during a model reply; the request will be re-issued when a client attaches".into(),
+                    });
+                    self.release_driver(gateway.conn_id());
+                }
+                Err(Some((message, true))) if provider_errors < PROVIDER_REISSUES => {
+                    provider_errors += 1;
+                    self.record(EventKind::Notice {
+                        text: format!("model stream failed ({message}); asking again ({provider_errors}/{PROVIDER_REISSUES})"),
+                    });
+                }
+                Err(Some((message, _))) => return Err(StepEnd::Failed(message)),
+            }
+        }
+    }
+
+    fn finish_tool(&self, call: &ToolCall, is_error: bool, output: String) {
+        let mut inner = self.lock();
+        self.emit(
+            &mut inner,
+            EventKind::ToolFinished {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                is_error,
+                output: output.clone(),
+            },
+        );
+        inner.messages.push(agent::tool_message(&call.id, &output));
+    }
+
+    async fn run_tool(&self, call: &ToolCall, cancel: &CancellationToken) {
+        let laptop = self
+            .laptop_tools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let tool = self
+            .runtime
+            .registry
+            .get(&call.name)
+            .or_else(|| laptop.and_then(|r| r.get(&call.name)));
+        let Some(tool) = tool else {
+            self.finish_tool(
+                call,
+                true,
+                format!(
+                    "unknown tool {:?}; the available tools are listed in your tool definitions",
+                    call.name
+                ),
+            );
+            return;
+        };
+        let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            &call.arguments
+        }) {
+            Ok(v) => v,
+            Err(e) => {
+                self.finish_tool(
+                    call,
+                    true,
+                    format!("the arguments are not valid JSON ({e}); send a JSON object matching the tool's schema"),
+                );
+                return;
+            }
+        };
+        let decision = self
+            .lock()
+            .policy
+            .decide(&call.name, &args, tool.read_only());
+        match decision {
+            Decision::Allow => {}
+            Decision::Deny { reason } => {
+                self.finish_tool(
+                    call,
+                    true,
+                    format!("denied by the permission policy: {reason}"),
+                );
+                return;
+            }
+            Decision::Ask { reason } => {
+                match self.ask_approval(call, &args, reason, cancel).await {
+                    Some(ApprovalDecision::AllowOnce)
+                    | Some(ApprovalDecision::AllowSession)
+                    | Some(ApprovalDecision::AllowAlways) => {}
+                    Some(ApprovalDecision::Deny) => {
+                        self.finish_tool(call, true, "the user denied this tool call; do not retry it unchanged — ask the user or take another approach".into());
+                        return;
+                    }
+                    None => {
+                        self.finish_tool(call, true, "cancelled before approval".into());
+                        return;
+                    }
+                }
+            }
+        }
+        {
+            let mut inner = self.lock();
+            self.emit(
+                &mut inner,
+                EventKind::ToolStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                },
+            );
+            // Durable before the tool runs: after a crash we know it may have run, and never
+            // run it again.
+            let _ = inner.journal.sync();
+        }
+        let live = self.live.clone();
+        let call_id = call.id.clone();
+        let sink: crate::mcp::ProgressSink = Arc::new(move |p: crate::mcp::McpProgress| {
+            let _ = live.send(Notification::ToolProgress {
+                call_id: call_id.clone(),
+                message: p.render(),
+            });
+        });
+        let out = tokio::select! {
+            out = crate::mcp::with_progress(sink, tool.run(args, &self.tool_ctx)) => out,
+            _ = cancel.cancelled() => {
+                self.finish_tool(call, true, "cancelled by the user while running".into());
+                return;
+            }
+        };
+        self.finish_tool(call, out.is_error, out.text);
+    }
+
+    async fn ask_approval(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        reason: String,
+        cancel: &CancellationToken,
+    ) -> Option<ApprovalDecision> {
+        let headless = self
+            .driver
+            .borrow()
+            .as_ref()
+            .map(|g| g.headless())
+            .unwrap_or(false)
+            || self.lock().settings.headless;
+        if headless {
+            self.record(EventKind::Notice {
+                text: format!("{} needs approval ({reason}); headless run denies it (use --auto or --yolo to allow)", call.name),
+            });
+            return Some(ApprovalDecision::Deny);
+        }
+        let approval_id = format!("ap-{}", call.id);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut inner = self.lock();
+            let Some(_requested) = self.emit(
+                &mut inner,
+                EventKind::ApprovalRequested {
+                    approval_id: approval_id.clone(),
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    reason,
+                    preview: None,
+                },
+            ) else {
+                return Some(ApprovalDecision::Deny);
+            };
+            let _ = inner.journal.sync();
+            inner.approvals.insert(
+                approval_id.clone(),
+                PendingApproval {
+                    answer: tx,
+                    tool: call.name.clone(),
+                    args: args.clone(),
+                },
+            );
+        }
+        self.set_state(
+            TurnState::WaitingForApproval,
+            Some(format!("waiting for approval of {}", call.name)),
+        );
+        let answer = tokio::select! {
+            a = rx => a.ok(),
+            _ = cancel.cancelled() => None,
+        };
+        self.lock().approvals.remove(&approval_id);
+        self.set_state(TurnState::Running, None);
+        answer
+    }
+}
+
+#[derive(Default)]
+struct Collected {
+    text: String,
+    reasoning: Option<String>,
+    calls: Vec<ToolCall>,
+    usage: Option<Usage>,
+    model: String,
+}
+
+enum StepEnd {
+    Cancelled,
+    Failed(String),
+}
