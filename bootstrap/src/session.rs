@@ -6,7 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use russh::client::{self, Handle};
-use russh::keys::{HashAlg, PublicKey, PublicKeyOrCertificate};
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use russh::keys::{Algorithm, HashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::Preferred;
 
 use crate::config::{ResolvedHost, SshOptions, StrictHostKeyChecking};
 use crate::dest::Destination;
@@ -155,7 +159,30 @@ impl client::Handler for ClientHandler {
             PublicKeyOrCertificate::PublicKey { key, .. } => self.check_key(key).await,
             PublicKeyOrCertificate::Certificate(cert) => {
                 let known = KnownHosts::load(&self.known_hosts_files);
-                if self.accept_certificate(&known, cert) {
+                let plain = PublicKey::new(cert.public_key().clone(), "");
+                let revoked = matches!(
+                    known.lookup(&self.host, self.port, &plain),
+                    Lookup::Revoked { .. }
+                );
+                let ca = PublicKey::new(cert.signature_key().clone(), "");
+                if revoked {
+                    // A revoked host key stays revoked inside a certificate (OpenSSH checks
+                    // the certified key against @revoked lines too).
+                    self.check_key(&plain).await
+                } else if let Some((file, line)) = known.revoked_entry(&self.host, self.port, &ca) {
+                    // A certificate signed by a revoked CA is revoked, not merely unknown.
+                    let question = HostKeyQuestion {
+                        host: self.host.clone(),
+                        port: self.port,
+                        key_type: known_hosts::key_type(&plain),
+                        fingerprint_sha256: known_hosts::fingerprint(&plain),
+                        status: HostKeyStatus::Revoked {
+                            known_hosts_file: file,
+                            line,
+                        },
+                    };
+                    self.refuse(question, HostKeyRefusal::Revoked)
+                } else if self.accept_certificate(&known, cert) {
                     true
                 } else {
                     let key = PublicKey::new(cert.public_key().clone(), "");
@@ -236,11 +263,51 @@ impl SshConnection {
     }
 }
 
-fn client_config(r: &ResolvedHost) -> Arc<client::Config> {
+/// The same key type for host-key negotiation purposes: any RSA signature hash, an ECDSA
+/// key of the same curve, otherwise the same algorithm.
+fn same_key_type(a: &Algorithm, b: &Algorithm) -> bool {
+    match (a, b) {
+        (Algorithm::Rsa { .. }, Algorithm::Rsa { .. }) => true,
+        _ => a == b,
+    }
+}
+
+/// Host-key algorithms to ask for, ordered like OpenSSH's `order_hostkeyalgs`: when the
+/// first default algorithm's key type is on record the default order stays; otherwise the
+/// algorithms whose key type is on record for this host come first (in default order), so
+/// a server holding several keys shows the one we can check. With a `@cert-authority` entry
+/// for the host, certificate algorithms are asked for ahead of plain keys.
+pub(crate) fn preferred_algorithms(known: &KnownHosts, host: &str, port: u16) -> Preferred {
+    let defaults: &[Algorithm] = &Preferred::DEFAULT.key;
+    let on_record = known.known_algorithms(host, port);
+    let is_known = |a: &Algorithm| on_record.iter().any(|k| same_key_type(k, a));
+    let key: Vec<Algorithm> = match defaults.first() {
+        Some(best) if is_known(best) => defaults.to_vec(),
+        _ => {
+            let (first, last): (Vec<&Algorithm>, Vec<&Algorithm>) =
+                defaults.iter().partition(|a| is_known(a));
+            first.into_iter().chain(last).cloned().collect()
+        }
+    };
+    let host_key_certificates: Vec<Algorithm> = if known.has_cert_authority(host, port) {
+        key.clone()
+    } else {
+        Vec::new()
+    };
+    Preferred {
+        key: Cow::Owned(key),
+        host_key_certificates: Cow::Owned(host_key_certificates),
+        ..Preferred::DEFAULT
+    }
+}
+
+fn client_config(r: &ResolvedHost, known_hosts_files: &[PathBuf]) -> Arc<client::Config> {
+    let known = KnownHosts::load(known_hosts_files);
     Arc::new(client::Config {
         keepalive_interval: r.server_alive_interval,
         keepalive_max: r.server_alive_count_max as usize,
         nodelay: true,
+        preferred: preferred_algorithms(&known, &r.hostname, r.port),
         ..Default::default()
     })
 }
@@ -279,7 +346,7 @@ async fn dial_hop(
     cache: &CredentialCache,
 ) -> Result<Handle<ClientHandler>, BootstrapError> {
     let (handler, shared) = handler_for(r, prompter);
-    let config = client_config(r);
+    let config = client_config(r, &handler.known_hosts_files);
     let host = r.hostname.clone();
     prompter.progress(
         Stage::Connect,
@@ -380,6 +447,7 @@ pub async fn connect_with_cache(
     cache: &CredentialCache,
 ) -> Result<SshConnection, BootstrapError> {
     let resolved = opts.resolve(dest)?;
+    refuse_proxy_command(&resolved)?;
     let hop_opts = opts.for_jump_host();
     let mut hops: Vec<Handle<ClientHandler>> = Vec::new();
     for jump in &resolved.proxy_jump {
@@ -390,6 +458,7 @@ pub async fn connect_with_cache(
             path: None,
         };
         let mut jr = hop_opts.resolve(&jd)?;
+        refuse_proxy_command(&jr)?;
         // A hop's own ProxyJump would recurse; the destination's list already orders hops.
         jr.proxy_jump.clear();
         let transport = match hops.last() {
@@ -412,6 +481,23 @@ pub async fn connect_with_cache(
         resolved,
         prompter,
     })
+}
+
+/// We do not run `ProxyCommand`s: connecting directly instead would silently bypass what the
+/// user configured, so it is refused with the way out.
+fn refuse_proxy_command(r: &ResolvedHost) -> Result<(), BootstrapError> {
+    match &r.proxy_command {
+        None => Ok(()),
+        Some(cmd) => Err(BootstrapError::Config(
+            crate::config::ConfigError::Unsupported {
+                host: r.alias.clone(),
+                setting: format!("ProxyCommand {cmd}"),
+                hint:
+                    "use ProxyJump (-J) instead, or pass -o ProxyCommand=none to connect directly"
+                        .into(),
+            },
+        )),
+    }
 }
 
 async fn open_tunnel(
