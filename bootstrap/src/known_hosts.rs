@@ -221,13 +221,27 @@ impl KnownHosts {
         self.matching(&name).collect()
     }
 
-    /// Look up `key` presented by `host:port`, as OpenSSH's `check_key_in_hostkeys` does.
+    /// Look up `key` presented by `host:port`, as OpenSSH's `check_host_key` does.
     ///
-    /// `@revoked` lines that name the host and hold the key win over everything; then a plain
-    /// entry with the same key (known); then any other plain entry (changed, whatever its key
-    /// type). `@cert-authority` lines are not host keys.
+    /// For the name `host` (port 22) or `[host]:port`: `@revoked` lines that name it and hold
+    /// the key win over everything; then a plain entry with the same key (known); then any
+    /// other plain entry (changed, whatever its key type). `@cert-authority` lines are not
+    /// host keys. When nothing at all is on record for `[host]:port`, the key is also looked
+    /// for under the bare `host` and accepted if found there (OpenSSH's "checking without
+    /// port identifier"); a change or revocation found that way is not acted on, as in ssh.
     pub fn lookup(&self, host: &str, port: u16, key: &PublicKey) -> Lookup {
-        let entries = self.for_host(host, port);
+        let lower = host.to_ascii_lowercase();
+        let first = self.lookup_name(&host_port_name(&lower, port), key);
+        if first == Lookup::Unknown && port != 22 {
+            if let found @ Lookup::Known { .. } = self.lookup_name(&lower, key) {
+                return found;
+            }
+        }
+        first
+    }
+
+    fn lookup_name(&self, name: &str, key: &PublicKey) -> Lookup {
+        let entries: Vec<&Entry> = self.matching(name).collect();
         if let Some(e) = entries
             .iter()
             .find(|e| e.marker == Marker::Revoked && e.key.key_data() == key.key_data())
@@ -264,10 +278,8 @@ impl KnownHosts {
         }
     }
 
-    /// Whether a `@cert-authority` entry naming `host:port` holds `ca_key` and no
-    /// `@revoked` entry naming it revokes that CA key.
-    pub fn is_trusted_ca(&self, host: &str, port: u16, ca_key: &PublicKey) -> bool {
-        let entries = self.for_host(host, port);
+    fn trusted_ca_name(&self, name: &str, ca_key: &PublicKey) -> bool {
+        let entries: Vec<&Entry> = self.matching(name).collect();
         let revoked = entries
             .iter()
             .any(|e| e.marker == Marker::Revoked && e.key.key_data() == ca_key.key_data());
@@ -275,6 +287,15 @@ impl KnownHosts {
             && entries
                 .iter()
                 .any(|e| e.marker == Marker::CertAuthority && e.key.key_data() == ca_key.key_data())
+    }
+
+    /// Whether a `@cert-authority` entry naming `host:port` (or, on another port than 22,
+    /// the bare `host`, as OpenSSH retries) holds `ca_key`, and no `@revoked` entry naming
+    /// the same name revokes that CA key.
+    pub fn is_trusted_ca(&self, host: &str, port: u16, ca_key: &PublicKey) -> bool {
+        let lower = host.to_ascii_lowercase();
+        self.trusted_ca_name(&host_port_name(&lower, port), ca_key)
+            || (port != 22 && self.trusted_ca_name(&lower, ca_key))
     }
 
     /// The `@revoked` line naming `host:port` that holds `key`, if any.
@@ -293,16 +314,22 @@ impl KnownHosts {
     /// Whether any `@cert-authority` entry names `host:port` (then certificate host-key
     /// algorithms are asked for first, as OpenSSH does).
     pub fn has_cert_authority(&self, host: &str, port: u16) -> bool {
-        self.for_host(host, port)
-            .iter()
-            .any(|e| e.marker == Marker::CertAuthority)
+        let ca = |entries: Vec<&Entry>| entries.iter().any(|e| e.marker == Marker::CertAuthority);
+        ca(self.for_host(host, port)) || (port != 22 && ca(self.for_host(host, 22)))
     }
 
-    /// Key algorithms of the plain entries naming `host:port`, first seen first.
+    /// Key algorithms of the plain entries naming `host:port`, first seen first. A key that
+    /// is also `@revoked` for the host does not count (OpenSSH does not ask for it first).
     pub fn known_algorithms(&self, host: &str, port: u16) -> Vec<Algorithm> {
+        let entries = self.for_host(host, port);
+        let revoked = |k: &PublicKey| {
+            entries
+                .iter()
+                .any(|e| e.marker == Marker::Revoked && e.key.key_data() == k.key_data())
+        };
         let mut out: Vec<Algorithm> = Vec::new();
-        for e in self.for_host(host, port) {
-            if e.marker == Marker::None && !out.contains(&e.key.algorithm()) {
+        for e in &entries {
+            if e.marker == Marker::None && !revoked(&e.key) && !out.contains(&e.key.algorithm()) {
                 out.push(e.key.algorithm());
             }
         }
@@ -502,7 +529,8 @@ mod tests {
         );
         assert!(!k.is_trusted_ca("x.org", 22, &key(K2)));
         assert!(k.has_cert_authority("x.corp", 22));
-        assert!(!k.has_cert_authority("x.corp", 2222));
+        assert!(k.has_cert_authority("x.corp", 2222), "bare-name fallback");
+        assert!(!k.has_cert_authority("x.org", 2222));
         // A CA line is not a host key.
         assert_eq!(k.lookup("x.corp", 22, &key(K2)), Lookup::Unknown);
     }
