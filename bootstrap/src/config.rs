@@ -190,6 +190,9 @@ pub struct ResolvedHost {
     pub identity_agent: Option<PathBuf>,
     /// Hops to go through, first hop first.
     pub proxy_jump: Vec<JumpHost>,
+    /// `HostKeyAlias`, lowercased: the name host keys are looked up and recorded under
+    /// instead of `[hostname]:port`.
+    pub host_key_alias: Option<String>,
     /// `ProxyCommand`, when one applies (we cannot run it; connecting refuses it clearly).
     pub proxy_command: Option<String>,
     /// User known_hosts files; the first is where accepted keys are appended.
@@ -1606,7 +1609,12 @@ impl SshOptions {
         let short = r.this_host.split('.').next().unwrap_or("").to_string();
         let uid = local_uid().to_string();
         let home_s = home.display().to_string();
-        let key_alias = s.host_key_alias.clone().unwrap_or_else(|| host_arg.clone());
+        // OpenSSH lowercases HostKeyAlias before it expands %k.
+        let key_alias = s
+            .host_key_alias
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_else(|| host_arg.clone());
         let tokens = [
             ('C', hash.as_str()),
             ('L', short.as_str()),
@@ -1699,6 +1707,7 @@ impl SshOptions {
             identities_only: s.identities_only.unwrap_or(false),
             identity_agent,
             proxy_jump,
+            host_key_alias: s.host_key_alias.as_deref().map(str::to_ascii_lowercase),
             proxy_command,
             user_known_hosts_files,
             global_known_hosts_files,

@@ -307,9 +307,21 @@ fn client_config(r: &ResolvedHost, known_hosts_files: &[PathBuf]) -> Arc<client:
         keepalive_interval: r.server_alive_interval,
         keepalive_max: r.server_alive_count_max as usize,
         nodelay: true,
-        preferred: preferred_algorithms(&known, &r.hostname, r.port),
+        preferred: {
+            let (host, port) = known_hosts_name(r);
+            preferred_algorithms(&known, &host, port)
+        },
         ..Default::default()
     })
+}
+
+/// The name and port a host's keys are recorded under: `HostKeyAlias` when set (as OpenSSH,
+/// without a port), else the host name and port dialled.
+fn known_hosts_name(r: &ResolvedHost) -> (String, u16) {
+    match &r.host_key_alias {
+        Some(alias) => (alias.clone(), 22),
+        None => (r.hostname.clone(), r.port),
+    }
 }
 
 fn handler_for(
@@ -320,8 +332,8 @@ fn handler_for(
     let mut files = r.user_known_hosts_files.clone();
     files.extend(r.global_known_hosts_files.iter().cloned());
     let handler = ClientHandler {
-        host: r.hostname.clone(),
-        port: r.port,
+        host: known_hosts_name(r).0,
+        port: known_hosts_name(r).1,
         known_hosts_files: files,
         append_file: r.user_known_hosts_files.first().cloned(),
         strict: r.strict_host_key_checking,

@@ -81,6 +81,8 @@ struct Variant {
     host: &'static str,
     /// Hash the file with `ssh-keygen -H` first.
     hashed: bool,
+    /// Extra `-o` options for both clients.
+    opts: Vec<String>,
 }
 
 async fn run_variants(
@@ -114,7 +116,11 @@ async fn run_variants(
             }
         };
         write(&file);
-        let out = Command::new("ssh")
+        let mut ssh = Command::new("ssh");
+        for o in &v.opts {
+            ssh.arg("-o").arg(o);
+        }
+        let out = ssh
             .env("HOME", s.laptop.home.path())
             .args([
                 "-F",
@@ -152,6 +158,9 @@ async fn run_variants(
 
         write(&file);
         let mut o = s.opts();
+        for opt in &v.opts {
+            o.push_option(opt).unwrap();
+        }
         o.push_option(&format!("UserKnownHostsFile={}", file.display()))
             .unwrap();
         o.push_option("GlobalKnownHostsFile=/dev/null").unwrap();
@@ -215,6 +224,7 @@ async fn host_key_decisions_equal_openssh() {
         known_hosts: kh,
         host: "127.0.0.1",
         hashed: false,
+        opts: Vec::new(),
     };
     let mut variants = vec![
         v("right ed25519", format!("{n1} {ed}\n")),
@@ -290,24 +300,49 @@ async fn host_key_decisions_equal_openssh() {
             known_hosts: format!("{n1} {ed}\n"),
             host: "127.0.0.1",
             hashed: true,
+            opts: Vec::new(),
         },
         Variant {
             name: "hashed wrong key",
             known_hosts: format!("{n1} {other_ed}\n"),
             host: "127.0.0.1",
             hashed: true,
+            opts: Vec::new(),
         },
         Variant {
             name: "mixed-case name and entry",
             known_hosts: format!("[LocalHost]:{} {ed}\n", s1.sshd.port()),
             host: "LOCALHOST",
             hashed: false,
+            opts: Vec::new(),
+        },
+        Variant {
+            name: "HostKeyAlias, entry under the alias",
+            known_hosts: format!("myalias {ed}\n"),
+            host: "127.0.0.1",
+            hashed: false,
+            opts: vec!["HostKeyAlias=MyAlias".into()],
+        },
+        Variant {
+            name: "HostKeyAlias, entry only under [host]:port",
+            known_hosts: format!("{n1} {ed}\n"),
+            host: "127.0.0.1",
+            hashed: false,
+            opts: vec!["HostKeyAlias=myalias".into()],
+        },
+        Variant {
+            name: "HostKeyAlias, wrong key under the alias",
+            known_hosts: format!("MyAlias {other_ed}\n"),
+            host: "127.0.0.1",
+            hashed: true,
+            opts: vec!["HostKeyAlias=myalias".into()],
         },
         Variant {
             name: "mixed-case name, hashed entry",
             known_hosts: format!("[localhost]:{} {ed}\n", s1.sshd.port()),
             host: "LocalHost",
             hashed: true,
+            opts: Vec::new(),
         },
     ];
     let mut table = Vec::new();

@@ -289,6 +289,94 @@ fn cases() -> Vec<Case> {
         "Host *\n ServerAliveInterval none\n ConnectTimeout none\n",
         "h",
     ));
+    let alias = "Host *\n HostKeyAlias Alias.%h\n UserKnownHostsFile /tmp/kh_%k_%h\n";
+    v.push(case("host key alias (no tokens in it)", alias, "h"));
+    v.push(case(
+        "host key alias and %k",
+        "Host *\n HostKeyAlias Alias.X\n UserKnownHostsFile /tmp/kh_%k_%h\n",
+        "h",
+    ));
+    v.push(case("cli host key alias", "", "h").o("HostKeyAlias=CLI.Alias"));
+    v.push(
+        case(
+            "include in final pass",
+            "Include {DIR}/f.conf\nHost h\n HostName H.Final\n",
+            "h",
+        )
+        .file(
+            "f.conf",
+            "Match final host h.final\n Port 7\nHost h.final\n User fromfinal\n",
+        ),
+    );
+    v.push(case(
+        "match host sees expanded HostName",
+        "Host a\n HostName %h.Example.ORG\nMatch host a.example.org\n User m\nMatch originalhost a.example.org\n Port 9\n",
+        "a",
+    ));
+    v.push(case(
+        "match user with @ in it",
+        "Match user me@corp\n Port 8\n",
+        "me@corp@h",
+    ));
+    for (n, ia) in [
+        ("SSH_AUTH_SOCK", "SSH_AUTH_SOCK"),
+        ("none", "none"),
+        ("legacy $VAR", "$RXT_DIR"),
+        ("tilde", "~/agent.%h"),
+    ] {
+        v.push(case(
+            &format!("identity agent {n}"),
+            &format!("Host *\n IdentityAgent {ia}\n"),
+            "h",
+        ));
+    }
+    let mut i2 = case(
+        "-i before file identities",
+        "Host *\n IdentityFile /file_key\n",
+        "h",
+    )
+    .o("IdentityFile=/opt_key");
+    i2.identity = Some("cli_first".into());
+    v.push(i2);
+    v.push(case(
+        "times and counts",
+        "Host *\n ConnectTimeout 1h\n ServerAliveInterval 2m\n ServerAliveCountMax 0\n NumberOfPasswordPrompts 1\n",
+        "h",
+    ));
+    v.push(case("bad port 65536", "Host *\n Port 65536\n", "h"));
+    v.push(case(
+        "negative count",
+        "Host *\n ServerAliveCountMax -1\n",
+        "h",
+    ));
+    for d in ["a", "c", "z"] {
+        v.push(case(
+            &format!("strict {d}"),
+            "Host a\n StrictHostKeyChecking accept-new\nHost c\n StrictHostKeyChecking ask\nHost *\n StrictHostKeyChecking false\n",
+            d,
+        ));
+    }
+    v.push(case(
+        "address patterns",
+        "Host 10.*\n Port 10\nHost *\n Port 11\n",
+        "10.1.2.3",
+    ));
+    v.push(case(
+        "match exec tokens",
+        "Match exec \"test %p = 22 && test %r = %u && test %n = h && test %h = h.x && test %% = %%\"\n Port 12\n\
+         Match exec \"test -n '%C%l%L%i%d%k'\"\n User tok\nHost *\n HostName h.x\n",
+        "h",
+    ));
+    v.push(case(
+        "canonicalize always",
+        "CanonicalizeHostname always\nMatch canonical\n Port 13\n",
+        "h",
+    ));
+    v.push(case(
+        "canonicalize bad value",
+        "CanonicalizeHostname maybe\n",
+        "h",
+    ));
     v.push(case(
         "blank and indented comments",
         "\n   # x\n\t\nHost *\n\t# y\n  User tabs\n",
@@ -305,9 +393,10 @@ fn run_ssh(c: &Case, dir: &Path, pre: &[String]) -> Result<BTreeMap<String, Vec<
     let mut cmd = Command::new("ssh");
     cmd.env("HOME", dir.join("home"));
     cmd.arg("-G").arg("-F").arg(dir.join("config"));
-    for o in pre.iter().chain(c.opts.iter()) {
+    for o in pre {
         cmd.arg("-o").arg(o);
     }
+    // Our CLI contract: -p, -i and -J count as given before every -o.
     if let Some(p) = c.port {
         cmd.arg("-p").arg(p.to_string());
     }
@@ -316,6 +405,9 @@ fn run_ssh(c: &Case, dir: &Path, pre: &[String]) -> Result<BTreeMap<String, Vec<
     }
     if let Some(i) = &c.identity {
         cmd.arg("-i").arg(dir.join(i));
+    }
+    for o in &c.opts {
+        cmd.arg("-o").arg(o);
     }
     cmd.arg(&c.dest);
     let out = cmd.output().unwrap();
@@ -534,6 +626,8 @@ fn compare(
             .ok()
             .filter(|s| !s.is_empty()),
         Some(v) if v.eq_ignore_ascii_case("none") => None,
+        // The legacy `$VAR` form is looked up when ssh connects (ssh -G shows it raw).
+        Some(v) if v.starts_with('$') && !v.starts_with("${") => std::env::var(&v[1..]).ok(),
         Some(v) => Some(v.to_string()),
     };
     check(
