@@ -21,9 +21,8 @@
 //!   `%C %d %h %i %k %L %l %n %p %r %u %%` tokens; `HostName` only `%h` and `%%`; an unknown
 //!   token or an unset variable is an error, as in OpenSSH.
 //!
-//! Not done (documented in docs/REMOTE.md): DNS canonicalisation (`CanonicalDomains`),
-//! `ProxyCommand` (refused at connect time with a clear error), `-o` given after the
-//! destination (treated as given before it).
+//! Not done (documented in docs/REMOTE.md): DNS canonicalisation (`CanonicalDomains`), `-o`
+//! given after the destination (treated as given before it).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -108,16 +107,6 @@ pub enum ConfigError {
         /// What was wrong.
         reason: String,
     },
-    /// A setting that applies to this host but that reasonix cannot honour.
-    #[error("{host}: {setting} is not supported by reasonix ({hint})")]
-    Unsupported {
-        /// The host being resolved.
-        host: String,
-        /// The keyword and its value.
-        setting: String,
-        /// What to do instead.
-        hint: String,
-    },
     /// `Match exec` could not run its command at all.
     #[error("{origin}: Match exec '{command}' could not run: {reason}")]
     Exec {
@@ -193,7 +182,7 @@ pub struct ResolvedHost {
     /// `HostKeyAlias`, lowercased: the name host keys are looked up and recorded under
     /// instead of `[hostname]:port`.
     pub host_key_alias: Option<String>,
-    /// `ProxyCommand`, when one applies (we cannot run it; connecting refuses it clearly).
+    /// `ProxyCommand`, when one applies (unexpanded; run with `$SHELL -c` when connecting).
     pub proxy_command: Option<String>,
     /// User known_hosts files; the first is where accepted keys are appended.
     pub user_known_hosts_files: Vec<PathBuf>,
@@ -695,7 +684,7 @@ fn tilde_expand(s: &str, home: &Path) -> Result<String, String> {
 }
 
 /// OpenSSH's `percent_expand` (and `${VAR}` when `dollar`): every `%x` must be in `tokens`.
-fn expand(s: &str, tokens: &[(char, &str)], dollar: bool) -> Result<String, String> {
+pub(crate) fn expand(s: &str, tokens: &[(char, &str)], dollar: bool) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(c) = rest.chars().next() {

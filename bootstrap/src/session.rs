@@ -209,6 +209,8 @@ pub struct SshConnection {
     pub(crate) handle: Handle<ClientHandler>,
     /// Jump hosts, kept alive for as long as the tunnel is needed (outermost first).
     _hops: Vec<Handle<ClientHandler>>,
+    /// `ProxyCommand` processes carrying the first hop's stream (killed on drop).
+    _proxies: Vec<ProxyChild>,
     pub(crate) resolved: ResolvedHost,
     pub(crate) prompter: Arc<dyn Prompter>,
 }
@@ -349,6 +351,7 @@ fn handler_for(
 enum Transport {
     Tcp,
     Tunnel(russh::Channel<client::Msg>),
+    Proxy(tokio::io::Join<tokio::process::ChildStdout, tokio::process::ChildStdin>),
 }
 
 async fn dial_hop(
@@ -399,6 +402,7 @@ async fn dial_hop(
         Transport::Tunnel(ch) => {
             Box::pin(client::connect_stream(config, ch.into_stream(), handler))
         }
+        Transport::Proxy(stream) => Box::pin(client::connect_stream(config, stream, handler)),
     };
     prompter.progress(Stage::Kex, "key exchange", None);
     let mut fut = fut;
@@ -459,7 +463,7 @@ pub async fn connect_with_cache(
     cache: &CredentialCache,
 ) -> Result<SshConnection, BootstrapError> {
     let resolved = opts.resolve(dest)?;
-    refuse_proxy_command(&resolved)?;
+    let mut proxies: Vec<ProxyChild> = Vec::new();
     let hop_opts = opts.for_jump_host();
     let mut hops: Vec<Handle<ClientHandler>> = Vec::new();
     for jump in &resolved.proxy_jump {
@@ -470,19 +474,30 @@ pub async fn connect_with_cache(
             path: None,
         };
         let mut jr = hop_opts.resolve(&jd)?;
-        refuse_proxy_command(&jr)?;
         // A hop's own ProxyJump would recurse; the destination's list already orders hops.
         jr.proxy_jump.clear();
-        let transport = match hops.last() {
-            None => Transport::Tcp,
-            Some(prev) => Transport::Tunnel(open_tunnel(prev, &jr.hostname, jr.port).await?),
+        let transport = match (hops.last(), jr.proxy_command.clone()) {
+            // Only the first hop is reached by its own ProxyCommand (OpenSSH reaches later
+            // hops with `-J`, which overrides theirs).
+            (None, Some(cmd)) => {
+                let (child, t) = spawn_proxy(&jr, &cmd)?;
+                proxies.push(child);
+                t
+            }
+            (None, None) => Transport::Tcp,
+            (Some(prev), _) => Transport::Tunnel(open_tunnel(prev, &jr.hostname, jr.port).await?),
         };
         let h = dial_hop(&jr, transport, &prompter, cache).await?;
         hops.push(h);
     }
-    let transport = match hops.last() {
-        None => Transport::Tcp,
-        Some(prev) => {
+    let transport = match (hops.last(), resolved.proxy_command.clone()) {
+        (None, Some(cmd)) => {
+            let (child, t) = spawn_proxy(&resolved, &cmd)?;
+            proxies.push(child);
+            t
+        }
+        (None, None) => Transport::Tcp,
+        (Some(prev), _) => {
             Transport::Tunnel(open_tunnel(prev, &resolved.hostname, resolved.port).await?)
         }
     };
@@ -490,26 +505,74 @@ pub async fn connect_with_cache(
     Ok(SshConnection {
         handle,
         _hops: hops,
+        _proxies: proxies,
         resolved,
         prompter,
     })
 }
 
-/// We do not run `ProxyCommand`s: connecting directly instead would silently bypass what the
-/// user configured, so it is refused with the way out.
-fn refuse_proxy_command(r: &ResolvedHost) -> Result<(), BootstrapError> {
-    match &r.proxy_command {
-        None => Ok(()),
-        Some(cmd) => Err(BootstrapError::Config(
-            crate::config::ConfigError::Unsupported {
-                host: r.alias.clone(),
-                setting: format!("ProxyCommand {cmd}"),
-                hint:
-                    "use ProxyJump (-J) instead, or pass -o ProxyCommand=none to connect directly"
-                        .into(),
-            },
-        )),
+/// A running `ProxyCommand`; killed when the connection is dropped.
+struct ProxyChild(#[allow(dead_code)] tokio::process::Child);
+
+/// Start `ProxyCommand` for `r` as OpenSSH does: `exec CMD` with `%h %k %n %p %r %%` expanded,
+/// run by `$SHELL -c` (else `/bin/sh`); its stdin/stdout carry the SSH stream. Its stderr is
+/// logged, never written to the terminal (the TUI owns it).
+fn spawn_proxy(r: &ResolvedHost, cmd: &str) -> Result<(ProxyChild, Transport), BootstrapError> {
+    let port = r.port.to_string();
+    let key_alias = r.host_key_alias.clone().unwrap_or_else(|| r.alias.clone());
+    let tokens = [
+        ('h', r.hostname.as_str()),
+        ('k', key_alias.as_str()),
+        ('n', r.alias.as_str()),
+        ('p', port.as_str()),
+        ('r', r.user.as_str()),
+    ];
+    let command =
+        crate::config::expand(&format!("exec {cmd}"), &tokens, false).map_err(|reason| {
+            BootstrapError::Config(crate::config::ConfigError::Expand {
+                key: "ProxyCommand".into(),
+                value: cmd.to_string(),
+                reason,
+            })
+        })?;
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".to_string());
+    let mut child = tokio::process::Command::new(&shell)
+        .arg("-c")
+        .arg(&command)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| BootstrapError::Connect {
+            host: r.hostname.clone(),
+            port: r.port,
+            reason: format!("cannot start ProxyCommand '{command}' with {shell}: {e}"),
+        })?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(BootstrapError::Connect {
+            host: r.hostname.clone(),
+            port: r.port,
+            reason: "ProxyCommand started without pipes".into(),
+        });
+    };
+    if let Some(stderr) = child.stderr.take() {
+        let host = r.hostname.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt as _;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::warn!(host = %host, "ProxyCommand: {line}");
+            }
+        });
     }
+    Ok((
+        ProxyChild(child),
+        Transport::Proxy(tokio::io::join(stdout, stdin)),
+    ))
 }
 
 async fn open_tunnel(

@@ -37,6 +37,8 @@ struct Case {
     identity: Option<String>,
     /// Extra files in the temp dir (for Include).
     files: Vec<(String, String)>,
+    /// No `-F`: read `~/.ssh/config` and the real `/etc/ssh/ssh_config` as ssh does.
+    system: bool,
 }
 
 fn case(name: &str, config: &str, dest: &str) -> Case {
@@ -49,6 +51,7 @@ fn case(name: &str, config: &str, dest: &str) -> Case {
         jump: None,
         identity: None,
         files: Vec::new(),
+        system: false,
     }
 }
 
@@ -330,6 +333,11 @@ fn cases() -> Vec<Case> {
             "h",
         ));
     }
+    for d in ["h", "me@Other.Host"] {
+        let mut sys = case(&format!("system config files {d}"), "", d);
+        sys.system = true;
+        v.push(sys);
+    }
     let mut i2 = case(
         "-i before file identities",
         "Host *\n IdentityFile /file_key\n",
@@ -392,7 +400,10 @@ fn cases() -> Vec<Case> {
 fn run_ssh(c: &Case, dir: &Path, pre: &[String]) -> Result<BTreeMap<String, Vec<String>>, String> {
     let mut cmd = Command::new("ssh");
     cmd.env("HOME", dir.join("home"));
-    cmd.arg("-G").arg("-F").arg(dir.join("config"));
+    cmd.arg("-G");
+    if !c.system {
+        cmd.arg("-F").arg(dir.join("config"));
+    }
     for o in pre {
         cmd.arg("-o").arg(o);
     }
@@ -424,7 +435,7 @@ fn run_ssh(c: &Case, dir: &Path, pre: &[String]) -> Result<BTreeMap<String, Vec<
 
 fn ours(c: &Case, dir: &Path, home: &Path) -> Result<ResolvedHost, String> {
     let mut o = SshOptions {
-        config_file: Some(dir.join("config")),
+        config_file: (!c.system).then(|| dir.join("config")),
         home: Some(home.to_path_buf()),
         port: c.port,
         jump: c.jump.clone(),
