@@ -61,9 +61,10 @@ impl Destination {
             });
             return Self::checked(user, host, port, path).map_err(|r| err(&r));
         }
-        // scp form. The user ends at the first '@' that comes before any ':' or '['.
+        // scp form. The user ends at the last '@' before any ':' or '[' (OpenSSH splits
+        // `user@domain@host` at the last '@').
         let first_sep = input.find([':', '[']).unwrap_or(input.len());
-        let (user, rest) = match input[..first_sep].find('@') {
+        let (user, rest) = match input[..first_sep].rfind('@') {
             Some(i) => (Some(&input[..i]), &input[i + 1..]),
             None => (None, input),
         };
@@ -231,6 +232,10 @@ mod tests {
             Destination::parse("u@127.0.0.1:/a@b").unwrap(),
             d(Some("u"), "127.0.0.1", None, Some("/a@b"))
         );
+        assert_eq!(
+            Destination::parse("me@corp.example@box:/w").unwrap(),
+            d(Some("me@corp.example"), "box", None, Some("/w"))
+        );
     }
 
     #[test]
@@ -242,6 +247,10 @@ mod tests {
         assert_eq!(
             Destination::parse("ssh://box").unwrap(),
             d(None, "box", None, None)
+        );
+        assert_eq!(
+            Destination::parse("ssh://a@b@box:2200").unwrap(),
+            d(Some("a@b"), "box", Some(2200), None)
         );
         assert_eq!(
             Destination::parse("ssh://box/~/w").unwrap(),

@@ -1,5 +1,12 @@
 //! OpenSSH `known_hosts` files: lookup (plain and hashed `|1|` entries, `[host]:port`,
 //! wildcard/negated patterns, `@revoked`, `@cert-authority`) and appending accepted keys.
+//!
+//! The decision follows OpenSSH's `check_key_in_hostkeys` (hostfile.c): only lines whose host
+//! field names the host count; among those, a plain entry equal to the presented key makes it
+//! known, any other plain entry (of any key type) makes it *changed*, and a matching
+//! `@revoked` line with the same key overrides both. Host names match case-insensitively
+//! (the name is lowercased, plain patterns are compared lowercased, hashed entries are the
+//! HMAC of the lowercased name, as `ssh` writes them).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,7 +16,9 @@ use hmac::{Hmac, Mac};
 use russh::keys::{HashAlg, PublicKey};
 use sha1::Sha1;
 
-use crate::config::pattern_list_match;
+use russh::keys::Algorithm;
+
+use crate::pattern::match_hostname;
 
 /// Marker at the start of a known_hosts line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,9 +63,10 @@ pub enum Lookup {
         /// 1-based line.
         line: usize,
     },
-    /// Nothing on record for this host with this key type.
+    /// No plain entry names this host.
     Unknown,
-    /// A different key of the same type is on record.
+    /// Entries name this host but none holds the presented key (whatever their key type:
+    /// OpenSSH treats "only another key type on record" as changed too).
     Changed {
         /// Fingerprint of the recorded key.
         old_fingerprint: String,
@@ -125,7 +135,7 @@ fn hmac_sha1(salt: &[u8], msg: &[u8]) -> Vec<u8> {
 impl HostPattern {
     fn matches(&self, name: &str) -> bool {
         match self {
-            HostPattern::Plain(list) => pattern_list_match(list.split(','), name),
+            HostPattern::Plain(list) => match_hostname(name, list).is_match(),
             HostPattern::Hashed { salt, hash } => hmac_sha1(salt, name.as_bytes()) == *hash,
         }
     }
@@ -198,37 +208,66 @@ impl KnownHosts {
         &self.entries
     }
 
-    /// Look up `key` presented by `host:port`.
+    /// Entries whose host field names `name` exactly as given (`host` or `[host]:port`),
+    /// in file order, whatever their marker: what `ssh-keygen -F name` lists.
+    pub fn matching(&self, name: &str) -> impl Iterator<Item = &Entry> {
+        let name = name.to_string();
+        self.entries.iter().filter(move |e| e.hosts.matches(&name))
+    }
+
+    fn for_host(&self, host: &str, port: u16) -> Vec<&Entry> {
+        // `ssh` lowercases the host name before it looks it up (and before it writes it).
+        let name = host_port_name(&host.to_ascii_lowercase(), port);
+        self.matching(&name).collect()
+    }
+
+    /// Look up `key` presented by `host:port`, as OpenSSH's `check_host_key` does.
     ///
-    /// `@revoked` wins over everything; then an exact match; then a different key of the same
-    /// type (changed). Keys of other types on record do not make a key "changed" (OpenSSH asks
-    /// in that case too).
+    /// For the name `host` (port 22) or `[host]:port`: `@revoked` lines that name it and hold
+    /// the key win over everything; then a plain entry with the same key (known); then any
+    /// other plain entry (changed, whatever its key type). `@cert-authority` lines are not
+    /// host keys. When nothing at all is on record for `[host]:port`, the key is also looked
+    /// for under the bare `host` and accepted if found there (OpenSSH's "checking without
+    /// port identifier"); a change or revocation found that way is not acted on, as in ssh.
     pub fn lookup(&self, host: &str, port: u16, key: &PublicKey) -> Lookup {
-        let name = host_port_name(host, port);
-        for e in &self.entries {
-            if e.marker == Marker::Revoked && e.key.key_data() == key.key_data() {
-                return Lookup::Revoked {
-                    file: e.file.clone(),
-                    line: e.line,
-                };
+        let lower = host.to_ascii_lowercase();
+        let first = self.lookup_name(&host_port_name(&lower, port), key);
+        if first == Lookup::Unknown && port != 22 {
+            if let found @ Lookup::Known { .. } = self.lookup_name(&lower, key) {
+                return found;
             }
         }
-        let mut changed: Option<&Entry> = None;
-        for e in &self.entries {
-            if e.marker != Marker::None || !e.hosts.matches(&name) {
-                continue;
-            }
-            if e.key.key_data() == key.key_data() {
-                return Lookup::Known {
-                    file: e.file.clone(),
-                    line: e.line,
-                };
-            }
-            if changed.is_none() && e.key.algorithm() == key.algorithm() {
-                changed = Some(e);
-            }
+        first
+    }
+
+    fn lookup_name(&self, name: &str, key: &PublicKey) -> Lookup {
+        let entries: Vec<&Entry> = self.matching(name).collect();
+        if let Some(e) = entries
+            .iter()
+            .find(|e| e.marker == Marker::Revoked && e.key.key_data() == key.key_data())
+        {
+            return Lookup::Revoked {
+                file: e.file.clone(),
+                line: e.line,
+            };
         }
-        match changed {
+        let plain: Vec<&&Entry> = entries
+            .iter()
+            .filter(|e| e.marker == Marker::None)
+            .collect();
+        if let Some(e) = plain.iter().find(|e| e.key.key_data() == key.key_data()) {
+            return Lookup::Known {
+                file: e.file.clone(),
+                line: e.line,
+            };
+        }
+        // Show the recorded key of the same type when there is one (the most useful one to
+        // compare fingerprints with), else the last one OpenSSH would name.
+        let shown = plain
+            .iter()
+            .find(|e| e.key.algorithm() == key.algorithm())
+            .or_else(|| plain.last());
+        match shown {
             Some(e) => Lookup::Changed {
                 old_fingerprint: fingerprint(&e.key),
                 old_key_type: key_type(&e.key),
@@ -239,14 +278,62 @@ impl KnownHosts {
         }
     }
 
-    /// Whether a `@cert-authority` entry for `host:port` holds `ca_key`.
+    fn trusted_ca_name(&self, name: &str, ca_key: &PublicKey) -> bool {
+        let entries: Vec<&Entry> = self.matching(name).collect();
+        let revoked = entries
+            .iter()
+            .any(|e| e.marker == Marker::Revoked && e.key.key_data() == ca_key.key_data());
+        !revoked
+            && entries
+                .iter()
+                .any(|e| e.marker == Marker::CertAuthority && e.key.key_data() == ca_key.key_data())
+    }
+
+    /// Whether a `@cert-authority` entry naming `host:port` (or, on another port than 22,
+    /// the bare `host`, as OpenSSH retries) holds `ca_key`, and no `@revoked` entry naming
+    /// the same name revokes that CA key.
     pub fn is_trusted_ca(&self, host: &str, port: u16, ca_key: &PublicKey) -> bool {
-        let name = host_port_name(host, port);
-        self.entries.iter().any(|e| {
-            e.marker == Marker::CertAuthority
-                && e.hosts.matches(&name)
-                && e.key.key_data() == ca_key.key_data()
-        })
+        let lower = host.to_ascii_lowercase();
+        self.trusted_ca_name(&host_port_name(&lower, port), ca_key)
+            || (port != 22 && self.trusted_ca_name(&lower, ca_key))
+    }
+
+    /// The `@revoked` line naming `host:port` that holds `key`, if any.
+    pub fn revoked_entry(
+        &self,
+        host: &str,
+        port: u16,
+        key: &PublicKey,
+    ) -> Option<(PathBuf, usize)> {
+        self.for_host(host, port)
+            .into_iter()
+            .find(|e| e.marker == Marker::Revoked && e.key.key_data() == key.key_data())
+            .map(|e| (e.file.clone(), e.line))
+    }
+
+    /// Whether any `@cert-authority` entry names `host:port` (then certificate host-key
+    /// algorithms are asked for first, as OpenSSH does).
+    pub fn has_cert_authority(&self, host: &str, port: u16) -> bool {
+        let ca = |entries: Vec<&Entry>| entries.iter().any(|e| e.marker == Marker::CertAuthority);
+        ca(self.for_host(host, port)) || (port != 22 && ca(self.for_host(host, 22)))
+    }
+
+    /// Key algorithms of the plain entries naming `host:port`, first seen first. A key that
+    /// is also `@revoked` for the host does not count (OpenSSH does not ask for it first).
+    pub fn known_algorithms(&self, host: &str, port: u16) -> Vec<Algorithm> {
+        let entries = self.for_host(host, port);
+        let revoked = |k: &PublicKey| {
+            entries
+                .iter()
+                .any(|e| e.marker == Marker::Revoked && e.key.key_data() == k.key_data())
+        };
+        let mut out: Vec<Algorithm> = Vec::new();
+        for e in &entries {
+            if e.marker == Marker::None && !revoked(&e.key) && !out.contains(&e.key.algorithm()) {
+                out.push(e.key.algorithm());
+            }
+        }
+        out
     }
 }
 
@@ -257,7 +344,8 @@ pub fn format_line(
     key: &PublicKey,
     hashed: bool,
 ) -> Result<String, KnownHostsError> {
-    let name = host_port_name(host, port);
+    // OpenSSH records (and looks up) lowercased names.
+    let name = host_port_name(&host.to_ascii_lowercase(), port);
     let mut k = key.clone();
     k.set_comment("");
     let key_text = k
@@ -324,6 +412,8 @@ mod tests {
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAID+Rs58fZ7kkVtCUGimyGO8kL13Za2MRngk30PyyIrYz";
     const K2: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1CJyDKhuO6OAE+iqj1Xng+fW2qnYwFIIVwtPZpZvgr";
+
+    const K3: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAnK2/ay4OSdNPudmkAGM39cM65F0mGSucspxrUeAcUXpguFbTM1y4UYoHk0UnM+RhyUqiUSh7JpxqZHumTme3Y=";
 
     fn key(s: &str) -> PublicKey {
         PublicKey::from_openssh(s).unwrap()
@@ -433,9 +523,51 @@ mod tests {
             }
         );
         assert!(k.is_trusted_ca("x.corp", 22, &key(K2)));
+        assert!(
+            k.is_trusted_ca("X.Corp", 22, &key(K2)),
+            "names match case-insensitively"
+        );
         assert!(!k.is_trusted_ca("x.org", 22, &key(K2)));
+        assert!(k.has_cert_authority("x.corp", 22));
+        assert!(k.has_cert_authority("x.corp", 2222), "bare-name fallback");
+        assert!(!k.has_cert_authority("x.org", 2222));
         // A CA line is not a host key.
         assert_eq!(k.lookup("x.corp", 22, &key(K2)), Lookup::Unknown);
+    }
+
+    #[test]
+    fn revoked_only_for_the_hosts_it_names_and_other_types_are_changed() {
+        let (_d, path, k) = kh(&format!(
+            "box,Other {K1}\n@revoked evil {K1}\n@revoked box {K2}\n"
+        ));
+        assert!(matches!(
+            k.lookup("box", 22, &key(K1)),
+            Lookup::Known { line: 1, .. }
+        ));
+        assert!(matches!(
+            k.lookup("OTHER", 22, &key(K1)),
+            Lookup::Known { line: 1, .. }
+        ));
+        assert_eq!(
+            k.lookup("evil", 22, &key(K1)),
+            Lookup::Revoked {
+                file: path.clone(),
+                line: 2
+            }
+        );
+        assert!(matches!(
+            k.lookup("box", 22, &key(K2)),
+            Lookup::Revoked { line: 3, .. }
+        ));
+        // Only an ed25519 key is on record for `box`; an RSA-typed (here: any other) key is
+        // a change, not a new host.
+        let (_d2, _p2, k2) = kh(&format!("box {K1}\n"));
+        let ecdsa = PublicKey::from_openssh(K3).unwrap();
+        assert!(matches!(
+            k2.lookup("box", 22, &ecdsa),
+            Lookup::Changed { line: 1, .. }
+        ));
+        assert_eq!(k2.known_algorithms("BOX", 22), vec![key(K1).algorithm()]);
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod error;
 mod exec;
 pub mod install;
 pub mod known_hosts;
+mod pattern;
 pub mod prompter;
 mod session;
 

@@ -6,7 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use russh::client::{self, Handle};
-use russh::keys::{HashAlg, PublicKey, PublicKeyOrCertificate};
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use russh::keys::{Algorithm, HashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::Preferred;
 
 use crate::config::{ResolvedHost, SshOptions, StrictHostKeyChecking};
 use crate::dest::Destination;
@@ -155,7 +159,30 @@ impl client::Handler for ClientHandler {
             PublicKeyOrCertificate::PublicKey { key, .. } => self.check_key(key).await,
             PublicKeyOrCertificate::Certificate(cert) => {
                 let known = KnownHosts::load(&self.known_hosts_files);
-                if self.accept_certificate(&known, cert) {
+                let plain = PublicKey::new(cert.public_key().clone(), "");
+                let revoked = matches!(
+                    known.lookup(&self.host, self.port, &plain),
+                    Lookup::Revoked { .. }
+                );
+                let ca = PublicKey::new(cert.signature_key().clone(), "");
+                if revoked {
+                    // A revoked host key stays revoked inside a certificate (OpenSSH checks
+                    // the certified key against @revoked lines too).
+                    self.check_key(&plain).await
+                } else if let Some((file, line)) = known.revoked_entry(&self.host, self.port, &ca) {
+                    // A certificate signed by a revoked CA is revoked, not merely unknown.
+                    let question = HostKeyQuestion {
+                        host: self.host.clone(),
+                        port: self.port,
+                        key_type: known_hosts::key_type(&plain),
+                        fingerprint_sha256: known_hosts::fingerprint(&plain),
+                        status: HostKeyStatus::Revoked {
+                            known_hosts_file: file,
+                            line,
+                        },
+                    };
+                    self.refuse(question, HostKeyRefusal::Revoked)
+                } else if self.accept_certificate(&known, cert) {
                     true
                 } else {
                     let key = PublicKey::new(cert.public_key().clone(), "");
@@ -182,6 +209,8 @@ pub struct SshConnection {
     pub(crate) handle: Handle<ClientHandler>,
     /// Jump hosts, kept alive for as long as the tunnel is needed (outermost first).
     _hops: Vec<Handle<ClientHandler>>,
+    /// `ProxyCommand` processes carrying the first hop's stream (killed on drop).
+    _proxies: Vec<ProxyChild>,
     pub(crate) resolved: ResolvedHost,
     pub(crate) prompter: Arc<dyn Prompter>,
 }
@@ -236,13 +265,65 @@ impl SshConnection {
     }
 }
 
-fn client_config(r: &ResolvedHost) -> Arc<client::Config> {
+/// The same key type for host-key negotiation purposes: any RSA signature hash, an ECDSA
+/// key of the same curve, otherwise the same algorithm.
+fn same_key_type(a: &Algorithm, b: &Algorithm) -> bool {
+    match (a, b) {
+        (Algorithm::Rsa { .. }, Algorithm::Rsa { .. }) => true,
+        _ => a == b,
+    }
+}
+
+/// Host-key algorithms to ask for, ordered like OpenSSH's `order_hostkeyalgs`: when the
+/// first default algorithm's key type is on record the default order stays; otherwise the
+/// algorithms whose key type is on record for this host come first (in default order), so
+/// a server holding several keys shows the one we can check. With a `@cert-authority` entry
+/// for the host, certificate algorithms are asked for ahead of plain keys.
+pub(crate) fn preferred_algorithms(known: &KnownHosts, host: &str, port: u16) -> Preferred {
+    let defaults: &[Algorithm] = &Preferred::DEFAULT.key;
+    let on_record = known.known_algorithms(host, port);
+    let is_known = |a: &Algorithm| on_record.iter().any(|k| same_key_type(k, a));
+    let key: Vec<Algorithm> = match defaults.first() {
+        Some(best) if is_known(best) => defaults.to_vec(),
+        _ => {
+            let (first, last): (Vec<&Algorithm>, Vec<&Algorithm>) =
+                defaults.iter().partition(|a| is_known(a));
+            first.into_iter().chain(last).cloned().collect()
+        }
+    };
+    let host_key_certificates: Vec<Algorithm> = if known.has_cert_authority(host, port) {
+        key.clone()
+    } else {
+        Vec::new()
+    };
+    Preferred {
+        key: Cow::Owned(key),
+        host_key_certificates: Cow::Owned(host_key_certificates),
+        ..Preferred::DEFAULT
+    }
+}
+
+fn client_config(r: &ResolvedHost, known_hosts_files: &[PathBuf]) -> Arc<client::Config> {
+    let known = KnownHosts::load(known_hosts_files);
     Arc::new(client::Config {
         keepalive_interval: r.server_alive_interval,
         keepalive_max: r.server_alive_count_max as usize,
         nodelay: true,
+        preferred: {
+            let (host, port) = known_hosts_name(r);
+            preferred_algorithms(&known, &host, port)
+        },
         ..Default::default()
     })
+}
+
+/// The name and port a host's keys are recorded under: `HostKeyAlias` when set (as OpenSSH,
+/// without a port), else the host name and port dialled.
+fn known_hosts_name(r: &ResolvedHost) -> (String, u16) {
+    match &r.host_key_alias {
+        Some(alias) => (alias.clone(), 22),
+        None => (r.hostname.clone(), r.port),
+    }
 }
 
 fn handler_for(
@@ -253,8 +334,8 @@ fn handler_for(
     let mut files = r.user_known_hosts_files.clone();
     files.extend(r.global_known_hosts_files.iter().cloned());
     let handler = ClientHandler {
-        host: r.hostname.clone(),
-        port: r.port,
+        host: known_hosts_name(r).0,
+        port: known_hosts_name(r).1,
         known_hosts_files: files,
         append_file: r.user_known_hosts_files.first().cloned(),
         strict: r.strict_host_key_checking,
@@ -270,6 +351,7 @@ fn handler_for(
 enum Transport {
     Tcp,
     Tunnel(russh::Channel<client::Msg>),
+    Proxy(tokio::io::Join<tokio::process::ChildStdout, tokio::process::ChildStdin>),
 }
 
 async fn dial_hop(
@@ -279,7 +361,7 @@ async fn dial_hop(
     cache: &CredentialCache,
 ) -> Result<Handle<ClientHandler>, BootstrapError> {
     let (handler, shared) = handler_for(r, prompter);
-    let config = client_config(r);
+    let config = client_config(r, &handler.known_hosts_files);
     let host = r.hostname.clone();
     prompter.progress(
         Stage::Connect,
@@ -320,6 +402,7 @@ async fn dial_hop(
         Transport::Tunnel(ch) => {
             Box::pin(client::connect_stream(config, ch.into_stream(), handler))
         }
+        Transport::Proxy(stream) => Box::pin(client::connect_stream(config, stream, handler)),
     };
     prompter.progress(Stage::Kex, "key exchange", None);
     let mut fut = fut;
@@ -380,6 +463,7 @@ pub async fn connect_with_cache(
     cache: &CredentialCache,
 ) -> Result<SshConnection, BootstrapError> {
     let resolved = opts.resolve(dest)?;
+    let mut proxies: Vec<ProxyChild> = Vec::new();
     let hop_opts = opts.for_jump_host();
     let mut hops: Vec<Handle<ClientHandler>> = Vec::new();
     for jump in &resolved.proxy_jump {
@@ -392,16 +476,28 @@ pub async fn connect_with_cache(
         let mut jr = hop_opts.resolve(&jd)?;
         // A hop's own ProxyJump would recurse; the destination's list already orders hops.
         jr.proxy_jump.clear();
-        let transport = match hops.last() {
-            None => Transport::Tcp,
-            Some(prev) => Transport::Tunnel(open_tunnel(prev, &jr.hostname, jr.port).await?),
+        let transport = match (hops.last(), jr.proxy_command.clone()) {
+            // Only the first hop is reached by its own ProxyCommand (OpenSSH reaches later
+            // hops with `-J`, which overrides theirs).
+            (None, Some(cmd)) => {
+                let (child, t) = spawn_proxy(&jr, &cmd)?;
+                proxies.push(child);
+                t
+            }
+            (None, None) => Transport::Tcp,
+            (Some(prev), _) => Transport::Tunnel(open_tunnel(prev, &jr.hostname, jr.port).await?),
         };
         let h = dial_hop(&jr, transport, &prompter, cache).await?;
         hops.push(h);
     }
-    let transport = match hops.last() {
-        None => Transport::Tcp,
-        Some(prev) => {
+    let transport = match (hops.last(), resolved.proxy_command.clone()) {
+        (None, Some(cmd)) => {
+            let (child, t) = spawn_proxy(&resolved, &cmd)?;
+            proxies.push(child);
+            t
+        }
+        (None, None) => Transport::Tcp,
+        (Some(prev), _) => {
             Transport::Tunnel(open_tunnel(prev, &resolved.hostname, resolved.port).await?)
         }
     };
@@ -409,9 +505,74 @@ pub async fn connect_with_cache(
     Ok(SshConnection {
         handle,
         _hops: hops,
+        _proxies: proxies,
         resolved,
         prompter,
     })
+}
+
+/// A running `ProxyCommand`; killed when the connection is dropped.
+struct ProxyChild(#[allow(dead_code)] tokio::process::Child);
+
+/// Start `ProxyCommand` for `r` as OpenSSH does: `exec CMD` with `%h %k %n %p %r %%` expanded,
+/// run by `$SHELL -c` (else `/bin/sh`); its stdin/stdout carry the SSH stream. Its stderr is
+/// logged, never written to the terminal (the TUI owns it).
+fn spawn_proxy(r: &ResolvedHost, cmd: &str) -> Result<(ProxyChild, Transport), BootstrapError> {
+    let port = r.port.to_string();
+    let key_alias = r.host_key_alias.clone().unwrap_or_else(|| r.alias.clone());
+    let tokens = [
+        ('h', r.hostname.as_str()),
+        ('k', key_alias.as_str()),
+        ('n', r.alias.as_str()),
+        ('p', port.as_str()),
+        ('r', r.user.as_str()),
+    ];
+    let command =
+        crate::config::expand(&format!("exec {cmd}"), &tokens, false).map_err(|reason| {
+            BootstrapError::Config(crate::config::ConfigError::Expand {
+                key: "ProxyCommand".into(),
+                value: cmd.to_string(),
+                reason,
+            })
+        })?;
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".to_string());
+    let mut child = tokio::process::Command::new(&shell)
+        .arg("-c")
+        .arg(&command)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| BootstrapError::Connect {
+            host: r.hostname.clone(),
+            port: r.port,
+            reason: format!("cannot start ProxyCommand '{command}' with {shell}: {e}"),
+        })?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(BootstrapError::Connect {
+            host: r.hostname.clone(),
+            port: r.port,
+            reason: "ProxyCommand started without pipes".into(),
+        });
+    };
+    if let Some(stderr) = child.stderr.take() {
+        let host = r.hostname.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt as _;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::warn!(host = %host, "ProxyCommand: {line}");
+            }
+        });
+    }
+    Ok((
+        ProxyChild(child),
+        Transport::Proxy(tokio::io::join(stdout, stdin)),
+    ))
 }
 
 async fn open_tunnel(
