@@ -18,6 +18,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::error::BootstrapError;
+use crate::exec::ScriptOutput;
 use crate::prompter::Stage;
 use crate::session::SshConnection;
 use reasonix_sftpfs::Fs;
@@ -176,7 +177,8 @@ pub struct Probe {
     pub bwrap: bool,
 }
 
-const PROBE_SCRIPT: &str = r#"
+/// Prints what the host offers as `key=value` lines (see [`parse_probe`]).
+pub(crate) const PROBE_SCRIPT: &str = r#"
 echo "os=$(uname -s)"
 echo "arch=$(uname -m)"
 echo "home=$HOME"
@@ -217,10 +219,16 @@ fn valid_build_id(id: &str) -> bool {
 
 /// Probe the host (one fenced script).
 pub async fn probe(conn: &SshConnection) -> Result<Probe, BootstrapError> {
-    let host = conn.host().to_string();
     conn.prompter()
         .progress(Stage::Probe, "probing the host", None);
     let out = conn.run_script_at(Stage::Probe, PROBE_SCRIPT).await?;
+    parse_probe(conn.host(), &out)
+}
+
+/// Read what [`PROBE_SCRIPT`] printed (also embedded in the attach script, see
+/// [`crate::attach`]).
+pub(crate) fn parse_probe(host: &str, out: &ScriptOutput) -> Result<Probe, BootstrapError> {
+    let host = host.to_string();
     let mut os = String::new();
     let mut arch = String::new();
     let mut home = String::new();
@@ -358,6 +366,17 @@ pub async fn install(
     build_id: &str,
     binaries: &ShippedBinaries,
 ) -> Result<RemoteInstall, BootstrapError> {
+    install_probed(conn, build_id, binaries, None).await
+}
+
+/// [`install`], reusing a probe already made (the attach script reports one when the build
+/// is missing, see [`crate::attach`]); `None` probes first.
+pub async fn install_probed(
+    conn: &SshConnection,
+    build_id: &str,
+    binaries: &ShippedBinaries,
+    probed: Option<Probe>,
+) -> Result<RemoteInstall, BootstrapError> {
     let host = conn.host().to_string();
     if !valid_build_id(build_id) {
         return Err(BootstrapError::remote(
@@ -366,7 +385,10 @@ pub async fn install(
             format!("invalid build id {build_id:?}"),
         ));
     }
-    let probe = probe(conn).await?;
+    let probe = match probed {
+        Some(p) => p,
+        None => probe(conn).await?,
+    };
     let Some(tool) = probe.sha256_tool.clone() else {
         return Err(BootstrapError::remote(
             Stage::Verify,
@@ -662,7 +684,8 @@ pub struct RemoteStatus {
     pub bwrap: bool,
 }
 
-const PROCS_SNIPPET: &str = r#"me=$(id -u)
+/// Lists the processes of the remote user that run `reasonix-remote` (`proc=<pid> <cmdline>`).
+pub(crate) const PROCS_SNIPPET: &str = r#"me=$(id -u)
 for d in /proc/[0-9]*; do
   [ "$(stat -c %u "$d" 2>/dev/null)" = "$me" ] || continue
   cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)
@@ -671,7 +694,7 @@ for d in /proc/[0-9]*; do
   esac
 done"#;
 
-fn parse_procs(out: &str) -> Vec<RemoteProcess> {
+pub(crate) fn parse_procs(out: &str) -> Vec<RemoteProcess> {
     out.lines()
         .filter_map(|l| l.strip_prefix("proc="))
         .filter_map(|r| {

@@ -6,10 +6,13 @@
 //! - [`prompter`]: the callback trait through which the user is asked and informed;
 //! - [`connect`]: dial (with ProxyJump), host-key check before auth, authentication;
 //! - [`SshConnection::run_script`] / [`SshConnection::exec_stream`]: remote commands;
-//! - [`install`]: probe, upload and verify the matching `reasonix-remote`.
+//! - [`install`]: probe, upload and verify the matching `reasonix-remote`;
+//! - [`attach`]: probe, version check and attach in one exec (the warm path);
+//! - [`workspaces`]: every workspace daemon on the host, and stopping one.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod attach;
 mod auth;
 pub mod config;
 pub mod dest;
@@ -20,18 +23,20 @@ pub mod known_hosts;
 mod pattern;
 pub mod prompter;
 mod session;
+pub mod workspaces;
 
 pub use config::{ConfigError, JumpHost, ResolvedHost, SshOptions, StrictHostKeyChecking};
 pub use dest::{Destination, DestinationError};
 pub use error::{BootstrapError, HostKeyRefusal};
 pub use exec::{ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail};
 pub use install::{
-    install, launch_command, probe, status, stop, uninstall, InstalledVersion, Probe,
-    RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, UninstallScope,
+    install, install_probed, launch_command, probe, status, stop, uninstall, InstalledVersion,
+    Probe, RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, UninstallScope,
 };
 pub use prompter::{
     CredentialCache, HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound,
     NonInteractivePrompter, Prompter, SecretPrompt, SecretPurpose, Stage, TerminalPrompter,
+    UpgradeAnswer, UpgradeQuestion,
 };
 pub use reasonix_sftpfs as sftpfs;
 pub use session::{connect, connect_with_cache, SshConnection};

@@ -178,6 +178,39 @@ pub trait Prompter: Send + Sync {
     /// Report progress of a stage; `amount` is `(done, total)` where it makes sense (bytes
     /// uploaded).
     fn progress(&self, stage: Stage, detail: &str, amount: Option<(u64, u64)>);
+    /// A daemon of another build runs a turn in the workspace: upgrade (interrupting it),
+    /// attach to it read-only, or wait. The default refuses (headless front ends).
+    async fn upgrade(&self, question: &UpgradeQuestion) -> UpgradeAnswer {
+        tracing::info!(running = %question.running_build, "not replacing a busy daemon of another build (no one to ask)");
+        UpgradeAnswer::Refuse
+    }
+}
+
+/// The question of [`Prompter::upgrade`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeQuestion {
+    /// Where (`user@host:path` or `local:path`).
+    pub place: String,
+    /// Build of the daemon that runs the turn.
+    pub running_build: String,
+    /// Build of this client.
+    pub our_build: String,
+    /// Sessions with a turn in progress: (id, state name, title).
+    pub sessions: Vec<(String, String, String)>,
+}
+
+/// The answer to [`Prompter::upgrade`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpgradeAnswer {
+    /// Stop the old daemon now (the turn is interrupted; its journal keeps it) and start
+    /// this build's.
+    UpgradeNow,
+    /// Leave it running and attach to it read-only.
+    AttachReadOnly,
+    /// Wait until its turn ends, then upgrade.
+    Wait,
+    /// Do nothing and give up.
+    Refuse,
 }
 
 /// Refuses every question; for headless runs. Host keys are accepted only through
@@ -411,6 +444,35 @@ impl Prompter for TerminalPrompter {
             };
             tty::write(&line);
         }
+    }
+
+    async fn upgrade(&self, q: &UpgradeQuestion) -> UpgradeAnswer {
+        let q = q.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut text = format!(
+                "The workspace daemon at {} runs build {} (this is build {}) and is in the middle of a turn:\n",
+                q.place, q.running_build, q.our_build
+            );
+            for (id, state, title) in &q.sessions {
+                text.push_str(&format!("  {id}  {state}  {title}\n"));
+            }
+            text.push_str("[u]pgrade now (interrupts the turn), attach [r]ead-only to the old build, [w]ait for the turn to end, or [q]uit? ");
+            let mut prompt = text;
+            loop {
+                let Some(line) = tty::ask(&prompt, true) else {
+                    return UpgradeAnswer::Refuse;
+                };
+                match line.trim().to_ascii_lowercase().as_str() {
+                    "u" | "upgrade" => return UpgradeAnswer::UpgradeNow,
+                    "r" | "read-only" => return UpgradeAnswer::AttachReadOnly,
+                    "w" | "wait" => return UpgradeAnswer::Wait,
+                    "q" | "quit" | "" => return UpgradeAnswer::Refuse,
+                    _ => prompt = "Please type u, r, w or q: ".into(),
+                }
+            }
+        })
+        .await
+        .unwrap_or(UpgradeAnswer::Refuse)
     }
 }
 

@@ -56,13 +56,23 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut reader = BufReader::new(reader);
-    let preamble = read_preamble(&mut reader, max_garbage).await?;
-    if preamble.protocol != PROTOCOL_VERSION {
-        return Err(LinkError::ProtocolMismatch {
-            ours: PROTOCOL_VERSION,
-            theirs: preamble.protocol,
-        });
-    }
+    read_checked_preamble(&mut reader, max_garbage).await?;
+    writer
+        .write_all(&hello_frame(hello)?)
+        .await
+        .map_err(|e| LinkError::TransportClosed(format!("sending the hello: {e}")))?;
+    writer
+        .flush()
+        .await
+        .map_err(|e| LinkError::TransportClosed(format!("sending the hello: {e}")))?;
+    let welcome = read_welcome(&mut reader).await?;
+    Ok((reader, welcome))
+}
+
+/// The encoded `Hello` frame, for a client that pipelines it: sends it before the server's
+/// preamble arrived (handed to the host bridge with the attach command, see
+/// `docs/PROTOCOL.md` §3) and then finishes with [`client_handshake_pipelined`].
+pub fn hello_frame(hello: &Hello) -> Result<Vec<u8>, LinkError> {
     let payload = serde_json::to_vec(hello)
         .map_err(|e| LinkError::Handshake(format!("cannot encode the hello: {e}")))?;
     let frame = Frame {
@@ -71,8 +81,49 @@ where
         ack: 0,
         payload: Bytes::from(payload),
     };
-    write_frame(writer, &frame).await?;
-    let frame = read_frame(&mut reader, HANDSHAKE_MAX_FRAME).await?;
+    let mut out = bytes::BytesMut::with_capacity(frame.wire_len());
+    frame.encode_into(&mut out);
+    Ok(out.to_vec())
+}
+
+/// Client side of a pipelined handshake: the `Hello` (from [`hello_frame`]) already went
+/// out, so only the preamble (after any noise) and the `Welcome` are read. Saves the round
+/// trip between the preamble and the `Hello`. Errors as [`client_handshake`].
+pub async fn client_handshake_pipelined<R>(
+    reader: R,
+    max_garbage: usize,
+) -> Result<(BufReader<R>, Welcome), LinkError>
+where
+    R: AsyncRead + Unpin,
+{
+    let mut reader = BufReader::new(reader);
+    read_checked_preamble(&mut reader, max_garbage).await?;
+    let welcome = read_welcome(&mut reader).await?;
+    Ok((reader, welcome))
+}
+
+async fn read_checked_preamble<R>(
+    reader: &mut BufReader<R>,
+    max_garbage: usize,
+) -> Result<(), LinkError>
+where
+    R: AsyncRead + Unpin,
+{
+    let preamble = read_preamble(reader, max_garbage).await?;
+    if preamble.protocol != PROTOCOL_VERSION {
+        return Err(LinkError::ProtocolMismatch {
+            ours: PROTOCOL_VERSION,
+            theirs: preamble.protocol,
+        });
+    }
+    Ok(())
+}
+
+async fn read_welcome<R>(reader: &mut BufReader<R>) -> Result<Welcome, LinkError>
+where
+    R: AsyncRead + Unpin,
+{
+    let frame = read_frame(reader, HANDSHAKE_MAX_FRAME).await?;
     let welcome: Welcome = match frame.kind {
         FrameKind::Welcome => serde_json::from_slice(&frame.payload).map_err(|e| {
             LinkError::Malformed(format!("the welcome frame is not valid JSON: {e}"))
@@ -96,7 +147,7 @@ where
             theirs: welcome.protocol,
         });
     }
-    Ok((reader, welcome))
+    Ok(welcome)
 }
 
 /// What the preamble line said (its build id is repeated in the `Welcome`).

@@ -10,6 +10,7 @@
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
 //! - [`child`]: a line-speaking child process (MCP stdio servers on either side).
 
+pub mod attach;
 pub mod child;
 pub mod frame;
 pub mod handshake;
@@ -17,12 +18,36 @@ pub mod link;
 pub mod proto;
 pub mod rpc;
 pub mod testing;
+pub mod workspaces;
 
 /// Build id of this build: crate version plus a hash of the host-side sources (see
 /// `forward/build.rs`), so `reasonix` and the `reasonix-remote` built from the same tree agree.
+///
+/// Tests that need two builds of one binary set [`TEST_BUILD_ID_ENV`]: a process started with
+/// it reports that id instead (both on the laptop and on the host). Only tests set it.
 pub fn build_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::env::var(TEST_BUILD_ID_ENV)
+            .ok()
+            .filter(|v| {
+                !v.is_empty()
+                    && v.len() <= 64
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+            })
+            .unwrap_or_else(|| compiled_build_id().to_string())
+    })
+}
+
+/// The build id compiled into this binary (ignores [`TEST_BUILD_ID_ENV`]).
+pub fn compiled_build_id() -> &'static str {
     match option_env!("REASONIX_BUILD_ID") {
         Some(id) => id,
         None => concat!(env!("CARGO_PKG_VERSION"), "-dev"),
     }
 }
+
+/// Environment variable through which tests give a process another build id (to run "two
+/// builds" of one binary side by side). Not for production use.
+pub const TEST_BUILD_ID_ENV: &str = "REASONIX_TEST_BUILD_ID";

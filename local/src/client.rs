@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use reasonix_forward::handshake::client_handshake;
+use reasonix_forward::handshake::{client_handshake, client_handshake_pipelined};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
     ClientRole, Event, Hello, Notification, Request, Response, ResumeRequest, TurnState,
@@ -128,6 +128,9 @@ fn env_ms(name: &str) -> Option<Duration> {
 pub struct Client {
     rpc: watch::Receiver<Option<Rpc>>,
     retry_now: Arc<tokio::sync::Notify>,
+    /// The current transport goes to another build's daemon the user chose to watch:
+    /// sessions are opened read-only whatever the front end asks.
+    read_only: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Client {
@@ -140,7 +143,9 @@ impl Client {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (rpc_tx, rpc_rx) = watch::channel(None);
         let retry_now = Arc::new(tokio::sync::Notify::new());
+        let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sup = Supervisor {
+            read_only: Arc::clone(&read_only),
             connector,
             gateway,
             options,
@@ -154,6 +159,7 @@ impl Client {
             Client {
                 rpc: rpc_rx,
                 retry_now,
+                read_only,
             },
             events_rx,
         )
@@ -161,6 +167,16 @@ impl Client {
 
     /// Send a request to the host on the current link (waiting for a link if none yet).
     pub async fn request(&self, body: Request) -> Result<Response, CallError> {
+        let body = match body {
+            Request::OpenSession(mut open)
+                if self.read_only.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
+                open.read_only = true;
+                open.takeover = false;
+                Request::OpenSession(open)
+            }
+            other => other,
+        };
         let mut rx = self.rpc.clone();
         let rpc = loop {
             if let Some(r) = rx.borrow_and_update().clone() {
@@ -187,6 +203,7 @@ struct Supervisor {
     rpc: watch::Sender<Option<Rpc>>,
     retry_now: Arc<tokio::sync::Notify>,
     last_contact: Arc<Mutex<Instant>>,
+    read_only: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Supervisor {
@@ -224,7 +241,18 @@ impl Supervisor {
                 }
             }
             attempt += 1;
-            let transport = match self.connector.connect().await {
+            // The Hello is made before connecting so a connector can send it with the attach
+            // command (one round trip less on every attach and reconnect).
+            let hello = Hello {
+                protocol: PROTOCOL_VERSION,
+                build_id: reasonix_forward::build_id().to_string(),
+                client_id: client_id.clone(),
+                resume: current.as_ref().map(|(link, id)| ResumeRequest {
+                    link_id: id.clone(),
+                    received: link.received(),
+                }),
+            };
+            let transport = match self.connector.connect(&hello).await {
                 Ok(t) => t,
                 Err(ConnectError::Fatal(msg)) => {
                     self.emit(ClientEvent::Connection(ConnState::Failed { reason: msg }));
@@ -236,19 +264,13 @@ impl Supervisor {
                 }
             };
             let mut writer = transport.writer;
-            let hello = Hello {
-                protocol: PROTOCOL_VERSION,
-                build_id: reasonix_forward::build_id().to_string(),
-                client_id: client_id.clone(),
-                resume: current.as_ref().map(|(link, id)| ResumeRequest {
-                    link_id: id.clone(),
-                    received: link.received(),
-                }),
-            };
-            let handshake = tokio::time::timeout(
-                Duration::from_secs(30),
-                client_handshake(transport.reader, &mut writer, &hello, 256 * 1024),
-            )
+            let handshake = tokio::time::timeout(Duration::from_secs(30), async {
+                if transport.hello_sent {
+                    client_handshake_pipelined(transport.reader, 256 * 1024).await
+                } else {
+                    client_handshake(transport.reader, &mut writer, &hello, 256 * 1024).await
+                }
+            })
             .await;
             let (reader, welcome) = match handshake {
                 Ok(Ok(x)) => x,
@@ -274,7 +296,8 @@ impl Supervisor {
                     continue;
                 }
             };
-            if welcome.build_id != reasonix_forward::build_id() {
+            let accepted = transport.accept_build.as_deref() == Some(welcome.build_id.as_str());
+            if welcome.build_id != reasonix_forward::build_id() && !accepted {
                 self.emit(ClientEvent::Connection(ConnState::Failed {
                     reason: format!(
                         "build mismatch: reasonix is build {} but the host's reasonix-remote is build {}; rebuild both from the same tree (`cargo build --release`) or let `reasonix ssh` install the matching host binary",
@@ -332,7 +355,33 @@ impl Supervisor {
                 }
             };
             *self.last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            self.read_only.store(
+                transport.read_only && welcome.build_id != reasonix_forward::build_id(),
+                std::sync::atomic::Ordering::SeqCst,
+            );
             self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));
+            if let Some(text) = transport.notice.clone() {
+                self.emit(ClientEvent::Event(Event {
+                    seq: 0,
+                    ts: String::new(),
+                    turn: 0,
+                    kind: reasonix_forward::proto::EventKind::Notice { text },
+                }));
+            }
+            if accepted && welcome.build_id != reasonix_forward::build_id() && transport.read_only {
+                self.emit(ClientEvent::Event(Event {
+                    seq: 0,
+                    ts: String::new(),
+                    turn: 0,
+                    kind: reasonix_forward::proto::EventKind::Notice {
+                        text: format!(
+                            "attached read-only to the running daemon of build {} (this is build {}); reconnect after its turn ends to upgrade",
+                            welcome.build_id,
+                            reasonix_forward::build_id()
+                        ),
+                    },
+                }));
+            }
             let err = link.run_transport(reader, writer, welcome.received).await;
             reason = match tail(&transport.diagnostics) {
                 d if d.is_empty() => err.to_string(),

@@ -6,7 +6,11 @@ use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use reasonix_bootstrap::attach::{scan, OtherBuild, Scanned};
+use reasonix_bootstrap::{Prompter, UpgradeAnswer, UpgradeQuestion};
+use reasonix_forward::attach::{AttachReport, BusySession};
+use reasonix_forward::proto::Hello;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// A connected byte stream to `reasonix-remote attach`.
 pub struct Transport {
@@ -16,6 +20,116 @@ pub struct Transport {
     pub writer: Pin<Box<dyn AsyncWrite + Send>>,
     /// Recent diagnostic output of the host side (stderr), for error messages.
     pub diagnostics: Arc<Mutex<String>>,
+    /// The `Hello` given to [`Connector::connect`] already went out (pipelined with the
+    /// attach command): read the preamble and `Welcome` only.
+    pub hello_sent: bool,
+    /// The daemon on the other end may be of this build instead of ours (the user chose to
+    /// attach read-only to an old build, or the new build failed to start and the old one
+    /// was started again).
+    pub accept_build: Option<String>,
+    /// Open sessions read-only on this transport (attached to another build's daemon).
+    pub read_only: bool,
+    /// Something the user should be told once connected.
+    pub notice: Option<String>,
+}
+
+/// What a connector does when the workspace daemon is of another build and runs a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpgradePolicy {
+    /// Ask the user through the prompter (TUI, terminal).
+    Ask,
+    /// Upgrade anyway, interrupting the turn (`--upgrade`).
+    Force,
+    /// Refuse with a message (headless runs without `--upgrade`).
+    Refuse,
+}
+
+/// What to do after a [`AttachReport::Busy`] report.
+pub(crate) enum BusyDecision {
+    /// Attach again with this policy for the bridge.
+    Retry(OtherBuild),
+    /// Attach again with [`OtherBuild::Attach`] and open sessions read-only.
+    ReadOnly,
+    /// Wait a moment, then ask the bridge again.
+    Wait,
+}
+
+/// How long to wait between two looks at a busy daemon of another build.
+pub(crate) const BUSY_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Decide about a busy daemon of another build.
+pub(crate) async fn decide_busy(
+    policy: UpgradePolicy,
+    prompter: Option<&dyn Prompter>,
+    place: &str,
+    build_id: &str,
+    sessions: &[BusySession],
+) -> Result<BusyDecision, ConnectError> {
+    let list = sessions
+        .iter()
+        .map(|s| {
+            if s.title.is_empty() {
+                s.id.clone()
+            } else {
+                format!("{} ({})", s.id, s.title)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let refused = || {
+        ConnectError::Fatal(format!(
+            "the workspace daemon at {place} runs build {build_id} and is in the middle of a turn (session {list}); this reasonix is build {} and did not replace it. Rerun with --upgrade to interrupt the turn and upgrade (the session resumes from its journal), or wait until the turn ends",
+            reasonix_forward::build_id()
+        ))
+    };
+    match (policy, prompter) {
+        (UpgradePolicy::Force, _) => Ok(BusyDecision::Retry(OtherBuild::Replace)),
+        (UpgradePolicy::Refuse, _) | (UpgradePolicy::Ask, None) => Err(refused()),
+        (UpgradePolicy::Ask, Some(p)) => {
+            let q = UpgradeQuestion {
+                place: place.to_string(),
+                running_build: build_id.to_string(),
+                our_build: reasonix_forward::build_id().to_string(),
+                sessions: sessions
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.id.clone(),
+                            format!("{:?}", s.state).to_lowercase(),
+                            s.title.clone(),
+                        )
+                    })
+                    .collect(),
+            };
+            match p.upgrade(&q).await {
+                UpgradeAnswer::UpgradeNow => Ok(BusyDecision::Retry(OtherBuild::Replace)),
+                UpgradeAnswer::AttachReadOnly => Ok(BusyDecision::ReadOnly),
+                UpgradeAnswer::Wait => {
+                    p.progress(
+                        reasonix_bootstrap::Stage::Attach,
+                        &format!("waiting for the turn on build {build_id} to end, then upgrading"),
+                        None,
+                    );
+                    Ok(BusyDecision::Wait)
+                }
+                UpgradeAnswer::Refuse => Err(refused()),
+            }
+        }
+    }
+}
+
+/// The notice shown when the bridge fell back to the old build.
+pub(crate) fn fallback_notice(report: &AttachReport) -> Option<(String, String)> {
+    match report {
+        AttachReport::Fallback { build_id, reason } => Some((
+            build_id.clone(),
+            format!(
+                "the host binary of this build ({}) did not start ({reason}); the previous build {build_id} was started again and is used",
+                reasonix_forward::build_id()
+            ),
+        )),
+        AttachReport::Busy { .. } => None,
+    }
 }
 
 /// Why a connection attempt failed.
@@ -32,8 +146,9 @@ pub enum ConnectError {
 /// Something that can open a fresh transport on demand (used for every reconnect).
 #[async_trait::async_trait]
 pub trait Connector: Send + Sync {
-    /// Open a new transport.
-    async fn connect(&self) -> Result<Transport, ConnectError>;
+    /// Open a new transport. A connector that can pipeline `hello` (send it with the attach
+    /// command, saving a round trip) does so and sets [`Transport::hello_sent`].
+    async fn connect(&self, hello: &Hello) -> Result<Transport, ConnectError>;
     /// Human-readable place, e.g. `local:/path` or `me@host:/repo`.
     fn describe(&self) -> String;
 }
@@ -59,6 +174,10 @@ const ENV_ALLOW: &[&str] = &[
     "REASONIX_LINK_GRACE_SECS",
     "REASONIX_HEARTBEAT_MS",
     "REASONIX_DEAD_AFTER_MS",
+    // Test knobs (two builds of one binary, a daemon that fails to start); see
+    // `reasonix_forward::TEST_BUILD_ID_ENV`.
+    "REASONIX_TEST_BUILD_ID",
+    "REASONIX_TEST_DAEMON_FAIL",
 ];
 
 /// Local mode: spawns `reasonix-remote attach --workspace DIR` and speaks over its pipes.
@@ -67,15 +186,30 @@ pub struct LocalConnector {
     pub binary: PathBuf,
     /// The workspace.
     pub workspace: PathBuf,
+    /// What to do about a busy daemon of another build.
+    pub upgrade: UpgradePolicy,
+    /// Who to ask when `upgrade` is [`UpgradePolicy::Ask`].
+    pub prompter: Option<Arc<dyn Prompter>>,
 }
 
-#[async_trait::async_trait]
-impl Connector for LocalConnector {
-    async fn connect(&self) -> Result<Transport, ConnectError> {
+impl LocalConnector {
+    /// A connector for `workspace` that refuses to replace a busy daemon of another build.
+    pub fn new(binary: PathBuf, workspace: PathBuf) -> Self {
+        Self {
+            binary,
+            workspace,
+            upgrade: UpgradePolicy::Refuse,
+            prompter: None,
+        }
+    }
+
+    async fn attempt(&self, hello: &[u8], other: OtherBuild) -> Result<Attempt, ConnectError> {
+        let tag = format!("{:016x}", rand::random::<u64>());
         let mut cmd = tokio::process::Command::new(&self.binary);
         cmd.arg("attach")
             .arg("--workspace")
             .arg(&self.workspace)
+            .args(["--tag", &tag, "--other-build", other.flag()])
             .env_clear()
             .envs(
                 std::env::vars_os()
@@ -91,13 +225,17 @@ impl Connector for LocalConnector {
                 self.binary.display()
             ))
         })?;
-        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+        let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(ConnectError::Fatal("child pipes unavailable".into()));
         };
+        // Pipelined: the bridge forwards stdin only once it found the right daemon, so the
+        // Hello can go right away (a bridge that reports instead never reads it).
+        let _ = stdin.write_all(hello).await;
         let diagnostics = Arc::new(Mutex::new(String::new()));
         let diag = Arc::clone(&diagnostics);
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf).await {
@@ -115,14 +253,103 @@ impl Connector for LocalConnector {
                     d.drain(..cut);
                 }
             }
+            let _ = done_tx.send(());
             // Keep the child handle alive (kill_on_drop) for as long as its stderr is open.
             let _ = child.wait().await;
         });
-        Ok(Transport {
-            reader: Box::pin(stdout),
-            writer: Box::pin(stdin),
-            diagnostics,
-        })
+        let scanned = scan(&mut stdout, &tag)
+            .await
+            .map_err(|e| ConnectError::Fatal(format!("reading from reasonix-remote: {e}")))?;
+        match scanned {
+            Scanned::Preamble { prefix, report } => Ok(Attempt::Linked(
+                Transport {
+                    reader: Box::pin(std::io::Cursor::new(prefix).chain(stdout)),
+                    writer: Box::pin(stdin),
+                    diagnostics,
+                    hello_sent: true,
+                    accept_build: None,
+                    read_only: false,
+                    notice: None,
+                },
+                report,
+            )),
+            Scanned::Report(AttachReport::Busy { build_id, sessions }) => {
+                Ok(Attempt::Busy(build_id, sessions))
+            }
+            Scanned::Report(AttachReport::Fallback { .. }) | Scanned::Missing(_) => Err(
+                ConnectError::Fatal("reasonix-remote printed an unexpected report".into()),
+            ),
+            Scanned::Ended { output } | Scanned::TooMuchNoise { output } => {
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), done_rx).await;
+                let stderr = diagnostics
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                Err(ConnectError::Fatal(format!(
+                    "reasonix-remote attach ended without a link: {}{}",
+                    stderr.trim(),
+                    if output.trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (stdout: {})", output.trim())
+                    }
+                )))
+            }
+        }
+    }
+}
+
+/// One attach attempt of a connector.
+pub(crate) enum Attempt {
+    /// Linked (with a fallback report, if any).
+    Linked(Transport, Option<AttachReport>),
+    /// A daemon of another build is busy.
+    Busy(String, Vec<BusySession>),
+}
+
+#[async_trait::async_trait]
+impl Connector for LocalConnector {
+    async fn connect(&self, hello: &Hello) -> Result<Transport, ConnectError> {
+        let frame = reasonix_forward::handshake::hello_frame(hello)
+            .map_err(|e| ConnectError::Fatal(e.to_string()))?;
+        let mut other = match self.upgrade {
+            UpgradePolicy::Force => OtherBuild::Replace,
+            UpgradePolicy::Ask | UpgradePolicy::Refuse => OtherBuild::Ask,
+        };
+        let mut read_only_build: Option<String> = None;
+        loop {
+            match self.attempt(&frame, other).await? {
+                Attempt::Linked(mut t, report) => {
+                    if let Some((build, notice)) = report.as_ref().and_then(fallback_notice) {
+                        t.accept_build = Some(build);
+                        t.notice = Some(notice);
+                    }
+                    if let Some(b) = read_only_build {
+                        t.accept_build = Some(b);
+                        t.read_only = true;
+                    }
+                    return Ok(t);
+                }
+                Attempt::Busy(build, sessions) => {
+                    match decide_busy(
+                        self.upgrade,
+                        self.prompter.as_deref(),
+                        &self.describe(),
+                        &build,
+                        &sessions,
+                    )
+                    .await?
+                    {
+                        BusyDecision::Retry(o) => other = o,
+                        BusyDecision::ReadOnly => {
+                            other = OtherBuild::Attach;
+                            read_only_build = Some(build);
+                        }
+                        BusyDecision::Wait => tokio::time::sleep(BUSY_POLL).await,
+                    }
+                }
+            }
+        }
     }
 
     fn describe(&self) -> String {

@@ -6,6 +6,7 @@ pub mod config;
 pub mod connect;
 pub mod gateway;
 pub mod mcp_host;
+pub mod remote_status;
 pub mod run;
 pub mod ssh;
 pub mod tui;

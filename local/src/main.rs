@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use reasonix_local::config::{Config, LoadOptions, Overrides, PermissionMode};
-use reasonix_local::connect::{locate_host_binary, Connector, LocalConnector};
+use reasonix_local::connect::{locate_host_binary, Connector, LocalConnector, UpgradePolicy};
 
 #[derive(Parser)]
 #[command(name = "reasonix", version = reasonix_forward::build_id(), about = "Cache-first coding agent with a remote workbench over SSH")]
@@ -32,6 +32,10 @@ struct TuiArgs {
     /// Take over a session another client drives (it becomes read-only).
     #[arg(long)]
     takeover: bool,
+    /// Replace a workspace daemon of another build even if it runs a turn (interrupting it)
+    /// instead of asking.
+    #[arg(long)]
+    upgrade: bool,
 }
 
 #[derive(Subcommand)]
@@ -112,12 +116,26 @@ struct RewindArgs {
 
 #[derive(Subcommand)]
 enum RemoteCmd {
-    /// Installed versions, daemon processes, disk used, bwrap.
-    Status(RemoteArgs),
+    /// Every workspace daemon on the host with its sessions and their states; installed
+    /// versions, disk used, bwrap.
+    Status {
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// One JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// Connect, install if needed, attach to the workspace daemon and print its status.
     Ping(RemoteArgs),
-    /// Stop every reasonix-remote process of the user on the host.
-    Stop(RemoteArgs),
+    /// Stop one workspace's daemon (`DEST:/path`); `DEST` alone stops every workspace
+    /// after asking (headless: needs --all).
+    Stop {
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// Stop every workspace daemon (and every other reasonix-remote process) of the user.
+        #[arg(long)]
+        all: bool,
+    },
     /// Remove every file Reasonix put on the host (keeps session journals unless --purge).
     Uninstall {
         #[command(flatten)]
@@ -214,6 +232,10 @@ struct RunArgs {
     ssh: Option<String>,
     #[command(flatten)]
     ssh_opts: SshArgs,
+    /// If the workspace daemon is of another build and runs a turn, replace it anyway
+    /// (the turn is interrupted; its journal keeps it). Without this, `run` refuses.
+    #[arg(long)]
+    upgrade: bool,
 }
 
 fn main() -> ExitCode {
@@ -285,13 +307,14 @@ async fn run(args: RunArgs) -> i32 {
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }
-    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("reasonix: {e}");
-            return 2;
-        }
-    };
+    let connector =
+        match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, args.upgrade) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("reasonix: {e}");
+                return 2;
+            }
+        };
     let outcome = reasonix_local::run::run(
         &config,
         connector,
@@ -318,8 +341,8 @@ async fn remote(action: RemoteCmd) -> i32 {
     }
     let (args, what) = match &action {
         RemoteCmd::Ping(a) => (a, "ping"),
-        RemoteCmd::Status(a) => (a, "status"),
-        RemoteCmd::Stop(a) => (a, "stop"),
+        RemoteCmd::Status { remote, .. } => (remote, "status"),
+        RemoteCmd::Stop { remote, .. } => (remote, "stop"),
         RemoteCmd::Uninstall { remote, .. } => (remote, "uninstall"),
     };
     let dest = match reasonix_bootstrap::Destination::parse(&args.dest) {
@@ -351,31 +374,10 @@ async fn remote(action: RemoteCmd) -> i32 {
     };
     let result = match action {
         RemoteCmd::Ping(_) => Ok(()),
-        RemoteCmd::Status(_) => reasonix_bootstrap::install::status(&conn).await.map(|s| {
-            println!("host: {}@{}:{}", conn.user(), conn.host(), conn.port());
-            if s.installed.is_empty() {
-                println!("installed: none");
-            }
-            for v in &s.installed {
-                println!("installed: {v:?}");
-            }
-            for p in &s.processes {
-                println!("process: {p:?}");
-            }
-            println!("sessions: {} workspace journal dirs", s.session_dirs);
-            println!("disk used: {} bytes under ~/.reasonix", s.disk_used);
-            println!(
-                "sandbox: {}",
-                if s.bwrap {
-                    "bwrap available"
-                } else {
-                    "bwrap not found (bash refuses unless sandbox.bash = \"off\")"
-                }
-            );
-        }),
-        RemoteCmd::Stop(_) => reasonix_bootstrap::install::stop(&conn).await.map(|ps| {
-            println!("stopped {} process(es)", ps.len());
-        }),
+        RemoteCmd::Status { json, .. } => {
+            remote_status(&conn, json).await.map_err(|e| e.to_string())
+        }
+        RemoteCmd::Stop { all, .. } => remote_stop(&conn, dest.path.as_deref(), all).await,
         RemoteCmd::Uninstall { purge, .. } => {
             let scope = if purge {
                 reasonix_bootstrap::install::UninstallScope::Everything
@@ -389,6 +391,7 @@ async fn remote(action: RemoteCmd) -> i32 {
                         println!("removed {r}");
                     }
                 })
+                .map_err(|e| e.to_string())
         }
     };
     conn.disconnect().await;
@@ -399,6 +402,123 @@ async fn remote(action: RemoteCmd) -> i32 {
             1
         }
     }
+}
+
+/// `reasonix remote status`: every workspace daemon with its sessions (table or JSON).
+async fn remote_status(
+    conn: &reasonix_bootstrap::SshConnection,
+    json: bool,
+) -> Result<(), reasonix_bootstrap::BootstrapError> {
+    let build = reasonix_forward::build_id();
+    let ws = reasonix_bootstrap::workspaces::list(conn, build).await?;
+    let host = reasonix_bootstrap::install::status(conn).await?;
+    let place = format!("{}@{}:{}", conn.user(), conn.host(), conn.port());
+    if json {
+        let value = serde_json::json!({
+            "host": place,
+            "installed": ws.installed.iter().map(|v| serde_json::json!({"build_id": v.build_id, "size": v.size})).collect::<Vec<_>>(),
+            "lister": ws.lister,
+            "workspaces": ws.daemons,
+            "processes": ws.processes.iter().map(|p| serde_json::json!({"pid": p.pid, "command": p.command})).collect::<Vec<_>>(),
+            "disk_used": host.disk_used,
+            "bwrap": host.bwrap,
+        });
+        println!("{value}");
+        return Ok(());
+    }
+    print!(
+        "{}",
+        reasonix_local::remote_status::render(&place, build, &ws, host.disk_used, host.bwrap)
+    );
+    Ok(())
+}
+
+/// `reasonix remote stop`: one workspace (`DEST:/path`), or all of them (`--all`, or
+/// `DEST` alone after asking on a terminal).
+async fn remote_stop(
+    conn: &reasonix_bootstrap::SshConnection,
+    path: Option<&str>,
+    all: bool,
+) -> Result<(), String> {
+    let build = reasonix_forward::build_id();
+    let print = |lines: &[reasonix_forward::workspaces::StopLine]| {
+        for l in lines {
+            let interrupted = if l.interrupted.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; interrupted the turn in session(s) {}",
+                    l.interrupted.join(", ")
+                )
+            };
+            println!(
+                "stopped {} (build {}, pid {}{}){interrupted}",
+                l.workspace,
+                l.build_id,
+                l.pid,
+                if l.killed { ", killed after 5 s" } else { "" }
+            );
+        }
+    };
+    if let (Some(p), false) = (path, all) {
+        let lines = reasonix_bootstrap::workspaces::stop_workspace(conn, build, p)
+            .await
+            .map_err(|e| e.to_string())?;
+        if lines.is_empty() {
+            println!("no daemon runs for workspace {p}");
+        }
+        print(&lines);
+        return Ok(());
+    }
+    if !all {
+        let ws = reasonix_bootstrap::workspaces::list(conn, build)
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = ws
+            .daemons
+            .iter()
+            .filter_map(|d| match d {
+                reasonix_forward::workspaces::StatusLine::Daemon(d) => Some(format!(
+                    "  {}{}",
+                    d.workspace,
+                    if d.busy() { " (a turn is running)" } else { "" }
+                )),
+                reasonix_forward::workspaces::StatusLine::Unreachable { .. } => None,
+            })
+            .collect();
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Err(format!(
+                "name the workspace to stop (`reasonix remote stop {}:/path`) or pass --all to stop all {} workspace daemon(s)",
+                conn.host(),
+                names.len()
+            ));
+        }
+        println!(
+            "This stops every workspace daemon of {} on {}:\n{}",
+            conn.user(),
+            conn.host(),
+            if names.is_empty() {
+                "  (none running)".to_string()
+            } else {
+                names.join("\n")
+            }
+        );
+        eprint!("Stop them all? [y/N] ");
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing stopped");
+            return Ok(());
+        }
+    }
+    let (lines, rest) = reasonix_bootstrap::workspaces::stop_all(conn, build)
+        .await
+        .map_err(|e| e.to_string())?;
+    print(&lines);
+    if !rest.is_empty() {
+        println!("stopped {} other reasonix-remote process(es)", rest.len());
+    }
+    Ok(())
 }
 
 async fn rewind(args: RewindArgs) -> i32 {
@@ -425,7 +545,7 @@ async fn rewind(args: RewindArgs) -> i32 {
             return 2;
         }
     };
-    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace) {
+    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("reasonix: {e}");
@@ -487,7 +607,17 @@ async fn tui_local(args: TuiArgs) -> i32 {
         }
     };
     let label = workspace.display().to_string();
-    let connector: Arc<dyn Connector> = Arc::new(LocalConnector { binary, workspace });
+    // The TUI asks before replacing a busy daemon of another build.
+    let (prompter, prompts) = reasonix_local::tui::prompter_channel();
+    let connector: Arc<dyn Connector> = Arc::new(LocalConnector {
+        upgrade: if args.upgrade {
+            UpgradePolicy::Force
+        } else {
+            UpgradePolicy::Ask
+        },
+        prompter: Some(Arc::new(prompter)),
+        ..LocalConnector::new(binary, workspace)
+    });
     reasonix_local::tui::run_tui(
         config,
         connector,
@@ -497,7 +627,7 @@ async fn tui_local(args: TuiArgs) -> i32 {
             continue_last: args.continue_last,
             takeover: args.takeover,
             model: args.model,
-            prompts: None,
+            prompts: Some(prompts),
         },
     )
     .await
@@ -532,11 +662,15 @@ async fn tui_ssh(dest: String, ssh: SshArgs, args: TuiArgs, new_session: bool) -
         parsed.host,
         parsed.path.clone().unwrap_or_else(|| "~".into())
     );
-    let connector: Arc<dyn Connector> = Arc::new(reasonix_local::ssh::SshConnector::new(
-        parsed,
-        opts,
-        Arc::new(prompter),
-    ));
+    let connector: Arc<dyn Connector> = Arc::new(
+        reasonix_local::ssh::SshConnector::new(parsed, opts, Arc::new(prompter)).with_upgrade(
+            if args.upgrade {
+                UpgradePolicy::Force
+            } else {
+                UpgradePolicy::Ask
+            },
+        ),
+    );
     reasonix_local::tui::run_tui(
         config,
         connector,
@@ -645,7 +779,7 @@ async fn mcp_list(args: McpListArgs) -> i32 {
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }
-    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace) {
+    let connector = match connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("reasonix: {e}");
@@ -725,16 +859,24 @@ async fn mcp_list(args: McpListArgs) -> i32 {
 }
 
 /// The transport for a command: SSH when `--ssh DEST` is given, else local mode.
+/// Headless commands never ask: a busy daemon of another build is replaced only with
+/// `upgrade` (`--upgrade`), otherwise they refuse with a message.
 fn connector_for(
     ssh: Option<&str>,
     ssh_opts: &SshArgs,
     workspace: PathBuf,
+    upgrade: bool,
 ) -> Result<Arc<dyn Connector>, String> {
+    let policy = if upgrade {
+        UpgradePolicy::Force
+    } else {
+        UpgradePolicy::Refuse
+    };
     Ok(match ssh {
-        Some(dest) => Arc::new(ssh_connector(dest, ssh_opts)?),
+        Some(dest) => Arc::new(ssh_connector(dest, ssh_opts)?.with_upgrade(policy)),
         None => Arc::new(LocalConnector {
-            binary: locate_host_binary()?,
-            workspace,
+            upgrade: policy,
+            ..LocalConnector::new(locate_host_binary()?, workspace)
         }),
     })
 }

@@ -7,12 +7,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use reasonix_bootstrap::attach::{attach, AttachOutcome, AttachSpec, OtherBuild};
 use reasonix_bootstrap::{
-    connect, install, launch_command, BootstrapError, Destination, Prompter, RemoteInstall,
-    ShippedBinaries, SshOptions, Stage,
+    connect, install_probed, BootstrapError, Destination, Prompter, ShippedBinaries, SshOptions,
+    Stage,
 };
+use reasonix_forward::proto::Hello;
 
-use crate::connect::{ConnectError, Connector, Transport};
+use crate::connect::{
+    decide_busy, fallback_notice, BusyDecision, ConnectError, Connector, Transport, UpgradePolicy,
+    BUSY_POLL,
+};
 
 /// Options that shape every connection of one `reasonix ssh` / `run --ssh` process.
 pub struct SshConnector {
@@ -20,10 +25,14 @@ pub struct SshConnector {
     opts: SshOptions,
     prompter: Arc<dyn Prompter>,
     binaries: ShippedBinaries,
-    install: Mutex<Option<RemoteInstall>>,
     connected_once: AtomicBool,
     /// Extra daemon arguments (tunables) passed to `attach`.
     daemon_args: Vec<String>,
+    /// What to do about a busy daemon of another build.
+    upgrade: UpgradePolicy,
+    /// The user chose to attach read-only to this other build: keep doing so on reconnects
+    /// instead of asking again.
+    read_only_build: Mutex<Option<String>>,
 }
 
 impl SshConnector {
@@ -47,10 +56,18 @@ impl SshConnector {
             opts,
             prompter,
             binaries: shipped_binaries(),
-            install: Mutex::new(None),
             connected_once: AtomicBool::new(false),
             daemon_args,
+            upgrade: UpgradePolicy::Ask,
+            read_only_build: Mutex::new(None),
         }
+    }
+
+    /// Set what happens when the workspace daemon is of another build and runs a turn
+    /// (default: ask through the prompter).
+    pub fn with_upgrade(mut self, policy: UpgradePolicy) -> Self {
+        self.upgrade = policy;
+        self
     }
 
     /// Workspace path on the host as given (relative paths are relative to the home).
@@ -101,7 +118,7 @@ pub fn shipped_binaries() -> ShippedBinaries {
 
 #[async_trait::async_trait]
 impl Connector for SshConnector {
-    async fn connect(&self) -> Result<Transport, ConnectError> {
+    async fn connect(&self, hello: &Hello) -> Result<Transport, ConnectError> {
         let mut opts = self.opts.clone();
         if self.connected_once.load(Ordering::SeqCst) {
             // Reconnect attempts: a blackholed network must fail fast so the loop can try
@@ -111,31 +128,72 @@ impl Connector for SshConnector {
         let conn = connect(&self.dest, &opts, Arc::clone(&self.prompter))
             .await
             .map_err(|e| self.classify(e))?;
-        let existing = self
-            .install
+        let frame = reasonix_forward::handshake::hello_frame(hello)
+            .map_err(|e| ConnectError::Fatal(e.to_string()))?;
+        let sticky = self
+            .read_only_build
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let inst = match existing {
-            Some(i) => i,
-            None => {
-                let i = install(&conn, reasonix_forward::build_id(), &self.binaries)
-                    .await
-                    .map_err(|e| ConnectError::Fatal(e.to_string()))?;
-                *self.install.lock().unwrap_or_else(|p| p.into_inner()) = Some(i.clone());
-                i
+        let mut spec = AttachSpec {
+            build_id: reasonix_forward::build_id().to_string(),
+            workspace: self.workspace_arg(),
+            daemon_args: self.daemon_args.clone(),
+            hello: frame,
+            other_build: match (self.upgrade, &sticky) {
+                (_, Some(_)) => OtherBuild::Attach,
+                (UpgradePolicy::Force, None) => OtherBuild::Replace,
+                (UpgradePolicy::Ask | UpgradePolicy::Refuse, None) => OtherBuild::Ask,
+            },
+        };
+        let mut read_only_build = sticky;
+        let mut installed = false;
+        // Probe, version check and attach are one exec (see `reasonix_bootstrap::attach`);
+        // only a missing build or a busy daemon of another build costs more.
+        let linked = loop {
+            match attach(&conn, &spec).await.map_err(|e| self.classify(e))? {
+                AttachOutcome::Linked(s) => break s,
+                AttachOutcome::Missing(probe) => {
+                    if installed {
+                        return Err(ConnectError::Fatal(format!(
+                            "reasonix-remote {} was installed on {} but the attach script still does not find it under $HOME/.reasonix/remote/bin",
+                            spec.build_id, self.dest.host
+                        )));
+                    }
+                    install_probed(&conn, &spec.build_id, &self.binaries, Some(probe))
+                        .await
+                        .map_err(|e| ConnectError::Fatal(e.to_string()))?;
+                    installed = true;
+                }
+                AttachOutcome::Busy { build_id, sessions } => {
+                    match decide_busy(
+                        self.upgrade,
+                        Some(self.prompter.as_ref()),
+                        &self.describe(),
+                        &build_id,
+                        &sessions,
+                    )
+                    .await?
+                    {
+                        BusyDecision::Retry(o) => spec.other_build = o,
+                        BusyDecision::ReadOnly => {
+                            spec.other_build = OtherBuild::Attach;
+                            read_only_build = Some(build_id);
+                        }
+                        BusyDecision::Wait => tokio::time::sleep(BUSY_POLL).await,
+                    }
+                }
             }
         };
-        let ws = self.workspace_arg();
-        let mut args: Vec<&str> = vec!["attach", "--workspace", &ws];
-        args.extend(self.daemon_args.iter().map(String::as_str));
-        let cmd = launch_command(&inst, &args);
-        let stream = conn.exec_stream(&cmd).await.map_err(|e| self.classify(e))?;
         self.connected_once.store(true, Ordering::SeqCst);
+        *self
+            .read_only_build
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = read_only_build.clone();
         let diagnostics = Arc::new(Mutex::new(String::new()));
         let diag = Arc::clone(&diagnostics);
-        let stderr = stream.stderr.clone();
-        let mut exit = stream.exit.clone();
+        let stderr = linked.stderr.clone();
+        let mut exit = linked.exit.clone();
         // Keep the SSH connection alive as long as the exec channel is; surface its stderr.
         tokio::spawn(async move {
             let _conn = conn;
@@ -146,11 +204,24 @@ impl Connector for SshConnector {
             }
             *diag.lock().unwrap_or_else(|p| p.into_inner()) = stderr.text();
         });
-        Ok(Transport {
-            reader: Box::pin(stream.reader),
-            writer: Box::pin(stream.writer),
+        let mut transport = Transport {
+            reader: linked.reader,
+            writer: Box::pin(linked.writer),
             diagnostics,
-        })
+            hello_sent: true,
+            accept_build: None,
+            read_only: false,
+            notice: None,
+        };
+        if let Some((build, notice)) = linked.report.as_ref().and_then(fallback_notice) {
+            transport.accept_build = Some(build);
+            transport.notice = Some(notice);
+        }
+        if let Some(b) = read_only_build {
+            transport.accept_build = Some(b);
+            transport.read_only = true;
+        }
+        Ok(transport)
     }
 
     fn describe(&self) -> String {

@@ -13,3 +13,4 @@ pub mod runtime;
 pub mod sandbox;
 pub mod session;
 pub mod tools;
+pub mod workspaces;

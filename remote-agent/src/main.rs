@@ -26,7 +26,37 @@ enum Cmd {
     /// Run the workspace daemon in the foreground.
     Daemon(DaemonArgs),
     /// Start the daemon if needed and bridge stdin/stdout to it.
-    Attach(DaemonArgs),
+    Attach(AttachArgs),
+    /// List every workspace daemon of this user with its sessions and their states.
+    Status {
+        /// One JSON object per line (what `reasonix remote status` reads).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the daemon of one workspace (or of all of them with --all).
+    Stop {
+        /// Workspace whose daemon to stop.
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        workspace: Option<PathBuf>,
+        /// Stop every workspace daemon of this user.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Args, Clone)]
+struct AttachArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    /// Read the client's pipelined Hello frame (hex text) from this descriptor.
+    #[arg(long, value_name = "FD")]
+    hello_fd: Option<i32>,
+    /// Token of the client's report lines (`REASONIX-ATTACH/1 <tag> ...` on stdout).
+    #[arg(long)]
+    tag: Option<String>,
+    /// What to do about a running daemon of another build.
+    #[arg(long, value_enum, default_value = "ask")]
+    other_build: reasonix_remote::attach::OtherBuild,
 }
 
 #[derive(Args, Clone)]
@@ -83,14 +113,24 @@ fn main() -> ExitCode {
     let result = match cmd {
         Cmd::Daemon(args) => rt.block_on(run_daemon(args)),
         Cmd::Attach(args) => rt.block_on(async move {
-            let (stream, preamble) =
-                reasonix_remote::attach::connect_own_build(&args.workspace, &args.passthrough())
-                    .await
-                    .map_err(|e| e.to_string())?;
-            reasonix_remote::attach::bridge(stream, preamble)
-                .await
-                .map_err(|e| e.to_string())
+            let hello = match args.hello_fd {
+                Some(fd) => {
+                    Some(reasonix_remote::attach::read_hello_fd(fd).map_err(|e| e.to_string())?)
+                }
+                None => None,
+            };
+            reasonix_remote::attach::run(reasonix_remote::attach::AttachOptions {
+                workspace: args.daemon.workspace.clone(),
+                daemon_args: args.daemon.passthrough(),
+                hello,
+                tag: args.tag,
+                other_build: args.other_build,
+            })
+            .await
+            .map_err(|e| e.to_string())
         }),
+        Cmd::Status { json } => rt.block_on(status(json)),
+        Cmd::Stop { workspace, all } => rt.block_on(stop(workspace, all)),
     };
     // Don't wait for blocking stdin readers.
     rt.shutdown_timeout(Duration::from_millis(100));
@@ -103,8 +143,72 @@ fn main() -> ExitCode {
     }
 }
 
+/// `status`: one line per daemon (JSON with `--json`).
+async fn status(json: bool) -> Result<(), String> {
+    use reasonix_remote::workspaces::StatusLine;
+    for line in reasonix_remote::workspaces::list().await {
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string(&line).map_err(|e| e.to_string())?
+            );
+            continue;
+        }
+        match line {
+            StatusLine::Daemon(d) => {
+                println!(
+                    "{}  build {}  pid {}  clients {}",
+                    d.workspace, d.build_id, d.pid, d.clients
+                );
+                for s in d.sessions {
+                    println!("  {}  {:?}  {} turns  {}", s.id, s.state, s.turns, s.title);
+                }
+            }
+            StatusLine::Unreachable { socket, reason } => {
+                println!("{socket}: not answering ({reason})")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `stop`: JSON line per stopped daemon.
+async fn stop(workspace: Option<PathBuf>, all: bool) -> Result<(), String> {
+    use reasonix_remote::workspaces::{self, StatusLine};
+    let mut stopped = Vec::new();
+    if all {
+        for line in workspaces::list().await {
+            if let StatusLine::Daemon(d) = line {
+                stopped.push(workspaces::stop_daemon(&d).await);
+            }
+        }
+    } else if let Some(ws) = workspace {
+        if let Some(line) = workspaces::stop_workspace(&ws)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            stopped.push(line);
+        }
+    }
+    for line in stopped {
+        println!(
+            "{}",
+            serde_json::to_string(&line).map_err(|e| e.to_string())?
+        );
+    }
+    Ok(())
+}
+
+/// Tests set this to make `daemon` fail at startup (a "new build that does not start").
+const TEST_DAEMON_FAIL_ENV: &str = "REASONIX_TEST_DAEMON_FAIL";
+
 async fn run_daemon(args: DaemonArgs) -> Result<(), String> {
     use reasonix_remote::daemon::{Daemon, DaemonConfig};
+    if std::env::var_os(TEST_DAEMON_FAIL_ENV).is_some_and(|v| v == "1") {
+        return Err(format!(
+            "{TEST_DAEMON_FAIL_ENV}=1: refusing to start (test knob)"
+        ));
+    }
     let paths = reasonix_remote::paths::HostPaths::for_workspace(&args.workspace)
         .map_err(|e| e.to_string())?;
     init_logging(&paths.log_file);

@@ -58,6 +58,17 @@ impl HostPaths {
     /// Compute the paths for `workspace` (which must exist) and create the directories
     /// with private modes.
     pub fn for_workspace(workspace: &Path) -> io::Result<HostPaths> {
+        let paths = HostPaths::locate(workspace)?;
+        private_dir(&paths.home)?;
+        private_dir(&paths.run_dir)?;
+        private_dir(&paths.sessions_dir)?;
+        private_dir(&paths.home.join("logs"))?;
+        Ok(paths)
+    }
+
+    /// The paths for `workspace` (which must exist), without creating anything (for
+    /// `reasonix-remote stop`, which must not leave state behind).
+    pub fn locate(workspace: &Path) -> io::Result<HostPaths> {
         let workspace = workspace.canonicalize().map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -83,12 +94,8 @@ impl HostPaths {
         } else {
             run_base
         };
-        private_dir(&home)?;
-        private_dir(&run_dir)?;
         let sessions_dir = home.join("sessions").join(&key);
-        private_dir(&sessions_dir)?;
         let logs = home.join("logs");
-        private_dir(&logs)?;
         Ok(HostPaths {
             socket: run_dir.join(format!("{key}.sock")),
             lock: run_dir.join(format!("{key}.lock")),

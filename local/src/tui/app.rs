@@ -7,7 +7,8 @@ use std::ops::Range;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 use reasonix_bootstrap::{
-    HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, Stage,
+    HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, Stage, UpgradeAnswer,
+    UpgradeQuestion,
 };
 use reasonix_forward::proto::{
     ApprovalDecision, ClientRole, DaemonStatus, DirEntry, EventKind, McpServerInfo, RewindScope,
@@ -140,6 +141,13 @@ pub enum PromptRequest {
         /// Where the answers go (`None` = cancelled).
         reply: oneshot::Sender<Option<Vec<Zeroizing<String>>>>,
     },
+    /// A daemon of another build runs a turn: upgrade, attach read-only or wait.
+    Upgrade {
+        /// The question.
+        question: UpgradeQuestion,
+        /// Where the answer goes.
+        reply: oneshot::Sender<UpgradeAnswer>,
+    },
 }
 
 /// Everything that can happen to the UI besides input.
@@ -267,6 +275,10 @@ pub(crate) enum PromptModal {
         answers: Vec<Zeroizing<String>>,
         input: Zeroizing<String>,
         reply: Option<oneshot::Sender<Option<Vec<Zeroizing<String>>>>>,
+    },
+    Upgrade {
+        question: UpgradeQuestion,
+        reply: Option<oneshot::Sender<UpgradeAnswer>>,
     },
 }
 
@@ -764,6 +776,10 @@ impl App {
                         input: Zeroizing::new(String::new()),
                         reply: Some(reply),
                     },
+                    PromptRequest::Upgrade { question, reply } => PromptModal::Upgrade {
+                        question,
+                        reply: Some(reply),
+                    },
                 });
                 Vec::new()
             }
@@ -1027,7 +1043,7 @@ impl App {
                 PromptModal::Secret { input, .. } | PromptModal::Keyboard { input, .. } => {
                     input.push_str(text.trim_end_matches(['\r', '\n']));
                 }
-                PromptModal::HostKey { .. } => {}
+                PromptModal::HostKey { .. } | PromptModal::Upgrade { .. } => {}
             }
             return Vec::new();
         }
@@ -1253,6 +1269,22 @@ impl App {
                 KeyCode::Char(c) if !ctrl => input.push(c),
                 _ => {}
             },
+            PromptModal::Upgrade { reply, .. } => {
+                let answer = match key.code {
+                    KeyCode::Char('1') | KeyCode::Char('u') => Some(UpgradeAnswer::UpgradeNow),
+                    KeyCode::Char('2') | KeyCode::Char('r') => Some(UpgradeAnswer::AttachReadOnly),
+                    KeyCode::Char('3') | KeyCode::Char('w') => Some(UpgradeAnswer::Wait),
+                    KeyCode::Char('q') | KeyCode::Esc => Some(UpgradeAnswer::Refuse),
+                    KeyCode::Char('c') if ctrl => Some(UpgradeAnswer::Refuse),
+                    _ => None,
+                };
+                if let Some(a) = answer {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(a);
+                    }
+                    done = true;
+                }
+            }
         }
         if done {
             self.prompts.pop_front();

@@ -2,7 +2,10 @@
 //! code awaits the user's answer through a oneshot channel, so it never touches the terminal.
 
 use async_trait::async_trait;
-use reasonix_bootstrap::{HostKeyAnswer, HostKeyQuestion, KbdRound, Prompter, SecretPrompt, Stage};
+use reasonix_bootstrap::{
+    HostKeyAnswer, HostKeyQuestion, KbdRound, Prompter, SecretPrompt, Stage, UpgradeAnswer,
+    UpgradeQuestion,
+};
 use tokio::sync::{mpsc, oneshot};
 use zeroize::Zeroizing;
 
@@ -80,6 +83,19 @@ impl Prompter for TuiPrompter {
         };
         self.tx.send(AppEvent::Prompt(req)).ok()?;
         rx.await.ok().flatten()
+    }
+
+    async fn upgrade(&self, question: &UpgradeQuestion) -> UpgradeAnswer {
+        let (reply, rx) = oneshot::channel();
+        let req = PromptRequest::Upgrade {
+            question: question.clone(),
+            reply,
+        };
+        if self.tx.send(AppEvent::Prompt(req)).is_err() {
+            return UpgradeAnswer::Refuse;
+        }
+        // A closed UI never upgrades on its own.
+        rx.await.unwrap_or(UpgradeAnswer::Refuse)
     }
 
     fn banner(&self, text: &str) {

@@ -866,6 +866,43 @@ fn render_prompt(p: &PromptModal, frame: &mut Frame<'_>, area: Rect, max_w: u16,
                 max_w.min(72),
             );
         }
+        PromptModal::Upgrade { question: q, .. } => {
+            let mut lines = Vec::new();
+            lines.extend(wrap_text(
+                &format!(
+                    "The workspace daemon at {} runs build {} and is in the middle of a turn. This is build {}.",
+                    q.place, q.running_build, q.our_build
+                ),
+                iw,
+                theme::text(),
+                &[],
+            ));
+            lines.push(Line::default());
+            for (id, state, title) in &q.sessions {
+                lines.extend(kv(id, format!("{state}  {title}"), iw, 14));
+            }
+            lines.push(Line::default());
+            lines.extend(options(
+                &[
+                    (
+                        "1 u",
+                        "upgrade now (interrupts the turn; the journal keeps it)",
+                    ),
+                    ("2 r", "attach read-only to the old build"),
+                    ("3 w", "wait for the turn to end, then upgrade"),
+                    ("q", "quit (Esc)"),
+                ],
+                None,
+            ));
+            show_modal(
+                frame,
+                area,
+                "Another build is running a turn",
+                theme::border_active(),
+                lines,
+                max_w.min(80),
+            );
+        }
         PromptModal::Keyboard {
             round,
             answers,

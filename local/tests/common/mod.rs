@@ -70,10 +70,7 @@ impl LocalRig {
         binary: &Path,
     ) -> (Client, UnboundedReceiver<ClientEvent>) {
         Client::start(
-            Arc::new(LocalConnector {
-                binary: binary.to_path_buf(),
-                workspace: self.ws.clone(),
-            }),
+            Arc::new(LocalConnector::new(binary.to_path_buf(), self.ws.clone())),
             Arc::new(Gateway::new(config)),
             reasonix_local::client::options_for(config).0,
         )

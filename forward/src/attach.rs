@@ -1,0 +1,90 @@
+//! Report lines of the attach bridge (`reasonix-remote attach`), written on its stdout
+//! *instead of* (or, for [`AttachReport::Fallback`], just before) the link preamble when the
+//! daemon answering on the workspace socket is not of the client's build. See
+//! `docs/PROTOCOL.md` §2.1.
+//!
+//! Format: one line `REASONIX-ATTACH/1 <tag> <json>\n`, `<tag>` being the random token the
+//! client passed with `--tag` (so shell noise can never be taken for a report), `<json>` an
+//! [`AttachReport`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::proto::TurnState;
+
+/// First word of a report line.
+pub const ATTACH_REPORT_MAGIC: &str = "REASONIX-ATTACH/1";
+
+/// What the bridge reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "report", rename_all = "snake_case")]
+pub enum AttachReport {
+    /// A daemon of another build runs a turn: nothing was changed and the bridge exited. The
+    /// client asks the user (upgrade and interrupt, attach read-only, wait) or refuses.
+    Busy {
+        /// Build id of the running daemon.
+        build_id: String,
+        /// Its sessions with a turn in progress.
+        sessions: Vec<BusySession>,
+    },
+    /// The daemon of the client's build failed to start after the old one was stopped; the
+    /// old build's daemon was started again and the link that follows goes to it.
+    Fallback {
+        /// Build id of the daemon the link goes to.
+        build_id: String,
+        /// Why the new daemon did not start.
+        reason: String,
+    },
+}
+
+/// A session with a turn in progress, in a [`AttachReport::Busy`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusySession {
+    /// Session id.
+    pub id: String,
+    /// Its state.
+    pub state: TurnState,
+    /// First line of its first prompt.
+    pub title: String,
+}
+
+/// The report line for `tag` (with its newline).
+pub fn report_line(tag: &str, report: &AttachReport) -> String {
+    let json = serde_json::to_string(report).unwrap_or_else(|_| "{}".into());
+    format!("{ATTACH_REPORT_MAGIC} {tag} {json}\n")
+}
+
+/// Parse one line (without its newline) as a report for `tag`. `None` for any other line.
+pub fn parse_report_line(line: &str, tag: &str) -> Option<Result<AttachReport, String>> {
+    let rest = line.trim_end_matches('\r');
+    let at = rest.find(ATTACH_REPORT_MAGIC)?;
+    let rest = rest[at + ATTACH_REPORT_MAGIC.len()..].strip_prefix(' ')?;
+    let rest = rest.strip_prefix(tag)?.strip_prefix(' ')?;
+    Some(serde_json::from_str(rest).map_err(|e| format!("{e}: {rest}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_lines_round_trip_and_need_the_tag() {
+        let r = AttachReport::Busy {
+            build_id: "0.1.0-old".into(),
+            sessions: vec![BusySession {
+                id: "s1".into(),
+                state: TurnState::Running,
+                title: "fix it".into(),
+            }],
+        };
+        let line = report_line("t0k", &r);
+        assert!(line.starts_with("REASONIX-ATTACH/1 t0k {"), "{line}");
+        let l = line.trim_end();
+        assert_eq!(parse_report_line(l, "t0k"), Some(Ok(r)));
+        assert_eq!(parse_report_line(l, "other"), None);
+        assert_eq!(parse_report_line("hello REASONIX-ATTACH", "t0k"), None);
+        assert!(matches!(
+            parse_report_line("REASONIX-ATTACH/1 t0k {bad", "t0k"),
+            Some(Err(_))
+        ));
+    }
+}
