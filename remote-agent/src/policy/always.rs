@@ -1,9 +1,17 @@
 //! What an approval remembers: the "always allow" rule and session approvals.
+//!
+//! A remembered rule is never wider than what the user approved. A prefix rule
+//! (`Bash(cargo test:*)`) is stored only for an ordinary command; for wrappers (`env`, `xargs`,
+//! `timeout`, ...), interpreters (`bash`, `python3`, `node`, `eval`, ...), `find`, and
+//! anything whose subcommand cannot be told, the exact command is stored instead, and
+//! dangerous commands (`rm -rf`, `sudo`, `git push --force`, ...) are remembered for the
+//! session only.
 
 use serde_json::Value;
 
-use super::bash::{split_command, strip_assignments, strip_one_wrapper, Piece};
-use super::rules::{basename, Rule, Spec, ToolPat};
+use super::bash::{split_command, strip_assignments, Piece};
+use super::rules::{escape_glob, Rule, Spec, ToolPat};
+use super::wrappers::{basename, SHELLS};
 use super::Policy;
 use crate::tools::WRITER_TOOLS;
 
@@ -27,9 +35,11 @@ impl Policy {
         }
     }
 
-    /// The rule an "always allow" answer persists: `Bash(<prefix>:*)` for a simple command,
-    /// `Edit` for writers, the tool name otherwise. None for dangerous commands (`rm -rf`,
-    /// `git push --force`, `sudo`, ...) and for compound or redirecting commands.
+    /// The rule an "always allow" answer persists: `Bash(<prefix>:*)` for an ordinary simple
+    /// command, `Bash(<exact command>)` for wrappers, interpreters and `find`, `Edit` for
+    /// writers, the tool name otherwise. None for dangerous commands (`rm -rf`,
+    /// `git push --force`, `sudo`, ...), for compound or redirecting commands and for
+    /// commands whose effect cannot be seen (those stay session approvals).
     pub fn always_rule(tool: &str, args: &Value) -> Option<String> {
         if WRITER_TOOLS.contains(&tool) {
             return Some("Edit".to_string());
@@ -39,23 +49,54 @@ impl Policy {
         }
         let cmd = args.get("command").and_then(Value::as_str)?;
         let pieces = split_command(cmd);
-        let [piece] = pieces.as_slice() else {
+        // One command of the line itself; what it runs inside (`sh -c` text) is covered by
+        // storing it exactly.
+        let top: Vec<&Piece> = pieces.iter().filter(|p| !p.nested).collect();
+        let [piece] = top.as_slice() else {
             return None;
         };
-        if piece.has_ops || is_dangerous(&piece.words) {
+        if pieces.iter().any(|p| p.opaque.is_some()) {
             return None;
         }
-        let words = &piece.words;
-        if words.is_empty() || words[0].contains('=') {
+        let piece = *piece;
+        if piece.has_ops || piece.opaque.is_some() {
             return None;
+        }
+        if pieces
+            .iter()
+            .any(|p| p.runs.iter().any(|r| is_dangerous(r)) || is_dangerous(&p.words))
+        {
+            return None;
+        }
+        let words = piece.command_words();
+        if words.is_empty() || words.len() != piece.words.len() {
+            // `VAR=value cmd`: the assignment may change what runs; store nothing wide.
+            return Some(format!("Bash({})", escape_glob(&piece.text)));
+        }
+        let first = words[0].as_str();
+        let exact = || Some(format!("Bash({})", escape_glob(&piece.text)));
+        // A command that runs other commands (or code) is approved only as written.
+        if piece.runs.len() > 1 || never_prefix(first) || first.contains('/') {
+            return exact();
         }
         let mut prefix = vec![words[0].clone()];
-        if SUBCOMMAND_TOOLS.contains(&words[0].as_str()) {
-            if let Some(sub) = words.get(1).filter(|w| !w.starts_with('-')) {
-                prefix.push(sub.clone());
+        if SUBCOMMAND_TOOLS.contains(&first) {
+            match words.get(1) {
+                Some(sub) if !sub.starts_with('-') && !sub.starts_with('+') => {
+                    prefix.push(sub.clone())
+                }
+                // `git -c x=y …`, `cargo +nightly …`: the subcommand is not where a prefix
+                // would put it.
+                Some(_) => return exact(),
+                None => {}
             }
         }
-        Some(format!("Bash({}:*)", prefix.join(" ")))
+        // The prefix must survive the rule's own word splitting unchanged.
+        let text = prefix.join(" ");
+        if super::shell_words(&text) != prefix {
+            return exact();
+        }
+        Some(format!("Bash({text}:*)"))
     }
 }
 
@@ -64,6 +105,44 @@ const SUBCOMMAND_TOOLS: [&str; 14] = [
     "git", "cargo", "npm", "pnpm", "yarn", "go", "docker", "kubectl", "pip", "uv", "make", "bun",
     "npx", "rustup",
 ];
+
+/// First words that must never become a prefix rule: they run whatever follows them.
+fn never_prefix(first: &str) -> bool {
+    const WRAPPERS: [&str; 37] = [
+        "env", "xargs", "timeout", "nice", "ionice", "nohup", "command", "builtin", "exec", "eval",
+        "source", ".", "time", "stdbuf", "sudo", "doas", "su", "runuser", "chroot", "setsid",
+        "taskset", "chrt", "nsenter", "unshare", "strace", "ltrace", "watch", "flock", "script",
+        "find", "trap", "parallel", "unbuffer", "fakeroot", "pkexec", "busybox", "sg",
+    ];
+    const INTERPRETERS: [&str; 22] = [
+        "python",
+        "python2",
+        "python3",
+        "node",
+        "nodejs",
+        "deno",
+        "perl",
+        "ruby",
+        "php",
+        "lua",
+        "luajit",
+        "tclsh",
+        "wish",
+        "Rscript",
+        "osascript",
+        "pwsh",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "sed",
+        "jq",
+    ];
+    WRAPPERS.contains(&first)
+        || INTERPRETERS.contains(&first)
+        || SHELLS.contains(&first)
+        || first.starts_with("python")
+}
 
 /// Commands an "always allow" must never cover.
 fn is_dangerous(words: &[String]) -> bool {
@@ -89,6 +168,6 @@ fn is_dangerous(words: &[String]) -> bool {
                 })
         }
         "chmod" | "chown" => words[1..].iter().any(|w| w == "-R" || w == "--recursive"),
-        _ => strip_one_wrapper(words).is_some_and(is_dangerous),
+        _ => false,
     }
 }

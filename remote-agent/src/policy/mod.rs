@@ -1,7 +1,12 @@
-//! Permission policy: rules `Tool`, `Tool(glob)`, `Bash(prefix:*)`, with `Edit` naming the
-//! writer group; decision order deny > ask > allow > fallback; modes ask/auto/yolo. Compound
-//! bash commands are split on `; & && | || newline` (and subshell parentheses) and each piece is
-//! decided on its own.
+//! Permission policy: rules `Tool`, `Tool(glob)`, `Bash(prefix:*)`, `Bash(command)`, with
+//! `Edit` naming the writer group and `Read` the reader group; decision order deny > ask >
+//! allow > fallback; modes ask/auto/yolo.
+//!
+//! Rules match what a call *is*, not how it was spelled: path arguments are resolved to their
+//! canonical form first ([`paths`]), and a bash command line is read like the shell reads it
+//! ([`split_command`]): every simple command that can run, wherever it sits, is decided on its
+//! own, and deny/ask rules also see through wrappers (`env`, `sudo`, `xargs`, `find -exec`,
+//! `sh -c`, ...). What cannot be seen through is never allowed without asking.
 //!
 //! The agent calls [`Policy::decide`] before every tool call. What to do with
 //! [`Decision::Ask`] (prompt the user, or fail closed when headless) is the agent's business.
@@ -14,8 +19,11 @@ use serde_json::Value;
 mod always;
 mod bash;
 mod config;
+pub mod paths;
 mod readonly;
 mod rules;
+mod shell;
+mod wrappers;
 
 pub use bash::{shell_words, split_command, Piece};
 pub use config::PolicyConfig;
@@ -145,10 +153,20 @@ impl Policy {
         )
     }
 
-    /// Lets path globs match absolute paths inside the workspace by their relative form.
+    /// Lets path rules see the workspace: relative paths are placed in it, and paths inside
+    /// it (however spelled) are matched by their workspace-relative form.
     pub fn with_workspace(mut self, workspace: &Path) -> Self {
-        self.workspace =
-            Some(std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf()));
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let ws = paths::resolve(&cwd, workspace);
+        for r in self
+            .allow
+            .iter_mut()
+            .chain(self.ask.iter_mut())
+            .chain(self.deny.iter_mut())
+        {
+            r.rebase(&ws);
+        }
+        self.workspace = Some(ws);
         self
     }
 
@@ -176,36 +194,58 @@ impl Policy {
         }
     }
 
-    fn subjects(&self, args: &Value) -> Vec<Vec<String>> {
-        let mut out = Vec::new();
+    /// The path arguments of a call, each as (spelling, canonical forms).
+    fn subjects(&self, tool: &str, args: &Value) -> Vec<(String, Vec<String>)> {
+        let mut raws: Vec<String> = Vec::new();
         for key in ["path", "file_path", "source_path", "destination_path"] {
             if let Some(p) = args.get(key).and_then(Value::as_str) {
-                let mut forms = vec![p.to_string()];
-                let trimmed = p.trim_start_matches("./");
-                if trimmed != p {
-                    forms.push(trimmed.to_string());
-                }
-                if let Some(ws) = &self.workspace {
-                    if let Ok(rel) = Path::new(p).strip_prefix(ws) {
-                        forms.push(rel.display().to_string());
-                    } else if !Path::new(p).is_absolute() {
-                        forms.push(ws.join(trimmed).display().to_string());
-                    }
-                }
-                out.push(forms);
+                raws.push(p.to_string());
             }
         }
-        out
+        match tool {
+            // The walkers default to the workspace root.
+            "ls" | "grep" if raws.is_empty() => raws.push(".".to_string()),
+            // glob walks from the literal directory part of its pattern.
+            "glob" => {
+                let pattern = args.get("pattern").and_then(Value::as_str).unwrap_or("");
+                let base: Vec<&str> = pattern
+                    .split('/')
+                    .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+                    .collect();
+                let all_literal = base.len() == pattern.split('/').count();
+                let base = if all_literal {
+                    pattern.to_string()
+                } else {
+                    base.join("/")
+                };
+                raws.push(if base.is_empty() {
+                    if pattern.starts_with('/') {
+                        "/".to_string()
+                    } else {
+                        ".".to_string()
+                    }
+                } else {
+                    base
+                });
+            }
+            _ => {}
+        }
+        raws.into_iter()
+            .map(|raw| {
+                let forms = paths::subject_forms(self.workspace.as_deref(), &raw);
+                (raw, forms)
+            })
+            .collect()
     }
 
     fn decide_tool(&self, tool: &str, args: &Value, read_only: bool) -> Decision {
-        let subjects = self.subjects(args);
+        let subjects = self.subjects(tool, args);
         let any = |r: &Rule| {
             r.names_tool(tool)
                 && (r.spec.is_none()
                     || subjects
                         .iter()
-                        .any(|forms| forms.iter().any(|f| r.matches_path(f))))
+                        .any(|(_, forms)| forms.iter().any(|f| r.matches_path(f))))
         };
         let all = |r: &Rule| {
             r.names_tool(tool)
@@ -213,7 +253,7 @@ impl Policy {
                     || (!subjects.is_empty()
                         && subjects
                             .iter()
-                            .all(|forms| forms.iter().any(|f| r.matches_path(f)))))
+                            .all(|(_, forms)| forms.iter().any(|f| r.matches_path(f)))))
         };
         if let Some(r) = self.deny.iter().find(|r| any(r)) {
             return Decision::Deny {
@@ -233,10 +273,7 @@ impl Policy {
         }
         match self.mode {
             Mode::Ask => {
-                let paths: Vec<&str> = subjects
-                    .iter()
-                    .filter_map(|f| f.first().map(String::as_str))
-                    .collect();
+                let paths: Vec<&str> = subjects.iter().map(|(raw, _)| raw.as_str()).collect();
                 Decision::Ask {
                     reason: if paths.is_empty() {
                         format!("{tool} is not read-only and no rule allows it")
@@ -259,7 +296,8 @@ impl Policy {
                 .cloned()
                 .collect()
         };
-        for r in &bash_rules(&self.deny) {
+        let deny = bash_rules(&self.deny);
+        for r in &deny {
             if let Some(p) = pieces
                 .iter()
                 .chain(std::iter::once(&whole))
@@ -285,11 +323,29 @@ impl Policy {
             .into_iter()
             .chain(bash_rules(&self.session))
             .collect();
-        if allow
-            .iter()
-            .any(|r| r.matches_piece(&whole, true) && matches!(r.spec, Some(Spec::Exact(_))))
-        {
+        let exact = |p: &Piece| {
+            allow
+                .iter()
+                .any(|r| matches!(&r.spec, Some(Spec::Exact(c)) if *c == p.text))
+        };
+        if exact(&whole) {
             return Decision::Allow;
+        }
+        // What cannot be seen through is never allowed unasked; under yolo, where nothing
+        // asks, it is refused when a deny rule could be hiding behind it.
+        if let Some(p) = pieces.iter().find(|p| p.opaque.is_some() && !exact(p)) {
+            let why = p.opaque.as_deref().unwrap_or("unknown");
+            if self.mode == Mode::Yolo && !deny.is_empty() {
+                return Decision::Deny {
+                    reason: format!(
+                        "bash: `{}` cannot be checked against the deny rules: {why}",
+                        p.text
+                    ),
+                };
+            }
+            return Decision::Ask {
+                reason: format!("bash: `{}` cannot be checked: {why}", p.text),
+            };
         }
         let uncovered: Vec<&Piece> = pieces
             .iter()
