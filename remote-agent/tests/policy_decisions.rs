@@ -222,9 +222,18 @@ fn decision_order_is_deny_ask_allow_fallback() {
     );
     let p = policy(Mode::Ask, &["Bash"], &[], &[]);
     assert_eq!(
-        kind(&p.decide("bash", &bash("make && ./run > log"), false)),
+        kind(&p.decide("bash", &bash("make && ./run"), false)),
         "allow"
     );
+    // ... but not pieces that write through a redirection or substitute commands.
+    for cmd in [
+        "make && ./run > log",
+        "echo $(id)",
+        "cat `ls`",
+        "diff <(a) b",
+    ] {
+        assert_eq!(kind(&p.decide("bash", &bash(cmd), false)), "ask", "{cmd}");
+    }
 }
 
 #[test]
@@ -251,7 +260,7 @@ fn compound_commands_are_decided_piece_by_piece() {
         ("cat a.txt | grep x | wc -l", "allow"),
         ("git log --oneline -5 && git diff HEAD~1", "allow"),
         ("git branch -D old", "ask"),
-        ("find . -name '*.o' -delete", "ask"),
+        ("find . -name '*.o' -delete", "deny"),
         ("find . -name '*.rs'", "allow"),
         ("echo hi > file.txt", "ask"),
         ("sort -o out.txt in.txt", "ask"),
@@ -289,9 +298,14 @@ fn splitting_respects_quotes_and_substitutions() {
         ["a", "b", "c", "d", "e", "f", "g"]
     );
     assert_eq!(texts("echo 'x && y' \"p; q\""), ["echo 'x && y' \"p; q\""]);
-    assert_eq!(texts("echo $(a; b) `c | d`"), ["echo $(a; b) `c | d`"]);
+    // Substituted commands are pieces too, before the command that contains them (they run
+    // first).
+    assert_eq!(
+        texts("echo $(a; b) `c | d`"),
+        ["a", "b", "c", "d", "echo $(a; b) `c | d`"]
+    );
     assert_eq!(texts("cmd 2>&1 | tail"), ["cmd 2>&1", "tail"]);
-    assert!(split_command("echo $(id)")[0].has_ops);
+    assert!(split_command("echo $(id)").last().unwrap().has_ops);
     assert!(split_command("echo x >> f")[0].has_ops);
     assert!(!split_command("echo x &>/dev/null")[0].has_ops);
     assert!(!split_command("cat < in.txt")[0].has_ops);
@@ -307,9 +321,10 @@ fn always_rules_and_session_approvals() {
         Policy::always_rule("bash", &bash("pytest -x tests/")),
         Some("Bash(pytest:*)".into())
     );
+    // No subcommand where a prefix would put it: the exact command, not `git:*`.
     assert_eq!(
         Policy::always_rule("bash", &bash("git -C x status")),
-        Some("Bash(git:*)".into())
+        Some("Bash(git -C x status)".into())
     );
     assert_eq!(
         Policy::always_rule("edit_file", &json!({"path": "a"})),

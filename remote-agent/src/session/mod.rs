@@ -404,7 +404,8 @@ impl Session {
                     .unwrap_or_default()
             };
             match Policy::new(mode, &rules("allow"), &rules("ask"), &rules("deny")) {
-                Ok(p) => inner.policy = p,
+                // Path rules match canonical workspace-relative paths.
+                Ok(p) => inner.policy = p.with_workspace(&self.tool_ctx.workspace),
                 Err(e) => tracing::warn!("bad permission rules from client: {e}"),
             }
             inner.settings = settings;

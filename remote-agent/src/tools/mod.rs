@@ -155,9 +155,11 @@ impl ToolContext {
     /// True when `path` lies in one of the `forbid_read` roots (compared after resolving
     /// symlinks, so a link into `~/.ssh` is caught too).
     pub fn is_forbidden_read(&self, path: &Path) -> bool {
-        let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        // The same walk the permission policy uses: `..`, `//`, and symlinks (even dangling
+        // ones, or ones below a missing directory) resolved the way the kernel would.
+        let resolved = crate::policy::paths::resolve(&self.workspace, path);
         self.forbid_read.iter().any(|root| {
-            let root_c = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+            let root_c = crate::policy::paths::resolve(&self.workspace, root);
             resolved.starts_with(&root_c) || path.starts_with(root)
         })
     }
@@ -330,3 +332,6 @@ where
 
 /// The writer group that a policy rule `Edit` names.
 pub const WRITER_TOOLS: [&str; 4] = ["write_file", "edit_file", "multi_edit", "move_file"];
+
+/// The reader group that a policy rule `Read` names: the tools that read files by path.
+pub const READER_TOOLS: [&str; 4] = ["read_file", "ls", "glob", "grep"];

@@ -1,0 +1,1173 @@
+//! A POSIX/bash command-line reader for the policy: it finds every simple command that can
+//! run, wherever it sits (lists, pipelines, `( )`, `{ }`, `if`/`while`/`until`/`for`/`case`
+//! bodies, after `!`, inside `$( )`, backticks, `<( )`, `>( )`, `${ }`, `$(( ))` and
+//! unquoted here-documents), and removes quotes the way the shell does.
+//!
+//! It does not execute or expand anything: a word whose value depends on an expansion is
+//! marked non-literal, and a word the shell could turn into other words (unquoted glob or
+//! brace characters) is marked `expands`. The caller decides what it can see through.
+
+/// How deep substitutions and `( )` may nest before the reader gives up.
+const MAX_DEPTH: usize = 24;
+
+/// One word after quote removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Word {
+    /// The value with quotes removed; expansions are kept as their source text.
+    pub value: String,
+    /// No parameter, command, arithmetic or process substitution anywhere in the word.
+    pub literal: bool,
+    /// Some part was quoted or escaped (so `"if"` is not a reserved word).
+    pub quoted: bool,
+    /// Unquoted glob (`* ? [`, extglob) or brace characters: the shell may replace the word.
+    pub expands: bool,
+    /// Contains a command or process substitution.
+    pub subst: bool,
+}
+
+/// One simple command as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RawCommand {
+    /// Its source text, trimmed.
+    pub text: String,
+    /// Its words, assignments included, redirections removed.
+    pub words: Vec<Word>,
+    /// A redirection that writes somewhere other than `/dev/null` or another descriptor.
+    pub writes: bool,
+    /// A command or process substitution in a word, redirection or here-document.
+    pub substitutions: bool,
+    /// Standard input comes from a here-document or here-string.
+    pub stdin_redirected: bool,
+    /// Inside a substitution, group or other nested text (not a command of the line itself).
+    pub nested: bool,
+}
+
+/// The commands of one command line, or why it could not be read.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Parsed {
+    /// Every simple command; those substituted into a command come before it.
+    pub commands: Vec<RawCommand>,
+    /// Set when the text is not valid shell (unclosed quote, too deep, ...).
+    pub error: Option<String>,
+}
+
+/// Reads `src` as a bash command line.
+pub(super) fn parse(src: &str) -> Parsed {
+    parse_at_depth(src, 0)
+}
+
+fn parse_at_depth(src: &str, depth: usize) -> Parsed {
+    let chars: Vec<char> = src.chars().collect();
+    let mut p = Parser {
+        c: &chars,
+        i: 0,
+        depth,
+        out: Vec::new(),
+        heredocs: Vec::new(),
+        error: None,
+        sq_newline: false,
+    };
+    if depth > MAX_DEPTH {
+        p.fail("commands nest too deeply");
+    } else {
+        p.parse_list(Term::Eof);
+    }
+    Parsed {
+        commands: p.out,
+        error: p.error,
+    }
+}
+
+/// The words of one simple command, quotes removed (POSIX: inside double quotes a backslash
+/// only escapes `$`, `` ` ``, `"`, `\` and newline). Reading stops at an unquoted newline or
+/// control operator; a `#` starting a word begins a comment.
+pub fn shell_words(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut p = Parser {
+        c: &chars,
+        i: 0,
+        depth: 0,
+        out: Vec::new(),
+        heredocs: Vec::new(),
+        error: None,
+        sq_newline: false,
+    };
+    let mut words = Vec::new();
+    loop {
+        p.skip_blanks();
+        match p.peek() {
+            None | Some('\n' | ';' | '&' | '|' | '(' | ')' | '<' | '>') => break,
+            Some('#') => break,
+            Some(_) => match p.read_word() {
+                Some(w) => words.push(w.value),
+                None => break,
+            },
+        }
+    }
+    words
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    /// The end of the text.
+    Eof,
+    /// A `)` closing `(`, `$(`, `<(` or `>(`.
+    Paren,
+    /// `;;`, `;&`, `;;&` or `esac` ending one `case` branch.
+    CaseItem,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Eof,
+    Paren,
+    CaseBreak,
+    Esac,
+}
+
+struct Heredoc {
+    delim: String,
+    strip_tabs: bool,
+    expand: bool,
+    owner: Option<usize>,
+}
+
+struct Parser<'a> {
+    c: &'a [char],
+    i: usize,
+    depth: usize,
+    out: Vec<RawCommand>,
+    heredocs: Vec<Heredoc>,
+    error: Option<String>,
+    /// A single-quoted string held a newline (see the trailing backslash in `read_word`).
+    sq_newline: bool,
+}
+
+/// Words that open, continue or close compound commands; at the start of a command they are
+/// syntax, and the command follows them.
+const RESERVED: [&str; 12] = [
+    "!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
+];
+
+fn is_name(s: &str) -> bool {
+    let mut ch = s.chars();
+    ch.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && ch.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<char> {
+        self.c.get(self.i).copied()
+    }
+
+    fn at(&self, k: usize) -> Option<char> {
+        self.c.get(self.i + k).copied()
+    }
+
+    fn fail(&mut self, why: &str) {
+        if self.error.is_none() {
+            self.error = Some(why.to_string());
+        }
+        self.i = self.c.len();
+    }
+
+    fn text(&self, from: usize, to: usize) -> String {
+        self.c[from..to.min(self.c.len())]
+            .iter()
+            .collect::<String>()
+            .trim()
+            .to_string()
+    }
+
+    /// Skips spaces, tabs and backslash-newline continuations.
+    fn skip_blanks(&mut self) {
+        loop {
+            match self.peek() {
+                Some(' ' | '\t' | '\r') => self.i += 1,
+                Some('\\') if self.at(1) == Some('\n') => self.i += 2,
+                _ => return,
+            }
+        }
+    }
+
+    fn skip_comment(&mut self) {
+        while self.peek().is_some_and(|c| c != '\n') {
+            self.i += 1;
+        }
+    }
+
+    fn parse_list(&mut self, term: Term) -> End {
+        loop {
+            if self.error.is_some() {
+                return End::Eof;
+            }
+            self.skip_blanks();
+            let Some(c) = self.peek() else {
+                if term == Term::Paren {
+                    self.fail("unclosed `(`");
+                }
+                if term == Term::CaseItem {
+                    self.fail("unclosed `case`");
+                }
+                return End::Eof;
+            };
+            match c {
+                '\n' => {
+                    self.i += 1;
+                    self.read_heredocs();
+                }
+                ';' => {
+                    if term == Term::CaseItem && matches!(self.at(1), Some(';' | '&')) {
+                        self.i += 2;
+                        if self.peek() == Some('&') {
+                            self.i += 1;
+                        }
+                        return End::CaseBreak;
+                    }
+                    self.i += 1;
+                }
+                '&' | '|' => {
+                    self.i += 1;
+                    if matches!(self.peek(), Some('&' | '|')) {
+                        self.i += 1;
+                    }
+                }
+                ')' => {
+                    self.i += 1;
+                    if term == Term::Paren {
+                        return End::Paren;
+                    }
+                    // A stray `)` is a syntax error in bash; nothing runs past it.
+                    self.fail("unexpected `)`");
+                }
+                '(' => {
+                    self.i += 1;
+                    self.nested(Term::Paren);
+                    // Redirections after `( ... )` apply to the whole group.
+                    self.parse_simple(term, true);
+                }
+                '#' => self.skip_comment(),
+                _ => {
+                    let before = self.i;
+                    if let Some(end) = self.parse_simple(term, false) {
+                        return end;
+                    }
+                    if self.i == before {
+                        // Nothing could be read here; step over it rather than spin.
+                        self.i += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Parses a nested list (substitution or subshell) one level deeper.
+    fn nested(&mut self, term: Term) -> End {
+        self.depth += 1;
+        let end = if self.depth > MAX_DEPTH {
+            self.fail("commands nest too deeply");
+            End::Eof
+        } else {
+            self.parse_list(term)
+        };
+        self.depth -= 1;
+        end
+    }
+
+    /// Parses one simple command (words and redirections) and records it. `after_group`:
+    /// only redirections may follow (a `)`, `}`, `fi`, `done` or `esac` was just closed).
+    /// Returns `Some` when it met the end of a `case` branch.
+    fn parse_simple(&mut self, term: Term, after_group: bool) -> Option<End> {
+        let start = self.i;
+        let mut words: Vec<Word> = Vec::new();
+        let mut writes = false;
+        let mut substitutions = false;
+        let mut stdin_redirected = false;
+        let mut last_word_end = usize::MAX;
+        let mut command_started = after_group;
+        loop {
+            if self.error.is_some() {
+                return None;
+            }
+            self.skip_blanks();
+            let Some(c) = self.peek() else { break };
+            match c {
+                '\n' | ';' | '&' | '|' | ')' => {
+                    if c == '&' && self.at(1) == Some('>') {
+                        // `&>file`, `&>>file`
+                        self.i += 2;
+                        if self.peek() == Some('>') {
+                            self.i += 1;
+                        }
+                        let (w, s) = self.redirect_target(false);
+                        writes |= w;
+                        substitutions |= s;
+                        continue;
+                    }
+                    break;
+                }
+                '(' => {
+                    if words.len() == 1 && !after_group && {
+                        let save = self.i;
+                        self.i += 1;
+                        self.skip_blanks();
+                        let fdef = self.peek() == Some(')');
+                        self.i = if fdef { self.i + 1 } else { save };
+                        fdef
+                    } {
+                        // `name() body`: a definition, the body is parsed as what follows.
+                        return None;
+                    }
+                    break;
+                }
+                '#' if last_word_end != self.i => {
+                    self.skip_comment();
+                }
+                '<' | '>' if self.at(1) != Some('(') => {
+                    // An fd number (`2>`) or `{var}` written right before the operator.
+                    if last_word_end == self.i {
+                        if let Some(last) = words.last() {
+                            let v = &last.value;
+                            let is_fd = !last.quoted
+                                && last.literal
+                                && (v.chars().all(|d| d.is_ascii_digit())
+                                    || (v.starts_with('{')
+                                        && v.ends_with('}')
+                                        && is_name(&v[1..v.len() - 1])));
+                            if is_fd {
+                                words.pop();
+                            }
+                        }
+                    }
+                    let (w, s, input) = self.redirect();
+                    writes |= w;
+                    substitutions |= s;
+                    stdin_redirected |= input;
+                }
+                _ => {
+                    let Some(w) = self.read_word() else { break };
+                    last_word_end = self.i;
+                    substitutions |= w.subst;
+                    if !command_started && !w.quoted && w.literal {
+                        if term == Term::CaseItem && w.value == "esac" {
+                            self.record(start, words, writes, substitutions, stdin_redirected);
+                            return Some(End::Esac);
+                        }
+                        if RESERVED.contains(&w.value.as_str()) {
+                            // Syntax, not a command: the command starts after it.
+                            let closes = matches!(w.value.as_str(), "}" | "fi" | "done");
+                            if closes {
+                                command_started = true;
+                            }
+                            continue;
+                        }
+                        match w.value.as_str() {
+                            "case" => {
+                                self.parse_case();
+                                command_started = true;
+                                continue;
+                            }
+                            "for" | "select" => {
+                                self.parse_for();
+                                return None;
+                            }
+                            "function" => {
+                                self.skip_blanks();
+                                let _name = self.read_word();
+                                self.skip_blanks();
+                                if self.peek() == Some('(') && {
+                                    let save = self.i;
+                                    self.i += 1;
+                                    self.skip_blanks();
+                                    let ok = self.peek() == Some(')');
+                                    self.i = if ok { self.i + 1 } else { save };
+                                    ok
+                                } {}
+                                return None;
+                            }
+                            _ => {}
+                        }
+                    }
+                    command_started = true;
+                    words.push(w);
+                }
+            }
+        }
+        self.record(start, words, writes, substitutions, stdin_redirected);
+        None
+    }
+
+    fn record(
+        &mut self,
+        start: usize,
+        words: Vec<Word>,
+        writes: bool,
+        substitutions: bool,
+        stdin_redirected: bool,
+    ) {
+        if words.is_empty() && !writes {
+            return;
+        }
+        let idx = self.out.len();
+        self.out.push(RawCommand {
+            text: self.text(start, self.i),
+            words,
+            writes,
+            substitutions,
+            stdin_redirected,
+            nested: self.depth > 0,
+        });
+        for h in self.heredocs.iter_mut().filter(|h| h.owner.is_none()) {
+            h.owner = Some(idx);
+        }
+    }
+
+    /// `case WORD in [(]pat[|pat]...) list ;; ... esac`.
+    fn parse_case(&mut self) {
+        self.skip_blanks();
+        let _subject = self.read_word();
+        loop {
+            self.skip_blanks();
+            match self.peek() {
+                Some('\n') => {
+                    self.i += 1;
+                    self.read_heredocs();
+                }
+                Some('#') => self.skip_comment(),
+                _ => break,
+            }
+        }
+        match self.read_word() {
+            Some(w) if w.value == "in" => {}
+            _ => {
+                self.fail("`case` without `in`");
+                return;
+            }
+        }
+        loop {
+            // Blank lines and separators before a pattern.
+            loop {
+                self.skip_blanks();
+                match self.peek() {
+                    Some('\n') => {
+                        self.i += 1;
+                        self.read_heredocs();
+                    }
+                    Some(';') => self.i += 1,
+                    Some('#') => self.skip_comment(),
+                    _ => break,
+                }
+            }
+            if self.peek().is_none() {
+                self.fail("unclosed `case`");
+                return;
+            }
+            if self.peek() == Some('(') {
+                self.i += 1;
+            }
+            // Patterns up to the unquoted `)`.
+            loop {
+                self.skip_blanks();
+                match self.peek() {
+                    None => {
+                        self.fail("unclosed `case` pattern");
+                        return;
+                    }
+                    Some(')') => {
+                        self.i += 1;
+                        break;
+                    }
+                    Some('|') => self.i += 1,
+                    Some(_) => {
+                        let Some(w) = self.read_word() else {
+                            self.fail("bad `case` pattern");
+                            return;
+                        };
+                        if !w.quoted && w.value == "esac" {
+                            return;
+                        }
+                    }
+                }
+            }
+            match self.nested(Term::CaseItem) {
+                End::CaseBreak => continue,
+                End::Esac | End::Eof | End::Paren => return,
+            }
+        }
+    }
+
+    /// `for NAME [in WORDS]` up to the separator; the body follows as ordinary commands.
+    fn parse_for(&mut self) {
+        loop {
+            self.skip_blanks();
+            match self.peek() {
+                None | Some('\n' | ';' | '&' | '|' | ')') => return,
+                Some('(') => {
+                    // `for (( ... ))`: arithmetic; look inside for substitutions only.
+                    self.i += 1;
+                    if self.peek() == Some('(') {
+                        self.i += 1;
+                    }
+                    self.arith_body();
+                }
+                Some('#') => {
+                    self.skip_comment();
+                    return;
+                }
+                Some(_) => {
+                    if self.read_word().is_none() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A redirection starting at `<` or `>`. Returns (writes, substitutions, stdin).
+    fn redirect(&mut self) -> (bool, bool, bool) {
+        let op: String = {
+            let mut op = String::new();
+            let first = self.c[self.i];
+            op.push(first);
+            self.i += 1;
+            match (first, self.peek()) {
+                ('<', Some('<')) => {
+                    op.push('<');
+                    self.i += 1;
+                    match self.peek() {
+                        Some('<') | Some('-') => {
+                            op.push(self.c[self.i]);
+                            self.i += 1;
+                        }
+                        _ => {}
+                    }
+                }
+                ('<', Some('>' | '&')) | ('>', Some('>' | '|' | '&')) => {
+                    op.push(self.c[self.i]);
+                    self.i += 1;
+                }
+                _ => {}
+            }
+            op
+        };
+        match op.as_str() {
+            "<<" | "<<-" => {
+                self.skip_blanks();
+                let Some(w) = self.read_word() else {
+                    self.fail("here-document without a delimiter");
+                    return (false, false, true);
+                };
+                self.heredocs.push(Heredoc {
+                    delim: w.value,
+                    strip_tabs: op == "<<-",
+                    expand: !w.quoted,
+                    owner: None,
+                });
+                (false, false, true)
+            }
+            "<<<" => {
+                let (_, s) = self.redirect_target(false);
+                (false, s, true)
+            }
+            "<" => {
+                let (_, s) = self.redirect_target(false);
+                (false, s, true)
+            }
+            "<&" | ">&" => {
+                let (w, s) = self.redirect_target(true);
+                (w, s, op == "<&")
+            }
+            // `<>` opens for writing too; `>`, `>>`, `>|` write.
+            _ => {
+                let (w, s) = self.redirect_target(false);
+                (w, s, false)
+            }
+        }
+    }
+
+    /// Reads a redirection target. Returns (writes, substitutions). `dup`: after `>&`/`<&`,
+    /// where a number or `-` only duplicates or closes a descriptor.
+    fn redirect_target(&mut self, dup: bool) -> (bool, bool) {
+        self.skip_blanks();
+        let Some(w) = self.read_word() else {
+            self.fail("redirection without a target");
+            return (true, false);
+        };
+        let harmless = w.literal
+            && !w.expands
+            && (matches!(
+                w.value.as_str(),
+                "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/fd/1" | "/dev/fd/2"
+            ) || (dup
+                && !w.value.is_empty()
+                && w.value.chars().all(|d| d.is_ascii_digit() || d == '-')));
+        (!harmless, w.subst)
+    }
+
+    /// Reads here-document bodies after a newline; unquoted ones are scanned for
+    /// substitutions, which run.
+    fn read_heredocs(&mut self) {
+        let docs = std::mem::take(&mut self.heredocs);
+        for doc in docs {
+            let body_start = self.i;
+            let mut body_end = self.c.len();
+            let mut after = self.c.len();
+            let mut line_start = self.i;
+            while line_start < self.c.len() {
+                let mut j = line_start;
+                while j < self.c.len() && self.c[j] != '\n' {
+                    j += 1;
+                }
+                let mut k = line_start;
+                if doc.strip_tabs {
+                    while k < j && self.c[k] == '\t' {
+                        k += 1;
+                    }
+                }
+                let line: String = self.c[k..j].iter().collect();
+                if line == doc.delim {
+                    body_end = line_start;
+                    after = (j + 1).min(self.c.len());
+                    break;
+                }
+                line_start = j + 1;
+            }
+            if doc.expand {
+                let body: String = self.c[body_start..body_end.max(body_start)]
+                    .iter()
+                    .collect();
+                let before = self.out.len();
+                self.scan_expansions_in(&body);
+                if self.out.len() > before || body.contains("$(") || body.contains('`') {
+                    if let Some(o) = doc.owner.and_then(|o| self.out.get_mut(o)) {
+                        o.substitutions = true;
+                    }
+                }
+            }
+            self.i = after;
+        }
+    }
+
+    /// Scans text that undergoes expansion like a double-quoted string (here-document body)
+    /// and records the commands its substitutions run.
+    fn scan_expansions_in(&mut self, text: &str) {
+        let chars: Vec<char> = text.chars().collect();
+        let mut child = Parser {
+            c: &chars,
+            i: 0,
+            depth: self.depth + 1,
+            out: Vec::new(),
+            heredocs: Vec::new(),
+            error: None,
+            sq_newline: false,
+        };
+        let mut sink = Word::empty();
+        while child.i < chars.len() && child.error.is_none() {
+            match chars[child.i] {
+                '\\' => child.i += 2,
+                '$' | '`' => child.dollar_or_backtick(&mut sink, true),
+                _ => child.i += 1,
+            }
+        }
+        if let Some(e) = child.error {
+            self.fail(&e);
+        }
+        self.out.extend(child.out);
+    }
+
+    /// Reads one word at the current position (not a blank or an operator).
+    fn read_word(&mut self) -> Option<Word> {
+        let mut w = Word::empty();
+        let start = self.i;
+        let mut brace_open = false;
+        let mut bracket_open = false;
+        while let Some(c) = self.peek() {
+            if self.error.is_some() {
+                return None;
+            }
+            match c {
+                ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | ')' => break,
+                '<' | '>' => {
+                    if self.at(1) == Some('(') {
+                        // Process substitution.
+                        self.i += 2;
+                        self.nested(Term::Paren);
+                        w.dynamic();
+                        w.subst = true;
+                        w.value.push_str("<(…)");
+                    } else {
+                        break;
+                    }
+                }
+                '(' => {
+                    let so_far = &w.value;
+                    let array = w.literal
+                        && (so_far
+                            .strip_suffix("+=")
+                            .or_else(|| so_far.strip_suffix('=')))
+                        .is_some_and(is_name);
+                    if array {
+                        // `name=( words )`
+                        self.i += 1;
+                        loop {
+                            self.skip_blanks();
+                            match self.peek() {
+                                None => {
+                                    self.fail("unclosed array assignment");
+                                    return None;
+                                }
+                                Some(')') => {
+                                    self.i += 1;
+                                    break;
+                                }
+                                Some('\n') => self.i += 1,
+                                Some(_) => {
+                                    let Some(el) = self.read_word() else {
+                                        self.fail("bad array assignment");
+                                        return None;
+                                    };
+                                    w.subst |= el.subst;
+                                    if !el.literal {
+                                        w.dynamic();
+                                    }
+                                }
+                            }
+                        }
+                        w.value.push_str("(…)");
+                        continue;
+                    }
+                    break;
+                }
+                '@' | '!' | '+' | '*' | '?' if self.at(1) == Some('(') => {
+                    // extglob `@( ... )`: a pattern; its text is also read as commands so a
+                    // shell without extglob (where it is a subshell) is covered too.
+                    w.value.push(c);
+                    w.expands = true;
+                    self.i += 2;
+                    self.nested(Term::Paren);
+                    w.value.push_str("(…)");
+                }
+                '\\' => {
+                    w.quoted = true;
+                    match self.at(1) {
+                        Some('\n') => self.i += 2,
+                        Some(n) => {
+                            w.value.push(n);
+                            self.i += 2;
+                        }
+                        // A backslash ending the text is literal, except that bash drops
+                        // it after a single-quoted string spanning lines (found by the
+                        // oracle test; dash keeps it). Following bash keeps `rm\` there
+                        // meaning `rm`.
+                        None => {
+                            if !self.sq_newline {
+                                w.value.push('\\');
+                            }
+                            self.i += 1;
+                        }
+                    }
+                }
+                '\'' => {
+                    w.quoted = true;
+                    self.i += 1;
+                    loop {
+                        match self.peek() {
+                            None => {
+                                self.fail("unclosed single quote");
+                                return None;
+                            }
+                            Some('\'') => {
+                                self.i += 1;
+                                break;
+                            }
+                            Some(ch) => {
+                                self.sq_newline |= ch == '\n';
+                                w.value.push(ch);
+                                self.i += 1;
+                            }
+                        }
+                    }
+                }
+                '"' => {
+                    w.quoted = true;
+                    self.i += 1;
+                    self.read_double_quoted(&mut w);
+                }
+                '$' | '`' => self.dollar_or_backtick(&mut w, false),
+                '*' | '?' => {
+                    w.expands = true;
+                    w.value.push(c);
+                    self.i += 1;
+                }
+                // `[` alone is literal (the `[`/`[[` commands); `[…]` is a pattern.
+                '[' => {
+                    bracket_open = true;
+                    w.value.push(c);
+                    self.i += 1;
+                }
+                ']' => {
+                    w.expands |= bracket_open;
+                    w.value.push(c);
+                    self.i += 1;
+                }
+                '{' => {
+                    brace_open = true;
+                    w.value.push(c);
+                    self.i += 1;
+                }
+                '}' => {
+                    if brace_open {
+                        w.expands = true;
+                    }
+                    w.value.push(c);
+                    self.i += 1;
+                }
+                _ => {
+                    w.value.push(c);
+                    self.i += 1;
+                }
+            }
+        }
+        if self.i == start {
+            return None;
+        }
+        Some(w)
+    }
+
+    /// Inside `"…"` (the opening quote consumed): POSIX backslash rules, expansions.
+    fn read_double_quoted(&mut self, w: &mut Word) {
+        loop {
+            match self.peek() {
+                None => {
+                    self.fail("unclosed double quote");
+                    return;
+                }
+                Some('"') => {
+                    self.i += 1;
+                    return;
+                }
+                Some('\\') => match self.at(1) {
+                    Some('\n') => self.i += 2,
+                    Some(n @ ('$' | '`' | '"' | '\\')) => {
+                        w.value.push(n);
+                        self.i += 2;
+                    }
+                    _ => {
+                        w.value.push('\\');
+                        self.i += 1;
+                    }
+                },
+                Some('$' | '`') => self.dollar_or_backtick(w, true),
+                Some(ch) => {
+                    w.value.push(ch);
+                    self.i += 1;
+                }
+            }
+        }
+    }
+
+    /// At `$` or `` ` ``: an expansion, ANSI-C quoting or a plain `$`.
+    fn dollar_or_backtick(&mut self, w: &mut Word, in_dquote: bool) {
+        let start = self.i;
+        if self.peek() == Some('`') {
+            self.backtick(w, in_dquote);
+            return;
+        }
+        match self.at(1) {
+            Some('\'') if !in_dquote => {
+                w.quoted = true;
+                self.i += 2;
+                self.ansi_c(w);
+            }
+            Some('"') if !in_dquote => {
+                // `$"…"`: locale translation, quoted like "…".
+                w.quoted = true;
+                self.i += 2;
+                self.read_double_quoted(w);
+            }
+            Some('(') => {
+                if self.at(2) == Some('(') {
+                    self.i += 3;
+                    self.arith_body();
+                } else {
+                    self.i += 2;
+                    self.nested(Term::Paren);
+                    w.subst = true;
+                }
+                w.dynamic();
+                w.value.push_str(&self.text(start, self.i));
+            }
+            Some('{') => {
+                self.i += 2;
+                self.param_body(w);
+                w.dynamic();
+                w.value.push_str(&self.text(start, self.i));
+            }
+            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+                self.i += 1;
+                while self
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    self.i += 1;
+                }
+                w.dynamic();
+                w.value.push_str(&self.text(start, self.i));
+            }
+            Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
+                self.i += 2;
+                w.dynamic();
+                w.value.push_str(&self.text(start, self.i));
+            }
+            _ => {
+                w.value.push('$');
+                self.i += 1;
+            }
+        }
+    }
+
+    /// `` `…` ``: inner backslashes before `$`, `` ` ``, `\` (and `"` inside double quotes)
+    /// are removed, then the text is read as commands.
+    fn backtick(&mut self, w: &mut Word, in_dquote: bool) {
+        self.i += 1;
+        let mut inner = String::new();
+        loop {
+            match self.peek() {
+                None => {
+                    self.fail("unclosed backquote");
+                    return;
+                }
+                Some('`') => {
+                    self.i += 1;
+                    break;
+                }
+                Some('\\') => match self.at(1) {
+                    Some(n @ ('$' | '`' | '\\')) => {
+                        inner.push(n);
+                        self.i += 2;
+                    }
+                    Some('"') if in_dquote => {
+                        inner.push('"');
+                        self.i += 2;
+                    }
+                    Some(n) => {
+                        inner.push('\\');
+                        inner.push(n);
+                        self.i += 2;
+                    }
+                    None => {
+                        inner.push('\\');
+                        self.i += 1;
+                    }
+                },
+                Some(ch) => {
+                    inner.push(ch);
+                    self.i += 1;
+                }
+            }
+        }
+        let parsed = parse_at_depth(&inner, self.depth + 1);
+        if let Some(e) = parsed.error {
+            self.fail(&e);
+        }
+        self.out.extend(parsed.commands);
+        w.subst = true;
+        w.dynamic();
+        w.value.push('`');
+        w.value.push_str(&inner);
+        w.value.push('`');
+    }
+
+    /// `$'…'` (the `$'` consumed).
+    fn ansi_c(&mut self, w: &mut Word) {
+        loop {
+            let Some(c) = self.peek() else {
+                self.fail("unclosed $'…' quote");
+                return;
+            };
+            self.i += 1;
+            match c {
+                '\'' => return,
+                '\\' => {
+                    let Some(e) = self.peek() else {
+                        self.fail("unclosed $'…' quote");
+                        return;
+                    };
+                    self.i += 1;
+                    match e {
+                        'a' => w.value.push('\x07'),
+                        'b' => w.value.push('\x08'),
+                        'e' | 'E' => w.value.push('\x1b'),
+                        'f' => w.value.push('\x0c'),
+                        'n' => w.value.push('\n'),
+                        'r' => w.value.push('\r'),
+                        't' => w.value.push('\t'),
+                        'v' => w.value.push('\x0b'),
+                        '\\' | '\'' | '"' | '?' => w.value.push(e),
+                        '0'..='7' => {
+                            let mut n = e.to_digit(8).unwrap_or(0);
+                            for _ in 0..2 {
+                                match self.peek().and_then(|d| d.to_digit(8)) {
+                                    Some(d) => {
+                                        n = n * 8 + d;
+                                        self.i += 1;
+                                    }
+                                    None => break,
+                                }
+                            }
+                            push_code(w, n & 0xff, true);
+                        }
+                        'x' | 'u' | 'U' => {
+                            let max = match e {
+                                'x' => 2,
+                                'u' => 4,
+                                _ => 8,
+                            };
+                            let mut n = 0u32;
+                            let mut got = 0;
+                            while got < max {
+                                match self.peek().and_then(|d| d.to_digit(16)) {
+                                    Some(d) => {
+                                        n = n.wrapping_mul(16).wrapping_add(d);
+                                        self.i += 1;
+                                        got += 1;
+                                    }
+                                    None => break,
+                                }
+                            }
+                            if got == 0 {
+                                w.value.push('\\');
+                                w.value.push(e);
+                            } else {
+                                push_code(w, n, e == 'x');
+                            }
+                        }
+                        'c' => {
+                            if let Some(x) = self.peek() {
+                                self.i += 1;
+                                push_code(w, (x as u32) & 0x1f, true);
+                            }
+                        }
+                        other => {
+                            w.value.push('\\');
+                            w.value.push(other);
+                        }
+                    }
+                }
+                c => w.value.push(c),
+            }
+        }
+    }
+
+    /// `$(( … ))` or `(( … ))` body (opening consumed): finds the closing `))` and records
+    /// the commands of substitutions inside.
+    fn arith_body(&mut self) {
+        let mut depth = 0usize;
+        let mut sink = Word::empty();
+        loop {
+            let Some(c) = self.peek() else {
+                self.fail("unclosed arithmetic expansion");
+                return;
+            };
+            match c {
+                '(' => {
+                    depth += 1;
+                    self.i += 1;
+                }
+                ')' => {
+                    self.i += 1;
+                    if depth == 0 {
+                        if self.peek() == Some(')') {
+                            self.i += 1;
+                        }
+                        return;
+                    }
+                    depth -= 1;
+                }
+                '$' | '`' => self.dollar_or_backtick(&mut sink, true),
+                '\'' | '"' | '\\' => {
+                    let before = self.i;
+                    let _ = self.read_word();
+                    if self.i == before {
+                        self.i += 1;
+                    }
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// `${ … }` body (opening consumed), with nested quotes and expansions.
+    fn param_body(&mut self, w: &mut Word) {
+        let mut depth = 0usize;
+        loop {
+            let Some(c) = self.peek() else {
+                self.fail("unclosed ${…}");
+                return;
+            };
+            match c {
+                '}' => {
+                    self.i += 1;
+                    if depth == 0 {
+                        return;
+                    }
+                    depth -= 1;
+                }
+                '{' => {
+                    depth += 1;
+                    self.i += 1;
+                }
+                '\\' => self.i += 2,
+                '\'' => {
+                    self.i += 1;
+                    while self.peek().is_some_and(|c| c != '\'') {
+                        self.i += 1;
+                    }
+                    self.i += 1;
+                }
+                '"' => {
+                    self.i += 1;
+                    let mut inner = Word::empty();
+                    self.read_double_quoted(&mut inner);
+                    w.subst |= inner.subst;
+                }
+                '$' | '`' => {
+                    let mut inner = Word::empty();
+                    self.dollar_or_backtick(&mut inner, true);
+                    w.subst |= inner.subst;
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+}
+
+fn push_code(w: &mut Word, n: u32, byte: bool) {
+    if n == 0 {
+        // bash stops the string at a NUL; keep it visible rather than silently cut.
+        w.value.push('\u{0}');
+        return;
+    }
+    match char::from_u32(n) {
+        Some(ch) if !byte || n < 0x80 => w.value.push(ch),
+        // A raw high byte is not a char on its own; it cannot spell an ASCII command name.
+        _ => w.value.push(char::REPLACEMENT_CHARACTER),
+    }
+}
+
+impl Word {
+    fn empty() -> Word {
+        Word {
+            value: String::new(),
+            literal: true,
+            quoted: false,
+            expands: false,
+            subst: false,
+        }
+    }
+
+    fn dynamic(&mut self) {
+        self.literal = false;
+    }
+}

@@ -1,0 +1,138 @@
+//! Oracle: `shell_words` (how the policy removes quotes) against the real shells. Random
+//! words over quoting characters are handed to `dash` and `bash` as `eval "set -- <input>"`;
+//! the words each shell produces must equal ours. Inputs a shell rejects (unclosed quotes) or
+//! that run something after a newline are skipped, and the test insists most are compared.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+use std::process::Command;
+
+use rand::{Rng, SeedableRng};
+use reasonix_remote::policy::shell_words;
+
+/// What one shell made of each input: Some(words), or None when it refused.
+fn oracle(shell: &str, inputs: &[String]) -> Vec<Option<Vec<String>>> {
+    // One process for all inputs; each is evaluated in a subshell so a syntax error only
+    // loses that input. \x1e starts a record, \x1f ends a word, \x1d precedes the status.
+    let script = r#"set -f
+for s do
+  printf '\036'
+  ( eval "set -- $s" || exit 99; for w do printf '%s\037' "$w"; done ) 2>/dev/null
+  printf '\035%s' "$?"
+done"#;
+    // Run where a stray command could do no harm.
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(shell);
+    cmd.current_dir(scratch.path());
+    if shell == "bash" {
+        cmd.arg("+B");
+    }
+    let out = cmd
+        .arg("-c")
+        .arg(script)
+        .arg("oracle")
+        .args(inputs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let records: Vec<&str> = text.split('\x1e').skip(1).collect();
+    assert_eq!(
+        records.len(),
+        inputs.len(),
+        "{shell} printed one record per input"
+    );
+    records
+        .iter()
+        .map(|r| {
+            let (words, status) = r.rsplit_once('\x1d').unwrap();
+            if status != "0" {
+                return None;
+            }
+            // Every word ends with \x1f, so the last piece is empty.
+            let mut v: Vec<String> = words.split('\x1f').map(String::from).collect();
+            v.pop();
+            Some(v)
+        })
+        .collect()
+}
+
+fn generate(rng: &mut rand::rngs::StdRng, alphabet: &[&str], n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            let len = rng.gen_range(1..14);
+            (0..len)
+                .map(|_| alphabet[rng.gen_range(0..alphabet.len())])
+                .collect::<String>()
+        })
+        .collect()
+}
+
+fn compare(shell: &str, inputs: &[String]) -> (usize, Vec<String>) {
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for (input, want) in inputs.iter().zip(oracle(shell, inputs)) {
+        let Some(want) = want else { continue };
+        // A lone backslash ending the text after a single-quoted string spanning lines: bash
+        // drops it, dash keeps it; we follow bash.
+        let trailing = input.chars().rev().take_while(|c| *c == '\\').count();
+        if shell == "dash" && trailing % 2 == 1 && input.contains('\n') && input.contains('\'') {
+            continue;
+        }
+        compared += 1;
+        let got = shell_words(input);
+        if got != want {
+            failures.push(format!("{shell}: {input:?}: shell {want:?}, ours {got:?}"));
+        }
+    }
+    (compared, failures)
+}
+
+/// POSIX quoting: backslashes, single and double quotes, blanks, comments, newlines.
+/// No `$` or backquote: expansions are not quote removal, and a stray one could run things.
+const POSIX: [&str; 16] = [
+    "a", "z", "a", " ", "\t", "\\", "\\", "'", "'", "\"", "\"", "#", "\n", "=", "\\\"", "\\n",
+];
+
+#[test]
+fn shell_words_match_dash_and_bash() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0012);
+    let inputs = generate(&mut rng, &POSIX, 3000);
+    let mut total = 0;
+    let mut failures = Vec::new();
+    for shell in ["dash", "bash"] {
+        let (n, f) = compare(shell, &inputs);
+        total += n;
+        failures.extend(f);
+    }
+    eprintln!("shell oracle (POSIX alphabet): {total} comparisons over 2 shells");
+    assert!(
+        total >= 2000,
+        "too few inputs were accepted by the shells: {total}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}
+
+/// bash's `$'…'` (ANSI-C) and `$"…"` quoting on top of POSIX.
+const BASH: [&str; 14] = [
+    "a", " ", "\\", "'", "\"", "$'", "$\"", "\\n", "\\x41", "\\101", "\\t", "\\'", "z", "\\\\",
+];
+
+#[test]
+fn ansi_c_quoting_matches_bash() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0013);
+    let inputs = generate(&mut rng, &BASH, 2000);
+    let (n, failures) = compare("bash", &inputs);
+    eprintln!("shell oracle (bash $'…' alphabet): {n} comparisons");
+    assert!(n >= 600, "too few inputs were accepted by bash: {n}");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}
