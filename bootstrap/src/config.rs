@@ -964,12 +964,79 @@ impl Settings {
                 set(active, &mut self.canonicalize, v);
             }
             "ignoreunknown" => set(active, &mut self.ignore_unknown, one()?.to_string()),
-            _ => {
+            other => {
+                // Not used here, but its value is checked as OpenSSH checks it, so a config
+                // that `ssh` refuses is refused here too.
+                if let Some(choices) = value_choices(other) {
+                    let v = one()?;
+                    if !choices.iter().any(|c| c.eq_ignore_ascii_case(v)) {
+                        let reason = format!("expected one of: {}", choices.join(", "));
+                        return Err(bad(origin, key, v, &reason));
+                    }
+                } else if INT_KEYWORDS.contains(&other) {
+                    parse_count(origin, key, one()?)?;
+                } else if other == "forwardx11timeout" {
+                    let v = one()?;
+                    if v != "none" {
+                        parse_time(origin, key, v)?;
+                    }
+                }
                 tracing::debug!(origin, key, "ssh_config keyword accepted and not used");
             }
         }
         Ok(())
     }
+}
+
+/// OpenSSH's yes/no keywords (`multistate_flag`).
+const FLAG_KEYWORDS: &[&str] = &[
+    "forwardx11",
+    "forwardx11trusted",
+    "exitonforwardfailure",
+    "gatewayports",
+    "hostbasedauthentication",
+    "gssapiauthentication",
+    "gssapidelegatecredentials",
+    "gssapikeyexchange",
+    "gssapirenewalforcesrekey",
+    "gssapitrustdns",
+    "checkhostip",
+    "tcpkeepalive",
+    "keepalive",
+    "nohostauthenticationforlocalhost",
+    "enablesshkeysign",
+    "clearallforwardings",
+    "visualhostkey",
+    "permitlocalcommand",
+    "proxyusefdpass",
+    "streamlocalbindunlink",
+    "canonicalizefallbacklocal",
+    "forkafterauthentication",
+    "stdinnull",
+    "enableescapecommandline",
+];
+
+/// OpenSSH's integer keywords (`atoi_err`).
+const INT_KEYWORDS: &[&str] = &[
+    "connectionattempts",
+    "canonicalizemaxdots",
+    "requiredrsasize",
+];
+
+/// The accepted values of OpenSSH's other multiple-choice keywords we do not use.
+fn value_choices(key: &str) -> Option<&'static [&'static str]> {
+    const FLAG: &[&str] = &["yes", "no", "true", "false"];
+    Some(match key {
+        k if FLAG_KEYWORDS.contains(&k) => FLAG,
+        "verifyhostkeydns" | "updatehostkeys" => &["yes", "no", "true", "false", "ask"],
+        "addressfamily" => &["inet", "inet6", "any"],
+        "controlmaster" => &["yes", "no", "true", "false", "auto", "ask", "autoask"],
+        "tunnel" => &["yes", "no", "true", "false", "ethernet", "point-to-point"],
+        "requesttty" => &["yes", "no", "true", "false", "force", "auto"],
+        "sessiontype" => &["none", "subsystem", "default"],
+        "compression" => &["yes", "no"],
+        _ => return None,
+    })
 }
 
 /// Which pass and which names a config line is evaluated against.
@@ -1461,6 +1528,10 @@ impl SshOptions {
             user_conf: true,
             never_match: false,
         };
+        // Earlier -o options count (an `IgnoreUnknown` given before applies to this one).
+        for (k, v) in &self.options {
+            probe.process_line(&format!("{k}={v}"), "-o", &pass, flags, None, 0)?;
+        }
         probe.process_line(option, "-o", &pass, flags, None, 0)?;
         self.options.push((key.to_string(), value.to_string()));
         Ok(())
