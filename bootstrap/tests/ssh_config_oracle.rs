@@ -551,6 +551,7 @@ fn compare(
             diffs.push(format!("{field}: ssh={theirs:?} ours={mine:?}"));
         }
     };
+    check("host", one(g, "host"), r.alias.clone());
     check("user", one(g, "user"), r.user.clone());
     check("hostname", one(g, "hostname"), r.hostname.clone());
     check("port", one(g, "port"), r.port.to_string());
