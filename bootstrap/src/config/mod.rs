@@ -123,6 +123,14 @@ pub enum ConfigError {
         /// What was wrong.
         reason: String,
     },
+    /// `RefuseConnection yes` applies to this host.
+    #[error("{origin}: RefuseConnection is set for {host}, so reasonix does not connect (as ssh would not)")]
+    Refused {
+        /// Where it was set.
+        origin: String,
+        /// The host as typed.
+        host: String,
+    },
     /// `Match exec` could not run its command at all.
     #[error("{origin}: Match exec '{command}' could not run: {reason}")]
     Exec {
@@ -447,6 +455,12 @@ impl SshOptions {
         }
 
         let s = r.settings;
+        if let Some((true, origin)) = &s.refuse_connection {
+            return Err(ConfigError::Refused {
+                origin: origin.clone(),
+                host: host_arg,
+            });
+        }
         let local_user = r.local_user;
         let user = s.user.clone().unwrap_or_else(|| local_user.clone());
         let port = s.port.unwrap_or(22);
@@ -756,6 +770,17 @@ mod tests {
             o.resolve(&dest("h")),
             Err(ConfigError::Unreadable { .. })
         ));
+    }
+
+    #[test]
+    fn newer_and_vendor_keywords_read_and_refuse_connection_holds() {
+        let (_dir, o) = opts_with(
+            "UseKeychain yes\nObscureKeystrokeTiming no\nHost bad\n RefuseConnection yes\n",
+        );
+        assert!(o.resolve(&dest("good")).is_ok());
+        let err = o.resolve(&dest("bad")).unwrap_err();
+        assert!(matches!(err, ConfigError::Refused { .. }), "{err}");
+        assert!(err.to_string().contains("line 4"), "{err}");
     }
 
     #[test]

@@ -42,11 +42,16 @@ pub(super) struct Settings {
     pub(super) host_key_alias: Option<String>,
     pub(super) canonicalize: Option<Canonicalize>,
     pub(super) ignore_unknown: Option<String>,
+    /// `RefuseConnection` (OpenSSH 10) and where it was set.
+    pub(super) refuse_connection: Option<(bool, String)>,
 }
 
-/// Every keyword OpenSSH 9.x's client accepts (including deprecated and unsupported ones,
-/// which it ignores, and Debian's GSSAPI additions). Keywords here that [`Settings::apply`]
-/// does not handle are accepted and ignored.
+/// Every keyword OpenSSH's client accepts: 9.2's list (including deprecated and unsupported
+/// ones, which it ignores, and Debian's GSSAPI additions), the keywords newer releases added
+/// (`ChannelTimeout`, `ObscureKeystrokeTiming`, `RefuseConnection`, `Tag`,
+/// `VersionAddendum`, `WarnWeakCrypto`) and Apple's `UseKeychain`, so a config written for
+/// another ssh still reads. Keywords here that [`Settings::apply`] does not handle are
+/// accepted and ignored.
 pub(super) const KNOWN_KEYWORDS: &[&str] = &[
     "protocol",
     "cipher",
@@ -176,6 +181,13 @@ pub(super) const KNOWN_KEYWORDS: &[&str] = &[
     "knownhostscommand",
     "requiredrsasize",
     "enableescapecommandline",
+    "channeltimeout",
+    "obscurekeystroketiming",
+    "refuseconnection",
+    "tag",
+    "versionaddendum",
+    "warnweakcrypto",
+    "usekeychain",
 ];
 
 pub(super) fn bad(origin: &str, key: &str, value: &str, reason: &str) -> ConfigError {
@@ -447,6 +459,14 @@ impl Settings {
                 set(active, &mut self.canonicalize, v);
             }
             "ignoreunknown" => set(active, &mut self.ignore_unknown, one()?.to_string()),
+            "refuseconnection" => {
+                let refuse = parse_flag(origin, key, one()?)?;
+                set(
+                    active,
+                    &mut self.refuse_connection,
+                    (refuse, origin.to_string()),
+                );
+            }
             other => {
                 // Not used here, but its value is checked as OpenSSH checks it, so a config
                 // that `ssh` refuses is refused here too.
