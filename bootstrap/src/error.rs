@@ -160,11 +160,19 @@ fn host_key_message(q: &HostKeyQuestion, refusal: &HostKeyRefusal) -> String {
             "[host key] REMOTE HOST IDENTIFICATION HAS CHANGED for {name}! Someone could be \
              eavesdropping (man-in-the-middle), or the host key was just replaced. \
              Recorded key: {old_key_type} {old_fingerprint} ({}:{line}). \
-             Presented key: {} {}. Nothing was sent. If the change is expected, remove the old \
+             Presented key: {} {}.{} Nothing was sent. If the change is expected, remove the old \
              entry (ssh-keygen -R '{name}' or delete line {line} of {}) and connect again.",
             known_hosts_file.display(),
             q.key_type,
             q.fingerprint_sha256,
+            if *old_key_type == q.key_type {
+                String::new()
+            } else {
+                format!(
+                    " The server did not offer a {old_key_type} key although it was asked for \
+                     the recorded key types first."
+                )
+            },
             known_hosts_file.display(),
         ),
         (HostKeyRefusal::Revoked, HostKeyStatus::Revoked { known_hosts_file, line }) => format!(

@@ -63,9 +63,10 @@ impl std::fmt::Display for Stage {
 /// What known_hosts says about the key a server presented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostKeyStatus {
-    /// No entry for this host (with this key type) in any known_hosts file.
+    /// No entry names this host in any known_hosts file.
     Unknown,
-    /// known_hosts has a different key of the same type for this host.
+    /// known_hosts has other keys for this host but not the presented one (of the same type
+    /// or, as OpenSSH also treats it, only of other types).
     Changed {
         /// `SHA256:...` fingerprint of the key on record.
         old_fingerprint: String,

@@ -468,8 +468,12 @@ pub async fn connect_with_cache(
     let mut hops: Vec<Handle<ClientHandler>> = Vec::new();
     for jump in &resolved.proxy_jump {
         let jd = Destination {
-            user: jump.user.clone(),
-            host: jump.host.clone(),
+            user: jump
+                .user
+                .as_deref()
+                .map(|u| expand_proxy_tokens(&resolved, "ProxyJump", u))
+                .transpose()?,
+            host: expand_proxy_tokens(&resolved, "ProxyJump", &jump.host)?,
             port: jump.port,
             path: None,
         };
@@ -514,10 +518,9 @@ pub async fn connect_with_cache(
 /// A running `ProxyCommand`; killed when the connection is dropped.
 struct ProxyChild(#[allow(dead_code)] tokio::process::Child);
 
-/// Start `ProxyCommand` for `r` as OpenSSH does: `exec CMD` with `%h %k %n %p %r %%` expanded,
-/// run by `$SHELL -c` (else `/bin/sh`); its stdin/stdout carry the SSH stream. Its stderr is
-/// logged, never written to the terminal (the TUI owns it).
-fn spawn_proxy(r: &ResolvedHost, cmd: &str) -> Result<(ProxyChild, Transport), BootstrapError> {
+/// `%h %k %n %p %r %%` of the destination `r`, as OpenSSH expands them in `ProxyCommand` and
+/// (because it turns ProxyJump into a proxy command) in `ProxyJump` hops.
+fn expand_proxy_tokens(r: &ResolvedHost, key: &str, value: &str) -> Result<String, BootstrapError> {
     let port = r.port.to_string();
     let key_alias = r.host_key_alias.clone().unwrap_or_else(|| r.alias.clone());
     let tokens = [
@@ -527,14 +530,20 @@ fn spawn_proxy(r: &ResolvedHost, cmd: &str) -> Result<(ProxyChild, Transport), B
         ('p', port.as_str()),
         ('r', r.user.as_str()),
     ];
-    let command =
-        crate::config::expand(&format!("exec {cmd}"), &tokens, false).map_err(|reason| {
-            BootstrapError::Config(crate::config::ConfigError::Expand {
-                key: "ProxyCommand".into(),
-                value: cmd.to_string(),
-                reason,
-            })
-        })?;
+    crate::config::expand(value, &tokens, false).map_err(|reason| {
+        BootstrapError::Config(crate::config::ConfigError::Expand {
+            key: key.into(),
+            value: value.to_string(),
+            reason,
+        })
+    })
+}
+
+/// Start `ProxyCommand` for `r` as OpenSSH does: `exec CMD` with `%h %k %n %p %r %%` expanded,
+/// run by `$SHELL -c` (else `/bin/sh`); its stdin/stdout carry the SSH stream. Its stderr is
+/// logged, never written to the terminal (the TUI owns it).
+fn spawn_proxy(r: &ResolvedHost, cmd: &str) -> Result<(ProxyChild, Transport), BootstrapError> {
+    let command = expand_proxy_tokens(r, "ProxyCommand", &format!("exec {cmd}"))?;
     let shell = std::env::var("SHELL")
         .ok()
         .filter(|s| !s.is_empty())

@@ -170,6 +170,14 @@ async fn run_variants(
         let p: Arc<dyn Prompter> = Arc::new(NonInteractivePrompter);
         let r = guard(connect_with_cache(&dest, &o, p, &CredentialCache::new())).await;
         let mine = classify_ours(&r);
+        if let Err(e @ BootstrapError::HostKey { .. }) = &r {
+            // A hard stop names both fingerprints and where the recorded entry is.
+            let text = e.to_string();
+            if mine == "changed" {
+                assert_eq!(text.matches("SHA256:").count(), 2, "{text}");
+                assert!(text.contains(&format!("{}:", file.display())), "{text}");
+            }
+        }
         if let Ok(c) = r {
             c.disconnect().await;
         }

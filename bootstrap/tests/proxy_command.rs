@@ -89,3 +89,30 @@ async fn proxy_command_carries_the_connection() {
     .unwrap_err();
     assert!(err.to_string().contains("%z"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_jump_hops_get_the_destination_tokens() {
+    // `%r@%h:PORT` names this same sshd (a token in the port is refused, as by OpenSSH): the hop is reached directly, the destination through
+    // a direct-tcpip tunnel on it. Unexpanded, "%h" would not resolve.
+    let s = key_setup(SshdConfig::default(), UserOptions::default());
+    let mut o = s.opts();
+    assert!(o.push_option("ProxyJump=%r@%h:%p").is_err());
+    o.push_option(&format!("ProxyJump=%r@%h:{}", s.sshd.port()))
+        .unwrap();
+    let p = ScriptedPrompter::new(HostKeyAnswer::Reject);
+    let conn = guard(connect_with_cache(
+        &s.dest(""),
+        &o,
+        p.clone(),
+        &CredentialCache::new(),
+    ))
+    .await
+    .unwrap();
+    let out = guard(conn.run_script("echo via-jump")).await.unwrap();
+    assert_eq!(out.stdout, "via-jump\n");
+    conn.disconnect().await;
+    assert!(
+        s.sshd.log().contains("direct-tcpip"),
+        "the destination was reached through the hop"
+    );
+}

@@ -385,6 +385,24 @@ fn cases() -> Vec<Case> {
         "CanonicalizeHostname maybe\n",
         "h",
     ));
+    for (n, line) in [
+        ("unused flag ok", "ForwardX11 yes"),
+        ("unused flag bad", "ForwardX11 maybe"),
+        ("unused flag extra", "TCPKeepAlive yes no"),
+        ("unused choice ok", "RequestTTY force"),
+        ("unused choice bad", "ControlMaster sometimes"),
+        ("unused choice case", "AddressFamily INET6"),
+        ("unused int bad", "ConnectionAttempts x"),
+        ("unused int ok", "ConnectionAttempts 3"),
+        ("unused time bad", "ForwardX11Timeout 3q"),
+        ("compression bad", "Compression maybe"),
+        (
+            "unused in inactive block still checked",
+            "Host nomatch\n ForwardX11 maybe",
+        ),
+    ] {
+        v.push(case(n, &format!("{line}\nHost *\n User u\n"), "h"));
+    }
     v.push(case(
         "blank and indented comments",
         "\n   # x\n\t\nHost *\n\t# y\n  User tabs\n",
@@ -394,6 +412,17 @@ fn cases() -> Vec<Case> {
     v.push(case("host without pattern", "Host\n User x\n", "h"));
     v.push(case("cmdline Host refused", "", "h").o("Host=x"));
     v.push(case("cmdline unknown option", "", "h").o("Bogus=1"));
+    v.push(
+        case("cmdline IgnoreUnknown first", "", "h")
+            .o("IgnoreUnknown=bogus")
+            .o("Bogus=1"),
+    );
+    v.push(
+        case("cmdline IgnoreUnknown after", "", "h")
+            .o("Bogus=1")
+            .o("IgnoreUnknown=bogus"),
+    );
+    v.push(case("cmdline IgnoreUnknown covers file", "Bogus 1\n", "h").o("IgnoreUnknown=bog*"));
     v
 }
 
@@ -522,6 +551,7 @@ fn compare(
             diffs.push(format!("{field}: ssh={theirs:?} ours={mine:?}"));
         }
     };
+    check("host", one(g, "host"), r.alias.clone());
     check("user", one(g, "user"), r.user.clone());
     check("hostname", one(g, "hostname"), r.hostname.clone());
     check("port", one(g, "port"), r.port.to_string());
