@@ -515,8 +515,10 @@ pub async fn connect_with_cache(
     })
 }
 
-/// A running `ProxyCommand`; killed when the connection is dropped.
-struct ProxyChild(#[allow(dead_code)] tokio::process::Child);
+/// A running `ProxyCommand`; held only so that it is killed when the connection is dropped.
+struct ProxyChild {
+    _child: tokio::process::Child,
+}
 
 /// `%h %k %n %p %r %%` of the destination `r`, as OpenSSH expands them in `ProxyCommand` and
 /// (because it turns ProxyJump into a proxy command) in `ProxyJump` hops.
@@ -579,7 +581,7 @@ fn spawn_proxy(r: &ResolvedHost, cmd: &str) -> Result<(ProxyChild, Transport), B
         });
     }
     Ok((
-        ProxyChild(child),
+        ProxyChild { _child: child },
         Transport::Proxy(tokio::io::join(stdout, stdin)),
     ))
 }
