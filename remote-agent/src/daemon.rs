@@ -322,6 +322,13 @@ impl Daemon {
             }
         }
         let _ = std::fs::remove_file(&self.paths.socket);
+        // Durability point: every session's journal is written and fsynced before exit.
+        let open: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        for session in open {
+            if let Err(e) = session.flush_journal().await {
+                tracing::error!("session {}: {e}", session.id);
+            }
+        }
         self.write_marker(true);
         drop(lock_file);
         Ok(())
@@ -333,20 +340,14 @@ impl Daemon {
 
     fn idle_expired(&self) -> bool {
         let connected = lock(&self.links).values().any(|c| c.link.is_connected());
-        let busy = lock(&self.sessions).values().any(|s| s.busy()) || self.jobs_running();
+        let busy = lock(&self.sessions)
+            .values()
+            .any(|s| s.busy() || s.jobs_running());
         if connected || busy {
             self.touch();
             return false;
         }
         lock(&self.last_activity).elapsed() >= self.config.idle_timeout
-    }
-
-    fn jobs_running(&self) -> bool {
-        let jobs = &self.runtime.tool_ctx.jobs;
-        jobs.ids()
-            .iter()
-            .filter_map(|id| jobs.get(id))
-            .any(|j| !j.status().is_finished())
     }
 
     async fn handle_transport(self: Arc<Self>, stream: UnixStream) -> Result<(), String> {
@@ -531,6 +532,55 @@ impl Daemon {
         out
     }
 
+    /// Every session of the workspace, newest first: open ones from memory, the others from
+    /// their journal's head and tail (nothing is loaded or kept).
+    async fn list_sessions(&self) -> Vec<reasonix_forward::proto::SessionInfo> {
+        let ids = self.list_session_ids();
+        let open: HashMap<String, Arc<Session>> = lock(&self.sessions).clone();
+        let dir = self.paths.sessions_dir.clone();
+        let mut out = Vec::with_capacity(ids.len());
+        let mut closed = Vec::new();
+        for (id, _) in ids {
+            match open.get(&id) {
+                Some(s) => out.push(Some(s.info())),
+                None => {
+                    closed.push((out.len(), id));
+                    out.push(None);
+                }
+            }
+        }
+        let read = tokio::task::spawn_blocking(move || {
+            closed
+                .into_iter()
+                .filter_map(|(slot, id)| {
+                    match crate::journal::summarize(&dir.join(format!("{id}.jsonl"))) {
+                        Ok(sum) => Some((
+                            slot,
+                            reasonix_forward::proto::SessionInfo {
+                                id,
+                                created: sum.created,
+                                turns: sum.turns,
+                                last_seq: sum.last_seq,
+                                title: sum.title,
+                                state: reasonix_forward::proto::TurnState::Idle,
+                            },
+                        )),
+                        Err(e) => {
+                            tracing::warn!("session {id} left out of the list: {e}");
+                            None
+                        }
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for (slot, info) in read {
+            out[slot] = Some(info);
+        }
+        out.into_iter().flatten().collect()
+    }
+
     fn load_session(&self, id: &str) -> Result<(Arc<Session>, Option<String>), RpcError> {
         if let Some(s) = lock(&self.sessions).get(id) {
             return Ok((Arc::clone(s), None));
@@ -553,15 +603,9 @@ impl Daemon {
         self.touch();
         match body {
             Request::Status => Ok(Response::Status(self.status())),
-            Request::ListSessions => {
-                let mut sessions = Vec::new();
-                for (id, _) in self.list_session_ids() {
-                    if let Ok((s, _)) = self.load_session(&id) {
-                        sessions.push(s.info());
-                    }
-                }
-                Ok(Response::Sessions { sessions })
-            }
+            Request::ListSessions => Ok(Response::Sessions {
+                sessions: self.list_sessions().await,
+            }),
             Request::OpenSession(open) => self.open_session(conn, open).await,
             Request::SubmitTurn { request_id, text } => {
                 let session = self.driven_session(conn)?;
@@ -593,9 +637,12 @@ impl Daemon {
                 decision,
             } => {
                 let session = self.driven_session(conn)?;
-                match session.approve(&request_id, &approval_id, decision) {
+                match session.approve(&request_id, &approval_id, decision).await {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
+                    Err(e @ crate::session::SessionError::Journal(_)) => {
+                        Err(RpcError::new("journal", e.to_string()))
+                    }
                     Err(e) => Err(RpcError::new("not_found", e.to_string())),
                 }
             }

@@ -38,7 +38,7 @@ pub async fn build(paths: &HostPaths) -> Runtime {
             }
         }
     }
-    let sandbox = Arc::new(Sandbox::probe(sandbox_config.clone(), workspace));
+    let sandbox = Arc::new(Sandbox::probe_async(sandbox_config.clone(), workspace).await);
     let mut tool_ctx = ToolContext::new(workspace, sandbox);
     tool_ctx.allow_write = sandbox_config.allow_write.clone();
     if let Some(secs) = project

@@ -163,31 +163,45 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Sandbox {
     /// Probes bwrap once (2 s budget) with the namespaces we use and records the outcome.
+    /// Blocks the calling thread while the probe runs: async code uses
+    /// [`Sandbox::probe_async`].
     pub fn probe(config: SandboxConfig, workspace: &Path) -> Sandbox {
+        let state = match config.bash {
+            SandboxMode::Off => State::Off,
+            SandboxMode::Enforce => match find_bwrap(&config) {
+                Err(why) => State::Unavailable(why),
+                Ok(bwrap) => match run_probe(&bwrap, config.network) {
+                    Ok(()) => State::Bwrap(bwrap),
+                    Err(why) => State::Unavailable(why),
+                },
+            },
+        };
+        Self::with_state(config, workspace, state)
+    }
+
+    /// [`Sandbox::probe`] for async callers: the probe process is awaited with tokio's
+    /// process and timer, so no runtime worker sleeps or blocks on it.
+    pub async fn probe_async(config: SandboxConfig, workspace: &Path) -> Sandbox {
+        let state = match config.bash {
+            SandboxMode::Off => State::Off,
+            SandboxMode::Enforce => match find_bwrap(&config) {
+                Err(why) => State::Unavailable(why),
+                Ok(bwrap) => match run_probe_async(&bwrap, config.network).await {
+                    Ok(()) => State::Bwrap(bwrap),
+                    Err(why) => State::Unavailable(why),
+                },
+            },
+        };
+        Self::with_state(config, workspace, state)
+    }
+
+    fn with_state(config: SandboxConfig, workspace: &Path, state: State) -> Sandbox {
         let workspace =
             std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
         let shell = if Path::new("/bin/bash").exists() {
             "/bin/bash"
         } else {
             "/bin/sh"
-        };
-        let state = match config.bash {
-            SandboxMode::Off => State::Off,
-            SandboxMode::Enforce => match find_program(&config.bwrap_path) {
-                None => State::Unavailable(format!(
-                    "{} not found{}",
-                    config.bwrap_path.display(),
-                    if config.bwrap_path.components().count() > 1 {
-                        ""
-                    } else {
-                        " in PATH"
-                    }
-                )),
-                Some(bwrap) => match run_probe(&bwrap, config.network) {
-                    Ok(()) => State::Bwrap(bwrap),
-                    Err(why) => State::Unavailable(why),
-                },
-            },
         };
         Sandbox {
             config,
@@ -328,8 +342,23 @@ fn find_program(name: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Runs `bwrap … -- true` with the namespaces we use, within [`PROBE_TIMEOUT`].
-fn run_probe(bwrap: &Path, network: bool) -> Result<(), String> {
+/// The bwrap binary of `config`, or why there is none.
+fn find_bwrap(config: &SandboxConfig) -> Result<PathBuf, String> {
+    find_program(&config.bwrap_path).ok_or_else(|| {
+        format!(
+            "{} not found{}",
+            config.bwrap_path.display(),
+            if config.bwrap_path.components().count() > 1 {
+                ""
+            } else {
+                " in PATH"
+            }
+        )
+    })
+}
+
+/// The probe command: `bwrap … -- true` with the namespaces we use.
+fn probe_command(bwrap: &Path, network: bool) -> std::process::Command {
     let mut cmd = std::process::Command::new(bwrap);
     cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
     cmd.args(["--die-with-parent", "--unshare-pid", "--new-session"]);
@@ -340,6 +369,50 @@ fn run_probe(bwrap: &Path, network: bool) -> Result<(), String> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    cmd
+}
+
+/// Why a probe that exited with `status` failed, from its first stderr line.
+fn probe_failure(bwrap: &Path, status: std::process::ExitStatus, stderr: &str) -> String {
+    let first = stderr.lines().next().unwrap_or("").trim().to_string();
+    format!(
+        "probe `{} --ro-bind / / --dev /dev --proc /proc -- true` failed ({status}){}",
+        bwrap.display(),
+        if first.is_empty() {
+            String::new()
+        } else {
+            format!(": {first}")
+        }
+    )
+}
+
+fn probe_timeout() -> String {
+    format!("probe did not finish within {} s", PROBE_TIMEOUT.as_secs())
+}
+
+/// [`run_probe`] on tokio: the child is awaited, the budget is a tokio timer.
+async fn run_probe_async(bwrap: &Path, network: bool) -> Result<(), String> {
+    let mut cmd = tokio::process::Command::from(probe_command(bwrap, network));
+    cmd.kill_on_drop(true);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", bwrap.display()))?;
+    match tokio::time::timeout(PROBE_TIMEOUT, child.wait_with_output()).await {
+        // Dropping the future drops the child, which kill_on_drop kills.
+        Err(_) => Err(probe_timeout()),
+        Ok(Err(e)) => Err(format!("probe wait failed: {e}")),
+        Ok(Ok(out)) if out.status.success() => Ok(()),
+        Ok(Ok(out)) => Err(probe_failure(
+            bwrap,
+            out.status,
+            &String::from_utf8_lossy(&out.stderr),
+        )),
+    }
+}
+
+/// Runs the probe within [`PROBE_TIMEOUT`], blocking the calling thread (sync callers only).
+fn run_probe(bwrap: &Path, network: bool) -> Result<(), String> {
+    let mut cmd = probe_command(bwrap, network);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", bwrap.display()))?;
@@ -352,24 +425,12 @@ fn run_probe(bwrap: &Path, network: bool) -> Result<(), String> {
                 if let Some(mut s) = child.stderr.take() {
                     let _ = s.read_to_string(&mut err);
                 }
-                let first = err.lines().next().unwrap_or("").trim().to_string();
-                return Err(format!(
-                    "probe `{} --ro-bind / / --dev /dev --proc /proc -- true` failed ({status}){}",
-                    bwrap.display(),
-                    if first.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {first}")
-                    }
-                ));
+                return Err(probe_failure(bwrap, status, &err));
             }
             Ok(None) if started.elapsed() > PROBE_TIMEOUT => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "probe did not finish within {} s",
-                    PROBE_TIMEOUT.as_secs()
-                ));
+                return Err(probe_timeout());
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => return Err(format!("probe wait failed: {e}")),

@@ -16,9 +16,9 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Prefix};
-use crate::journal::{Journal, JournalError};
+use crate::journal::{Barrier, Journal, JournalError, JournalWriter};
 use crate::policy::{Decision, Mode, Policy};
-use crate::tools::{ToolContext, ToolRegistry};
+use crate::tools::{JobTable, ToolContext, ToolRegistry};
 
 mod rewind;
 mod turn;
@@ -77,7 +77,8 @@ struct PendingApproval {
 }
 
 struct Inner {
-    journal: Journal,
+    /// Numbers events and hands their lines to the session's writer thread.
+    journal: JournalWriter,
     events: Vec<Event>,
     messages: Vec<Value>,
     turn: u64,
@@ -194,14 +195,20 @@ impl Session {
             {
                 seen_requests.insert(request_id.clone());
                 if title.is_empty() {
-                    title = text.lines().next().unwrap_or("").chars().take(80).collect();
+                    title = crate::journal::title_of(text);
                 }
             }
         }
         let created = events.first().map(|e| e.ts.clone()).unwrap_or_default();
+        let last_seq = journal.last_seq();
+        let journal = JournalWriter::start(journal_path, last_seq, Box::new(journal))?;
         let policy = Policy::new(Mode::Ask, &[], &[], &[])
             .map_err(|e| SessionError::Policy(e.to_string()))?;
         let mut tool_ctx = runtime.tool_ctx.clone();
+        // Background jobs and the plan belong to this session: another session in the same
+        // daemon can neither see nor kill them.
+        tool_ctx.jobs = Arc::new(JobTable::new());
+        tool_ctx.todos = Arc::new(Mutex::new(Vec::new()));
         if let Some(store) = &runtime.checkpoints {
             tool_ctx.mutation_hook = store.hook_for(id);
         }
@@ -381,6 +388,30 @@ impl Session {
         self.lock().journal.last_seq()
     }
 
+    /// True while one of this session's background jobs still runs.
+    pub fn jobs_running(&self) -> bool {
+        let jobs = &self.tool_ctx.jobs;
+        jobs.ids()
+            .iter()
+            .filter_map(|id| jobs.get(id))
+            .any(|j| !j.status().is_finished())
+    }
+
+    /// Write and fsync everything journaled so far (daemon shutdown).
+    pub async fn flush_journal(&self) -> Result<(), JournalError> {
+        let barrier = self.lock().journal.barrier();
+        barrier.wait().await
+    }
+
+    /// The text the user sees when the journal refused a write at a durability point:
+    /// what did not happen, the journal path and cause, and what to do.
+    fn journal_failure(&self, what: &str, e: &JournalError) -> String {
+        format!(
+            "{what}: the session journal could not be saved ({e}). To fix it: {}. Then send a new message; the session continues, and this turn's events are written as soon as the journal is writable again.",
+            e.advice()
+        )
+    }
+
     /// Install (or clear) the driving client's gateway and its settings.
     pub fn set_driver(&self, gateway: Option<Arc<dyn Gateway>>, settings: Option<SessionSettings>) {
         if let Some(settings) = settings {
@@ -430,22 +461,17 @@ impl Session {
         });
     }
 
-    fn emit(&self, inner: &mut Inner, kind: EventKind) -> Option<Event> {
+    /// Number, keep and broadcast an event and queue it for the journal writer. No I/O
+    /// happens here; durability is asked for with [`JournalWriter::barrier`] where needed.
+    fn emit(&self, inner: &mut Inner, kind: EventKind) -> Event {
         let turn = inner.turn;
-        match inner.journal.append(turn, kind) {
-            Ok(ev) => {
-                inner.events.push(ev.clone());
-                let _ = self.live.send(Notification::Event(ev.clone()));
-                Some(ev)
-            }
-            Err(e) => {
-                tracing::error!("journal write failed: {e}");
-                None
-            }
-        }
+        let ev = inner.journal.append(turn, kind);
+        inner.events.push(ev.clone());
+        let _ = self.live.send(Notification::Event(ev.clone()));
+        ev
     }
 
-    fn record(&self, kind: EventKind) -> Option<Event> {
+    fn record(&self, kind: EventKind) -> Event {
         let mut inner = self.lock();
         self.emit(&mut inner, kind)
     }
@@ -467,6 +493,7 @@ impl Session {
     /// Submit a user turn. A repeated `request_id` is a no-op answered with `Ok(false)`.
     pub fn submit(self: &Arc<Self>, request_id: &str, text: &str) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
+        let admitted;
         {
             let mut inner = self.lock();
             if inner.seen_requests.contains(request_id) {
@@ -478,7 +505,7 @@ impl Session {
             inner.seen_requests.insert(request_id.to_string());
             inner.turn += 1;
             if inner.title.is_empty() {
-                inner.title = text.lines().next().unwrap_or("").chars().take(80).collect();
+                inner.title = crate::journal::title_of(text);
             }
             let attachments = agent::resolve_mentions(&self.workspace, text);
             inner.messages.push(agent::user_message(text, &attachments));
@@ -490,12 +517,14 @@ impl Session {
                     attachments,
                 },
             );
-            inner.journal.sync()?;
+            // Durability point: the turn is saved before the model is asked (awaited by the
+            // turn runner, off this lock).
+            admitted = inner.journal.barrier();
             inner.cancel = Some(cancel.clone());
         }
         self.set_state(TurnState::Running, None);
         let me = Arc::clone(self);
-        tokio::spawn(async move { me.run_turn(cancel, true).await });
+        tokio::spawn(async move { me.run_turn(cancel, Some(admitted)).await });
         Ok(true)
     }
 
@@ -515,7 +544,7 @@ impl Session {
         }
         self.set_state(TurnState::Running, None);
         let me = Arc::clone(self);
-        tokio::spawn(async move { me.run_turn(cancel, false).await });
+        tokio::spawn(async move { me.run_turn(cancel, None).await });
         Ok(true)
     }
 
@@ -541,28 +570,56 @@ impl Session {
                 state: TurnState::Idle,
                 detail: None,
             });
+            // Durability point (turn end), awaited off the lock; a failure is logged and the
+            // event stays queued for the next barrier.
+            let barrier = inner.journal.barrier();
+            tokio::spawn(async move {
+                if let Err(e) = barrier.wait().await {
+                    tracing::error!("the end of a cancelled turn is not saved yet: {e}");
+                }
+            });
         }
         true
     }
 
     /// Answer a pending approval. Deduplicated by `request_id`; answering an approval that
     /// was already answered is reported as `Ok(false)`.
-    pub fn approve(
+    ///
+    /// The answer is fsynced before the call returns (a durability point); when the journal
+    /// cannot be written the turn still gets the answer (its next durability point, before
+    /// the tool starts, then fails the turn cleanly) and the caller gets the journal error.
+    pub async fn approve(
         &self,
         request_id: &str,
         approval_id: &str,
         decision: ApprovalDecision,
     ) -> Result<bool, SessionError> {
+        let barrier = self.approve_locked(request_id, approval_id, decision)?;
+        match barrier {
+            None => Ok(false),
+            Some(b) => {
+                b.wait().await?;
+                Ok(true)
+            }
+        }
+    }
+
+    fn approve_locked(
+        &self,
+        request_id: &str,
+        approval_id: &str,
+        decision: ApprovalDecision,
+    ) -> Result<Option<Barrier>, SessionError> {
         let mut inner = self.lock();
         if inner.seen_requests.contains(request_id) {
-            return Ok(false);
+            return Ok(None);
         }
         let Some(pending) = inner.approvals.remove(approval_id) else {
             let answered = inner.events.iter().any(|e| {
                 matches!(&e.kind, EventKind::ApprovalAnswered { approval_id: a, .. } if a == approval_id)
             });
             if answered {
-                return Ok(false);
+                return Ok(None);
             }
             return Err(SessionError::NoSuchApproval(approval_id.to_string()));
         };
@@ -598,8 +655,8 @@ impl Session {
                 rule,
             },
         );
-        let _ = inner.journal.sync();
+        let barrier = inner.journal.barrier();
         let _ = pending.answer.send(decision);
-        Ok(true)
+        Ok(Some(barrier))
     }
 }

@@ -80,7 +80,7 @@ impl Session {
                     "dry run: the conversation would be cut back to before turn {to_turn}"
                 ));
             } else {
-                self.rewind_conversation(to_turn)?;
+                self.rewind_conversation(to_turn).await?;
                 summary.push(format!(
                     "conversation rewound to before turn {to_turn} (the removed part is archived next to the journal)"
                 ));
@@ -93,19 +93,37 @@ impl Session {
         Ok((text, paths))
     }
 
-    fn rewind_conversation(&self, to_turn: u64) -> Result<(), String> {
+    async fn rewind_conversation(&self, to_turn: u64) -> Result<(), String> {
+        // The cut runs on the journal writer thread, ordered after every event queued before
+        // it and once they are durable (a durability point), so no file I/O happens here.
+        let (tx, rx) = oneshot::channel();
+        let boundary = {
+            let inner = self.lock();
+            let path = self.journal_path.clone();
+            inner.journal.after_flush(move |flushed| {
+                let result = flushed.map_err(|e| e.to_string()).and_then(|()| {
+                    crate::checkpoint::truncate_journal(&path, to_turn)
+                        .map_err(|e| e.to_string())?;
+                    crate::journal::read_events(&path)
+                        .map(|(events, _)| events)
+                        .map_err(|e| e.to_string())
+                });
+                let _ = tx.send(result);
+            });
+            inner.journal.last_seq()
+        };
+        let mut events = rx
+            .await
+            .map_err(|_| "the journal writer stopped during the rewind".to_string())??;
         let mut inner = self.lock();
-        let _ = inner.journal.sync();
-        crate::checkpoint::truncate_journal(&self.journal_path, to_turn)
-            .map_err(|e| e.to_string())?;
-        let last_seq = inner.journal.last_seq();
-        let (mut journal, events) = Journal::open(&self.journal_path).map_err(|e| e.to_string())?;
-        // Keep numbering monotonic so clients never mistake new events for ones they saw.
-        journal.continue_after(last_seq);
+        // Events queued after the cut was ordered are in the file after it; keep them in
+        // memory too. Numbering stays monotonic so clients never mistake new events for ones
+        // they saw.
+        events.extend(inner.events.iter().filter(|e| e.seq > boundary).cloned());
+        inner.journal.continue_after(boundary);
         inner.messages = agent::messages_from_events(&events);
         inner.turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         inner.events = events;
-        inner.journal = journal;
         inner.state = TurnState::Idle;
         inner.cancel = None;
         Ok(())

@@ -3,16 +3,68 @@
 use super::*;
 
 impl Session {
-    pub(super) async fn run_turn(self: Arc<Self>, cancel: CancellationToken, fresh_turn: bool) {
-        if fresh_turn {
+    /// Run a turn. `admitted` is the durability point of a fresh turn's `UserTurn` event
+    /// (`None` when a paused turn continues): the model is not asked before it holds.
+    pub(super) async fn run_turn(
+        self: Arc<Self>,
+        cancel: CancellationToken,
+        admitted: Option<Barrier>,
+    ) {
+        let outcome = self.turn_steps(&cancel, admitted).await;
+        let (outcome, detail) = outcome;
+        let new_state = if outcome == "paused" {
+            TurnState::Paused
+        } else {
+            TurnState::Idle
+        };
+        let barrier = {
+            let mut inner = self.lock();
+            self.emit(
+                &mut inner,
+                EventKind::TurnFinished {
+                    outcome: outcome.to_string(),
+                    detail,
+                },
+            );
+            if new_state == TurnState::Idle {
+                inner.cancel = None;
+            }
+            // Under the same lock as the TurnFinished event: a client that submits the next
+            // turn as soon as it sees this one finish must find the session idle, not busy.
+            self.set_state_locked(&mut inner, new_state, None);
+            // Durability point: the turn's end.
+            inner.journal.barrier()
+        };
+        if let Err(e) = barrier.wait().await {
+            // The events stay queued and are written at the next durability point that
+            // succeeds; say so, since a daemon crash before then would lose them.
+            self.record(EventKind::Notice {
+                text: self.journal_failure("this turn is not saved on the host yet", &e),
+            });
+        }
+    }
+
+    async fn turn_steps(
+        &self,
+        cancel: &CancellationToken,
+        admitted: Option<Barrier>,
+    ) -> (&'static str, Option<String>) {
+        if let Some(admitted) = admitted {
+            if let Err(e) = admitted.wait().await {
+                return (
+                    "failed",
+                    Some(self.journal_failure("the turn did not start", &e)),
+                );
+            }
             self.checkpoint_turn().await;
         }
+        let cancel = cancel.clone();
         let max_steps = {
             let inner = self.lock();
             inner.settings.max_steps.unwrap_or(DEFAULT_MAX_STEPS).max(1)
         };
         let mut step = 0u32;
-        let outcome = loop {
+        loop {
             if step >= max_steps {
                 break ("paused", Some(format!("the turn reached its limit of {max_steps} model steps; continue to let it go on")));
             }
@@ -68,39 +120,26 @@ impl Session {
             if collected.calls.is_empty() {
                 break ("completed", None);
             }
+            let mut journal_failed = None;
             for call in &collected.calls {
+                if let Some(msg) = &journal_failed {
+                    self.finish_tool(call, true, format!("not run: {msg}"));
+                    continue;
+                }
                 if cancel.is_cancelled() {
                     self.finish_tool(call, true, "cancelled by the user before it ran".into());
                     continue;
                 }
-                self.run_tool(call, &cancel).await;
+                if let Err(msg) = self.run_tool(call, &cancel).await {
+                    journal_failed = Some(msg);
+                }
+            }
+            if let Some(msg) = journal_failed {
+                break ("failed", Some(msg));
             }
             if cancel.is_cancelled() {
                 break ("cancelled", None);
             }
-        };
-        let (outcome, detail) = outcome;
-        let new_state = if outcome == "paused" {
-            TurnState::Paused
-        } else {
-            TurnState::Idle
-        };
-        {
-            let mut inner = self.lock();
-            self.emit(
-                &mut inner,
-                EventKind::TurnFinished {
-                    outcome: outcome.to_string(),
-                    detail,
-                },
-            );
-            let _ = inner.journal.sync();
-            if new_state == TurnState::Idle {
-                inner.cancel = None;
-            }
-            // Under the same lock as the TurnFinished event: a client that submits the next
-            // turn as soon as it sees this one finish must find the session idle, not busy.
-            self.set_state_locked(&mut inner, new_state, None);
         }
     }
 
@@ -183,11 +222,12 @@ impl Session {
                     None => break Err(None),
                     Some(ProviderChunk::Text { text }) => {
                         c.text.push_str(&text);
-                        self.record(EventKind::TextDelta { text });
+                        self.record_delta(EventKind::TextDelta { text }).await?;
                     }
                     Some(ProviderChunk::Reasoning { text }) => {
                         c.reasoning.get_or_insert_with(String::new).push_str(&text);
-                        self.record(EventKind::ReasoningDelta { text });
+                        self.record_delta(EventKind::ReasoningDelta { text })
+                            .await?;
                     }
                     Some(ProviderChunk::ToolCall(call)) => c.calls.push(call),
                     Some(ProviderChunk::Usage(u)) => c.usage = Some(u),
@@ -221,6 +261,25 @@ impl Session {
         }
     }
 
+    /// Journal a streamed delta; when the writer is far behind (a slow or failing disk), wait
+    /// for it instead of queueing without bound, and end the step if the journal fails.
+    async fn record_delta(&self, kind: EventKind) -> Result<(), StepEnd> {
+        let backlog = {
+            let mut inner = self.lock();
+            self.emit(&mut inner, kind);
+            inner
+                .journal
+                .over_high_water()
+                .then(|| inner.journal.barrier())
+        };
+        if let Some(barrier) = backlog {
+            barrier.wait().await.map_err(|e| {
+                StepEnd::Failed(self.journal_failure("the model reply was stopped", &e))
+            })?;
+        }
+        Ok(())
+    }
+
     fn finish_tool(&self, call: &ToolCall, is_error: bool, output: String) {
         let mut inner = self.lock();
         self.emit(
@@ -235,7 +294,10 @@ impl Session {
         inner.messages.push(agent::tool_message(&call.id, &output));
     }
 
-    async fn run_tool(&self, call: &ToolCall, cancel: &CancellationToken) {
+    /// Decide, ask if needed, journal the start durably and run one tool call. `Err` carries
+    /// the user-facing text when the journal could not be written at a durability point: the
+    /// tool did not run and the turn must end.
+    async fn run_tool(&self, call: &ToolCall, cancel: &CancellationToken) -> Result<(), String> {
         let laptop = self
             .laptop_tools
             .lock()
@@ -255,7 +317,7 @@ impl Session {
                     call.name
                 ),
             );
-            return;
+            return Ok(());
         };
         let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
             "{}"
@@ -269,7 +331,7 @@ impl Session {
                     true,
                     format!("the arguments are not valid JSON ({e}); send a JSON object matching the tool's schema"),
                 );
-                return;
+                return Ok(());
             }
         };
         let decision = self
@@ -284,25 +346,39 @@ impl Session {
                     true,
                     format!("denied by the permission policy: {reason}"),
                 );
-                return;
+                return Ok(());
             }
             Decision::Ask { reason } => {
-                match self.ask_approval(call, &args, reason, cancel).await {
+                let answer = match self.ask_approval(call, &args, reason, cancel).await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        let msg = self.journal_failure(
+                            &format!(
+                                "{} was not run (its approval request could not be saved)",
+                                call.name
+                            ),
+                            &e,
+                        );
+                        self.finish_tool(call, true, format!("not run: {msg}"));
+                        return Err(msg);
+                    }
+                };
+                match answer {
                     Some(ApprovalDecision::AllowOnce)
                     | Some(ApprovalDecision::AllowSession)
                     | Some(ApprovalDecision::AllowAlways) => {}
                     Some(ApprovalDecision::Deny) => {
                         self.finish_tool(call, true, "the user denied this tool call; do not retry it unchanged — ask the user or take another approach".into());
-                        return;
+                        return Ok(());
                     }
                     None => {
                         self.finish_tool(call, true, "cancelled before approval".into());
-                        return;
+                        return Ok(());
                     }
                 }
             }
         }
-        {
+        let started = {
             let mut inner = self.lock();
             self.emit(
                 &mut inner,
@@ -312,9 +388,14 @@ impl Session {
                     arguments: call.arguments.clone(),
                 },
             );
-            // Durable before the tool runs: after a crash we know it may have run, and never
-            // run it again.
-            let _ = inner.journal.sync();
+            inner.journal.barrier()
+        };
+        // Durability point: the start is on disk before the tool runs, so after a crash we
+        // know it may have run and never run it again. No durable start, no run.
+        if let Err(e) = started.wait().await {
+            let msg = self.journal_failure(&format!("{} was not run", call.name), &e);
+            self.finish_tool(call, true, format!("not run: {msg}"));
+            return Err(msg);
         }
         let live = self.live.clone();
         let call_id = call.id.clone();
@@ -328,10 +409,11 @@ impl Session {
             out = crate::mcp::with_progress(sink, tool.run(args, &self.tool_ctx)) => out,
             _ = cancel.cancelled() => {
                 self.finish_tool(call, true, "cancelled by the user while running".into());
-                return;
+                return Ok(());
             }
         };
         self.finish_tool(call, out.is_error, out.text);
+        Ok(())
     }
 
     async fn ask_approval(
@@ -340,7 +422,7 @@ impl Session {
         args: &Value,
         reason: String,
         cancel: &CancellationToken,
-    ) -> Option<ApprovalDecision> {
+    ) -> Result<Option<ApprovalDecision>, JournalError> {
         let headless = self
             .driver
             .borrow()
@@ -352,13 +434,13 @@ impl Session {
             self.record(EventKind::Notice {
                 text: format!("{} needs approval ({reason}); headless run denies it (use --auto or --yolo to allow)", call.name),
             });
-            return Some(ApprovalDecision::Deny);
+            return Ok(Some(ApprovalDecision::Deny));
         }
         let approval_id = format!("ap-{}", call.id);
         let (tx, rx) = oneshot::channel();
-        {
+        let requested = {
             let mut inner = self.lock();
-            let Some(_requested) = self.emit(
+            self.emit(
                 &mut inner,
                 EventKind::ApprovalRequested {
                     approval_id: approval_id.clone(),
@@ -367,10 +449,7 @@ impl Session {
                     reason,
                     preview: None,
                 },
-            ) else {
-                return Some(ApprovalDecision::Deny);
-            };
-            let _ = inner.journal.sync();
+            );
             inner.approvals.insert(
                 approval_id.clone(),
                 PendingApproval {
@@ -379,6 +458,12 @@ impl Session {
                     args: args.clone(),
                 },
             );
+            inner.journal.barrier()
+        };
+        // Durability point: the question is saved before anyone is asked.
+        if let Err(e) = requested.wait().await {
+            self.lock().approvals.remove(&approval_id);
+            return Err(e);
         }
         self.set_state(
             TurnState::WaitingForApproval,
@@ -390,7 +475,7 @@ impl Session {
         };
         self.lock().approvals.remove(&approval_id);
         self.set_state(TurnState::Running, None);
-        answer
+        Ok(answer)
     }
 }
 

@@ -108,7 +108,7 @@ async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> Tool
     let (text, dropped) = {
         let g = lock(&out);
         let (bytes, dropped) = g.all();
-        (String::from_utf8_lossy(bytes).into_owned(), dropped)
+        (String::from_utf8_lossy(&bytes).into_owned(), dropped)
     };
     let mut body = String::new();
     if dropped > 0 {

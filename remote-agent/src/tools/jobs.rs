@@ -1,11 +1,11 @@
 //! Process plumbing for bash: one pipe for stdout+stderr (so the interleaving is what a
 //! terminal would show), its own process group, group kill, and the background job table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
@@ -16,6 +16,10 @@ pub type JobId = String;
 
 /// Bytes of output a background job keeps; older bytes are dropped (and reported).
 pub const JOB_OUTPUT_CAP: usize = 8 * 1024 * 1024;
+/// Finished jobs a session remembers (their output stays readable); older ones are forgotten.
+pub const MAX_FINISHED_JOBS: usize = 16;
+/// How long a finished job stays readable at most.
+pub const FINISHED_JOB_TTL: Duration = Duration::from_secs(60 * 60);
 /// How long to wait for the output pipe to close after the process group was killed (a
 /// process that left the group can hold it open).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -51,10 +55,11 @@ impl std::fmt::Display for JobStatus {
     }
 }
 
-/// Captured output with a cap that drops the oldest bytes.
+/// Captured output: a ring buffer with a cap that drops the oldest bytes (in O(dropped), never
+/// by moving what is kept) and counts them.
 #[derive(Debug, Default)]
 pub(crate) struct OutBuf {
-    data: Vec<u8>,
+    data: VecDeque<u8>,
     /// Bytes dropped from the front so far.
     dropped: u64,
     /// Absolute position up to which `bash_output` has returned output.
@@ -70,18 +75,22 @@ impl OutBuf {
         }
     }
 
-    fn push(&mut self, bytes: &[u8]) {
-        self.data.extend_from_slice(bytes);
-        if self.data.len() > self.cap {
-            let excess = self.data.len() - self.cap;
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        // Of a chunk bigger than the cap only its tail can be kept.
+        let keep = &bytes[bytes.len().saturating_sub(self.cap)..];
+        self.dropped += (bytes.len() - keep.len()) as u64;
+        let excess = (self.data.len() + keep.len()).saturating_sub(self.cap);
+        if excess > 0 {
             self.data.drain(..excess);
             self.dropped += excess as u64;
         }
+        self.data.extend(keep);
     }
 
     /// Everything kept, and how many bytes were dropped before it.
-    pub(crate) fn all(&self) -> (&[u8], u64) {
-        (&self.data, self.dropped)
+    pub(crate) fn all(&self) -> (Vec<u8>, u64) {
+        let (a, b) = self.data.as_slices();
+        ([a, b].concat(), self.dropped)
     }
 
     /// Output not yet returned by [`OutBuf::take_new`], and how many unread bytes were lost.
@@ -89,7 +98,7 @@ impl OutBuf {
         let lost = self.dropped.saturating_sub(self.read_pos);
         let start = self.read_pos.max(self.dropped);
         let from = (start - self.dropped) as usize;
-        let out = self.data[from..].to_vec();
+        let out = self.data.range(from..).copied().collect();
         self.read_pos = self.dropped + self.data.len() as u64;
         (out, lost)
     }
@@ -210,6 +219,7 @@ pub struct Job {
     out: Arc<Mutex<OutBuf>>,
     status: watch::Receiver<JobStatus>,
     killed: Arc<AtomicBool>,
+    finished_at: Arc<OnceLock<Instant>>,
 }
 
 impl Job {
@@ -242,7 +252,7 @@ impl Job {
 
     /// All output kept so far (does not move the read position).
     pub fn full_output(&self) -> String {
-        String::from_utf8_lossy(lock(&self.out).all().0).into_owned()
+        String::from_utf8_lossy(&lock(&self.out).all().0).into_owned()
     }
 
     /// Waits until the job ends, or `timeout` passes; returns the status then.
@@ -264,10 +274,18 @@ impl Job {
 }
 
 /// Background jobs of one session. Owned by the daemon session, so jobs keep running while no
-/// client is attached; dropping the table kills whatever still runs.
+/// client is attached; dropping the table kills whatever still runs. Finished jobs are
+/// forgotten beyond [`MAX_FINISHED_JOBS`] or after [`FINISHED_JOB_TTL`].
 #[derive(Default)]
 pub struct JobTable {
-    inner: Mutex<(u64, BTreeMap<JobId, Arc<Job>>)>,
+    /// Keyed by job number (start order). Numbers count per session: ids name jobs of the
+    /// session asking, so another session's `job_1` is simply not in this table.
+    inner: Mutex<BTreeMap<u64, Arc<Job>>>,
+    last_number: AtomicU64,
+}
+
+fn job_number(id: &str) -> Option<u64> {
+    id.strip_prefix("job_")?.parse().ok()
 }
 
 impl JobTable {
@@ -290,20 +308,22 @@ impl JobTable {
         } = spawn_captured(cmd, JOB_OUTPUT_CAP)?;
         let (tx, rx) = watch::channel(JobStatus::Running);
         let killed = Arc::new(AtomicBool::new(false));
-        let id = {
-            let mut g = lock(&self.inner);
-            g.0 += 1;
-            format!("job_{}", g.0)
-        };
+        let finished_at = Arc::new(OnceLock::new());
+        let number = self.last_number.fetch_add(1, Ordering::Relaxed) + 1;
         let job = Arc::new(Job {
-            id: id.clone(),
+            id: format!("job_{number}"),
             command: command_text.to_string(),
             pgid,
             out,
             status: rx,
             killed: killed.clone(),
+            finished_at: finished_at.clone(),
         });
-        lock(&self.inner).1.insert(id, job.clone());
+        {
+            let mut g = lock(&self.inner);
+            prune(&mut g, Instant::now());
+            g.insert(number, job.clone());
+        }
         tokio::spawn(async move {
             let st = child.wait().await;
             finish(pgid, &mut reader).await;
@@ -311,37 +331,147 @@ impl JobTable {
                 Ok(s) => status_of(s, killed.load(Ordering::SeqCst)),
                 Err(_) => JobStatus::Exited(-1),
             };
+            let _ = finished_at.set(Instant::now());
             let _ = tx.send(status);
         });
         Ok(job)
     }
 
-    /// The job with this id.
+    /// The job with this id (only this session's jobs).
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
-        lock(&self.inner).1.get(id).cloned()
+        let n = job_number(id)?;
+        lock(&self.inner).get(&n).cloned()
     }
 
-    /// All job ids, in start order.
+    /// All job ids this session remembers, in start order.
     pub fn ids(&self) -> Vec<JobId> {
-        let g = lock(&self.inner);
-        let mut ids: Vec<(u64, JobId)> =
-            g.1.keys()
-                .map(|k| (k.trim_start_matches("job_").parse().unwrap_or(0), k.clone()))
-                .collect();
-        ids.sort();
-        ids.into_iter().map(|(_, k)| k).collect()
+        let mut g = lock(&self.inner);
+        prune(&mut g, Instant::now());
+        g.values().map(|j| j.id.clone()).collect()
     }
 
     /// Kills every running job (session end).
     pub fn kill_all(&self) {
-        for job in lock(&self.inner).1.values() {
+        for job in lock(&self.inner).values() {
             job.kill();
         }
+    }
+}
+
+/// Forget finished jobs older than [`FINISHED_JOB_TTL`] at `now`, then all but the newest
+/// [`MAX_FINISHED_JOBS`] finished ones. Running jobs are always kept.
+fn prune(jobs: &mut BTreeMap<u64, Arc<Job>>, now: Instant) {
+    jobs.retain(|_, j| match j.finished_at.get() {
+        Some(at) => now.saturating_duration_since(*at) < FINISHED_JOB_TTL,
+        None => true,
+    });
+    let finished: Vec<u64> = jobs
+        .iter()
+        .filter(|(_, j)| j.finished_at.get().is_some())
+        .map(|(n, _)| *n)
+        .collect();
+    for n in finished
+        .iter()
+        .take(finished.len().saturating_sub(MAX_FINISHED_JOBS))
+    {
+        jobs.remove(n);
     }
 }
 
 impl Drop for JobTable {
     fn drop(&mut self) {
         self.kill_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_buffer_keeps_the_newest_bytes_and_counts_the_rest() {
+        let mut b = OutBuf::new(8);
+        b.push(b"abcd");
+        b.push(b"efgh");
+        assert_eq!(b.all(), (b"abcdefgh".to_vec(), 0));
+        b.push(b"ij");
+        assert_eq!(b.all(), (b"cdefghij".to_vec(), 2));
+        // A chunk bigger than the cap keeps only its tail.
+        b.push(b"0123456789xyz");
+        assert_eq!(b.all(), (b"56789xyz".to_vec(), 15));
+        assert_eq!(b.data.len(), 8);
+    }
+
+    #[test]
+    fn take_new_reports_unread_bytes_lost_to_the_cap() {
+        let mut b = OutBuf::new(4);
+        b.push(b"ab");
+        assert_eq!(b.take_new(), (b"ab".to_vec(), 0));
+        assert_eq!(b.take_new(), (Vec::new(), 0));
+        // 6 new bytes into a 4-byte ring: 2 unread bytes were lost.
+        b.push(b"cdefgh");
+        assert_eq!(b.take_new(), (b"efgh".to_vec(), 2));
+        b.push(b"i");
+        assert_eq!(b.take_new(), (b"i".to_vec(), 0));
+    }
+
+    #[test]
+    fn ring_buffer_stays_at_its_cap_under_many_small_writes() {
+        let mut b = OutBuf::new(1000);
+        for i in 0..10_000u32 {
+            b.push(&i.to_le_bytes());
+        }
+        let (data, dropped) = b.all();
+        assert_eq!(data.len(), 1000);
+        assert_eq!(dropped, 40_000 - 1000);
+        // The kept bytes are exactly the newest ones.
+        let all: Vec<u8> = (0..10_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        assert_eq!(data, all[all.len() - 1000..]);
+    }
+
+    fn finished_job(n: u64, at: Instant) -> Arc<Job> {
+        let (_tx, rx) = watch::channel(JobStatus::Exited(0));
+        let finished_at = Arc::new(OnceLock::new());
+        let _ = finished_at.set(at);
+        Arc::new(Job {
+            id: format!("job_{n}"),
+            command: "true".into(),
+            pgid: 0,
+            out: Arc::new(Mutex::new(OutBuf::new(16))),
+            status: rx,
+            killed: Arc::new(AtomicBool::new(false)),
+            finished_at,
+        })
+    }
+
+    fn running_job(n: u64) -> Arc<Job> {
+        let (_tx, rx) = watch::channel(JobStatus::Running);
+        Arc::new(Job {
+            id: format!("job_{n}"),
+            command: "sleep".into(),
+            pgid: 0,
+            out: Arc::new(Mutex::new(OutBuf::new(16))),
+            status: rx,
+            killed: Arc::new(AtomicBool::new(false)),
+            finished_at: Arc::new(OnceLock::new()),
+        })
+    }
+
+    #[test]
+    fn finished_jobs_are_pruned_by_count_and_age_running_ones_never() {
+        let now = Instant::now();
+        let mut jobs = BTreeMap::new();
+        jobs.insert(1, running_job(1));
+        for n in 2..(2 + MAX_FINISHED_JOBS as u64 + 5) {
+            jobs.insert(n, finished_job(n, now));
+        }
+        prune(&mut jobs, now);
+        assert!(jobs.contains_key(&1), "a running job is kept");
+        assert_eq!(jobs.len(), 1 + MAX_FINISHED_JOBS);
+        // The oldest finished ones went first.
+        assert!(!jobs.contains_key(&2) && jobs.contains_key(&(2 + 5)));
+        // Past the TTL every finished job goes.
+        prune(&mut jobs, now + FINISHED_JOB_TTL + Duration::from_secs(1));
+        assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
 }
