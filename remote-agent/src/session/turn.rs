@@ -122,8 +122,12 @@ impl Session {
             }
             let mut journal_failed = None;
             for call in &collected.calls {
-                if let Some(msg) = &journal_failed {
-                    self.finish_tool(call, true, format!("not run: {msg}"));
+                if journal_failed.is_some() {
+                    self.finish_tool(
+                        call,
+                        true,
+                        "not run: an earlier call of this step could not be saved to the session journal".into(),
+                    );
                     continue;
                 }
                 if cancel.is_cancelled() {
@@ -359,7 +363,7 @@ impl Session {
                             ),
                             &e,
                         );
-                        self.finish_tool(call, true, format!("not run: {msg}"));
+                        self.finish_tool(call, true, self.journal_failure("not run", &e));
                         return Err(msg);
                     }
                 };
@@ -394,7 +398,7 @@ impl Session {
         // know it may have run and never run it again. No durable start, no run.
         if let Err(e) = started.wait().await {
             let msg = self.journal_failure(&format!("{} was not run", call.name), &e);
-            self.finish_tool(call, true, format!("not run: {msg}"));
+            self.finish_tool(call, true, self.journal_failure("not run", &e));
             return Err(msg);
         }
         let live = self.live.clone();
