@@ -11,6 +11,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use common::{host_bin, LocalRig};
+use reasonix_forward::proto::{Request, Response, TurnState};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::{json, Value};
 
@@ -328,7 +329,53 @@ async fn two_sessions_in_one_daemon_cannot_see_or_kill_each_others_jobs() {
     assert!(from_a[0].starts_with("job_1: running"), "{from_a:?}");
     assert_eq!(from_a[1], "killed job_1 (killed)", "{from_a:?}");
 
-    if let Some(pid) = daemon_pid(&home.join("sessions")) {
+    // A fresh daemon lists both sessions from their journals' head and tail, without
+    // opening them.
+    let sessions_dir = home.join("sessions");
+    let pid = daemon_pid(&sessions_dir).expect("daemon pid");
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    while Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let config = rig.config();
+    let (client, _events) = rig.client(&config);
+    let Response::Sessions { sessions } =
+        client.request(Request::ListSessions).await.expect("list")
+    else {
+        panic!("unexpected answer to ListSessions")
+    };
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    let a_info = sessions
+        .iter()
+        .find(|s| s.id == session_a)
+        .expect("session A listed");
+    let a_journal = std::fs::read_to_string(
+        std::fs::read_dir(&sessions_dir)
+            .expect("sessions")
+            .flatten()
+            .map(|d| d.path().join(format!("{session_a}.jsonl")))
+            .find(|p| p.exists())
+            .expect("A's journal"),
+    )
+    .expect("read A's journal");
+    let last: Value =
+        serde_json::from_str(a_journal.lines().last().expect("a line")).expect("last line");
+    assert_eq!(a_info.title, "start");
+    assert_eq!(a_info.turns, 2);
+    assert_eq!(Some(a_info.last_seq), last["seq"].as_u64());
+    assert_eq!(a_info.state, TurnState::Idle);
+    assert!(!a_info.created.is_empty());
+    let b_info = sessions.iter().find(|s| s.id != session_a).expect("B");
+    assert_eq!((b_info.title.as_str(), b_info.turns), ("peek", 1));
+    drop(client);
+
+    if let Some(pid) = daemon_pid(&sessions_dir) {
         unsafe {
             libc::kill(pid, libc::SIGTERM);
         }

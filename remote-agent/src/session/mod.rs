@@ -494,6 +494,8 @@ impl Session {
     pub fn submit(self: &Arc<Self>, request_id: &str, text: &str) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
         let admitted;
+        // Reading the mentioned files is file I/O: done before taking the session lock.
+        let attachments = agent::resolve_mentions(&self.workspace, text);
         {
             let mut inner = self.lock();
             if inner.seen_requests.contains(request_id) {
@@ -507,7 +509,6 @@ impl Session {
             if inner.title.is_empty() {
                 inner.title = crate::journal::title_of(text);
             }
-            let attachments = agent::resolve_mentions(&self.workspace, text);
             inner.messages.push(agent::user_message(text, &attachments));
             self.emit(
                 &mut inner,
