@@ -72,6 +72,7 @@ struct Progress {
 }
 
 struct Shared {
+    path: PathBuf,
     queue: Mutex<Queue>,
     wake: Condvar,
     progress: watch::Sender<Progress>,
@@ -103,6 +104,7 @@ impl JournalWriter {
             failure: None,
         });
         let shared = Arc::new(Shared {
+            path: path.to_path_buf(),
             queue: Mutex::new(Queue {
                 pending_last: last_seq,
                 sync_target: last_seq,
@@ -247,8 +249,24 @@ impl Barrier {
     }
 }
 
+/// Fails every barrier, present and future, once the writer thread is gone (it ended, or a
+/// panic unwound it), so no waiter hangs.
+struct ExitGuard<'a>(&'a Shared);
+
+impl Drop for ExitGuard<'_> {
+    fn drop(&mut self) {
+        let err = JournalError::WriterGone {
+            path: self.0.path.clone(),
+        };
+        self.0
+            .progress
+            .send_modify(|p| p.failure = Some((u64::MAX, err)));
+    }
+}
+
 /// The writer thread.
 fn run(shared: &Shared, mut sink: Box<dyn JournalSink>, last_seq: u64) {
+    let _exit = ExitGuard(shared);
     let mut durable = last_seq;
     let mut written = last_seq;
     // After a failed attempt, wait for a new event or barrier instead of retrying on a
@@ -481,6 +499,28 @@ mod tests {
         rt().block_on(w.barrier().wait()).expect("space is back");
         let log = fake.log.lock().expect("log").clone();
         assert_eq!(written(&log), vec![8, 9, 10, 11], "{log:?}");
+    }
+
+    struct Panics;
+
+    impl JournalSink for Panics {
+        fn append(&mut self, _: &[u8]) -> Result<(), JournalError> {
+            panic!("sink bug");
+        }
+        fn sync(&mut self) -> Result<(), JournalError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_writer_that_died_fails_barriers_instead_of_hanging_them() {
+        let mut w =
+            JournalWriter::start(Path::new("/fake/p.jsonl"), 0, Box::new(Panics)).expect("start");
+        w.append(1, notice("a"));
+        let err = rt().block_on(w.barrier().wait()).expect_err("writer gone");
+        assert!(matches!(err, JournalError::WriterGone { .. }), "{err}");
+        w.append(1, notice("b"));
+        assert!(rt().block_on(w.barrier().wait()).is_err());
     }
 
     #[test]
