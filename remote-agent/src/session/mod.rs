@@ -53,8 +53,8 @@ pub trait Gateway: Send + Sync {
 /// Errors of session operations.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// The journal failed.
-    #[error(transparent)]
+    /// The journal failed (the text names the file, the cause and the fix).
+    #[error("{0}. To fix it: {advice}", advice = .0.advice())]
     Journal(#[from] JournalError),
     /// A turn is already running.
     #[error("a turn is already running in this session; wait for it or cancel it")]
