@@ -486,10 +486,8 @@ fn run(words: &[Word], out: &mut Runs, depth: usize) {
             }
         }
         "eval" => script_from(rest, out, "eval"),
-        "source" | "." => {
-            if rest.first().is_some_and(|f| reads_a_stream(f)) {
-                opaque(out, format!("{name} runs commands from a stream"));
-            }
+        "source" | "." if rest.first().is_some_and(reads_a_stream) => {
+            opaque(out, format!("{name} runs commands from a stream"));
         }
         "trap" => {
             if let Some(first) = rest.first() {
