@@ -153,14 +153,9 @@ deny = ["Bash(rm:*)", "Edit(secrets/**)"]
         "{stdout}"
     );
     let mut survived = 0;
-    for i in 0..BASH_ATTEMPTS.len() {
+    for (i, attempt) in BASH_ATTEMPTS.iter().enumerate() {
         let v = ws.join(format!("victims/v{i}"));
-        assert!(
-            v.exists(),
-            "`{}` deleted {}\n{stdout}",
-            BASH_ATTEMPTS[i],
-            v.display()
-        );
+        assert!(v.exists(), "`{attempt}` deleted {}\n{stdout}", v.display());
         survived += 1;
     }
     assert_eq!(
