@@ -274,6 +274,12 @@ const BASH: &[(char, &str)] = &[
     ('N', "echo \"unclosed"),
     ('N', "watch \"$c\""),
     ('N', "git -c core.pager='rm x' log"),
+    ('N', ". <(echo rm x)"),
+    ('N', "source /dev/stdin <<< 'rm x'"),
+    ('N', "bash <(echo rm x)"),
+    ('N', "sh /dev/stdin < cmds"),
+    ('D', "coproc NAME { rm x; }"),
+    ('D', "coproc rm x"),
 ];
 
 /// Rows that must stay usable (not denied; allowed in auto and yolo, read-only ones in ask).

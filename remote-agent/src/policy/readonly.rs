@@ -11,7 +11,8 @@ use super::bash::Piece;
 use super::wrappers::is_assignment;
 
 /// Commands without an option or operand that writes or runs anything.
-const ANY_ARGS: [&str; 42] = [
+const ANY_ARGS: [&str; 43] = [
+    ":",
     "cat",
     "ls",
     "ll",

@@ -191,6 +191,23 @@ impl Parser<'_> {
         }
     }
 
+    /// Consumes `( )` (a function definition's parentheses) when they come next.
+    fn skip_empty_parens(&mut self) -> bool {
+        if self.peek() != Some('(') {
+            return false;
+        }
+        let save = self.i;
+        self.i += 1;
+        self.skip_blanks();
+        if self.peek() == Some(')') {
+            self.i += 1;
+            true
+        } else {
+            self.i = save;
+            false
+        }
+    }
+
     fn skip_comment(&mut self) {
         while self.peek().is_some_and(|c| c != '\n') {
             self.i += 1;
@@ -308,14 +325,7 @@ impl Parser<'_> {
                     break;
                 }
                 '(' => {
-                    if words.len() == 1 && !after_group && {
-                        let save = self.i;
-                        self.i += 1;
-                        self.skip_blanks();
-                        let fdef = self.peek() == Some(')');
-                        self.i = if fdef { self.i + 1 } else { save };
-                        fdef
-                    } {
+                    if words.len() == 1 && !after_group && self.skip_empty_parens() {
                         // `name() body`: a definition, the body is parsed as what follows.
                         return None;
                     }
@@ -376,14 +386,7 @@ impl Parser<'_> {
                                 self.skip_blanks();
                                 let _name = self.read_word();
                                 self.skip_blanks();
-                                if self.peek() == Some('(') && {
-                                    let save = self.i;
-                                    self.i += 1;
-                                    self.skip_blanks();
-                                    let ok = self.peek() == Some(')');
-                                    self.i = if ok { self.i + 1 } else { save };
-                                    ok
-                                } {}
+                                self.skip_empty_parens();
                                 return None;
                             }
                             _ => {}

@@ -299,7 +299,14 @@ fn run(words: &[Word], out: &mut Runs, depth: usize) {
         }
         "nohup" | "builtin" | "unbuffer" | "catchsegv" | "busybox" | "coproc" => {
             let (at, unknown) = skip_opts(words, 1, &NONE);
-            inner(words, at, unknown && name != "busybox", out, depth);
+            // `coproc NAME { … }`: the command may follow a name, so look at every word.
+            inner(
+                words,
+                at,
+                (unknown || name == "coproc") && name != "busybox",
+                out,
+                depth,
+            );
         }
         "command" => {
             let o = Opts {
@@ -479,6 +486,9 @@ fn run(words: &[Word], out: &mut Runs, depth: usize) {
             }
         }
         "eval" => script_from(rest, out, "eval"),
+        "source" | "." if rest.first().is_some_and(reads_a_stream) => {
+            opaque(out, format!("{name} runs commands from a stream"));
+        }
         "trap" => {
             if let Some(first) = rest.first() {
                 if !first.value.starts_with('-') && rest.len() > 1 {
@@ -572,6 +582,10 @@ fn shell(name: &str, words: &[Word], out: &mut Runs) {
             }
         }
         (true, None) => {}
+        (false, Some(script)) if reads_a_stream(script) => opaque(
+            out,
+            format!("{name} runs commands from a stream or a computed file"),
+        ),
         // A script file runs, like `./script`.
         (false, Some(_)) => {}
         (false, None) => opaque(
@@ -579,6 +593,15 @@ fn shell(name: &str, words: &[Word], out: &mut Runs) {
             format!("{name} reads the commands it runs from standard input"),
         ),
     }
+}
+
+/// A script operand that is a stream (`<(…)`, `/dev/stdin`, `/proc/self/fd/0`) or computed.
+fn reads_a_stream(w: &Word) -> bool {
+    !w.literal
+        || w.expands
+        || w.value == "-"
+        || w.value.starts_with("/dev/")
+        || w.value.starts_with("/proc/")
 }
 
 /// Config keys whose value names a program git runs.

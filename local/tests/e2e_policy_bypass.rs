@@ -1,0 +1,183 @@
+//! Deny rules hold end to end: the real `reasonix run --yolo` with `deny = ["Bash(rm:*)",
+//! "Edit(secrets/**)"]` in the user config drives the real host binary; the scripted model
+//! tries to delete files and write a secret by spelling things differently. Every victim file
+//! must survive on disk, and a control command must still run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use serde_json::{json, Value};
+
+const KEY: &str = "sk-test-policy-bypass-1234";
+
+fn host_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
+        .parent()
+        .expect("bin dir")
+        .join("reasonix-remote");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace binaries first (`cargo build --workspace --bins`)",
+        p.display()
+    );
+    p
+}
+
+fn daemon_pid(home: &Path) -> Option<u32> {
+    for e in std::fs::read_dir(home.join("sessions")).ok()?.flatten() {
+        if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
+            let v: Value = serde_json::from_slice(&b).ok()?;
+            return v["pid"].as_u64().map(|p| p as u32);
+        }
+    }
+    None
+}
+
+/// Bash commands that each try to delete `victims/vN`.
+const BASH_ATTEMPTS: [&str; 12] = [
+    "rm victims/v0",
+    "sh -c 'rm victims/v1'",
+    "echo victims/v2 | xargs rm",
+    "find victims -name v3 -delete",
+    "env FOO=1 /bin/rm victims/v4",
+    "echo $(rm victims/v5)",
+    "if true; then r\\m victims/v6; fi",
+    "timeout -s KILL 10 nice -n 5 rm victims/v7",
+    "bash -c \"eval 'rm victims/v8'\"",
+    "x=rm; $x victims/v9",
+    "cat <<EOF\n$(rm victims/v10)\nEOF",
+    "find victims -name v11 -exec sh -c 'rm \"$1\"' _ {} \\;",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_rules_hold_against_respelled_commands_and_paths_in_yolo() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("rxhome");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(ws.join("victims")).expect("victims");
+    std::fs::create_dir_all(ws.join("secrets")).expect("secrets");
+    std::fs::write(ws.join("secrets/k"), "secret\n").expect("secret");
+    std::os::unix::fs::symlink("secrets", ws.join("lnk")).expect("symlink");
+    for i in 0..BASH_ATTEMPTS.len() {
+        std::fs::write(ws.join(format!("victims/v{i}")), "keep\n").expect("victim");
+    }
+    let ws_abs = std::fs::canonicalize(&ws).expect("canonical ws");
+    let mut calls: Vec<MockToolCall> = BASH_ATTEMPTS
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            MockToolCall::new(
+                &format!("b{i}"),
+                "bash",
+                &json!({ "command": c }).to_string(),
+            )
+        })
+        .collect();
+    for (i, path) in [
+        "./secrets/k".to_string(),
+        "src/../secrets/k".to_string(),
+        "lnk/k".to_string(),
+        format!("{}//secrets/./k", ws_abs.display()),
+    ]
+    .iter()
+    .enumerate()
+    {
+        calls.push(MockToolCall::new(
+            &format!("w{i}"),
+            "write_file",
+            &json!({"path": path, "content": "pwned\n"}).to_string(),
+        ));
+    }
+    calls.push(MockToolCall::new(
+        "control",
+        "bash",
+        &json!({"command": "echo ran > control.txt"}).to_string(),
+    ));
+    let n_calls = calls.len();
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(calls, 3),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            r#"default_model = "mock/mock-model"
+[[providers]]
+name = "mock"
+kind = "openai"
+base_url = "{}"
+models = ["mock-model"]
+default = "mock-model"
+api_key_env = "RX_BYPASS_KEY"
+
+[permissions]
+deny = ["Bash(rm:*)", "Edit(secrets/**)"]
+"#,
+            mock.base_url()
+        ),
+    )
+    .expect("config");
+    let (h, w) = (home.clone(), ws.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_reasonix"))
+            .args(["run", "--json", "--yolo", "clean up"])
+            .current_dir(&w)
+            .env("REASONIX_HOME", &h)
+            .env("REASONIX_REMOTE_BIN", host_bin())
+            .env("RX_BYPASS_KEY", KEY)
+            .env("REASONIX_IDLE_TIMEOUT_SECS", "30")
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .expect("run reasonix")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    if let Some(pid) = daemon_pid(&home) {
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+    }
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The control command ran: tools were really executed in this turn.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("control.txt")).unwrap_or_default(),
+        "ran\n",
+        "{stdout}"
+    );
+    let mut survived = 0;
+    for (i, attempt) in BASH_ATTEMPTS.iter().enumerate() {
+        let v = ws.join(format!("victims/v{i}"));
+        assert!(v.exists(), "`{attempt}` deleted {}\n{stdout}", v.display());
+        survived += 1;
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("secrets/k")).expect("secret"),
+        "secret\n",
+        "the secret was overwritten\n{stdout}"
+    );
+    // Every attempt came back to the model as a refusal.
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_finished")
+        .collect();
+    assert_eq!(finished.len(), n_calls, "{stdout}");
+    let refused = finished.iter().filter(|e| e["is_error"] == true).count();
+    assert_eq!(
+        refused,
+        n_calls - 1,
+        "all but the control call are refused\n{stdout}"
+    );
+    eprintln!("e2e: {survived} bash attempts and 4 path spellings refused under --yolo");
+}
