@@ -308,7 +308,11 @@ mod tests {
         let tail = c.diagnostics.stderr_tail();
         let lines: Vec<&str> = tail.lines().collect();
         assert_eq!(lines.len(), 2, "{}", &tail[..tail.len().min(200)]);
-        assert_eq!(lines[0].len(), STDERR_LINE_CHARS, "the long line is shortened");
+        assert_eq!(
+            lines[0].len(),
+            STDERR_LINE_CHARS,
+            "the long line is shortened"
+        );
         assert!(lines[0].bytes().all(|b| b == b'x'));
         assert_eq!(lines[1], "last");
     }

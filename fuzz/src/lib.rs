@@ -18,15 +18,15 @@ mod link;
 mod mcp;
 mod mutate;
 mod policy;
-mod ssh;
 mod sse;
+mod ssh;
 
 pub use link::{frame, handshake, link, preamble};
 pub use mcp::mcp_lines;
 pub use mutate::{mutate, Rng};
 pub use policy::{bash_split, policy_rules};
-pub use ssh::{known_hosts, ssh_config};
 pub use sse::sse;
+pub use ssh::{known_hosts, ssh_config};
 
 /// Every target by name, in the order `fuzz/run.sh` runs them.
 pub const TARGETS: &[(&str, fn(&[u8]))] = &[

@@ -69,10 +69,7 @@ pub fn frame(data: &[u8]) {
                     round_trips(&w);
                 }
             }
-            FrameKind::Ack
-            | FrameKind::Ping
-            | FrameKind::Pong
-            | FrameKind::Close => {}
+            FrameKind::Ack | FrameKind::Ping | FrameKind::Pong | FrameKind::Close => {}
         }
     }
 }
@@ -146,7 +143,11 @@ pub fn link(data: &[u8]) {
         let peer_received = data.first().map_or(0, |b| u64::from(b % 5));
         let reader = data.get(1..).unwrap_or_default().to_vec();
         let _why = link
-            .run_transport(std::io::Cursor::new(reader), tokio::io::sink(), peer_received)
+            .run_transport(
+                std::io::Cursor::new(reader),
+                tokio::io::sink(),
+                peer_received,
+            )
             .await;
         let data_frames = count_data_frames(data.get(1..).unwrap_or_default());
         let mut delivered = 0u64;

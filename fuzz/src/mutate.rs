@@ -9,7 +9,11 @@ pub struct Rng(u64);
 impl Rng {
     /// A generator for `seed` (0 is replaced, xorshift cannot leave it).
     pub fn new(seed: u64) -> Self {
-        Rng(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
+        Rng(if seed == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            seed
+        })
     }
 
     /// The next 64 random bits.

@@ -111,7 +111,12 @@ pub fn known_hosts(data: &[u8]) {
     let fixed = KnownHosts::load(&[fixed_file]);
     let mut keys: Vec<_> = fixed.entries().iter().map(|e| e.key.clone()).collect();
     keys.extend(kh.entries().iter().take(8).map(|e| e.key.clone()));
-    let hosts = [("fuzzhost", 22), ("fuzzhost", 2222), ("10.1.2.3", 22), ("", 0)];
+    let hosts = [
+        ("fuzzhost", 22),
+        ("fuzzhost", 2222),
+        ("10.1.2.3", 22),
+        ("", 0),
+    ];
     for key in &keys {
         for (host, port) in hosts {
             let _ = kh.lookup(host, port, key);
