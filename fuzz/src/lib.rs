@@ -28,8 +28,11 @@ pub use policy::{bash_split, policy_rules};
 pub use sse::sse;
 pub use ssh::{known_hosts, ssh_config};
 
+/// A fuzz target: takes any bytes, panics only on a bug.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, in the order `fuzz/run.sh` runs them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("frame", frame),
     ("link", link),
     ("preamble", preamble),

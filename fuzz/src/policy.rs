@@ -43,7 +43,7 @@ pub fn policy_rules(data: &[u8]) {
     // Each rule alone too, so one bad rule does not hide the others from the decisions.
     let mut policies: Vec<Policy> = lines
         .iter()
-        .filter_map(|r| Policy::new(Mode::Ask, &[r.clone()], &[], &[]).ok())
+        .filter_map(|r| Policy::new(Mode::Ask, std::slice::from_ref(r), &[], &[]).ok())
         .collect();
     if let Ok(p) = Policy::from_config(&cfg) {
         policies.push(p);
