@@ -75,7 +75,7 @@ pub struct AttachSpec {
 }
 
 /// `--workspace=PATH` as one word, so a workspace whose name starts with `-` stays a value
-/// instead of being parsed as flags (shell quoting is [`sh_quote`]'s job).
+/// instead of being parsed as flags (shell quoting is `sh_quote`'s job).
 pub fn workspace_flag(path: &str) -> String {
     format!("--workspace={path}")
 }
