@@ -74,14 +74,16 @@ pub struct AttachSpec {
     pub other_build: OtherBuild,
 }
 
+/// `--workspace=PATH` as one word, so a workspace whose name starts with `-` stays a value
+/// instead of being parsed as flags (shell quoting is `sh_quote`'s job).
+pub fn workspace_flag(path: &str) -> String {
+    format!("--workspace={path}")
+}
+
 /// The script for `spec` with report tag `tag`.
 pub fn attach_script(spec: &AttachSpec, tag: &str) -> String {
     let q = sh_quote;
-    let mut args = vec![
-        "attach".to_string(),
-        "--workspace".into(),
-        spec.workspace.clone(),
-    ];
+    let mut args = vec!["attach".to_string(), workspace_flag(&spec.workspace)];
     args.extend(spec.daemon_args.iter().cloned());
     args.extend([
         "--tag".into(),
@@ -430,7 +432,7 @@ mod tests {
         let text = String::from_utf8_lossy(&out);
         assert!(text.starts_with("REASONIX-LINK/1 fake\n"), "{text}");
         assert!(
-            text.contains("[attach][--workspace][my ws/it's][--idle-timeout=5][--tag][t2][--other-build][ask][--hello-fd][3]"),
+            text.contains("[attach][--workspace=my ws/it's][--idle-timeout=5][--tag][t2][--other-build][ask][--hello-fd][3]"),
             "{text}"
         );
         assert!(text.trim_end().ends_with(&hex::encode(&s.hello)), "{text}");

@@ -173,20 +173,44 @@ async fn pump_stdin(mut stdin: ChildStdin, mut rx: mpsc::Receiver<String>) {
     }
 }
 
+/// Bytes of one stderr line held while reading it; the rest of an over-long line is read and
+/// dropped. Only [`STDERR_LINE_CHARS`] of a line are kept anyway, and a process printing
+/// endless output without a newline must not grow our memory with it.
+const STDERR_LINE_BYTES: usize = 4 * STDERR_LINE_CHARS;
+
 async fn pump_stderr(stderr: impl AsyncRead + Unpin, diag: Arc<ChildDiagnostics>, label: String) {
     let mut r = BufReader::new(stderr);
-    let mut buf = Vec::new();
+    let mut line = Vec::new();
     loop {
-        buf.clear();
-        match r.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let line = String::from_utf8_lossy(&buf);
-                tracing::debug!(child = %label, stderr = %line.trim_end(), "child stderr");
-                diag.push_stderr(&line);
+        let (used, end_of_line) = match r.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(chunk) => {
+                let (used, end) = match chunk.iter().position(|&b| b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (chunk.len(), false),
+                };
+                let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+                line.extend_from_slice(&chunk[..used.min(room)]);
+                (used, end)
             }
+        };
+        r.consume(used);
+        if end_of_line {
+            emit_stderr(&diag, &label, &line);
+            line.clear();
         }
     }
+    // A last line without a newline.
+    emit_stderr(&diag, &label, &line);
+}
+
+fn emit_stderr(diag: &ChildDiagnostics, label: &str, line: &[u8]) {
+    if line.is_empty() {
+        return;
+    }
+    let line = String::from_utf8_lossy(line);
+    tracing::debug!(child = %label, stderr = %line.trim_end(), "child stderr");
+    diag.push_stderr(&line);
 }
 
 /// Forwards stdout lines; at EOF records the exit status (letting stderr drain first) before
@@ -269,6 +293,28 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), gone)
             .await
             .expect("the grandchild died with its group");
+    }
+
+    #[tokio::test]
+    async fn endless_stderr_without_a_newline_is_bounded_and_the_tail_still_recorded() {
+        let mut cmd = Command::new("sh");
+        // 8 MiB on stderr in one line, then a normal line; stdout closes after both.
+        cmd.args([
+            "-c",
+            "head -c 8388608 /dev/zero | tr '\\0' x >&2; echo ' end' >&2; echo last >&2",
+        ]);
+        let mut c = spawn_line_child(cmd, 8, "test").expect("spawn");
+        assert_eq!(c.from_child.recv().await, None);
+        let tail = c.diagnostics.stderr_tail();
+        let lines: Vec<&str> = tail.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", &tail[..tail.len().min(200)]);
+        assert_eq!(
+            lines[0].len(),
+            STDERR_LINE_CHARS,
+            "the long line is shortened"
+        );
+        assert!(lines[0].bytes().all(|b| b == b'x'));
+        assert_eq!(lines[1], "last");
     }
 
     #[test]

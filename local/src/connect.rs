@@ -206,9 +206,11 @@ impl LocalConnector {
     async fn attempt(&self, hello: &[u8], other: OtherBuild) -> Result<Attempt, ConnectError> {
         let tag = format!("{:016x}", rand::random::<u64>());
         let mut cmd = tokio::process::Command::new(&self.binary);
+        // One word (`--workspace=PATH`): a path starting with `-` must not read as flags.
+        let mut workspace = std::ffi::OsString::from("--workspace=");
+        workspace.push(&self.workspace);
         cmd.arg("attach")
-            .arg("--workspace")
-            .arg(&self.workspace)
+            .arg(workspace)
             .args(["--tag", &tag, "--other-build", other.flag()])
             .env_clear()
             .envs(

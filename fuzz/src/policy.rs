@@ -1,0 +1,97 @@
+//! Permission rules and bash decomposition (`reasonix_remote::policy`).
+
+use reasonix_remote::policy::{
+    is_read_only_command, shell_words, split_command, Mode, Policy, PolicyConfig,
+};
+use serde_json::json;
+
+use crate::text;
+
+/// Tools the rules are decided against (built-in names, a writer, an MCP tool).
+const TOOLS: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "glob",
+    "mcp__srv__tool",
+];
+
+/// Rules: each line of `data` is a rule, put in allow, ask or deny by its position; a bad
+/// rule must be refused with an error, never a panic. The compiled policy then decides every
+/// rule's own text used as a path and as a bash command, for every tool and mode, and the
+/// session "always" paths run on them.
+pub fn policy_rules(data: &[u8]) {
+    let input = text(data);
+    let lines: Vec<String> = input.lines().take(32).map(str::to_string).collect();
+    let (mut allow, mut ask, mut deny) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, l) in lines.iter().enumerate() {
+        match i % 3 {
+            0 => allow.push(l.clone()),
+            1 => ask.push(l.clone()),
+            _ => deny.push(l.clone()),
+        }
+    }
+    let cfg = PolicyConfig {
+        mode: None,
+        allow,
+        ask,
+        deny,
+    };
+    let _ = Policy::tighten_only(&cfg, &PolicyConfig::default());
+    let _ = Policy::tighten_only(&PolicyConfig::default(), &cfg);
+    // Each rule alone too, so one bad rule does not hide the others from the decisions.
+    let mut policies: Vec<Policy> = lines
+        .iter()
+        .filter_map(|r| Policy::new(Mode::Ask, std::slice::from_ref(r), &[], &[]).ok())
+        .collect();
+    if let Ok(p) = Policy::from_config(&cfg) {
+        policies.push(p);
+    }
+    for mut p in policies.into_iter().rev().take(4) {
+        for mode in [Mode::Ask, Mode::Auto, Mode::Yolo] {
+            p.set_mode(mode);
+            for l in lines.iter().take(4) {
+                for tool in TOOLS {
+                    let args = json!({"path": l, "command": l, "pattern": l});
+                    let _ = p.decide(tool, &args, false);
+                    let _ = p.decide(tool, &args, true);
+                }
+            }
+        }
+        if let Some(l) = lines.first() {
+            let args = json!({"command": l, "path": l});
+            let _ = Policy::always_rule("bash", &args);
+            p.allow_for_session("bash", &args);
+            let _ = p.decide("bash", &args, false);
+        }
+    }
+}
+
+/// Bash decomposition: `data` is one command line. Splitting must not panic, each piece is
+/// re-split and re-tokenised (the policy does that too), and the default policy decides it.
+pub fn bash_split(data: &[u8]) {
+    let cmd = text(data);
+    let pieces = split_command(&cmd);
+    for p in &pieces {
+        let _ = is_read_only_command(p);
+        let again = split_command(&p.text);
+        assert!(
+            !again.is_empty() || p.text.trim().is_empty() || p.words.is_empty(),
+            "a non-empty piece {:?} splits into nothing",
+            p.text
+        );
+        let _ = shell_words(&p.text);
+    }
+    let _ = shell_words(&cmd);
+    if let Ok(p) = Policy::new(
+        Mode::Ask,
+        &["Bash(git status:*)".into(), "Bash(ls *)".into()],
+        &[],
+        &["Bash(rm -rf:*)".into()],
+    ) {
+        let args = json!({ "command": cmd });
+        let _ = p.decide("bash", &args, false);
+        let _ = Policy::always_rule("bash", &args);
+    }
+}
