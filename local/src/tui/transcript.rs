@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
+use reasonix_forward::content::ContentRef;
 use reasonix_forward::proto::{ApprovalDecision, EventKind};
 use serde_json::Value;
 
@@ -48,6 +49,9 @@ pub(crate) struct ToolCard {
     pub(crate) arguments: String,
     pub(crate) state: ToolState,
     pub(crate) output: String,
+    /// Set when the output is a preview of a larger one kept on the host (`/output` fetches
+    /// the whole of it).
+    pub(crate) output_ref: Option<ContentRef>,
     pub(crate) progress: String,
     /// Wall-clock milliseconds (from event timestamps) when it started / finished.
     pub(crate) started_ms: Option<i64>,
@@ -300,6 +304,7 @@ impl Transcript {
                         arguments: call.arguments.clone(),
                         state: ToolState::Queued,
                         output: String::new(),
+                        output_ref: None,
                         progress: String::new(),
                         started_ms: None,
                         finished_ms: None,
@@ -322,6 +327,7 @@ impl Transcript {
                         arguments: arguments.clone(),
                         state: ToolState::Queued,
                         output: String::new(),
+                        output_ref: None,
                         progress: String::new(),
                         started_ms: None,
                         finished_ms: None,
@@ -345,6 +351,7 @@ impl Transcript {
                 name,
                 is_error,
                 output,
+                output_ref,
             } => {
                 if !self.by_call.contains_key(call_id) {
                     let i = self.push(EntryKind::Tool(ToolCard {
@@ -352,6 +359,7 @@ impl Transcript {
                         arguments: String::new(),
                         state: ToolState::Queued,
                         output: String::new(),
+                        output_ref: None,
                         progress: String::new(),
                         started_ms: None,
                         finished_ms: None,
@@ -367,6 +375,7 @@ impl Transcript {
                             is_error: *is_error,
                         };
                         c.output = output.clone();
+                        c.output_ref = output_ref.clone();
                         c.finished_ms = ts_ms;
                         c.awaiting_approval = false;
                     }
@@ -1021,6 +1030,7 @@ mod tests {
                 name: "bash".into(),
                 is_error: false,
                 output: "a\nb".into(),
+                output_ref: None,
             },
             Some(3500),
             1,
