@@ -434,7 +434,8 @@ async fn cancel_closes_the_provider_connection_and_the_next_turn_works() {
         .await
         .expect("cancel");
     // The laptop's gateway closed the HTTP stream: the mock saw its client leave.
-    tokio::time::timeout(PATIENCE, mock.wait_closed_early(0))
+    // Well under the gateway's 300 s idle timeout, which would also close it.
+    tokio::time::timeout(Duration::from_secs(120), mock.wait_closed_early(0))
         .await
         .expect("the provider connection was closed after the cancel");
     let finished = tokio::time::timeout(PATIENCE, async {
@@ -454,4 +455,51 @@ async fn cancel_closes_the_provider_connection_and_the_next_turn_works() {
     assert_eq!(finished, "cancelled");
     let second = turn(&client, &mut events, "t2", "again").await;
     assert_eq!(outcome(&second), "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_too_big_for_a_frame_becomes_an_error_notice_and_the_session_goes_on() {
+    // A 9 MiB answer of `"`: its deltas are small, but the assistant message event is 18 MiB
+    // of JSON, beyond the frame limit. The client must get a notice in its place (same seq,
+    // no hole), and the session must go on (the next request carries the 9 MiB answer, by
+    // reference).
+    let piece = "\"".repeat(1024 * 1024);
+    let mock = MockProvider::start(vec![
+        MockReply::text(&vec![piece.as_str(); 9]),
+        MockReply::text(&["still here"]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_BIG_KEY", "sk-big");
+    let config = rig.config();
+    let (client, mut events) = rig.client(&config);
+    open(&client).await;
+    let first = turn(&client, &mut events, "t1", "say a lot").await;
+    assert_eq!(outcome(&first), "completed", "{}", kinds(&first));
+    assert_contiguous(&first);
+    let text_len: usize = first
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::TextDelta { text } => Some(text.len()),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(text_len, 9 * piece.len());
+    assert!(
+        first.iter().any(|e| matches!(&e.kind,
+            EventKind::Notice { text } if text.starts_with("error: event") && text.contains("assistant_message"))),
+        "{}",
+        kinds(&first)
+    );
+    let second = turn(&client, &mut events, "t2", "and now?").await;
+    assert_eq!(outcome(&second), "completed");
+    let reqs = mock.requests();
+    let answer = reqs[1]
+        .messages()
+        .into_iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the first answer is in the next request");
+    assert_eq!(
+        answer["content"].as_str().map(str::len),
+        Some(9 * piece.len())
+    );
 }

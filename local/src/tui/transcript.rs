@@ -485,6 +485,21 @@ impl Transcript {
     }
 
     /// Text of the last assistant answer.
+    /// The `n`-th most recent tool call that finished (1 = the last): its name, output and
+    /// the reference to its full output when the output is a preview.
+    pub(crate) fn nth_tool_output(&self, n: usize) -> Option<(String, String, Option<ContentRef>)> {
+        self.entries
+            .iter()
+            .rev()
+            .filter_map(|e| match &e.kind {
+                EntryKind::Tool(c) if matches!(c.state, ToolState::Done { .. }) => {
+                    Some((c.name.clone(), c.output.clone(), c.output_ref.clone()))
+                }
+                _ => None,
+            })
+            .nth(n.saturating_sub(1))
+    }
+
     pub(crate) fn last_answer(&self) -> Option<String> {
         self.entries.iter().rev().find_map(|e| match &e.kind {
             EntryKind::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
@@ -921,6 +936,18 @@ fn tool_card(card: &ToolCard, ctx: &LayoutCtx, w: usize) -> Vec<Line<'static>> {
                 out.push(Line::from(vec![
                     gutter[0].clone(),
                     Span::styled(format!("… {} more lines", lines.len() - max), theme::dim()),
+                ]));
+            }
+            if let Some(r) = &card.output_ref {
+                out.push(Line::from(vec![
+                    gutter[0].clone(),
+                    Span::styled(
+                        format!(
+                            "… {} in full on the host; /output saves it to a file",
+                            super::fullout::human_bytes(r.bytes)
+                        ),
+                        theme::dim(),
+                    ),
                 ]));
             }
         }
