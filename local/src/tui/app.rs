@@ -361,7 +361,7 @@ pub(crate) const COMMANDS: &[(&str, &str, &str)] = &[
     (
         "output",
         "[N]",
-        "save the full output of the last (or N-th last) tool call to a file",
+        "save the last (or N-th last) tool output to a file",
     ),
     ("reconnect", "", "retry the connection now"),
     (
