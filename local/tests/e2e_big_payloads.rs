@@ -465,7 +465,7 @@ async fn an_event_too_big_for_a_frame_becomes_an_error_notice_and_the_session_go
     // reference).
     let piece = "\"".repeat(1024 * 1024);
     let mock = MockProvider::start(vec![
-        MockReply::text(&vec![piece.as_str(); 9]),
+        MockReply::text(&[piece.as_str(); 9]),
         MockReply::text(&["still here"]),
     ])
     .await;
