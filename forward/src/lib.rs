@@ -7,11 +7,13 @@
 //! - [`link`]: a [`link::Link`] that outlives its transports (replay buffer, resume, heartbeat);
 //! - [`rpc`]: requests, responses and notifications multiplexed on one link;
 //! - [`proto`]: every message type;
+//! - [`content`]: large content by reference (SHA-256 refs, chunked fetch, line splitting);
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
 //! - [`child`]: a line-speaking child process (MCP stdio servers on either side).
 
 pub mod attach;
 pub mod child;
+pub mod content;
 pub mod frame;
 pub mod handshake;
 pub mod link;

@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::content::{ContentChunk, ContentRef};
+
 /// Version of the link protocol. Bumped on any incompatible change to frames or messages.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -171,6 +173,16 @@ pub enum Request {
         #[serde(default)]
         laptop: Vec<String>,
     },
+    /// A chunk of content stored by reference (a [`ContentRef`] in an event, or the
+    /// messages of a large [`ProviderRequest`]). Answered with [`Response::Content`].
+    FetchContent {
+        /// The content's SHA-256 (lower-case hex).
+        sha256: String,
+        /// First byte wanted.
+        offset: u64,
+        /// Bytes wanted (the answer holds at most [`crate::content::FETCH_CHUNK_MAX`]).
+        len: u32,
+    },
 
     // ---- daemon -> client ----
     /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
@@ -286,6 +298,8 @@ pub enum Response {
         /// Every server, host ones first, each group sorted by name.
         servers: Vec<McpServerInfo>,
     },
+    /// Answer to [`Request::FetchContent`].
+    Content(ContentChunk),
 }
 
 /// One MCP server as `/mcp` and `reasonix mcp list` show it.
@@ -438,8 +452,12 @@ pub enum Notification {
     McpLine {
         /// Channel id from [`Request::McpOpen`].
         channel: u64,
-        /// The line, without its newline.
+        /// The line, without its newline (or one piece of it, see `more`).
         line: String,
+        /// True when more pieces of this line follow: a line longer than
+        /// [`crate::content::MCP_LINE_PIECE`] is sent in pieces so each fits a frame.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        more: bool,
     },
     /// The laptop-side MCP server of `channel` exited (client -> daemon).
     McpClosed {
@@ -447,6 +465,12 @@ pub enum Notification {
         channel: u64,
         /// Exit status and stderr tail.
         reason: String,
+    },
+    /// Stop the provider stream `stream_id` (daemon -> client): the turn was cancelled or no
+    /// longer needs the reply. The gateway closes the HTTP stream to the provider.
+    ProviderCancel {
+        /// The stream to stop.
+        stream_id: String,
     },
     /// A marker that frames were dropped because a replay window was exceeded.
     Dropped {
@@ -465,8 +489,12 @@ pub struct ProviderRequest {
     pub stream_id: String,
     /// Model label (`provider/model`, provider name or bare model); `None` = default.
     pub model: Option<String>,
-    /// OpenAI-format messages.
+    /// OpenAI-format messages (empty when `messages_ref` is set).
     pub messages: Vec<Value>,
+    /// Set when the messages are too big for one frame: the JSON array of the messages is
+    /// fetched from the host with [`Request::FetchContent`] (and checked against the hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_ref: Option<ContentRef>,
     /// OpenAI-format tool definitions, already canonicalised and sorted.
     pub tools: Vec<Value>,
     /// Sampling temperature.
@@ -618,8 +646,13 @@ pub enum EventKind {
         name: String,
         /// True when the tool reported an error.
         is_error: bool,
-        /// Full output (bounded only when it enters the model context).
+        /// The output in full, or, when `output_ref` is set, the bounded view the model saw
+        /// (head and tail with a marker saying how much was cut).
         output: String,
+        /// Set when the output was longer than [`crate::content::EXTERNALIZE_OVER`]: the
+        /// full output is stored on the host and fetched with [`Request::FetchContent`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_ref: Option<ContentRef>,
     },
     /// An approval is needed.
     ApprovalRequested {

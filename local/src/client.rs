@@ -189,6 +189,33 @@ impl Client {
         rpc.request(body).await
     }
 
+    /// Fetch content stored on the host by reference (a `ToolFinished` output), chunk by
+    /// chunk, and check its SHA-256.
+    pub async fn fetch_content(
+        &self,
+        r: &reasonix_forward::content::ContentRef,
+    ) -> Result<Vec<u8>, reasonix_forward::content::ContentError> {
+        reasonix_forward::content::fetch_all(r, |offset, len| {
+            let c = self.clone();
+            let sha256 = r.sha256.clone();
+            async move {
+                match c
+                    .request(Request::FetchContent {
+                        sha256,
+                        offset,
+                        len,
+                    })
+                    .await
+                {
+                    Ok(Response::Content(chunk)) => Ok(chunk),
+                    Ok(other) => Err(format!("unexpected answer {other:?}")),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await
+    }
+
     /// Skip the current backoff delay and try to reconnect at once.
     pub fn retry_now(&self) {
         self.retry_now.notify_one();
@@ -444,12 +471,18 @@ fn open_laptop_mcp(
     let diag = chans.diagnostics;
     tokio::spawn(async move {
         while let Some(line) = from.recv().await {
-            if rpc
-                .notify(Notification::McpLine { channel, line })
-                .await
-                .is_err()
-            {
-                return;
+            for (line, more) in reasonix_forward::content::split_line(line) {
+                if let Err(e) = rpc
+                    .notify(Notification::McpLine {
+                        channel,
+                        line,
+                        more,
+                    })
+                    .await
+                {
+                    tracing::warn!(channel, "MCP line to the host not sent: {e}");
+                    return;
+                }
             }
         }
         routes
@@ -478,6 +511,11 @@ async fn serve_incoming(
     last_contact: Arc<Mutex<Instant>>,
 ) {
     let routes: McpRoutes = Arc::default();
+    let mut joiners: std::collections::HashMap<u64, reasonix_forward::content::LineJoiner> =
+        std::collections::HashMap::new();
+    // Provider streams being relayed, by stream id, so the host can cancel them.
+    let mut streams: std::collections::HashMap<String, tokio::task::AbortHandle> =
+        std::collections::HashMap::new();
     while let Some(msg) = incoming.recv().await {
         *last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         match msg {
@@ -492,21 +530,18 @@ async fn serve_incoming(
                 Request::Provider(req) => {
                     let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
                     // The gateway keeps reading the HTTP stream into its channel whatever
-                    // happens to the link; the link buffers chunks while it is down.
+                    // happens to the link; the link buffers chunks while it is down. The
+                    // relay runs on a task of its own (fetching big messages makes calls on
+                    // this link, which must not wait on this loop); aborting it (the host's
+                    // ProviderCancel) drops the receiver, which closes the HTTP stream.
                     let stream_id = req.stream_id.clone();
-                    let mut chunks = gateway.stream(req);
-                    let rpc = rpc.clone();
-                    tokio::spawn(async move {
-                        while let Some(chunk) = chunks.recv().await {
-                            let n = Notification::ProviderChunk {
-                                stream_id: stream_id.clone(),
-                                chunk,
-                            };
-                            if rpc.notify(n).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
+                    let task = tokio::spawn(relay_provider_stream(
+                        rpc.clone(),
+                        Arc::clone(&gateway),
+                        req,
+                    ));
+                    streams.retain(|_, h| !h.is_finished());
+                    streams.insert(stream_id, task.abort_handle());
                 }
                 other => {
                     let _ = rpc
@@ -554,7 +589,22 @@ async fn serve_incoming(
                             },
                         })
                     }
-                    Notification::McpLine { channel, line } => {
+                    Notification::ProviderCancel { stream_id } => {
+                        if let Some(task) = streams.remove(&stream_id) {
+                            tracing::info!(stream_id, "provider stream cancelled by the host");
+                            task.abort();
+                        }
+                        continue;
+                    }
+                    Notification::McpLine {
+                        channel,
+                        line,
+                        more,
+                    } => {
+                        let Some(line) = joiners.entry(channel).or_default().push(line, more)
+                        else {
+                            continue;
+                        };
                         if let Some(tx) = routes
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -568,6 +618,7 @@ async fn serve_incoming(
                         // The host let go of this server (e.g. another client drives now):
                         // closing its stdin lets it exit.
                         tracing::info!(channel, "host closed laptop MCP channel: {reason}");
+                        joiners.remove(&channel);
                         routes
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -578,6 +629,69 @@ async fn serve_incoming(
                 };
                 let _ = events.send(ev);
             }
+        }
+    }
+}
+
+/// Run one provider request through the gateway and relay its chunks to the host. Messages
+/// sent by reference are fetched from the host first (and checked against their SHA-256).
+async fn relay_provider_stream(
+    rpc: Rpc,
+    gateway: Arc<Gateway>,
+    mut req: reasonix_forward::proto::ProviderRequest,
+) {
+    let stream_id = req.stream_id.clone();
+    if let Some(r) = req.messages_ref.take() {
+        let fetched = reasonix_forward::content::fetch_all(&r, |offset, len| {
+            let rpc = rpc.clone();
+            let sha256 = r.sha256.clone();
+            async move {
+                match rpc
+                    .request(Request::FetchContent {
+                        sha256,
+                        offset,
+                        len,
+                    })
+                    .await
+                {
+                    Ok(Response::Content(chunk)) => Ok(chunk),
+                    Ok(other) => Err(format!("unexpected answer {other:?}")),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| {
+            serde_json::from_slice::<Vec<serde_json::Value>>(&bytes)
+                .map_err(|e| format!("the messages are not a JSON array: {e}"))
+        });
+        match fetched {
+            Ok(messages) => req.messages = messages,
+            Err(e) => {
+                tracing::warn!(stream_id, "provider messages could not be fetched: {e}");
+                let chunk = reasonix_forward::proto::ProviderChunk::Error {
+                    message: format!(
+                        "the laptop could not fetch this request's messages from the host: {e}"
+                    ),
+                    retryable: true,
+                };
+                let _ = rpc
+                    .notify(Notification::ProviderChunk { stream_id, chunk })
+                    .await;
+                return;
+            }
+        }
+    }
+    let mut chunks = gateway.stream(req);
+    while let Some(chunk) = chunks.recv().await {
+        let n = Notification::ProviderChunk {
+            stream_id: stream_id.clone(),
+            chunk,
+        };
+        if let Err(e) = rpc.notify(n).await {
+            tracing::warn!(stream_id, "provider chunk not sent to the host: {e}");
+            return;
         }
     }
 }

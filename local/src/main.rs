@@ -209,6 +209,10 @@ struct RunArgs {
     /// Print one JSON event per line.
     #[arg(long)]
     json: bool,
+    /// With --json: put each tool's complete output in its `tool_finished` line (outputs
+    /// over 64 KiB are fetched from the host by reference and checked against their SHA-256).
+    #[arg(long, requires = "json")]
+    full_output: bool,
     /// Allow writers without asking (explicit ask/deny rules still hold).
     #[arg(long, conflicts_with = "yolo")]
     auto: bool,
@@ -321,6 +325,7 @@ async fn run(args: RunArgs) -> i32 {
         reasonix_local::run::RunOptions {
             prompt: args.prompt,
             json: args.json,
+            full_output: args.full_output,
             session: args.session,
             continue_last: args.continue_last,
             model: args.run_model,

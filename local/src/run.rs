@@ -20,6 +20,9 @@ pub struct RunOptions {
     pub prompt: String,
     /// Print JSON lines instead of text.
     pub json: bool,
+    /// With `json`: each `tool_finished` line carries the complete output (fetched from the
+    /// host by reference when it was stored there).
+    pub full_output: bool,
     /// Resume this session.
     pub session: Option<String>,
     /// Resume the most recent session.
@@ -225,6 +228,20 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                             },
                         };
                     }
+                    EventKind::ToolFinished { output_ref, .. } if opts.full_output => {
+                        let full = match output_ref {
+                            Some(r) => client
+                                .fetch_content(r)
+                                .await
+                                .map_err(|e| e.to_string())
+                                .and_then(|b| {
+                                    String::from_utf8(b)
+                                        .map_err(|e| format!("the stored output is not UTF-8: {e}"))
+                                }),
+                            None => Ok(String::new()),
+                        };
+                        out.tool_finished(&e.kind, Some(full));
+                    }
                     _ => out.event(&e.kind),
                 }
             }
@@ -335,14 +352,9 @@ impl Printer {
                 } => {
                     json!({"type": "tool_started", "call_id": call_id, "name": name, "arguments": arguments})
                 }
-                EventKind::ToolFinished {
-                    call_id,
-                    name,
-                    is_error,
-                    output,
-                } => {
-                    json!({"type": "tool_finished", "call_id": call_id, "name": name,
-                           "is_error": is_error, "summary": summary(output), "bytes": output.len()})
+                EventKind::ToolFinished { .. } => {
+                    self.tool_finished(kind, None);
+                    return;
                 }
                 EventKind::ApprovalRequested {
                     tool,
@@ -380,6 +392,44 @@ impl Printer {
             EventKind::Notice { text } => eprintln!("[reasonix] {text}"),
             _ => {}
         }
+    }
+
+    /// A `tool_finished` line: a summary, the full size and, for outputs stored on the host,
+    /// their SHA-256. `full` (with `--full-output`) adds the complete output: `Ok("")` means
+    /// "the event's own output is complete".
+    fn tool_finished(&mut self, kind: &EventKind, full: Option<Result<String, String>>) {
+        let EventKind::ToolFinished {
+            call_id,
+            name,
+            is_error,
+            output,
+            output_ref,
+        } = kind
+        else {
+            return;
+        };
+        if !self.json {
+            self.event(kind);
+            return;
+        }
+        let bytes = output_ref
+            .as_ref()
+            .map(|r| r.bytes)
+            .unwrap_or(output.len() as u64);
+        let mut v = json!({"type": "tool_finished", "call_id": call_id, "name": name,
+                           "is_error": is_error, "summary": summary(output), "bytes": bytes});
+        if let Some(r) = output_ref {
+            v["sha256"] = json!(r.sha256);
+        }
+        match full {
+            None => {}
+            Some(Ok(text)) if text.is_empty() && output_ref.is_none() => {
+                v["output"] = json!(output);
+            }
+            Some(Ok(text)) => v["output"] = json!(text),
+            Some(Err(e)) => v["output_error"] = json!(e),
+        }
+        self.line(v);
     }
 
     fn finished(&mut self, outcome: &str, detail: Option<&str>, usage: &Usage, model: &str) {

@@ -74,6 +74,7 @@ fn request(messages: Vec<Value>) -> ProviderRequest {
         messages,
         tools: Vec::new(),
         temperature: None,
+        messages_ref: None,
     }
 }
 

@@ -746,3 +746,73 @@ fn rewind_command_and_its_answer() {
     assert_eq!(app.last_seq(), 0);
     assert!(!draw(&app, 100, 30).contains("Fix the off-by-one"));
 }
+
+#[test]
+fn output_command_asks_for_the_full_output_by_reference() {
+    let mut app = App::new(settings());
+    app.tick(0, BASE_WALL_MS);
+    connected(&mut app, ClientRole::Driver);
+    let mut f = Feed::new();
+    f.ev(
+        &mut app,
+        0.0,
+        EventKind::UserTurn {
+            attachments: Vec::new(),
+            request_id: "r1".into(),
+            text: "print a lot".into(),
+        },
+    );
+    let big = reasonix_forward::content::ContentRef {
+        sha256: "ab".repeat(32),
+        bytes: 12 * 1024 * 1024,
+    };
+    for (id, output, output_ref) in [
+        ("c1", "small\n", None),
+        ("c2", "\"\"\"\"\n[… cut …]", Some(big.clone())),
+    ] {
+        f.ev(
+            &mut app,
+            0.1,
+            EventKind::ToolStarted {
+                call_id: id.into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
+        );
+        f.ev(
+            &mut app,
+            0.2,
+            EventKind::ToolFinished {
+                call_id: id.into(),
+                name: "bash".into(),
+                is_error: false,
+                output: output.into(),
+                output_ref,
+            },
+        );
+    }
+    // The card says the full output is on the host and how to get it.
+    let s = draw(&app, 100, 30);
+    assert!(
+        s.contains("12.0 MB in full on the host; /output saves it to a file"),
+        "{s}"
+    );
+    type_str(&mut app, "/output");
+    app.handle_key(key(KeyCode::Esc));
+    let actions = app.handle_key(enter());
+    assert_eq!(
+        actions,
+        vec![Action::SaveOutput(reasonix_local::tui::OutputRequest {
+            tool: "bash".into(),
+            inline: "\"\"\"\"\n[… cut …]".into(),
+            full: Some(big),
+        })]
+    );
+    type_str(&mut app, "/output 2");
+    app.handle_key(key(KeyCode::Esc));
+    let actions = app.handle_key(enter());
+    assert!(
+        matches!(&actions[..], [Action::SaveOutput(r)] if r.full.is_none() && r.inline == "small\n"),
+        "{actions:?}"
+    );
+}

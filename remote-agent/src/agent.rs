@@ -123,8 +123,11 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
                 tool_calls,
             } => messages.push(assistant_message(content, reasoning.as_deref(), tool_calls)),
             EventKind::ToolFinished {
-                call_id, output, ..
-            } => messages.push(tool_message(call_id, output)),
+                call_id,
+                output,
+                output_ref,
+                ..
+            } => messages.push(tool_result_message(call_id, output, output_ref.is_some())),
             EventKind::SessionStarted { .. }
             | EventKind::TextDelta { .. }
             | EventKind::ReasoningDelta { .. }
@@ -230,6 +233,17 @@ pub fn assistant_message(content: &str, reasoning: Option<&str>, tool_calls: &[T
 /// A tool result message; the output is bounded as it enters the context.
 pub fn tool_message(call_id: &str, output: &str) -> Value {
     json!({"role": "tool", "tool_call_id": call_id, "content": bound_for_context(output)})
+}
+
+/// The tool result message of a `ToolFinished` event. When the output was stored by
+/// reference the event already holds the bounded view the model saw, taken verbatim (bounding
+/// it again would change the bytes of the conversation and break the provider's cache).
+pub fn tool_result_message(call_id: &str, output: &str, by_ref: bool) -> Value {
+    if by_ref {
+        json!({"role": "tool", "tool_call_id": call_id, "content": output})
+    } else {
+        tool_message(call_id, output)
+    }
 }
 
 /// Tool calls of the last assistant message that have no result yet: what a crash left

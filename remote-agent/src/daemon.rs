@@ -20,8 +20,9 @@ use reasonix_forward::rpc::{Incoming, Rpc};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
+use crate::content::{ContentStore, TransientContent};
 use crate::paths::HostPaths;
-use crate::session::{Gateway, Runtime, Session};
+use crate::session::{Gateway, ProviderStream, Runtime, Session, PROVIDER_CHUNK_BUFFER};
 
 /// Daemon tunables.
 #[derive(Debug, Clone)]
@@ -96,13 +97,23 @@ struct McpRoute {
     diagnostics: Arc<crate::mcp::Diagnostics>,
 }
 
+/// Where the chunks of one provider stream go on the host.
+struct StreamRoute {
+    /// Into the turn runner's [`ProviderStream`] (bounded: the link's receive loop waits).
+    chunks: mpsc::Sender<ProviderChunk>,
+    /// Messages held in [`Conn::transient`] for this request, released when it ends.
+    held: Option<String>,
+}
+
 /// One client link.
 struct Conn {
     id: u64,
     link_id: String,
     rpc: Rpc,
     link: Link,
-    streams: Mutex<HashMap<String, mpsc::UnboundedSender<ProviderChunk>>>,
+    streams: Mutex<HashMap<String, StreamRoute>>,
+    /// Provider request messages too big for a frame, until the laptop has fetched them.
+    transient: TransientContent,
     /// Lines from tunnelled laptop MCP servers, by channel.
     mcp_channels: Mutex<HashMap<u64, McpRoute>>,
     session: Mutex<Option<(Arc<Session>, ClientRole)>>,
@@ -113,9 +124,11 @@ struct Conn {
 }
 
 impl Gateway for ConnGateway {
-    fn start_stream(&self, request: ProviderRequest) -> mpsc::UnboundedReceiver<ProviderChunk> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        lock(&self.0.streams).insert(request.stream_id.clone(), tx);
+    fn start_stream(&self, mut request: ProviderRequest) -> ProviderStream {
+        let (tx, rx) = mpsc::channel(PROVIDER_CHUNK_BUFFER);
+        let held = hold_large_messages(&self.0.transient, &mut request);
+        let id = request.stream_id.clone();
+        lock(&self.0.streams).insert(id.clone(), StreamRoute { chunks: tx, held });
         let rpc = self.0.rpc.clone();
         let conn = Arc::clone(&self.0);
         tokio::spawn(async move {
@@ -125,11 +138,29 @@ impl Gateway for ConnGateway {
                 Err(e) => {
                     // Dropping the sender ends the stream without Done: the step re-issues.
                     tracing::warn!("provider request {id} failed on the link: {e}");
-                    lock(&conn.streams).remove(&id);
+                    conn.end_stream(&id);
                 }
             }
         });
-        rx
+        let conn = Arc::clone(&self.0);
+        ProviderStream::new(rx, move || {
+            // The turn let go before the end (cancelled): stop paying for tokens.
+            if conn.end_stream(&id) {
+                let rpc = conn.rpc.clone();
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        if let Err(e) = rpc
+                            .notify(Notification::ProviderCancel {
+                                stream_id: id.clone(),
+                            })
+                            .await
+                        {
+                            tracing::warn!("could not cancel provider stream {id}: {e}");
+                        }
+                    });
+                }
+            }
+        })
     }
 
     fn conn_id(&self) -> u64 {
@@ -171,12 +202,18 @@ impl Gateway for ConnGateway {
             let rpc = conn.rpc.clone();
             tokio::spawn(async move {
                 while let Some(line) = to_rx.recv().await {
-                    if rpc
-                        .notify(Notification::McpLine { channel, line })
-                        .await
-                        .is_err()
-                    {
-                        return;
+                    for (line, more) in reasonix_forward::content::split_line(line) {
+                        if let Err(e) = rpc
+                            .notify(Notification::McpLine {
+                                channel,
+                                line,
+                                more,
+                            })
+                            .await
+                        {
+                            tracing::warn!(channel, "MCP line to the laptop not sent: {e}");
+                            return;
+                        }
                     }
                 }
             });
@@ -209,6 +246,70 @@ impl Gateway for ConnGateway {
 }
 
 struct ConnGateway(Arc<Conn>);
+
+impl Conn {
+    /// Forget a provider stream (its chunks stop, held messages are released); true when it
+    /// was still open.
+    fn end_stream(&self, stream_id: &str) -> bool {
+        let route = lock(&self.streams).remove(stream_id);
+        match route {
+            Some(route) => {
+                if let Some(sha) = route.held {
+                    self.transient.release(&sha);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forget every provider stream (their turns see the end and re-issue).
+    fn end_all_streams(&self) {
+        let routes: Vec<StreamRoute> = lock(&self.streams).drain().map(|(_, r)| r).collect();
+        for r in routes {
+            if let Some(sha) = r.held {
+                self.transient.release(&sha);
+            }
+        }
+    }
+}
+
+/// When `request` is too big for one frame, hold its messages for the laptop to fetch and
+/// send a reference instead; returns the held content's name.
+fn hold_large_messages(
+    transient: &TransientContent,
+    request: &mut ProviderRequest,
+) -> Option<String> {
+    let size: usize = request
+        .messages
+        .iter()
+        .map(|m| serde_json::to_vec(m).map(|b| b.len()).unwrap_or(0))
+        .sum();
+    if size <= reasonix_forward::content::PROVIDER_INLINE_MAX {
+        return None;
+    }
+    let messages = std::mem::take(&mut request.messages);
+    match serde_json::to_vec(&messages) {
+        Ok(bytes) => {
+            let r = transient.hold(bytes);
+            tracing::info!(
+                stream = %request.stream_id,
+                bytes = r.bytes,
+                "provider request sent with its messages by reference"
+            );
+            let sha = r.sha256.clone();
+            request.messages_ref = Some(r);
+            Some(sha)
+        }
+        Err(e) => {
+            // Cannot happen for values that came from JSON; keep them inline and let the
+            // link report the size if it must.
+            tracing::error!("cannot encode provider messages: {e}");
+            request.messages = messages;
+            None
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -418,7 +519,7 @@ impl Daemon {
         tracing::info!(link = %conn.link_id, "link expired");
         lock(&self.links).remove(&conn.link_id);
         conn.link.close();
-        lock(&conn.streams).clear();
+        conn.end_all_streams();
         for (_, route) in lock(&conn.mcp_channels).drain() {
             route
                 .diagnostics
@@ -440,6 +541,7 @@ impl Daemon {
             rpc,
             link,
             streams: Mutex::new(HashMap::new()),
+            transient: TransientContent::default(),
             mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
@@ -453,6 +555,7 @@ impl Daemon {
     }
 
     async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
+        let mut joiners: HashMap<u64, reasonix_forward::content::LineJoiner> = HashMap::new();
         while let Some(msg) = incoming.recv().await {
             match msg {
                 Incoming::Notify(Notification::ProviderChunk { stream_id, chunk }) => {
@@ -460,21 +563,33 @@ impl Daemon {
                         chunk,
                         ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
                     );
-                    let mut streams = lock(&conn.streams);
-                    if let Some(tx) = streams.get(&stream_id) {
-                        let _ = tx.send(chunk);
+                    let tx = lock(&conn.streams)
+                        .get(&stream_id)
+                        .map(|r| r.chunks.clone());
+                    if let Some(tx) = tx {
+                        // Waits while the turn runner is behind (backpressure through the
+                        // link); fails at once when the runner let go of the stream.
+                        let _ = tx.send(chunk).await;
                     }
                     if finished {
-                        streams.remove(&stream_id);
+                        conn.end_stream(&stream_id);
                     }
                 }
-                Incoming::Notify(Notification::McpLine { channel, line }) => {
+                Incoming::Notify(Notification::McpLine {
+                    channel,
+                    line,
+                    more,
+                }) => {
+                    let Some(line) = joiners.entry(channel).or_default().push(line, more) else {
+                        continue;
+                    };
                     if let Some(route) = lock(&conn.mcp_channels).get(&channel) {
                         let _ = route.lines.send(line);
                     }
                 }
                 Incoming::Notify(Notification::McpClosed { channel, reason }) => {
                     tracing::info!(channel, "laptop MCP server closed: {reason}");
+                    joiners.remove(&channel);
                     if let Some(route) = lock(&conn.mcp_channels).remove(&channel) {
                         route
                             .diagnostics
@@ -669,6 +784,11 @@ impl Daemon {
             }
             Request::ListDir { path } => self.list_dir(&path),
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
+            Request::FetchContent {
+                sha256,
+                offset,
+                len,
+            } => self.fetch_content(conn, sha256, offset, len).await,
             Request::McpOpen { .. } => Err(RpcError::new(
                 "bad_request",
                 "MCP servers are opened by the host on the laptop, not the other way round",
@@ -677,6 +797,37 @@ impl Daemon {
                 "bad_request",
                 "the host has no provider gateway; provider requests go from host to laptop",
             )),
+        }
+    }
+
+    /// A chunk of content by reference: provider messages this link holds, else the
+    /// workspace's content store (read off the async threads).
+    async fn fetch_content(
+        &self,
+        conn: &Arc<Conn>,
+        sha256: String,
+        offset: u64,
+        len: u32,
+    ) -> Result<Response, RpcError> {
+        if let Some(chunk) = conn.transient.read_chunk(&sha256, offset, len) {
+            return Ok(Response::Content(chunk));
+        }
+        let store = ContentStore::for_sessions(&self.paths.sessions_dir);
+        let read = tokio::task::spawn_blocking(move || store.read_chunk(&sha256, offset, len))
+            .await
+            .map_err(|e| RpcError::new("internal", format!("content read task failed: {e}")))?;
+        match read {
+            Ok(chunk) => Ok(Response::Content(chunk)),
+            Err(e @ crate::content::ContentStoreError::BadName(_)) => {
+                Err(RpcError::new("bad_request", e.to_string()))
+            }
+            Err(e @ crate::content::ContentStoreError::NotFound(_)) => {
+                Err(RpcError::new("not_found", e.to_string()))
+            }
+            Err(e @ crate::content::ContentStoreError::Io { .. }) => {
+                tracing::error!("{e}");
+                Err(RpcError::new("io", e.to_string()))
+            }
         }
     }
 
@@ -766,7 +917,7 @@ impl Daemon {
         // the step re-issues its request through the new driver (nothing of a cut stream was
         // acted on).
         if let Some(dead) = dead_driver {
-            lock(&dead.streams).clear();
+            dead.end_all_streams();
         }
     }
 
@@ -815,7 +966,7 @@ impl Daemon {
         if role == ClientRole::Driver {
             session.setup_laptop_mcp(&open.settings.laptop_mcp).await;
         }
-        let (events, mut live, state, detail) = session.subscribe(open.since);
+        let (events, live, state, detail) = session.subscribe(open.since);
         let last_seq = session.last_seq();
         let notice: Vec<String> = [self.unclean.clone(), load_notice]
             .into_iter()
@@ -824,65 +975,18 @@ impl Daemon {
         let notice = (!notice.is_empty()).then(|| notice.join("\n"));
         // Catch-up, then live events, on a task of their own. Events carry their seq, so a
         // client handles them whether they arrive before or after the SessionOpened answer.
-        let rpc = conn.rpc.clone();
+        let forwarder =
+            crate::forwarder::Forwarder::new(conn.rpc.clone(), Arc::clone(&session), open.since);
         let s = Arc::clone(&session);
         let my_conn = Arc::clone(conn);
-        tokio::spawn(async move {
-            let mut sent = open.since;
-            for ev in events {
-                sent = ev.seq;
-                if rpc.notify(Notification::Event(ev)).await.is_err() {
-                    return;
-                }
-            }
-            let _ = rpc.notify(Notification::State { state, detail }).await;
-            loop {
-                // Stop forwarding when this link switched to another session.
-                let still = lock(&my_conn.session)
-                    .as_ref()
-                    .map(|(x, _)| Arc::ptr_eq(x, &s))
-                    .unwrap_or(false);
-                if !still {
-                    return;
-                }
-                match live.recv().await {
-                    Ok(Notification::Event(ev)) => {
-                        if ev.seq <= sent {
-                            continue;
-                        }
-                        // Fill any gap from memory (nothing may be skipped).
-                        if ev.seq > sent + 1 {
-                            for missed in s.events_since(sent) {
-                                if missed.seq >= ev.seq {
-                                    break;
-                                }
-                                if rpc.notify(Notification::Event(missed)).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        sent = ev.seq;
-                        if rpc.notify(Notification::Event(ev)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(other) => {
-                        if rpc.notify(other).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        for missed in s.events_since(sent) {
-                            sent = missed.seq;
-                            if rpc.notify(Notification::Event(missed)).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        });
+        // Stop forwarding when this link switched to another session.
+        let still_open = move || {
+            lock(&my_conn.session)
+                .as_ref()
+                .map(|(x, _)| Arc::ptr_eq(x, &s))
+                .unwrap_or(false)
+        };
+        tokio::spawn(forwarder.run(events, live, state, detail, still_open));
         Ok(Response::SessionOpened(SessionOpened {
             session: id,
             created,

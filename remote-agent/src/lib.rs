@@ -4,7 +4,9 @@
 pub mod agent;
 pub mod attach;
 pub mod checkpoint;
+pub mod content;
 pub mod daemon;
+mod forwarder;
 pub mod journal;
 pub mod mcp;
 pub mod paths;

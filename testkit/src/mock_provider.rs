@@ -11,7 +11,9 @@
 //! reply with a closure over the recorded request.
 //!
 //! Every request is recorded ([`MockProvider::requests`]) with its headers (including
-//! `Authorization`) and its JSON body.
+//! `Authorization`) and its JSON body. A client that closes the connection before its reply
+//! ended (a cancelled stream) is recorded too ([`MockProvider::closed_early`],
+//! [`MockProvider::wait_closed_early`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -259,6 +261,9 @@ enum Source {
 struct State {
     source: Mutex<Source>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// Indices of requests whose client hung up before the reply ended.
+    closed_early: Mutex<Vec<usize>>,
+    closed_notify: tokio::sync::Notify,
 }
 
 /// A running mock provider. Dropping it stops the server.
@@ -291,6 +296,8 @@ impl MockProvider {
         let state = Arc::new(State {
             source: Mutex::new(source),
             requests: Mutex::new(Vec::new()),
+            closed_early: Mutex::new(Vec::new()),
+            closed_notify: tokio::sync::Notify::new(),
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -317,6 +324,26 @@ impl MockProvider {
     /// Number of requests received so far.
     pub fn request_count(&self) -> usize {
         lock(&self.state.requests).len()
+    }
+
+    /// Requests (by arrival index) whose client closed the connection before the reply
+    /// ended: a [`MockReply::Hang`] the client left, or a streamed reply it stopped reading.
+    pub fn closed_early(&self) -> Vec<usize> {
+        lock(&self.state.closed_early).clone()
+    }
+
+    /// Wait until the client of request `index` closed its connection before the reply
+    /// ended (returns at once if it already did).
+    pub async fn wait_closed_early(&self, index: usize) {
+        loop {
+            let notified = self.state.closed_notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if lock(&self.state.closed_early).contains(&index) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Append replies to the script (no effect in closure mode).
@@ -408,7 +435,27 @@ async fn serve(mut sock: TcpStream, state: &State) -> std::io::Result<()> {
         Source::Script(q) => q.pop_front().unwrap_or_else(|| MockReply::text(&["done"])),
         Source::Func(f) => f(&recorded),
     };
-    respond(&mut sock, reply).await
+    let index = recorded.index;
+    let result = respond(&mut sock, reply).await;
+    let early = match &result {
+        Ok(ended) => *ended == Ended::ClientLeft,
+        // Writing failed: the client went away mid-reply.
+        Err(_) => true,
+    };
+    if early {
+        lock(&state.closed_early).push(index);
+        state.closed_notify.notify_waiters();
+    }
+    result.map(|_| ())
+}
+
+/// How serving one reply ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// The reply was written in full.
+    Complete,
+    /// The client closed the connection while the reply was still open.
+    ClientLeft,
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -460,7 +507,7 @@ enum Ending {
     Raw,
 }
 
-async fn respond(sock: &mut TcpStream, reply: MockReply) -> std::io::Result<()> {
+async fn respond(sock: &mut TcpStream, reply: MockReply) -> std::io::Result<Ended> {
     let (reply, opts) = reply.unwrap_options();
     let model = opts.model.clone().unwrap_or_else(|| "mock-model".into());
     let chunk = |delta: Value, finish: Option<&str>| -> String {
@@ -489,7 +536,9 @@ async fn respond(sock: &mut TcpStream, reply: MockReply) -> std::io::Result<()> 
             let extra = retry_after
                 .map(|s| format!("Retry-After: {s}\r\n"))
                 .unwrap_or_default();
-            return write_simple(sock, code, &extra, &body).await;
+            return write_simple(sock, code, &extra, &body)
+                .await
+                .map(|()| Ended::Complete);
         }
         MockReply::Text { chunks } => {
             events.extend(text_deltas(&chunks));
@@ -575,9 +624,9 @@ async fn respond(sock: &mut TcpStream, reply: MockReply) -> std::io::Result<()> 
         // Silent until the client goes away.
         let mut tmp = [0u8; 1024];
         while sock.read(&mut tmp).await? > 0 {}
-        return Ok(());
+        return Ok(Ended::ClientLeft);
     }
-    sock.shutdown().await
+    sock.shutdown().await.map(|()| Ended::Complete)
 }
 
 fn tool_call_deltas(index: usize, call: &MockToolCall, split: usize) -> Vec<Value> {

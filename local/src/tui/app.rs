@@ -111,6 +111,8 @@ pub enum Action {
     McpStatus,
     /// Put this text on the clipboard with OSC 52.
     Copy(String),
+    /// Save a tool's complete output to a file (fetching it from the host if needed).
+    SaveOutput(super::fullout::OutputRequest),
     /// Skip the reconnect backoff.
     RetryNow,
     /// Leave the TUI.
@@ -182,6 +184,17 @@ pub enum AppEvent {
         scope: RewindScope,
         /// True for a dry run.
         dry_run: bool,
+    },
+    /// A tool output was saved by [`Action::SaveOutput`].
+    OutputSaved {
+        /// Tool name.
+        tool: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// True when it was fetched from the host and its SHA-256 checked.
+        fetched: bool,
     },
     /// A request failed.
     RequestFailed {
@@ -344,6 +357,11 @@ pub(crate) const COMMANDS: &[(&str, &str, &str)] = &[
         "copy",
         "[code]",
         "copy the last answer (or its last code block)",
+    ),
+    (
+        "output",
+        "[N]",
+        "save the last (or N-th last) tool output to a file",
     ),
     ("reconnect", "", "retry the connection now"),
     (
@@ -698,6 +716,27 @@ impl App {
                     *list = Some(servers);
                     *error = None;
                 }
+                Vec::new()
+            }
+            AppEvent::OutputSaved {
+                tool,
+                path,
+                bytes,
+                fetched,
+            } => {
+                self.transcript.notice(
+                    format!(
+                        "full output of {tool} ({}{}) saved to {}",
+                        super::fullout::human_bytes(bytes),
+                        if fetched {
+                            ", fetched from the host, SHA-256 checked"
+                        } else {
+                            ""
+                        },
+                        path.display()
+                    ),
+                    Level::Info,
+                );
                 Vec::new()
             }
             AppEvent::Status(s) => {
@@ -1694,6 +1733,29 @@ impl App {
                 vec![Action::Takeover]
             }
             "copy" => self.copy(arg == "code"),
+            "output" => {
+                let n = match super::fullout::parse_nth(arg) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        self.set_hint(e);
+                        return Vec::new();
+                    }
+                };
+                match self.transcript.nth_tool_output(n) {
+                    Some((tool, inline, full)) => {
+                        self.set_hint(format!("saving the output of {tool}…"));
+                        vec![Action::SaveOutput(super::fullout::OutputRequest {
+                            tool,
+                            inline,
+                            full,
+                        })]
+                    }
+                    None => {
+                        self.set_hint("no finished tool call to save the output of");
+                        Vec::new()
+                    }
+                }
+            }
             "reconnect" => {
                 self.set_hint("reconnecting now");
                 vec![Action::RetryNow]

@@ -13,6 +13,7 @@
 mod app;
 mod composer;
 mod diff;
+mod fullout;
 mod markdown;
 mod mcp;
 pub mod osc52;
@@ -24,6 +25,7 @@ mod transcript;
 mod wrap;
 
 pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest};
+pub use fullout::OutputRequest;
 pub use mcp::mcp_table;
 pub use prompter::{prompter_channel, TuiPrompter, TuiPrompts};
 pub use render::render;

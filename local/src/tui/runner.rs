@@ -494,6 +494,26 @@ impl Exec {
                 let _ = out.write_all(seq.as_bytes());
                 let _ = out.flush();
             }
+            Action::SaveOutput(req) => {
+                let client = self.client.clone();
+                let tx = self.tx.clone();
+                let home = self.config.home.clone();
+                tokio::spawn(async move {
+                    let ev = match super::fullout::save(&client, &home, &req).await {
+                        Ok((path, bytes)) => AppEvent::OutputSaved {
+                            tool: req.tool.clone(),
+                            path,
+                            bytes,
+                            fetched: req.full.is_some(),
+                        },
+                        Err(message) => AppEvent::RequestFailed {
+                            what: "output".into(),
+                            message,
+                        },
+                    };
+                    let _ = tx.send(ev);
+                });
+            }
             Action::RetryNow => self.client.retry_now(),
             Action::Quit => return true,
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
+use reasonix_forward::content::ContentRef;
 use reasonix_forward::proto::{ApprovalDecision, EventKind};
 use serde_json::Value;
 
@@ -48,6 +49,9 @@ pub(crate) struct ToolCard {
     pub(crate) arguments: String,
     pub(crate) state: ToolState,
     pub(crate) output: String,
+    /// Set when the output is a preview of a larger one kept on the host (`/output` fetches
+    /// the whole of it).
+    pub(crate) output_ref: Option<ContentRef>,
     pub(crate) progress: String,
     /// Wall-clock milliseconds (from event timestamps) when it started / finished.
     pub(crate) started_ms: Option<i64>,
@@ -300,6 +304,7 @@ impl Transcript {
                         arguments: call.arguments.clone(),
                         state: ToolState::Queued,
                         output: String::new(),
+                        output_ref: None,
                         progress: String::new(),
                         started_ms: None,
                         finished_ms: None,
@@ -322,6 +327,7 @@ impl Transcript {
                         arguments: arguments.clone(),
                         state: ToolState::Queued,
                         output: String::new(),
+                        output_ref: None,
                         progress: String::new(),
                         started_ms: None,
                         finished_ms: None,
@@ -345,6 +351,7 @@ impl Transcript {
                 name,
                 is_error,
                 output,
+                output_ref,
             } => {
                 if !self.by_call.contains_key(call_id) {
                     let i = self.push(EntryKind::Tool(ToolCard {
@@ -352,6 +359,7 @@ impl Transcript {
                         arguments: String::new(),
                         state: ToolState::Queued,
                         output: String::new(),
+                        output_ref: None,
                         progress: String::new(),
                         started_ms: None,
                         finished_ms: None,
@@ -367,6 +375,7 @@ impl Transcript {
                             is_error: *is_error,
                         };
                         c.output = output.clone();
+                        c.output_ref = output_ref.clone();
                         c.finished_ms = ts_ms;
                         c.awaiting_approval = false;
                     }
@@ -476,6 +485,21 @@ impl Transcript {
     }
 
     /// Text of the last assistant answer.
+    /// The `n`-th most recent tool call that finished (1 = the last): its name, output and
+    /// the reference to its full output when the output is a preview.
+    pub(crate) fn nth_tool_output(&self, n: usize) -> Option<(String, String, Option<ContentRef>)> {
+        self.entries
+            .iter()
+            .rev()
+            .filter_map(|e| match &e.kind {
+                EntryKind::Tool(c) if matches!(c.state, ToolState::Done { .. }) => {
+                    Some((c.name.clone(), c.output.clone(), c.output_ref.clone()))
+                }
+                _ => None,
+            })
+            .nth(n.saturating_sub(1))
+    }
+
     pub(crate) fn last_answer(&self) -> Option<String> {
         self.entries.iter().rev().find_map(|e| match &e.kind {
             EntryKind::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
@@ -914,6 +938,18 @@ fn tool_card(card: &ToolCard, ctx: &LayoutCtx, w: usize) -> Vec<Line<'static>> {
                     Span::styled(format!("… {} more lines", lines.len() - max), theme::dim()),
                 ]));
             }
+            if let Some(r) = &card.output_ref {
+                out.push(Line::from(vec![
+                    gutter[0].clone(),
+                    Span::styled(
+                        format!(
+                            "… {} in full on the host; /output saves it to a file",
+                            super::fullout::human_bytes(r.bytes)
+                        ),
+                        theme::dim(),
+                    ),
+                ]));
+            }
         }
     }
     out
@@ -1021,6 +1057,7 @@ mod tests {
                 name: "bash".into(),
                 is_error: false,
                 output: "a\nb".into(),
+                output_ref: None,
             },
             Some(3500),
             1,

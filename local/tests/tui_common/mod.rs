@@ -239,6 +239,7 @@ pub fn busy_app() -> App {
                 name: c.name.clone(),
                 is_error: err,
                 output: out.into(),
+                output_ref: None,
             },
         );
     }

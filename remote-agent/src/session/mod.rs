@@ -12,16 +12,21 @@ use reasonix_forward::proto::{
     SessionSettings, ToolCall, TurnState, Usage,
 };
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Prefix};
+use crate::content::ContentStore;
 use crate::journal::{Barrier, Journal, JournalError, JournalWriter};
 use crate::policy::{Decision, Mode, Policy};
 use crate::tools::{JobTable, ToolContext, ToolRegistry};
+use reasonix_forward::content::EXTERNALIZE_OVER;
 
+mod provider;
 mod rewind;
 mod turn;
+
+pub use provider::{ProviderStream, PROVIDER_CHUNK_BUFFER};
 
 /// Default number of model steps per turn before the turn pauses.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
@@ -31,9 +36,10 @@ const PROVIDER_REISSUES: u32 = 3;
 
 /// A laptop gateway able to run provider streams (implemented by a daemon connection).
 pub trait Gateway: Send + Sync {
-    /// Start a provider stream; chunks arrive on the receiver. The receiver ends without a
-    /// `Done`/`Error` chunk when the gateway's link is gone for good.
-    fn start_stream(&self, request: ProviderRequest) -> mpsc::UnboundedReceiver<ProviderChunk>;
+    /// Start a provider stream; chunks arrive on the returned stream (bounded). It ends
+    /// without a `Done`/`Error` chunk when the gateway's link is gone for good; dropping it
+    /// early asks the laptop to stop the provider request.
+    fn start_stream(&self, request: ProviderRequest) -> ProviderStream;
     /// Open a tunnelled laptop-side MCP server on this gateway's link.
     fn open_mcp(
         &self,
@@ -120,6 +126,8 @@ pub struct Session {
     runtime: Arc<Runtime>,
     tool_ctx: ToolContext,
     journal_path: std::path::PathBuf,
+    /// Where outputs too big for an event go (next to the journal).
+    content: ContentStore,
 }
 
 impl Session {
@@ -167,6 +175,7 @@ impl Session {
                             name: call.name,
                             is_error: true,
                             output: output.into(),
+                            output_ref: None,
                         },
                     )?);
                 }
@@ -241,6 +250,9 @@ impl Session {
             runtime,
             tool_ctx,
             journal_path: journal_path.to_path_buf(),
+            content: ContentStore::for_sessions(
+                journal_path.parent().unwrap_or(std::path::Path::new(".")),
+            ),
         });
         Ok((session, notice))
     }

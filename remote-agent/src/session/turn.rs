@@ -127,11 +127,13 @@ impl Session {
                         call,
                         true,
                         "not run: an earlier call of this step could not be saved to the session journal".into(),
-                    );
+                    )
+                    .await;
                     continue;
                 }
                 if cancel.is_cancelled() {
-                    self.finish_tool(call, true, "cancelled by the user before it ran".into());
+                    self.finish_tool(call, true, "cancelled by the user before it ran".into())
+                        .await;
                     continue;
                 }
                 if let Err(msg) = self.run_tool(call, &cancel).await {
@@ -193,6 +195,7 @@ impl Session {
                     messages,
                     tools: self.prefix().tools.clone(),
                     temperature: None,
+                    messages_ref: None,
                 },
             )
         };
@@ -208,7 +211,7 @@ impl Session {
             self.show_model_link(*link_up.borrow_and_update());
             let mut req = request.clone();
             req.stream_id = format!("{stream_base}-{attempt}");
-            let mut rx = gateway.start_stream(req);
+            let mut stream = gateway.start_stream(req);
             let mut c = Collected::default();
             let end = loop {
                 let chunk = tokio::select! {
@@ -220,7 +223,7 @@ impl Session {
                         }
                         continue;
                     }
-                    chunk = rx.recv() => chunk,
+                    chunk = stream.recv() => chunk,
                 };
                 match chunk {
                     None => break Err(None),
@@ -284,18 +287,38 @@ impl Session {
         Ok(())
     }
 
-    fn finish_tool(&self, call: &ToolCall, is_error: bool, output: String) {
+    async fn finish_tool(&self, call: &ToolCall, is_error: bool, output: String) {
+        // A big output goes to the content store (off the async threads) and the event carries
+        // the bounded view plus a reference, so no event is too big for a frame.
+        let (output, output_ref) = if output.len() > EXTERNALIZE_OVER {
+            let store = self.content.clone();
+            tokio::task::spawn_blocking(move || store.externalize_output(output))
+                .await
+                .unwrap_or_else(|e| {
+                    (
+                        format!("internal error: storing the tool output failed: {e}"),
+                        None,
+                    )
+                })
+        } else {
+            (output, None)
+        };
         let mut inner = self.lock();
+        inner.messages.push(agent::tool_result_message(
+            &call.id,
+            &output,
+            output_ref.is_some(),
+        ));
         self.emit(
             &mut inner,
             EventKind::ToolFinished {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 is_error,
-                output: output.clone(),
+                output,
+                output_ref,
             },
         );
-        inner.messages.push(agent::tool_message(&call.id, &output));
     }
 
     /// Decide, ask if needed, journal the start durably and run one tool call. `Err` carries
@@ -320,7 +343,8 @@ impl Session {
                     "unknown tool {:?}; the available tools are listed in your tool definitions",
                     call.name
                 ),
-            );
+            )
+            .await;
             return Ok(());
         };
         let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
@@ -334,7 +358,8 @@ impl Session {
                     call,
                     true,
                     format!("the arguments are not valid JSON ({e}); send a JSON object matching the tool's schema"),
-                );
+                )
+                .await;
                 return Ok(());
             }
         };
@@ -349,7 +374,8 @@ impl Session {
                     call,
                     true,
                     format!("denied by the permission policy: {reason}"),
-                );
+                )
+                .await;
                 return Ok(());
             }
             Decision::Ask { reason } => {
@@ -363,7 +389,8 @@ impl Session {
                             ),
                             &e,
                         );
-                        self.finish_tool(call, true, self.journal_failure("not run", &e));
+                        self.finish_tool(call, true, self.journal_failure("not run", &e))
+                            .await;
                         return Err(msg);
                     }
                 };
@@ -372,11 +399,12 @@ impl Session {
                     | Some(ApprovalDecision::AllowSession)
                     | Some(ApprovalDecision::AllowAlways) => {}
                     Some(ApprovalDecision::Deny) => {
-                        self.finish_tool(call, true, "the user denied this tool call; do not retry it unchanged — ask the user or take another approach".into());
+                        self.finish_tool(call, true, "the user denied this tool call; do not retry it unchanged — ask the user or take another approach".into()).await;
                         return Ok(());
                     }
                     None => {
-                        self.finish_tool(call, true, "cancelled before approval".into());
+                        self.finish_tool(call, true, "cancelled before approval".into())
+                            .await;
                         return Ok(());
                     }
                 }
@@ -398,7 +426,8 @@ impl Session {
         // know it may have run and never run it again. No durable start, no run.
         if let Err(e) = started.wait().await {
             let msg = self.journal_failure(&format!("{} was not run", call.name), &e);
-            self.finish_tool(call, true, self.journal_failure("not run", &e));
+            self.finish_tool(call, true, self.journal_failure("not run", &e))
+                .await;
             return Err(msg);
         }
         let live = self.live.clone();
@@ -412,11 +441,11 @@ impl Session {
         let out = tokio::select! {
             out = crate::mcp::with_progress(sink, tool.run(args, &self.tool_ctx)) => out,
             _ = cancel.cancelled() => {
-                self.finish_tool(call, true, "cancelled by the user while running".into());
+                self.finish_tool(call, true, "cancelled by the user while running".into()).await;
                 return Ok(());
             }
         };
-        self.finish_tool(call, out.is_error, out.text);
+        self.finish_tool(call, out.is_error, out.text).await;
         Ok(())
     }
 
