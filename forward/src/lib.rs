@@ -7,6 +7,7 @@
 //! - [`link`]: a [`link::Link`] that outlives its transports (replay buffer, resume, heartbeat);
 //! - [`rpc`]: requests, responses and notifications multiplexed on one link;
 //! - [`proto`]: every message type;
+//! - [`policy`]: the typed session policy and the one tighten-only merge of a project file;
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
 //! - [`child`]: a line-speaking child process (MCP stdio servers on either side).
 
@@ -15,6 +16,7 @@ pub mod child;
 pub mod frame;
 pub mod handshake;
 pub mod link;
+pub mod policy;
 pub mod proto;
 pub mod rpc;
 pub mod testing;

@@ -163,7 +163,11 @@ command = "mcp-server-time"
     assert_eq!(cfg.permissions.deny, ["Bash(sudo:*)", "Bash(curl:*)"]);
     assert_eq!(cfg.sandbox.bash, BashSandbox::Enforce);
     assert!(!cfg.sandbox.network);
-    assert_eq!(cfg.sandbox.allow_write, [ws.join("build/out")]);
+    assert!(
+        cfg.sandbox.allow_write.is_empty(),
+        "a project file never adds writable roots, inside the workspace or not ({})",
+        ws.display()
+    );
     assert_eq!(cfg.sandbox.forbid_read, [PathBuf::from("secrets")]);
     let ds = cfg.provider("deepseek").unwrap();
     assert_eq!(
@@ -175,9 +179,17 @@ command = "mcp-server-time"
         "cosmetic provider fields are taken"
     );
     assert!(cfg.provider("evil").is_none());
-    assert_eq!(cfg.mcp.len(), 1);
-    assert_eq!(cfg.mcp[0].name, "host-tool");
-    assert_eq!(cfg.mcp[0].run_on, McpRunOn::Host);
+    // Workspace servers run on the host, the one asking for the laptop too.
+    let names: Vec<(&str, Option<McpRunOn>)> =
+        cfg.mcp.iter().map(|m| (m.name.as_str(), m.run_on)).collect();
+    assert_eq!(
+        names,
+        [
+            ("local-tool", Some(McpRunOn::Host)),
+            ("host-tool", Some(McpRunOn::Host))
+        ]
+    );
+    assert!(reasonix_local::client::options_for(&cfg).1.is_empty());
 
     let w = cfg.warnings().join("\n");
     for needle in [
@@ -190,13 +202,15 @@ command = "mcp-server-time"
         "base_url",
         "`evil`",
         "`local-tool`",
+        "build/out",
     ] {
         assert!(
             w.contains(needle),
             "warning about {needle} missing in:\n{w}"
         );
     }
-    assert_eq!(cfg.warnings().len(), 9, "{w}");
+    assert_eq!(cfg.warnings().len(), 10, "{w}");
+    assert_eq!(cfg.ignored().len(), 8, "{w}");
     assert!(cfg.warnings().iter().all(|l| l.contains("reasonix.toml")));
 }
 
