@@ -562,3 +562,39 @@ fn example_config_parses_and_documents_every_key() {
         assert!(text.contains(key), "example does not mention {key}");
     }
 }
+
+#[test]
+fn user_mcp_entries_run_on_the_laptop_or_are_refused_with_the_fix() {
+    // No run_on in the user config: the laptop, and the server is offered to the host.
+    let d = Dirs::new();
+    d.user("[[mcp]]\nname = \"lap\"\ncommand = \"mcp-server-time\"\n");
+    let cfg = d.load().unwrap();
+    assert_eq!(cfg.mcp[0].run_on, Some(McpRunOn::Laptop));
+    assert_eq!(reasonix_local::client::options_for(&cfg).1, ["lap"]);
+
+    // run_on = "host" in the user config is refused, naming the server and the fix.
+    let d = Dirs::new();
+    d.user("[[mcp]]\nname = \"gh\"\ncommand = \"gh-mcp\"\nrun_on = \"host\"\n");
+    let err = d.load().unwrap_err().to_string();
+    assert!(
+        err.contains("`gh`") && err.contains("reasonix.toml") && err.contains(".mcp.json"),
+        "{err}"
+    );
+
+    // A laptop HTTP server cannot be tunnelled: refused too.
+    let d = Dirs::new();
+    d.user("[[mcp]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9/mcp\"\n");
+    let err = d.load().unwrap_err().to_string();
+    assert!(err.contains("`docs`") && err.contains("command"), "{err}");
+}
+
+#[test]
+fn flags_are_tightened_by_the_project_like_the_user_config() {
+    let d = Dirs::new();
+    d.project_file("[permissions]\nmode = \"ask\"\n");
+    let mut opts = d.opts();
+    opts.overrides.mode = Some(PermissionMode::Yolo);
+    let cfg = Config::load(&opts).unwrap();
+    assert_eq!(cfg.permissions.mode, PermissionMode::Ask);
+    assert_eq!(cfg.session_policy().mode, PermissionMode::Ask);
+}
