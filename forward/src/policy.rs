@@ -62,7 +62,9 @@ impl fmt::Display for PermissionMode {
 
 /// A permission rule string that failed the syntax check.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid permission rule `{rule}`: {why} (expected `Tool`, `Tool(glob)` or `Bash(prefix:*)`)")]
+#[error(
+    "invalid permission rule `{rule}`: {why} (expected `Tool`, `Tool(glob)` or `Bash(prefix:*)`)"
+)]
 pub struct RuleError {
     /// The rule as written.
     pub rule: String,
@@ -104,9 +106,7 @@ impl Rule {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?'))
         {
-            return Err(bad(
-                "tool names use letters, digits, `_`, `-` and glob `*`",
-            ));
+            return Err(bad("tool names use letters, digits, `_`, `-` and glob `*`"));
         }
         Ok(Rule(t.to_string()))
     }
@@ -449,10 +449,7 @@ pub fn tighten(base: &SessionPolicy, project: &ProjectLayer) -> Tightened {
             "a project file cannot start programs on the laptop; it runs on the host like every workspace server".into(),
         );
     }
-    Tightened {
-        policy: p,
-        ignored,
-    }
+    Tightened { policy: p, ignored }
 }
 
 fn union_into<'a>(list: &mut Vec<Rule>, more: impl Iterator<Item = &'a Rule>) {
@@ -512,10 +509,7 @@ mod tests {
         assert_eq!(out.policy.sandbox.bash, BashSandbox::Enforce);
         assert!(!out.policy.sandbox.network);
         assert!(out.policy.sandbox.allow_write.is_empty());
-        assert_eq!(
-            out.policy.sandbox.forbid_read,
-            [PathBuf::from("secrets")]
-        );
+        assert_eq!(out.policy.sandbox.forbid_read, [PathBuf::from("secrets")]);
         assert_eq!(out.policy.timeouts.bash_seconds, DEFAULT_BASH_TIMEOUT_SECS);
         let keys: Vec<&str> = out.ignored.iter().map(|i| i.key.as_str()).collect();
         assert_eq!(
@@ -533,12 +527,18 @@ mod tests {
                 "[[mcp]] `evil` run_on",
             ]
         );
-        assert!(out.ignored[0].to_string().starts_with("reasonix.toml: ignored permissions.mode = \"yolo\""));
+        assert!(out.ignored[0]
+            .to_string()
+            .starts_with("reasonix.toml: ignored permissions.mode = \"yolo\""));
     }
 
     #[test]
     fn idempotent_and_never_looser_than_the_base() {
-        for mode in [PermissionMode::Ask, PermissionMode::Auto, PermissionMode::Yolo] {
+        for mode in [
+            PermissionMode::Ask,
+            PermissionMode::Auto,
+            PermissionMode::Yolo,
+        ] {
             for bash in [BashSandbox::Enforce, BashSandbox::Off] {
                 for network in [true, false] {
                     let base = SessionPolicy {
@@ -612,7 +612,8 @@ mod tests {
 
     #[test]
     fn rules_are_checked_on_deserialisation() {
-        let ok: Rules = serde_json::from_str(r#"{"allow":["Bash(git status:*)"," Edit "]}"#).unwrap();
+        let ok: Rules =
+            serde_json::from_str(r#"{"allow":["Bash(git status:*)"," Edit "]}"#).unwrap();
         assert_eq!(ok.allow, ["Bash(git status:*)", "Edit"]);
         for bad in ["\"\"", "\"Bash(\"", "\"Bash()\"", "\"rm -rf /\""] {
             let e = serde_json::from_str::<Rule>(bad).unwrap_err().to_string();

@@ -18,8 +18,8 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use reasonix_forward::policy::{
-    BashSandbox, Ignored, McpRunOn, PermissionMode, PermissionsLayer, ProjectLayer, Rule,
-    Rules, SandboxLayer, SandboxPolicy, SessionPolicy, Timeouts, ToolsLayer,
+    BashSandbox, Ignored, McpRunOn, PermissionMode, PermissionsLayer, ProjectLayer, Rule, Rules,
+    SandboxLayer, SandboxPolicy, SessionPolicy, Timeouts, ToolsLayer,
 };
 
 /// Name of the project config file looked up in the project directory.

@@ -180,8 +180,11 @@ command = "mcp-server-time"
     );
     assert!(cfg.provider("evil").is_none());
     // Workspace servers run on the host, the one asking for the laptop too.
-    let names: Vec<(&str, Option<McpRunOn>)> =
-        cfg.mcp.iter().map(|m| (m.name.as_str(), m.run_on)).collect();
+    let names: Vec<(&str, Option<McpRunOn>)> = cfg
+        .mcp
+        .iter()
+        .map(|m| (m.name.as_str(), m.run_on))
+        .collect();
     assert_eq!(
         names,
         [

@@ -239,9 +239,16 @@ async fn an_edited_project_file_applies_at_the_next_open_of_the_same_daemon() {
     )
     .await;
     assert_ne!(second.session, first.session);
-    assert_eq!(second.policy.rules.deny, [Rule::parse("Edit").expect("rule")]);
+    assert_eq!(
+        second.policy.rules.deny,
+        [Rule::parse("Edit").expect("rule")]
+    );
     assert!(!second.policy.sandbox.network);
-    assert_eq!(daemon_pid(&rig.home), Some(pid), "the daemon was not restarted");
+    assert_eq!(
+        daemon_pid(&rig.home),
+        Some(pid),
+        "the daemon was not restarted"
+    );
     client
         .request(Request::SubmitTurn {
             request_id: "t2".into(),
@@ -251,12 +258,19 @@ async fn an_edited_project_file_applies_at_the_next_open_of_the_same_daemon() {
         .expect("submit");
     let seen = until_turn_end(&mut events).await;
     let (output, is_error) = tool_result(&seen, "c2");
-    assert!(is_error && output.contains("denied by rule `Edit`"), "{output}");
+    assert!(
+        is_error && output.contains("denied by rule `Edit`"),
+        "{output}"
+    );
     assert!(!rig.ws.join("b.txt").exists());
     stop_daemon(&rig.home);
 }
 
-fn client_with_home(rig: &LocalRig, config: &Config, home: Option<PathBuf>) -> (Client, UnboundedReceiver<ClientEvent>) {
+fn client_with_home(
+    rig: &LocalRig,
+    config: &Config,
+    home: Option<PathBuf>,
+) -> (Client, UnboundedReceiver<ClientEvent>) {
     Client::start(
         Arc::new(LocalConnector {
             binary: host_bin(),
@@ -339,7 +353,9 @@ async fn a_takeover_replaces_the_headless_drivers_settings_and_only_the_answerer
         match ev {
             ClientEvent::Event(e) => match e.kind {
                 EventKind::ApprovalRequested { approval_id, .. } => break approval_id,
-                EventKind::ToolFinished { call_id, output, .. } if call_id == "t1" => {
+                EventKind::ToolFinished {
+                    call_id, output, ..
+                } if call_id == "t1" => {
                     panic!("finished without asking: {output}")
                 }
                 _ => {}

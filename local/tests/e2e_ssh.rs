@@ -398,12 +398,15 @@ async fn over_ssh_a_host_project_file_cannot_loosen_anything() {
     use adversarial::{json_lines, sandbox_of, Attack, MCP_JSON, USER_CONFIG_EXTRA};
     let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
     let user = TestUser::create(&UserOptions::default()).expect("user");
-    user.write_file("outside/.keep", "", 0o644).expect("outside");
-    user.write_file("ws/README.md", "# ws\n", 0o644).expect("ws");
+    user.write_file("outside/.keep", "", 0o644)
+        .expect("outside");
+    user.write_file("ws/README.md", "# ws\n", 0o644)
+        .expect("ws");
     let attack = Attack::new(&user.home.join("ws"), &user.home.join("outside"));
     user.write_file("ws/reasonix.toml", &attack.project_toml(), 0o644)
         .expect("project");
-    user.write_file("ws/.mcp.json", MCP_JSON, 0o644).expect(".mcp.json");
+    user.write_file("ws/.mcp.json", MCP_JSON, 0o644)
+        .expect(".mcp.json");
     let mock = MockProvider::start(attack.phase1_replies()).await;
     let l = laptop(&sshd, &mock.base_url());
     let cfg_path = l.rx_home().join("config.toml");
@@ -436,7 +439,9 @@ async fn over_ssh_a_host_project_file_cannot_loosen_anything() {
         .join("\n");
     Attack::check_warnings(&warnings);
     assert!(
-        warnings.lines().all(|w| w.starts_with("host: reasonix.toml: ignored")),
+        warnings
+            .lines()
+            .all(|w| w.starts_with("host: reasonix.toml: ignored")),
         "only the host's file is reported: {warnings}"
     );
 

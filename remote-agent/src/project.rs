@@ -158,7 +158,12 @@ pub fn enforce(
         BashSandbox::Off => SandboxMode::Off,
     };
     sandbox_config.network = policy.sandbox.network;
-    sandbox_config.allow_write = policy.sandbox.allow_write.iter().map(|p| resolve(p)).collect();
+    sandbox_config.allow_write = policy
+        .sandbox
+        .allow_write
+        .iter()
+        .map(|p| resolve(p))
+        .collect();
     for f in &policy.sandbox.forbid_read {
         let f = resolve(f);
         if !sandbox_config.forbid_read.contains(&f) {
@@ -224,8 +229,17 @@ mod tests {
     fn paths_resolve_against_workspace_and_home() {
         let ws = Path::new("/w/ws");
         let home = Some(Path::new("/home/u"));
-        assert_eq!(resolve_path(Path::new("a/../b"), ws, home), PathBuf::from("/w/ws/b"));
-        assert_eq!(resolve_path(Path::new("~/.cache"), ws, home), PathBuf::from("/home/u/.cache"));
-        assert_eq!(resolve_path(Path::new("/opt/x"), ws, home), PathBuf::from("/opt/x"));
+        assert_eq!(
+            resolve_path(Path::new("a/../b"), ws, home),
+            PathBuf::from("/w/ws/b")
+        );
+        assert_eq!(
+            resolve_path(Path::new("~/.cache"), ws, home),
+            PathBuf::from("/home/u/.cache")
+        );
+        assert_eq!(
+            resolve_path(Path::new("/opt/x"), ws, home),
+            PathBuf::from("/opt/x")
+        );
     }
 }

@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 pub const USER_CONFIG_EXTRA: &str = "\n[permissions]\nmode = \"auto\"\nask = [\"Bash(echo asked:*)\"]\n\n[sandbox]\nnetwork = false\n";
 
 /// An `.mcp.json` that asks for a laptop server the way a `reasonix.toml` would.
-pub const MCP_JSON: &str = r#"{"mcpServers": {"dotmcp-evil": {"type": "stdio", "command": "true", "run_on": "laptop"}}}"#;
+pub const MCP_JSON: &str =
+    r#"{"mcpServers": {"dotmcp-evil": {"type": "stdio", "command": "true", "run_on": "laptop"}}}"#;
 
 /// Listeners a loosened host would reach: one for sandboxed bash (network), one posing as a
 /// redirected provider.
@@ -155,9 +156,15 @@ run_on = "laptop"
             self.outside.join("b_abs.txt"),
             up.join("b_up.txt"),
         ] {
-            assert!(!f.exists(), "{} was written outside the workspace", f.display());
+            assert!(
+                !f.exists(),
+                "{} was written outside the workspace",
+                f.display()
+            );
         }
-        for id in ["w_abs", "w_up", "w_up2", "b_abs", "b_up", "b_net"] {
+        // The file tools refuse; bash may "succeed" into its private /tmp, which is why the
+        // files above are the oracle.
+        for id in ["w_abs", "w_up", "w_up2", "b_net"] {
             assert_eq!(
                 Self::finished(events, id)["is_error"],
                 true,
@@ -175,10 +182,7 @@ run_on = "laptop"
         // The user's ask rule still asks (yolo would have allowed it): headless denies.
         let asked = Self::finished(events, "b_ask");
         assert_eq!(asked["is_error"], true, "{asked}");
-        assert!(
-            asked["output"].as_str().unwrap_or("").contains("denied"),
-            "{asked}"
-        );
+        assert!(text(asked).contains("denied"), "{asked}");
         // bash = "off" did not take effect: bash ran confined, or (no usable bwrap for this
         // user) refused; never unconfined.
         assert_ne!(sandbox, "off", "the project turned the sandbox off");
@@ -187,10 +191,7 @@ run_on = "laptop"
             assert_eq!(ok["is_error"], false, "the control must run: {ok}");
             assert!(self.ws.join("inside_ok.txt").exists());
         } else {
-            assert!(
-                ok["output"].as_str().unwrap_or("").contains("refusing to run bash"),
-                "{ok}"
-            );
+            assert!(text(ok).contains("refusing to run bash"), "{ok}");
         }
     }
 
@@ -199,10 +200,7 @@ run_on = "laptop"
         for (id, file) in [("a_write", "allowed.txt"), ("a_bash", "bash_allowed.txt")] {
             let f = Self::finished(events, id);
             assert_eq!(f["is_error"], true, "{id}: {f}");
-            assert!(
-                f["output"].as_str().unwrap_or("").contains("denied"),
-                "{id}: {f}"
-            );
+            assert!(text(f).contains("denied"), "{id}: {f}");
             assert!(!self.ws.join(file).exists(), "{file} was written");
         }
     }
@@ -222,6 +220,14 @@ run_on = "laptop"
             assert!(text.contains(needle), "no warning `{needle}` in:\n{text}");
         }
     }
+}
+
+/// The output text of a `tool_finished` line (`summary` in `reasonix run --json`).
+fn text(e: &Value) -> &str {
+    e["output"]
+        .as_str()
+        .or_else(|| e["summary"].as_str())
+        .unwrap_or("")
 }
 
 /// JSON lines of a `reasonix run --json` output.
