@@ -461,6 +461,7 @@ fn union_into<'a>(list: &mut Vec<Rule>, more: impl Iterator<Item = &'a Rule>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
 mod tests {
     use super::*;
 

@@ -356,8 +356,10 @@ impl Supervisor {
                         rpc,
                         incoming,
                         self.options.laptop_mcp.clone(),
-                        self.options.config_home.clone(),
-                        Arc::clone(&self.answered_always),
+                        SaveRules {
+                            home: self.options.config_home.clone(),
+                            answered_always: Arc::clone(&self.answered_always),
+                        },
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
@@ -489,17 +491,26 @@ fn open_laptop_mcp(
     Ok(())
 }
 
+/// Where "always allow" rules are saved, and which answers were this client's.
+struct SaveRules {
+    home: Option<std::path::PathBuf>,
+    answered_always: AnsweredAlways,
+}
+
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,
     laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
-    config_home: Option<std::path::PathBuf>,
-    answered_always: AnsweredAlways,
+    save_rules: SaveRules,
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
 ) {
     let routes: McpRoutes = Arc::default();
+    let SaveRules {
+        home: config_home,
+        answered_always,
+    } = save_rules;
     while let Some(msg) = incoming.recv().await {
         *last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         match msg {

@@ -220,7 +220,7 @@ async fn an_edited_project_file_applies_at_the_next_open_of_the_same_daemon() {
         .await
         .expect("submit");
     let seen = until_turn_end(&mut events).await;
-    assert_eq!(tool_result(&seen, "c1").1, false, "{seen:#?}");
+    assert!(!tool_result(&seen, "c1").1, "{seen:#?}");
     assert!(rig.ws.join("a.txt").exists());
 
     // The project now denies writers and cuts the network; same daemon, new session.
@@ -350,17 +350,14 @@ async fn a_takeover_replaces_the_headless_drivers_settings_and_only_the_answerer
             .await
             .expect("an approval within 60 s")
             .expect("client alive");
-        match ev {
-            ClientEvent::Event(e) => match e.kind {
+        if let ClientEvent::Event(e) = ev {
+            match e.kind {
                 EventKind::ApprovalRequested { approval_id, .. } => break approval_id,
                 EventKind::ToolFinished {
                     call_id, output, ..
-                } if call_id == "t1" => {
-                    panic!("finished without asking: {output}")
-                }
+                } if call_id == "t1" => panic!("finished without asking: {output}"),
                 _ => {}
-            },
-            _ => {}
+            }
         }
     };
     driver
@@ -372,7 +369,7 @@ async fn a_takeover_replaces_the_headless_drivers_settings_and_only_the_answerer
         .await
         .expect("approve");
     let seen = until_turn_end(&mut driver_events).await;
-    assert_eq!(tool_result(&seen, "t1").1, false, "{seen:#?}");
+    assert!(!tool_result(&seen, "t1").1, "{seen:#?}");
     assert!(rig.ws.join("taken.txt").exists());
     // The spectator caught up with turn 1 and watched turn 2 live.
     until_turn_end(&mut spectator_events).await;

@@ -207,6 +207,7 @@ fn resolve_path(p: &Path, workspace: &Path, home: Option<&Path>) -> PathBuf {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
 mod tests {
     use super::*;
 
