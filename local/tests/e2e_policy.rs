@@ -272,10 +272,7 @@ fn client_with_home(
     home: Option<PathBuf>,
 ) -> (Client, UnboundedReceiver<ClientEvent>) {
     Client::start(
-        Arc::new(LocalConnector {
-            binary: host_bin(),
-            workspace: rig.ws.clone(),
-        }),
+        Arc::new(LocalConnector::new(host_bin(), rig.ws.clone())),
         Arc::new(Gateway::new(config)),
         ClientOptions {
             config_home: home,
