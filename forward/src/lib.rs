@@ -8,6 +8,7 @@
 //! - [`rpc`]: requests, responses and notifications multiplexed on one link;
 //! - [`proto`]: every message type;
 //! - [`content`]: large content by reference (SHA-256 refs, chunked fetch, line splitting);
+//! - [`policy`]: the typed session policy and the one tighten-only merge of a project file;
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
 //! - [`child`]: a line-speaking child process (MCP stdio servers on either side).
 
@@ -17,6 +18,7 @@ pub mod content;
 pub mod frame;
 pub mod handshake;
 pub mod link;
+pub mod policy;
 pub mod proto;
 pub mod rpc;
 pub mod testing;

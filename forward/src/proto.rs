@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::content::{ContentChunk, ContentRef};
+pub use crate::policy::{
+    BashSandbox, Ignored, McpRunOn, PermissionMode, Rule, Rules, SandboxPolicy, SessionPolicy,
+    Timeouts,
+};
 
 /// Version of the link protocol. Bumped on any incompatible change to frames or messages.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -216,21 +220,22 @@ pub struct OpenSession {
     pub settings: SessionSettings,
 }
 
-/// Settings a driving client hands to its session.
+/// Settings a driving client hands to its session. Every open (and every takeover) replaces
+/// the previous driver's settings as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct SessionSettings {
     /// Model label as the user chose it (the gateway resolves it).
     pub model: Option<String>,
-    /// Permission mode: `ask`, `auto` or `yolo`.
-    pub mode: Option<String>,
     /// Headless client: an `ask` decision is answered with a denial the model can read.
     pub headless: bool,
     /// Maximum model steps per turn before the turn pauses.
     pub max_steps: Option<u32>,
-    /// Extra permission rules from the laptop's user config (allow/ask/deny).
-    pub rules: Option<Value>,
-    /// Bash timeout in seconds.
-    pub bash_timeout_seconds: Option<u64>,
+    /// The security policy from the laptop's trusted layers (defaults, user config, flags,
+    /// and in local mode the project file already tightened in). The host applies the
+    /// workspace's `reasonix.toml` on top with [`crate::policy::tighten`] and enforces the
+    /// result.
+    pub policy: SessionPolicy,
     /// MCP servers that run on the laptop and are tunnelled over the link (names).
     #[serde(default)]
     pub laptop_mcp: Vec<String>,
@@ -377,6 +382,12 @@ pub struct SessionOpened {
     pub notice: Option<String>,
     /// Sandbox state of the daemon.
     pub sandbox: String,
+    /// The policy the host enforces for this session (the driver's, tightened by the
+    /// workspace's project file as the host read it at this open).
+    pub policy: SessionPolicy,
+    /// Project settings the host refused while computing `policy`; clients show each.
+    #[serde(default)]
+    pub ignored: Vec<Ignored>,
 }
 
 /// Role of a client on a session.

@@ -1,7 +1,7 @@
 //! Permission rules and bash decomposition (`reasonix_remote::policy`).
 
 use reasonix_remote::policy::{
-    is_read_only_command, shell_words, split_command, Mode, Policy, PolicyConfig,
+    is_read_only_command, shell_words, split_command, Mode, Policy,
 };
 use serde_json::json;
 
@@ -32,20 +32,12 @@ pub fn policy_rules(data: &[u8]) {
             _ => deny.push(l.clone()),
         }
     }
-    let cfg = PolicyConfig {
-        mode: None,
-        allow,
-        ask,
-        deny,
-    };
-    let _ = Policy::tighten_only(&cfg, &PolicyConfig::default());
-    let _ = Policy::tighten_only(&PolicyConfig::default(), &cfg);
     // Each rule alone too, so one bad rule does not hide the others from the decisions.
     let mut policies: Vec<Policy> = lines
         .iter()
         .filter_map(|r| Policy::new(Mode::Ask, std::slice::from_ref(r), &[], &[]).ok())
         .collect();
-    if let Ok(p) = Policy::from_config(&cfg) {
+    if let Ok(p) = Policy::new(Mode::Ask, &allow, &ask, &deny) {
         policies.push(p);
     }
     for mut p in policies.into_iter().rev().take(4) {

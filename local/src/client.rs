@@ -131,7 +131,12 @@ pub struct Client {
     /// The current transport goes to another build's daemon the user chose to watch:
     /// sessions are opened read-only whatever the front end asks.
     read_only: Arc<std::sync::atomic::AtomicBool>,
+    answered_always: AnsweredAlways,
 }
+
+/// Approval ids this client answered with "always allow": only the client whose user
+/// answered saves the rule, never a spectator or a client replaying the journal.
+type AnsweredAlways = Arc<Mutex<std::collections::HashSet<String>>>;
 
 impl Client {
     /// Start the supervisor. Events arrive on the returned receiver.
@@ -144,8 +149,10 @@ impl Client {
         let (rpc_tx, rpc_rx) = watch::channel(None);
         let retry_now = Arc::new(tokio::sync::Notify::new());
         let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let answered_always = AnsweredAlways::default();
         let sup = Supervisor {
             read_only: Arc::clone(&read_only),
+            answered_always: Arc::clone(&answered_always),
             connector,
             gateway,
             options,
@@ -160,6 +167,7 @@ impl Client {
                 rpc: rpc_rx,
                 retry_now,
                 read_only,
+                answered_always,
             },
             events_rx,
         )
@@ -177,6 +185,17 @@ impl Client {
             }
             other => other,
         };
+        if let Request::Approve {
+            approval_id,
+            decision: reasonix_forward::proto::ApprovalDecision::AllowAlways,
+            ..
+        } = &body
+        {
+            self.answered_always
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(approval_id.clone());
+        }
         let mut rx = self.rpc.clone();
         let rpc = loop {
             if let Some(r) = rx.borrow_and_update().clone() {
@@ -223,6 +242,7 @@ impl Client {
 }
 
 struct Supervisor {
+    answered_always: AnsweredAlways,
     connector: Arc<dyn Connector>,
     gateway: Arc<Gateway>,
     options: ClientOptions,
@@ -363,7 +383,10 @@ impl Supervisor {
                         rpc,
                         incoming,
                         self.options.laptop_mcp.clone(),
-                        self.options.config_home.clone(),
+                        SaveRules {
+                            home: self.options.config_home.clone(),
+                            answered_always: Arc::clone(&self.answered_always),
+                        },
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
@@ -501,11 +524,17 @@ fn open_laptop_mcp(
     Ok(())
 }
 
+/// Where "always allow" rules are saved, and which answers were this client's.
+struct SaveRules {
+    home: Option<std::path::PathBuf>,
+    answered_always: AnsweredAlways,
+}
+
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,
     laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
-    config_home: Option<std::path::PathBuf>,
+    save_rules: SaveRules,
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
@@ -516,6 +545,10 @@ async fn serve_incoming(
     // Provider streams being relayed, by stream id, so the host can cancel them.
     let mut streams: std::collections::HashMap<String, tokio::task::AbortHandle> =
         std::collections::HashMap::new();
+    let SaveRules {
+        home: config_home,
+        answered_always,
+    } = save_rules;
     while let Some(msg) = incoming.recv().await {
         *last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         match msg {
@@ -560,12 +593,22 @@ async fn serve_incoming(
                     Notification::Event(e) => {
                         if let (
                             reasonix_forward::proto::EventKind::ApprovalAnswered {
+                                approval_id,
                                 rule: Some(rule),
                                 ..
                             },
                             Some(home),
                         ) = (&e.kind, &config_home)
                         {
+                            let mine = answered_always
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(approval_id);
+                            if !mine {
+                                // Another client's answer, or a catch-up of the journal.
+                                let _ = events.send(ClientEvent::Event(e));
+                                continue;
+                            }
                             match crate::config::persist_allow_rule(home, rule) {
                                 Ok(true) => tracing::info!("saved permission rule {rule}"),
                                 Ok(false) => {}
@@ -702,7 +745,9 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
     let specs: Vec<crate::mcp_host::McpHostSpec> = config
         .mcp
         .iter()
-        .filter(|m| m.run_on == crate::config::McpRunOn::Laptop)
+        // Every user-config entry runs on the laptop and has a command (the config loader
+        // refuses anything else with the fix); project entries run on the host.
+        .filter(|m| m.runs_on() == crate::config::McpRunOn::Laptop)
         .filter_map(|m| {
             m.command.as_ref().map(|command| {
                 // Laptop servers inherit the laptop's environment minus the provider keys:

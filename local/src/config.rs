@@ -13,10 +13,14 @@
 //! move it to the environment or `<home>/.env` (which only the gateway reads).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub use reasonix_forward::policy::{
+    BashSandbox, Ignored, McpRunOn, PermissionMode, PermissionsLayer, ProjectLayer, Rule, Rules,
+    SandboxLayer, SandboxPolicy, SessionPolicy, Timeouts, ToolsLayer,
+};
 
 /// Name of the project config file looked up in the project directory.
 pub const PROJECT_FILE: &str = "reasonix.toml";
@@ -198,67 +202,17 @@ impl Default for ToolsConfig {
     }
 }
 
-/// Permission mode: what happens to a writer tool with no matching rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum PermissionMode {
-    /// Prompt the user.
-    #[default]
-    Ask,
-    /// Allow writers without a prompt; explicit ask/deny rules still apply.
-    Auto,
-    /// Never prompt; deny rules still hold.
-    Yolo,
-}
-
-impl PermissionMode {
-    /// Higher is stricter.
-    fn strictness(self) -> u8 {
-        match self {
-            PermissionMode::Yolo => 0,
-            PermissionMode::Auto => 1,
-            PermissionMode::Ask => 2,
-        }
-    }
-
-    /// The mode as written in config files (`ask`, `auto`, `yolo`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionMode::Ask => "ask",
-            PermissionMode::Auto => "auto",
-            PermissionMode::Yolo => "yolo",
-        }
-    }
-}
-
-impl fmt::Display for PermissionMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// `[permissions]` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct PermissionsConfig {
     /// Fallback for writer tools.
     pub mode: PermissionMode,
     /// Rules that allow without a prompt (`Tool`, `Tool(glob)`, `Bash(prefix:*)`).
-    pub allow: Vec<String>,
+    pub allow: Vec<Rule>,
     /// Rules that always prompt.
-    pub ask: Vec<String>,
+    pub ask: Vec<Rule>,
     /// Rules that always deny.
-    pub deny: Vec<String>,
-}
-
-/// How `bash` is sandboxed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum BashSandbox {
-    /// Run bash inside bubblewrap; refuse to run when bubblewrap does not work.
-    #[default]
-    Enforce,
-    /// Run bash unconfined.
-    Off,
+    pub deny: Vec<Rule>,
 }
 
 /// `[sandbox]` settings.
@@ -288,17 +242,6 @@ impl Default for SandboxConfig {
     }
 }
 
-/// Where an MCP server runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum McpRunOn {
-    /// On the laptop, next to the gateway.
-    Laptop,
-    /// On the remote host, next to the workspace.
-    #[default]
-    Host,
-}
-
 /// One `[[mcp]]` server entry, as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -320,9 +263,18 @@ pub struct McpServerConfig {
     /// HTTP headers for `url`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// Where the server runs.
+    /// Where the server runs. Unset means: on the laptop for an entry of the user config
+    /// (it lives on the laptop), on the host for an entry of a project file (it comes with
+    /// the workspace). After loading it is always set.
     #[serde(default)]
-    pub run_on: McpRunOn,
+    pub run_on: Option<McpRunOn>,
+}
+
+impl McpServerConfig {
+    /// Where the server runs (set for every loaded entry; `host` if somehow unset).
+    pub fn runs_on(&self) -> McpRunOn {
+        self.run_on.unwrap_or(McpRunOn::Host)
+    }
 }
 
 /// Command-line flags; they win over every file and are trusted.
@@ -400,6 +352,9 @@ pub struct Config {
     pub sources: Vec<PathBuf>,
     /// Project settings that were ignored because they would loosen security.
     warnings: Vec<String>,
+    /// The policy part of `warnings`, as [`reasonix_forward::policy::tighten`] reported it
+    /// (the host reports the same list when it applies the same file).
+    ignored: Vec<Ignored>,
 }
 
 impl Config {
@@ -426,6 +381,7 @@ impl Config {
             home,
             sources: Vec::new(),
             warnings: Vec::new(),
+            ignored: Vec::new(),
         }
     }
 
@@ -443,6 +399,11 @@ impl Config {
             let file = parse_file(&user_path, &text, &dotenv)?;
             cfg.apply_user(file, &user_path)?;
             cfg.sources.push(user_path);
+        }
+
+        // Flags are trusted like the user file; the project file then tightens all of them.
+        if let Some(mode) = opts.overrides.mode {
+            cfg.permissions.mode = mode;
         }
 
         if !opts.ignore_project {
@@ -475,6 +436,34 @@ impl Config {
     /// Settings from the project file that were ignored, one human-readable line each.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// The policy settings of the project file that were ignored (part of [`warnings`](Self::warnings)).
+    pub fn ignored(&self) -> &[Ignored] {
+        &self.ignored
+    }
+
+    /// The security policy of a session opened with this configuration, as sent to the host
+    /// (which tightens it again with the workspace's project file, to the same result when
+    /// it reads the same file).
+    pub fn session_policy(&self) -> SessionPolicy {
+        SessionPolicy {
+            mode: self.permissions.mode,
+            rules: Rules {
+                allow: self.permissions.allow.clone(),
+                ask: self.permissions.ask.clone(),
+                deny: self.permissions.deny.clone(),
+            },
+            sandbox: SandboxPolicy {
+                bash: self.sandbox.bash,
+                network: self.sandbox.network,
+                allow_write: self.sandbox.allow_write.clone(),
+                forbid_read: self.sandbox.forbid_read.clone(),
+            },
+            timeouts: Timeouts {
+                bash_seconds: self.tools.bash_timeout_seconds,
+            },
+        }
     }
 
     /// Path of the `.env` file the gateway reads keys from.
@@ -595,7 +584,25 @@ impl Config {
             .extend(s.forbid_read.unwrap_or_default());
         set(&mut self.sandbox.bash, s.bash);
         set(&mut self.sandbox.network, s.network);
-        for m in file.mcp {
+        for mut m in file.mcp {
+            let invalid = |message: String| ConfigError::Invalid {
+                source_name: Some(src.clone()),
+                key: format!("mcp `{}`", m.name),
+                message,
+            };
+            match m.run_on {
+                Some(McpRunOn::Host) => return Err(invalid(format!(
+                    "[[mcp]] `{}` has run_on = \"host\", but servers of the user config run on the laptop. Declare host servers in the workspace's reasonix.toml or .mcp.json on the host, or remove `run_on` to run it on the laptop",
+                    m.name
+                ))),
+                Some(McpRunOn::Laptop) | None => m.run_on = Some(McpRunOn::Laptop),
+            }
+            if m.command.is_none() {
+                return Err(invalid(format!(
+                    "[[mcp]] `{}` runs on the laptop, which starts stdio servers only: give it a `command`, or declare the HTTP server (`url`) in the workspace's reasonix.toml so the host reaches it",
+                    m.name
+                )));
+            }
             upsert_mcp(&mut self.mcp, m);
         }
         Ok(())
@@ -714,8 +721,8 @@ impl Config {
         set(&mut self.agent.compact_ratio, a.compact_ratio);
         set(&mut self.agent.max_steps, a.max_steps);
 
-        let t = file.tools;
-        if let Some(list) = t.enabled {
+        let t = &file.tools;
+        if let Some(list) = t.enabled.clone() {
             match &self.tools.enabled {
                 None => self.tools.enabled = Some(list),
                 Some(user) => {
@@ -730,34 +737,13 @@ impl Config {
                 }
             }
         }
-        set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
         set(
             &mut self.tools.mcp_call_timeout_seconds,
             t.mcp_call_timeout_seconds,
         );
 
-        let p = file.permissions;
-        if let Some(mode) = p.mode {
-            if mode.strictness() >= self.permissions.mode.strictness() {
-                self.permissions.mode = mode;
-            } else {
-                warns.push(format!(
-                    "ignored permissions.mode = \"{mode}\": a project file may only tighten security (your mode is \"{}\")",
-                    self.permissions.mode
-                ));
-            }
-        }
-        if let Some(allow) = p.allow.filter(|a| !a.is_empty()) {
-            warns.push(format!(
-                "ignored permissions.allow {allow:?}: a project file cannot allow anything (add allow rules to your user config)"
-            ));
-        }
-        self.permissions.ask.extend(p.ask.unwrap_or_default());
-        self.permissions.deny.extend(p.deny.unwrap_or_default());
-
-        let s = file.sandbox;
-        if let Some(root) = s.workspace_root {
-            let abs = absolutize(&root, workspace_root);
+        if let Some(root) = &file.sandbox.workspace_root {
+            let abs = absolutize(root, workspace_root);
             if abs.starts_with(workspace_root) {
                 self.sandbox.workspace_root = Some(abs);
             } else {
@@ -768,57 +754,47 @@ impl Config {
                 ));
             }
         }
-        for w in s.allow_write.unwrap_or_default() {
-            let abs = absolutize(&w, workspace_root);
-            if abs.starts_with(workspace_root) {
-                self.sandbox.allow_write.push(abs);
-            } else {
-                warns.push(format!(
-                    "ignored sandbox.allow_write entry {}: a project file cannot make paths outside the workspace writable",
-                    w.display()
-                ));
-            }
-        }
-        self.sandbox
-            .forbid_read
-            .extend(s.forbid_read.unwrap_or_default());
-        match s.bash {
-            Some(BashSandbox::Enforce) => self.sandbox.bash = BashSandbox::Enforce,
-            Some(BashSandbox::Off) if self.sandbox.bash == BashSandbox::Enforce => warns.push(
-                "ignored sandbox.bash = \"off\": a project file cannot turn the bash sandbox off"
-                    .into(),
-            ),
-            Some(BashSandbox::Off) | None => {}
-        }
-        match s.network {
-            Some(false) => self.sandbox.network = false,
-            Some(true) if !self.sandbox.network => warns.push(
-                "ignored sandbox.network = true: a project file cannot turn network access on"
-                    .into(),
-            ),
-            Some(true) | None => {}
-        }
 
-        for m in file.mcp {
-            if m.run_on == McpRunOn::Laptop {
-                warns.push(format!(
-                    "ignored [[mcp]] `{}`: a project file cannot start programs on the laptop (run_on = \"laptop\")",
-                    m.name
-                ));
-                continue;
-            }
+        // The security settings: the one tighten-only merge the host applies too.
+        let layer = ProjectLayer {
+            permissions: file.permissions,
+            sandbox: file.sandbox,
+            tools: file.tools,
+            laptop_mcp: file
+                .mcp
+                .iter()
+                .filter(|m| m.run_on == Some(McpRunOn::Laptop))
+                .map(|m| m.name.clone())
+                .collect(),
+        };
+        let tightened = reasonix_forward::policy::tighten(&self.session_policy(), &layer);
+        let p = tightened.policy;
+        self.permissions.mode = p.mode;
+        self.permissions.allow = p.rules.allow;
+        self.permissions.ask = p.rules.ask;
+        self.permissions.deny = p.rules.deny;
+        self.sandbox.bash = p.sandbox.bash;
+        self.sandbox.network = p.sandbox.network;
+        self.sandbox.allow_write = p.sandbox.allow_write;
+        self.sandbox.forbid_read = p.sandbox.forbid_read;
+        self.tools.bash_timeout_seconds = p.timeouts.bash_seconds;
+
+        // Workspace servers run on the host; one asking for the laptop was reported above
+        // and runs on the host too (the laptop only starts servers of the user config).
+        for mut m in file.mcp {
+            m.run_on = Some(McpRunOn::Host);
             upsert_mcp(&mut self.mcp, m);
         }
         self.warnings
             .extend(warns.into_iter().map(|w| format!("{src}: {w}")));
+        self.warnings
+            .extend(tightened.ignored.iter().map(|i| i.to_string()));
+        self.ignored.extend(tightened.ignored);
     }
 
     fn apply_overrides(&mut self, o: &Overrides) {
         if let Some(m) = &o.model {
             self.default_model = Some(m.clone());
-        }
-        if let Some(mode) = o.mode {
-            self.permissions.mode = mode;
         }
         if let Some(root) = &o.workspace_root {
             self.sandbox.workspace_root = Some(root.clone());
@@ -954,11 +930,11 @@ struct FileConfig {
     #[serde(default)]
     agent: AgentFile,
     #[serde(default)]
-    tools: ToolsFile,
+    tools: ToolsLayer,
     #[serde(default)]
-    permissions: PermissionsFile,
+    permissions: PermissionsLayer,
     #[serde(default)]
-    sandbox: SandboxFile,
+    sandbox: SandboxLayer,
     #[serde(default)]
     mcp: Vec<McpServerConfig>,
 }
@@ -983,33 +959,6 @@ struct AgentFile {
     temperature: Option<f64>,
     compact_ratio: Option<f64>,
     max_steps: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ToolsFile {
-    enabled: Option<Vec<String>>,
-    bash_timeout_seconds: Option<u64>,
-    mcp_call_timeout_seconds: Option<u64>,
-}
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct PermissionsFile {
-    mode: Option<PermissionMode>,
-    allow: Option<Vec<String>>,
-    ask: Option<Vec<String>>,
-    deny: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct SandboxFile {
-    workspace_root: Option<PathBuf>,
-    allow_write: Option<Vec<PathBuf>>,
-    forbid_read: Option<Vec<PathBuf>>,
-    bash: Option<BashSandbox>,
-    network: Option<bool>,
 }
 
 /// Field names that only ever hold secrets.

@@ -295,6 +295,9 @@ async fn run(args: RunArgs) -> i32 {
     };
     let config = match Config::load(&LoadOptions {
         project_dir: Some(workspace.clone()),
+        // Over SSH the project file is the host workspace's: the host applies it and reports
+        // what it ignored; a file in this laptop folder has nothing to do with that session.
+        ignore_project: args.ssh.is_some(),
         overrides: Overrides {
             model: args.run_model.clone(),
             mode,
@@ -542,6 +545,7 @@ async fn rewind(args: RewindArgs) -> i32 {
     };
     let config = match Config::load(&LoadOptions {
         project_dir: Some(workspace.clone()),
+        ignore_project: args.ssh.is_some(),
         ..LoadOptions::default()
     }) {
         Ok(c) => c,
@@ -577,9 +581,16 @@ async fn rewind(args: RewindArgs) -> i32 {
     out.code
 }
 
-fn load_config(workspace: &std::path::Path, model: Option<String>) -> Result<Config, String> {
+/// The configuration of a session on `workspace`; `remote` (SSH) skips the laptop folder's
+/// project file, since the host applies its own workspace's file.
+fn load_config(
+    workspace: &std::path::Path,
+    model: Option<String>,
+    remote: bool,
+) -> Result<Config, String> {
     Config::load(&LoadOptions {
         project_dir: Some(workspace.to_path_buf()),
+        ignore_project: remote,
         overrides: Overrides {
             model,
             ..Overrides::default()
@@ -597,7 +608,7 @@ async fn tui_local(args: TuiArgs) -> i32 {
             return 2;
         }
     };
-    let config = match load_config(&workspace, args.model.clone()) {
+    let config = match load_config(&workspace, args.model.clone(), false) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("reasonix: {e}");
@@ -640,7 +651,7 @@ async fn tui_local(args: TuiArgs) -> i32 {
 
 async fn tui_ssh(dest: String, ssh: SshArgs, args: TuiArgs, new_session: bool) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let config = match load_config(&cwd, args.model.clone()) {
+    let config = match load_config(&cwd, args.model.clone(), true) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("reasonix: {e}");
@@ -774,7 +785,7 @@ async fn mcp_list(args: McpListArgs) -> i32 {
             return 2;
         }
     };
-    let config = match load_config(&workspace, None) {
+    let config = match load_config(&workspace, None, args.ssh.is_some()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("reasonix: {e}");

@@ -46,20 +46,15 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     let (client_opts, laptop_mcp) = crate::client::options_for(config);
     let (client, mut events) = Client::start(connector, gateway, client_opts);
     let mut out = Printer { json: opts.json };
-    let mode = config.permissions.mode;
     let settings = SessionSettings {
         model: opts.model.clone().or(config.default_model.clone()),
-        mode: Some(mode.as_str().to_string()),
         headless: true,
         max_steps: Some(config.agent.max_steps),
-        rules: Some(json!({
-            "allow": config.permissions.allow,
-            "ask": config.permissions.ask,
-            "deny": config.permissions.deny,
-        })),
-        bash_timeout_seconds: Some(config.tools.bash_timeout_seconds),
+        policy: config.session_policy(),
         laptop_mcp,
     };
+    // Ignored project settings the laptop already printed (local mode reads the same file).
+    let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();
     let request_id = format!("run-{:016x}", rand::random::<u64>());
     let mut session_id = opts.session.clone();
     let mut our_turn: Option<u64> = None;
@@ -134,6 +129,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         if let Some(n) = &opened.notice {
                             out.notice(n);
                         }
+                        report_ignored(&mut out, &opened.ignored, &mut reported);
                         out.session(&opened.session, &opened.sandbox);
                         session_id = Some(opened.session);
                         continue;
@@ -281,6 +277,14 @@ impl Printer {
     fn session(&mut self, id: &str, sandbox: &str) {
         if self.json {
             self.line(json!({"type": "session", "session": id, "sandbox": sandbox}));
+        }
+    }
+
+    fn warning(&mut self, text: &str) {
+        if self.json {
+            self.line(json!({"type": "warning", "text": text}));
+        } else {
+            eprintln!("reasonix: warning: {text}");
         }
     }
 
@@ -486,6 +490,7 @@ pub async fn rewind(
         takeover: true,
         settings: SessionSettings {
             headless: true,
+            policy: config.session_policy(),
             ..SessionSettings::default()
         },
     };
@@ -521,5 +526,21 @@ pub async fn rewind(
             format!("unexpected answer {other:?}"),
         ),
         Err(e) => fail(&mut Printer { json: false }, e.to_string()),
+    }
+}
+
+/// Print the project settings the host refused that were not reported yet: over SSH the
+/// laptop never sees the host's `reasonix.toml`, so these are the only report; in local mode
+/// they equal what the laptop printed when it loaded the same file, unless it changed since.
+fn report_ignored(
+    out: &mut Printer,
+    ignored: &[reasonix_forward::policy::Ignored],
+    reported: &mut Vec<reasonix_forward::policy::Ignored>,
+) {
+    for i in ignored {
+        if !reported.contains(i) {
+            out.warning(&format!("host: {i}"));
+            reported.push(i.clone());
+        }
     }
 }

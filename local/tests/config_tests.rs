@@ -163,7 +163,11 @@ command = "mcp-server-time"
     assert_eq!(cfg.permissions.deny, ["Bash(sudo:*)", "Bash(curl:*)"]);
     assert_eq!(cfg.sandbox.bash, BashSandbox::Enforce);
     assert!(!cfg.sandbox.network);
-    assert_eq!(cfg.sandbox.allow_write, [ws.join("build/out")]);
+    assert!(
+        cfg.sandbox.allow_write.is_empty(),
+        "a project file never adds writable roots, inside the workspace or not ({})",
+        ws.display()
+    );
     assert_eq!(cfg.sandbox.forbid_read, [PathBuf::from("secrets")]);
     let ds = cfg.provider("deepseek").unwrap();
     assert_eq!(
@@ -175,9 +179,20 @@ command = "mcp-server-time"
         "cosmetic provider fields are taken"
     );
     assert!(cfg.provider("evil").is_none());
-    assert_eq!(cfg.mcp.len(), 1);
-    assert_eq!(cfg.mcp[0].name, "host-tool");
-    assert_eq!(cfg.mcp[0].run_on, McpRunOn::Host);
+    // Workspace servers run on the host, the one asking for the laptop too.
+    let names: Vec<(&str, Option<McpRunOn>)> = cfg
+        .mcp
+        .iter()
+        .map(|m| (m.name.as_str(), m.run_on))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("local-tool", Some(McpRunOn::Host)),
+            ("host-tool", Some(McpRunOn::Host))
+        ]
+    );
+    assert!(reasonix_local::client::options_for(&cfg).1.is_empty());
 
     let w = cfg.warnings().join("\n");
     for needle in [
@@ -190,13 +205,15 @@ command = "mcp-server-time"
         "base_url",
         "`evil`",
         "`local-tool`",
+        "build/out",
     ] {
         assert!(
             w.contains(needle),
             "warning about {needle} missing in:\n{w}"
         );
     }
-    assert_eq!(cfg.warnings().len(), 9, "{w}");
+    assert_eq!(cfg.warnings().len(), 10, "{w}");
+    assert_eq!(cfg.ignored().len(), 8, "{w}");
     assert!(cfg.warnings().iter().all(|l| l.contains("reasonix.toml")));
 }
 
@@ -547,4 +564,40 @@ fn example_config_parses_and_documents_every_key() {
     ] {
         assert!(text.contains(key), "example does not mention {key}");
     }
+}
+
+#[test]
+fn user_mcp_entries_run_on_the_laptop_or_are_refused_with_the_fix() {
+    // No run_on in the user config: the laptop, and the server is offered to the host.
+    let d = Dirs::new();
+    d.user("[[mcp]]\nname = \"lap\"\ncommand = \"mcp-server-time\"\n");
+    let cfg = d.load().unwrap();
+    assert_eq!(cfg.mcp[0].run_on, Some(McpRunOn::Laptop));
+    assert_eq!(reasonix_local::client::options_for(&cfg).1, ["lap"]);
+
+    // run_on = "host" in the user config is refused, naming the server and the fix.
+    let d = Dirs::new();
+    d.user("[[mcp]]\nname = \"gh\"\ncommand = \"gh-mcp\"\nrun_on = \"host\"\n");
+    let err = d.load().unwrap_err().to_string();
+    assert!(
+        err.contains("`gh`") && err.contains("reasonix.toml") && err.contains(".mcp.json"),
+        "{err}"
+    );
+
+    // A laptop HTTP server cannot be tunnelled: refused too.
+    let d = Dirs::new();
+    d.user("[[mcp]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9/mcp\"\n");
+    let err = d.load().unwrap_err().to_string();
+    assert!(err.contains("`docs`") && err.contains("command"), "{err}");
+}
+
+#[test]
+fn flags_are_tightened_by_the_project_like_the_user_config() {
+    let d = Dirs::new();
+    d.project_file("[permissions]\nmode = \"ask\"\n");
+    let mut opts = d.opts();
+    opts.overrides.mode = Some(PermissionMode::Yolo);
+    let cfg = Config::load(&opts).unwrap();
+    assert_eq!(cfg.permissions.mode, PermissionMode::Ask);
+    assert_eq!(cfg.session_policy().mode, PermissionMode::Ask);
 }

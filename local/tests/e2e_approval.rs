@@ -31,7 +31,10 @@ async fn fixture(mock: &MockProvider) -> Fixture {
             new: true,
             settings: SessionSettings {
                 model: Some("mock/m".into()),
-                mode: Some("ask".into()),
+                policy: reasonix_forward::policy::SessionPolicy {
+                    mode: reasonix_forward::policy::PermissionMode::Ask,
+                    ..Default::default()
+                },
                 headless: false,
                 ..SessionSettings::default()
             },

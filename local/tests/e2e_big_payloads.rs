@@ -27,7 +27,10 @@ async fn open(client: &Client) -> String {
     let open = Request::OpenSession(OpenSession {
         new: true,
         settings: SessionSettings {
-            mode: Some("yolo".into()),
+            policy: reasonix_forward::proto::SessionPolicy {
+                mode: reasonix_forward::proto::PermissionMode::Yolo,
+                ..Default::default()
+            },
             ..SessionSettings::default()
         },
         ..OpenSession::default()
@@ -332,7 +335,10 @@ async fn five_mb_mcp_result(run_on_laptop: bool) {
     let open = Request::OpenSession(OpenSession {
         new: true,
         settings: SessionSettings {
-            mode: Some("yolo".into()),
+            policy: reasonix_forward::proto::SessionPolicy {
+                mode: reasonix_forward::proto::PermissionMode::Yolo,
+                ..Default::default()
+            },
             laptop_mcp,
             ..SessionSettings::default()
         },

@@ -20,7 +20,10 @@ fn open(session: Option<String>, takeover: bool) -> Request {
         new: false,
         takeover,
         settings: SessionSettings {
-            mode: Some("yolo".into()),
+            policy: reasonix_forward::policy::SessionPolicy {
+                mode: reasonix_forward::policy::PermissionMode::Yolo,
+                ..Default::default()
+            },
             ..SessionSettings::default()
         },
         ..OpenSession::default()
@@ -334,7 +337,10 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
         Request::OpenSession(OpenSession {
             session,
             settings: SessionSettings {
-                mode: Some("yolo".into()),
+                policy: reasonix_forward::policy::SessionPolicy {
+                    mode: reasonix_forward::policy::PermissionMode::Yolo,
+                    ..Default::default()
+                },
                 laptop_mcp: laptop.clone(),
                 ..SessionSettings::default()
             },

@@ -386,3 +386,73 @@ async fn mcp_list_over_ssh_shows_host_and_laptop_servers() {
         "{stdout}"
     );
 }
+
+mod adversarial;
+
+/// The host's workspace holds the adversarial `reasonix.toml` and `.mcp.json`; the laptop
+/// never sees them (a decoy in the laptop folder is not read either). The host applies the
+/// file with the shared tighten-only merge and reports what it ignored, and nothing of it
+/// takes effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_ssh_a_host_project_file_cannot_loosen_anything() {
+    use adversarial::{json_lines, sandbox_of, Attack, MCP_JSON, USER_CONFIG_EXTRA};
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("outside/.keep", "", 0o644)
+        .expect("outside");
+    user.write_file("ws/README.md", "# ws\n", 0o644)
+        .expect("ws");
+    let attack = Attack::new(&user.home.join("ws"), &user.home.join("outside"));
+    user.write_file("ws/reasonix.toml", &attack.project_toml(), 0o644)
+        .expect("project");
+    user.write_file("ws/.mcp.json", MCP_JSON, 0o644)
+        .expect(".mcp.json");
+    let mock = MockProvider::start(attack.phase1_replies()).await;
+    let l = laptop(&sshd, &mock.base_url());
+    let cfg_path = l.rx_home().join("config.toml");
+    let mut cfg = std::fs::read_to_string(&cfg_path).expect("config");
+    cfg.push_str(USER_CONFIG_EXTRA);
+    std::fs::write(&cfg_path, &cfg).expect("config");
+    std::fs::write(
+        l.dir.path().join("reasonix.toml"),
+        "[permissions]\nmode = \"yolo\"\n",
+    )
+    .expect("decoy");
+    user.authorize(&l.key.public).expect("authorize");
+    let dest = format!("{}@127.0.0.1:ws", user.name);
+
+    let out = tokio::task::block_in_place(|| {
+        reasonix(&l, &sshd, &["run", "--ssh", &dest, "--json", "try it"])
+    });
+    let events = json_lines(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{events:#?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    attack.check_phase1(&events, &sandbox_of(&events));
+    let warnings: String = events
+        .iter()
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    Attack::check_warnings(&warnings);
+    assert!(
+        warnings
+            .lines()
+            .all(|w| w.starts_with("host: reasonix.toml: ignored")),
+        "only the host's file is reported: {warnings}"
+    );
+
+    std::fs::write(&cfg_path, cfg.replace("mode = \"auto\"", "mode = \"ask\"")).expect("config");
+    mock.push(Attack::phase2_replies());
+    let out = tokio::task::block_in_place(|| {
+        reasonix(
+            &l,
+            &sshd,
+            &["run", "--ssh", &dest, "--json", "--continue", "try again"],
+        )
+    });
+    attack.check_phase2(&json_lines(&out.stdout));
+}

@@ -273,7 +273,10 @@ fn reset_during_an_approval_keeps_it_pending_and_runs_the_tool_once() {
                 new: true,
                 settings: SessionSettings {
                     model: Some("mock/m".into()),
-                    mode: Some("ask".into()),
+                    policy: reasonix_forward::policy::SessionPolicy {
+                        mode: reasonix_forward::policy::PermissionMode::Ask,
+                        ..Default::default()
+                    },
                     headless: false,
                     ..SessionSettings::default()
                 },
@@ -763,7 +766,10 @@ async fn open_on(client: &Client, session: Option<String>, takeover: bool) -> Op
         takeover,
         settings: SessionSettings {
             model: Some("mock/m".into()),
-            mode: Some("yolo".into()),
+            policy: reasonix_forward::policy::SessionPolicy {
+                mode: reasonix_forward::policy::PermissionMode::Yolo,
+                ..Default::default()
+            },
             headless: false,
             ..SessionSettings::default()
         },

@@ -118,6 +118,9 @@ struct Conn {
     mcp_channels: Mutex<HashMap<u64, McpRoute>>,
     session: Mutex<Option<(Arc<Session>, ClientRole)>>,
     headless: Mutex<bool>,
+    /// The settings of this client's last `OpenSession`: what it enforces when it drives,
+    /// including after a `Takeover`.
+    settings: Mutex<Option<SessionSettings>>,
     /// Bumped on every transport attach; a grace timer only closes the link when no newer
     /// transport arrived.
     generation: AtomicU64,
@@ -545,6 +548,7 @@ impl Daemon {
             mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
+            settings: Mutex::new(None),
             generation: AtomicU64::new(0),
         });
         lock(&self.links).insert(link_id, Arc::clone(&conn));
@@ -766,7 +770,11 @@ impl Daemon {
                     .as_ref()
                     .map(|(s, _)| Arc::clone(s))
                     .ok_or_else(no_session)?;
-                self.make_driver(conn, &session, None);
+                // The taker's own settings replace the previous driver's (a TUI taking over
+                // from a headless run gets its approvals asked, in its own mode and rules).
+                let settings = lock(&conn.settings).clone().unwrap_or_default();
+                let enforced = self.enforce(&settings)?;
+                self.make_driver(conn, &session, Some((settings, enforced)));
                 Ok(Response::Ok)
             }
             Request::Rewind {
@@ -863,11 +871,21 @@ impl Daemon {
         }
     }
 
+    /// The driver's policy tightened by the workspace's project file as it is now.
+    fn enforce(&self, settings: &SessionSettings) -> Result<crate::project::Enforced, RpcError> {
+        crate::project::enforce(
+            &settings.policy,
+            &self.paths.workspace,
+            &self.runtime.tool_ctx,
+        )
+        .map_err(|e| RpcError::new("bad_config", e.to_string()))
+    }
+
     fn make_driver(
         &self,
         conn: &Arc<Conn>,
         session: &Arc<Session>,
-        settings: Option<SessionSettings>,
+        settings: Option<(SessionSettings, crate::project::Enforced)>,
     ) {
         let mut dead_driver = None;
         if let Some(old) = session.driver_id().filter(|id| *id != conn.id) {
@@ -945,7 +963,14 @@ impl Daemon {
             ));
         }
         let (session, load_notice) = self.load_session(&id)?;
+        // Before anything changes: a project file that cannot be applied refuses the open.
+        let mut enforced = if open.read_only {
+            None
+        } else {
+            Some(self.enforce(&open.settings)?)
+        };
         *lock(&conn.headless) = open.settings.headless;
+        *lock(&conn.settings) = Some(open.settings.clone());
         // Detach from a previously open session.
         if let Some((old, _)) = lock(&conn.session).take() {
             old.release_driver(conn.id);
@@ -956,11 +981,17 @@ impl Daemon {
             .and_then(|d| lock(&self.links).values().find(|c| c.id == d).cloned())
             .map(|c| c.link.is_connected())
             .unwrap_or(false);
+        let mut ignored = Vec::new();
         let role = if open.read_only || (current_live && current != Some(conn.id) && !open.takeover)
         {
             ClientRole::Spectator
         } else {
-            self.make_driver(conn, &session, Some(open.settings.clone()));
+            let enforced = match enforced.take() {
+                Some(e) => e,
+                None => self.enforce(&open.settings)?,
+            };
+            ignored = enforced.ignored.clone();
+            self.make_driver(conn, &session, Some((open.settings.clone(), enforced)));
             ClientRole::Driver
         };
         if role == ClientRole::Driver {
@@ -994,7 +1025,9 @@ impl Daemon {
             last_seq,
             state: session.state(),
             notice,
-            sandbox: self.sandbox_status.clone(),
+            sandbox: session.sandbox_status(),
+            policy: session.enforced_policy(),
+            ignored,
         }))
     }
 

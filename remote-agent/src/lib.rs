@@ -11,6 +11,7 @@ pub mod journal;
 pub mod mcp;
 pub mod paths;
 pub mod policy;
+pub mod project;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;

@@ -1,16 +1,17 @@
-//! Assembles the per-daemon runtime: tool registry, sandbox probe and tool context.
+//! Assembles the per-daemon runtime: tool registry, MCP servers, checkpoints and the base
+//! tool context.
 //!
-//! Host-side settings come from the workspace's `reasonix.toml` (`[sandbox]`, `[tools]`);
-//! the laptop's settings (model, permission mode and rules) arrive per session over the link.
+//! Security settings are not per daemon: the driving client sends its policy with every
+//! session open, and the host tightens it with the workspace's `reasonix.toml` read at that
+//! open ([`crate::project`]).
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::checkpoint::{default_state_dir, CheckpointStore};
 use crate::mcp::{load_workspace_servers, McpManager, McpSettings};
 use crate::paths::HostPaths;
-use crate::sandbox::{Sandbox, SandboxConfig, SandboxMode};
+use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::session::Runtime;
 use crate::tools::{ToolContext, ToolRegistry};
 
@@ -18,38 +19,11 @@ use crate::tools::{ToolContext, ToolRegistry};
 /// (`reasonix.toml` `[[mcp]]` and `.mcp.json`) and register their tools next to the built-ins.
 pub async fn build(paths: &HostPaths) -> Runtime {
     let workspace: &Path = &paths.workspace;
-    let project = read_project_config(workspace);
-    let mut sandbox_config = SandboxConfig::default();
-    if let Some(sb) = project.as_ref().and_then(|p| p.get("sandbox")) {
-        if sb.get("bash").and_then(|v| v.as_str()) == Some("enforce") {
-            sandbox_config.bash = SandboxMode::Enforce;
-        }
-        if sb.get("network").and_then(|v| v.as_bool()) == Some(false) {
-            sandbox_config.network = false;
-        }
-        for (key, list) in [
-            ("allow_write", &mut sandbox_config.allow_write),
-            ("forbid_read", &mut sandbox_config.forbid_read),
-        ] {
-            if let Some(items) = sb.get(key).and_then(|v| v.as_array()) {
-                for item in items.iter().filter_map(|v| v.as_str()) {
-                    list.push(workspace.join(item));
-                }
-            }
-        }
-    }
-    let sandbox = Arc::new(Sandbox::probe_async(sandbox_config.clone(), workspace).await);
-    let mut tool_ctx = ToolContext::new(workspace, sandbox);
-    tool_ctx.allow_write = sandbox_config.allow_write.clone();
-    if let Some(secs) = project
-        .as_ref()
-        .and_then(|p| p.get("tools"))
-        .and_then(|t| t.get("bash_timeout_seconds"))
-        .and_then(|v| v.as_integer())
-        .filter(|s| *s > 0)
-    {
-        tool_ctx.bash_timeout = Duration::from_secs(secs as u64);
-    }
+    // The daemon's own sandbox (defaults) only reports whether bwrap works and serves as the
+    // base of every session's tool context; each session open builds its own sandbox and
+    // limits from the policy it was sent (see `crate::project::enforce`).
+    let sandbox = Arc::new(Sandbox::probe_async(SandboxConfig::default(), workspace).await);
+    let tool_ctx = ToolContext::new(workspace, sandbox);
     let mut registry = ToolRegistry::builtin();
     let mut mcp = McpManager::new(McpSettings::default());
     match load_workspace_servers(workspace) {
@@ -85,17 +59,5 @@ pub async fn build(paths: &HostPaths) -> Runtime {
         tool_ctx,
         mcp: Arc::new(mcp),
         checkpoints,
-    }
-}
-
-fn read_project_config(workspace: &Path) -> Option<toml::Table> {
-    let path = workspace.join("reasonix.toml");
-    let text = std::fs::read_to_string(&path).ok()?;
-    match text.parse::<toml::Table>() {
-        Ok(t) => Some(t),
-        Err(e) => {
-            tracing::warn!("ignoring {}: {e}", path.display());
-            None
-        }
     }
 }

@@ -70,55 +70,6 @@ impl SandboxConfig {
     }
 }
 
-/// The `[sandbox]` keys a project's `reasonix.toml` sets (paths already resolved).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SandboxOverrides {
-    /// `bash`, when set.
-    pub bash: Option<SandboxMode>,
-    /// `network`, when set.
-    pub network: Option<bool>,
-    /// `allow_write` (a loosening: ignored with a warning).
-    pub allow_write: Vec<PathBuf>,
-    /// `forbid_read` (added).
-    pub forbid_read: Vec<PathBuf>,
-}
-
-impl SandboxConfig {
-    /// Applies a project file on top of the user's settings, tightening only: it may enforce
-    /// the sandbox, turn the network off and hide more paths; turning the sandbox off, the
-    /// network on, or widening `allow_write` is ignored with a warning each.
-    pub fn tighten_only(&self, project: &SandboxOverrides) -> (SandboxConfig, Vec<String>) {
-        let mut out = self.clone();
-        let mut warnings = Vec::new();
-        match (self.bash, project.bash) {
-            (_, None) | (SandboxMode::Enforce, Some(SandboxMode::Enforce)) | (SandboxMode::Off, Some(SandboxMode::Off)) => {}
-            (SandboxMode::Off, Some(SandboxMode::Enforce)) => out.bash = SandboxMode::Enforce,
-            (SandboxMode::Enforce, Some(SandboxMode::Off)) => warnings.push(
-                "ignored project sandbox.bash = \"off\": a project file may only tighten security settings".to_string(),
-            ),
-        }
-        match (self.network, project.network) {
-            (true, Some(false)) => out.network = false,
-            (false, Some(true)) => warnings.push(
-                "ignored project sandbox.network = true: a project file may only tighten security settings".to_string(),
-            ),
-            _ => {}
-        }
-        for p in &project.allow_write {
-            warnings.push(format!(
-                "ignored project sandbox.allow_write entry {}: a project file may only tighten; add it to ~/.reasonix/config.toml",
-                p.display()
-            ));
-        }
-        for p in &project.forbid_read {
-            if !out.forbid_read.contains(p) {
-                out.forbid_read.push(p.clone());
-            }
-        }
-        (out, warnings)
-    }
-}
-
 impl Default for SandboxConfig {
     /// [`SandboxConfig::defaults_for_home`] with `$HOME`.
     fn default() -> Self {

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-use reasonix_remote::policy::{split_command, Decision, Mode, Policy, PolicyConfig};
+use reasonix_remote::policy::{split_command, Decision, Mode, Policy};
 use serde_json::{json, Value};
 
 fn s(v: &[&str]) -> Vec<String> {
@@ -385,40 +385,4 @@ fn always_rules_and_session_approvals() {
         kind(&p.decide("multi_edit", &json!({"path": "zzz"}), false)),
         "allow"
     );
-}
-
-#[test]
-fn project_config_may_only_tighten() {
-    let user = PolicyConfig {
-        mode: Some(Mode::Auto),
-        allow: s(&["Bash(make:*)"]),
-        ask: s(&[]),
-        deny: s(&["Bash(sudo:*)"]),
-    };
-    let project = PolicyConfig {
-        mode: Some(Mode::Yolo),
-        allow: s(&["Bash", "Edit"]),
-        ask: s(&["Bash(git push:*)"]),
-        deny: s(&["Edit(.env)", "Bash(sudo:*)"]),
-    };
-    let (merged, warnings) = Policy::tighten_only(&user, &project);
-    assert_eq!(merged.mode, Some(Mode::Auto));
-    assert_eq!(merged.allow, s(&["Bash(make:*)"]));
-    assert_eq!(merged.ask, s(&["Bash(git push:*)"]));
-    assert_eq!(merged.deny, s(&["Bash(sudo:*)", "Edit(.env)"]));
-    assert_eq!(warnings.len(), 3, "{warnings:?}");
-    assert!(
-        warnings[0].contains("ignored project permissions.mode = \"yolo\""),
-        "{warnings:?}"
-    );
-    assert!(warnings[1].contains("`Bash`"), "{warnings:?}");
-    // A stricter mode is taken.
-    let strict = PolicyConfig {
-        mode: Some(Mode::Ask),
-        ..Default::default()
-    };
-    let (merged, warnings) = Policy::tighten_only(&user, &strict);
-    assert_eq!((merged.mode, warnings.len()), (Some(Mode::Ask), 0));
-    let p = Policy::from_config(&merged).unwrap();
-    assert_eq!(p.mode(), Mode::Ask);
 }

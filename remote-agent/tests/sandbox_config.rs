@@ -1,11 +1,12 @@
-//! Sandbox settings: defaults, tighten-only merging, the bwrap command line.
+//! Sandbox settings: defaults and the bwrap command line (the tighten-only merge of a
+//! project file is `reasonix_forward::policy::tighten`, tested there and end to end).
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use reasonix_remote::sandbox::{Sandbox, SandboxConfig, SandboxMode, SandboxOverrides};
+use reasonix_remote::sandbox::{Sandbox, SandboxConfig, SandboxMode};
 
 #[test]
 fn defaults_hide_secrets_and_enforce() {
@@ -22,35 +23,6 @@ fn defaults_hide_secrets_and_enforce() {
     assert!(c
         .cache_dirs
         .contains(&PathBuf::from("/home/u/.cargo/registry")));
-}
-
-#[test]
-fn project_settings_only_tighten() {
-    let mut user = SandboxConfig::defaults_for_home(None);
-    user.bash = SandboxMode::Off;
-    user.network = true;
-    let project = SandboxOverrides {
-        bash: Some(SandboxMode::Enforce),
-        network: Some(false),
-        allow_write: vec![],
-        forbid_read: vec![PathBuf::from("/secret")],
-    };
-    let (merged, warnings) = user.tighten_only(&project);
-    assert_eq!((merged.bash, merged.network), (SandboxMode::Enforce, false));
-    assert!(merged.forbid_read.contains(&PathBuf::from("/secret")));
-    assert!(warnings.is_empty(), "{warnings:?}");
-
-    let strict = merged;
-    let loosen = SandboxOverrides {
-        bash: Some(SandboxMode::Off),
-        network: Some(true),
-        allow_write: vec![PathBuf::from("/")],
-        forbid_read: vec![],
-    };
-    let (merged, warnings) = strict.tighten_only(&loosen);
-    assert_eq!(merged, strict, "nothing loosened");
-    assert_eq!(warnings.len(), 3, "{warnings:?}");
-    assert!(warnings[0].contains("sandbox.bash = \"off\""));
 }
 
 #[test]

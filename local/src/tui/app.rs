@@ -460,6 +460,8 @@ pub struct App {
     was_connected: bool,
     pub(crate) session: Option<String>,
     open_pending: Option<OpenParams>,
+    /// Ignored-project-setting notices already shown.
+    reported_ignored: Vec<String>,
     last_seq: u64,
     pub(crate) role: Option<ClientRole>,
     pub(crate) turn_state: TurnState,
@@ -542,6 +544,7 @@ impl App {
             was_connected: false,
             session: None,
             open_pending: None,
+            reported_ignored: Vec::new(),
             last_seq: 0,
             role: None,
             turn_state: TurnState::Idle,
@@ -686,6 +689,18 @@ impl App {
                 }
                 if let Some(n) = o.notice {
                     self.transcript.notice(n, Level::Warn);
+                }
+                // What the host refused from the workspace's project file (it reads the file
+                // at every open; each distinct entry is shown once).
+                for i in o.ignored {
+                    let line = format!("host: {i}");
+                    if !self.reported_ignored.contains(&line) {
+                        self.transcript.notice(line.clone(), Level::Warn);
+                        self.reported_ignored.push(line);
+                    }
+                }
+                if o.role == ClientRole::Driver {
+                    self.settings.mode = o.policy.mode.as_str().to_string();
                 }
                 if o.role == ClientRole::Spectator {
                     self.transcript.notice(

@@ -20,7 +20,6 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 use reasonix_forward::proto::{OpenSession, Request, Response, SessionSettings};
 use reasonix_forward::rpc::CallError;
-use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::app::{Action, App, AppEvent, AppSettings, OpenParams};
@@ -78,15 +77,9 @@ pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -
 fn session_settings(config: &Config, model: Option<String>) -> SessionSettings {
     SessionSettings {
         model: model.or_else(|| config.default_model.clone()),
-        mode: Some(config.permissions.mode.as_str().to_string()),
         headless: false,
         max_steps: Some(config.agent.max_steps),
-        rules: Some(json!({
-            "allow": config.permissions.allow,
-            "ask": config.permissions.ask,
-            "deny": config.permissions.deny,
-        })),
-        bash_timeout_seconds: Some(config.tools.bash_timeout_seconds),
+        policy: config.session_policy(),
         laptop_mcp: crate::client::options_for(config).1,
     }
 }

@@ -103,6 +103,8 @@ pub fn connected(app: &mut App, role: ClientRole) {
         state: TurnState::Idle,
         notice: None,
         sandbox: "bwrap".into(),
+        policy: Default::default(),
+        ignored: Vec::new(),
     }));
 }
 

@@ -18,7 +18,6 @@ use serde_json::Value;
 
 mod always;
 mod bash;
-mod config;
 pub mod paths;
 mod readonly;
 mod rules;
@@ -26,7 +25,6 @@ mod shell;
 mod wrappers;
 
 pub use bash::{shell_words, split_command, Piece};
-pub use config::PolicyConfig;
 pub use readonly::is_read_only_command;
 
 use rules::{Rule, Spec};
@@ -62,15 +60,6 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// 0 = strictest.
-    fn looseness(self) -> u8 {
-        match self {
-            Mode::Ask => 0,
-            Mode::Auto => 1,
-            Mode::Yolo => 2,
-        }
-    }
-
     /// The config spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -141,16 +130,6 @@ impl Policy {
             session: Vec::new(),
             workspace: None,
         })
-    }
-
-    /// From a merged `[permissions]` table (mode defaults to ask).
-    pub fn from_config(cfg: &PolicyConfig) -> Result<Self, PolicyError> {
-        Self::new(
-            cfg.mode.unwrap_or_default(),
-            &cfg.allow,
-            &cfg.ask,
-            &cfg.deny,
-        )
     }
 
     /// Lets path rules see the workspace: relative paths are placed in it, and paths inside

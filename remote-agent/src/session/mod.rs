@@ -95,6 +95,8 @@ struct Inner {
     cancel: Option<CancellationToken>,
     settings: SessionSettings,
     policy: Policy,
+    /// The policy `policy` and `tool_ctx` were built from (reported to clients).
+    enforced: reasonix_forward::policy::SessionPolicy,
     prev_prefix: Option<(String, String, u64)>,
     created: String,
     title: String,
@@ -124,7 +126,8 @@ pub struct Session {
     laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
     laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
     runtime: Arc<Runtime>,
-    tool_ctx: ToolContext,
+    /// Rebuilt from the driver's policy at every open and takeover.
+    tool_ctx: Mutex<ToolContext>,
     journal_path: std::path::PathBuf,
     /// Where outputs too big for an event go (next to the journal).
     content: ContentStore,
@@ -237,6 +240,7 @@ impl Session {
                 cancel: None,
                 settings: SessionSettings::default(),
                 policy,
+                enforced: reasonix_forward::policy::SessionPolicy::default(),
                 prev_prefix: None,
                 created,
                 title,
@@ -248,7 +252,7 @@ impl Session {
             laptop_tools: Mutex::new(None),
             laptop_mcp: tokio::sync::Mutex::new(None),
             runtime,
-            tool_ctx,
+            tool_ctx: Mutex::new(tool_ctx),
             journal_path: journal_path.to_path_buf(),
             content: ContentStore::for_sessions(
                 journal_path.parent().unwrap_or(std::path::Path::new(".")),
@@ -402,7 +406,7 @@ impl Session {
 
     /// True while one of this session's background jobs still runs.
     pub fn jobs_running(&self) -> bool {
-        let jobs = &self.tool_ctx.jobs;
+        let jobs = self.tool_ctx().jobs;
         jobs.ids()
             .iter()
             .filter_map(|id| jobs.get(id))
@@ -424,36 +428,49 @@ impl Session {
         )
     }
 
-    /// Install (or clear) the driving client's gateway and its settings.
-    pub fn set_driver(&self, gateway: Option<Arc<dyn Gateway>>, settings: Option<SessionSettings>) {
-        if let Some(settings) = settings {
-            let mut inner = self.lock();
-            let mode = match settings.mode.as_deref() {
-                Some("auto") => Mode::Auto,
-                Some("yolo") => Mode::Yolo,
-                _ => Mode::Ask,
-            };
-            let rules = |k: &str| -> Vec<String> {
-                settings
-                    .rules
-                    .as_ref()
-                    .and_then(|r| r.get(k))
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            match Policy::new(mode, &rules("allow"), &rules("ask"), &rules("deny")) {
-                // Path rules match canonical workspace-relative paths.
-                Ok(p) => inner.policy = p.with_workspace(&self.tool_ctx.workspace),
-                Err(e) => tracing::warn!("bad permission rules from client: {e}"),
+    /// Install (or clear) the driving client's gateway. With `settings`, the driver's
+    /// settings and what they enforce ([`crate::project::enforce`]) replace the previous
+    /// driver's as a whole: headless flag, model, mode, rules, sandbox and tool limits.
+    pub fn set_driver(
+        &self,
+        gateway: Option<Arc<dyn Gateway>>,
+        settings: Option<(SessionSettings, crate::project::Enforced)>,
+    ) {
+        if let Some((settings, enforced)) = settings {
+            let mut ctx = enforced.tool_ctx;
+            {
+                let mut slot = self.tool_ctx.lock().unwrap_or_else(|p| p.into_inner());
+                // The checkpoint hook, background jobs and plan are the session's own; keep
+                // them.
+                ctx.mutation_hook = Arc::clone(&slot.mutation_hook);
+                ctx.jobs = Arc::clone(&slot.jobs);
+                ctx.todos = Arc::clone(&slot.todos);
+                *slot = ctx;
             }
+            let mut inner = self.lock();
+            inner.policy = enforced.rules;
+            inner.enforced = enforced.policy;
             inner.settings = settings;
         }
         self.driver.send_replace(gateway);
+    }
+
+    /// The policy the session enforces now.
+    pub fn enforced_policy(&self) -> reasonix_forward::policy::SessionPolicy {
+        self.lock().enforced.clone()
+    }
+
+    /// State of the sandbox the session's bash runs in (`bwrap`, `off`, `unavailable (why)`).
+    pub fn sandbox_status(&self) -> String {
+        self.tool_ctx().sandbox.status()
+    }
+
+    /// The tool context of the current policy.
+    fn tool_ctx(&self) -> ToolContext {
+        self.tool_ctx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The current driver's connection id.

@@ -438,8 +438,9 @@ impl Session {
                 message: p.render(),
             });
         });
+        let ctx = self.tool_ctx();
         let out = tokio::select! {
-            out = crate::mcp::with_progress(sink, tool.run(args, &self.tool_ctx)) => out,
+            out = crate::mcp::with_progress(sink, tool.run(args, &ctx)) => out,
             _ = cancel.cancelled() => {
                 self.finish_tool(call, true, "cancelled by the user while running".into()).await;
                 return Ok(());
