@@ -103,6 +103,9 @@ struct Conn {
     rpc: Rpc,
     link: Link,
     streams: Mutex<HashMap<String, mpsc::UnboundedSender<ProviderChunk>>>,
+    /// When each provider stream was asked for, until its first chunk arrives (logged as
+    /// `ttft_us`: the time to first token through the link, read by `bench/ttft_bench.sh`).
+    stream_started: Mutex<HashMap<String, Instant>>,
     /// Lines from tunnelled laptop MCP servers, by channel.
     mcp_channels: Mutex<HashMap<u64, McpRoute>>,
     session: Mutex<Option<(Arc<Session>, ClientRole)>>,
@@ -116,6 +119,7 @@ impl Gateway for ConnGateway {
     fn start_stream(&self, request: ProviderRequest) -> mpsc::UnboundedReceiver<ProviderChunk> {
         let (tx, rx) = mpsc::unbounded_channel();
         lock(&self.0.streams).insert(request.stream_id.clone(), tx);
+        lock(&self.0.stream_started).insert(request.stream_id.clone(), Instant::now());
         let rpc = self.0.rpc.clone();
         let conn = Arc::clone(&self.0);
         tokio::spawn(async move {
@@ -440,6 +444,7 @@ impl Daemon {
             rpc,
             link,
             streams: Mutex::new(HashMap::new()),
+            stream_started: Mutex::new(HashMap::new()),
             mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
@@ -460,6 +465,13 @@ impl Daemon {
                         chunk,
                         ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
                     );
+                    if let Some(t0) = lock(&conn.stream_started).remove(&stream_id) {
+                        tracing::info!(
+                            stream_id = %stream_id,
+                            ttft_us = t0.elapsed().as_micros() as u64,
+                            "first provider chunk"
+                        );
+                    }
                     let mut streams = lock(&conn.streams);
                     if let Some(tx) = streams.get(&stream_id) {
                         let _ = tx.send(chunk);
