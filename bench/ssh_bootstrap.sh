@@ -28,7 +28,8 @@ T=$(mktemp -d)
 cleanup() {
   ip netns pids $NS 2>/dev/null | xargs -r kill 2>/dev/null || true
   ip netns del $NS 2>/dev/null || true
-  pkill -u $U 2>/dev/null || true; sleep 0.2; userdel -r $U 2>/dev/null || true
+  # Everything of the bench user runs inside the namespace (sshd's children): killed above.
+  sleep 0.2; userdel -r $U 2>/dev/null || true
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -90,7 +91,11 @@ if [ "$WARM_ONLY" = 1 ]; then
 fi
 for i in $(seq $N); do
   if [ "$WARM_ONLY" != 1 ]; then
-    rm -rf /home/$U/.reasonix; pkill -u $U -f reasonix-remote 2>/dev/null || true; sleep 0.3
+    # Stop the daemon (by the pids the user's processes have in the namespace), then wipe.
+    for p in $(ip netns pids $NS); do
+      [ "$(stat -c %U /proc/$p 2>/dev/null)" = "$U" ] && kill $p 2>/dev/null || true
+    done
+    sleep 0.3; rm -rf /home/$U/.reasonix
     cold+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" ))
     scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:/tmp/scp-copy-$i"))
   fi

@@ -71,7 +71,10 @@ fn ttft_through_the_link_vs_direct() {
             if !e.file_name().to_string_lossy().ends_with(".log") {
                 continue;
             }
-            for line in std::fs::read_to_string(e.path()).unwrap_or_default().lines() {
+            for line in std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+            {
                 let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                     continue;
                 };
@@ -123,7 +126,9 @@ fn ttft_through_the_link_vs_direct() {
                 }
                 match chunk {
                     ProviderChunk::Done { .. } => break,
-                    ProviderChunk::Error { message, .. } => panic!("direct request failed: {message}"),
+                    ProviderChunk::Error { message, .. } => {
+                        panic!("direct request failed: {message}")
+                    }
                     _ => {}
                 }
             }
