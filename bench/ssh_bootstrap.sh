@@ -78,7 +78,11 @@ async def main():
 asyncio.run(main())
 PY
 ip netns exec $NS env DELAY_MS="${DELAY_MS:-25}" python3 "$T/proxy.py" 2>/dev/null &
-sleep 1
+# Wait until the proxy listens (a loaded machine starts python slowly).
+for _ in $(seq 100); do
+  ip netns exec $NS bash -c 'exec 3<>/dev/tcp/127.0.0.1/2223' 2>/dev/null && break
+  sleep 0.1
+done
 echo "[127.0.0.1]:2223 $(cat $T/hostkey.pub | cut -d' ' -f1-2)" > "$T/home/.ssh/known_hosts"
 RXO=(-p 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o IdentitiesOnly=yes)
 SSHO=("${RXO[@]}" -o BatchMode=yes)
