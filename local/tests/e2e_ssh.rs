@@ -455,7 +455,7 @@ async fn two_workspaces_on_one_host_stop_one_and_the_other_keeps_running() {
     let ws1 = format!("{host}:ws1");
     let ws2 = format!("{host}:ws2");
 
-    let mut long = reasonix_spawn(&l, &sshd, &["run", "--ssh", &ws2, "--yolo", "long one"]);
+    let long = reasonix_spawn(&l, &sshd, &["run", "--ssh", &ws2, "--yolo", "long one"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     while mock.request_count() < 1 {
         assert!(

@@ -44,22 +44,17 @@ fn host_status(home: &Path) -> Vec<Value> {
         .env_remove("REASONIX_TEST_BUILD_ID")
         .output()
         .expect("status");
+    let rig = home
+        .parent()
+        .expect("rig dir")
+        .canonicalize()
+        .expect("canonical rig dir");
+    let rig = rig.to_string_lossy().to_string();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         // Only this rig's daemons (other tests may share /tmp/reasonix-<uid>).
-        .filter(|v| {
-            v["workspace"].as_str().is_some_and(|w| {
-                w.starts_with(
-                    &*home
-                        .parent()
-                        .unwrap()
-                        .canonicalize()
-                        .unwrap()
-                        .to_string_lossy(),
-                )
-            })
-        })
+        .filter(|v| v["workspace"].as_str().is_some_and(|w| w.starts_with(&rig)))
         .collect()
 }
 
