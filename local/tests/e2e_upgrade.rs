@@ -156,6 +156,24 @@ async fn busy_old_build_is_not_replaced_headless_unless_upgrade() {
         .unwrap_or_else(|| panic!("old session missing: {st:?}"));
     assert_eq!(resumed["state"], "idle", "{st:?}");
     assert_eq!(resumed["turns"], 1, "{st:?}");
+    // Opening it with the new build closes the cut turn in its journal and goes on.
+    mock.push(vec![MockReply::text(&["resumed after the upgrade"])]);
+    let again = tokio::task::block_in_place(|| {
+        reasonix(
+            &home,
+            &ws,
+            None,
+            &["run", "--yolo", "--session", &old_session, "go on"],
+        )
+        .output()
+        .expect("resume run")
+    });
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("resumed after the upgrade"),
+        "{}{}",
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&again.stderr)
+    );
     let journal = std::fs::read_dir(home.join("sessions"))
         .expect("sessions")
         .flatten()
