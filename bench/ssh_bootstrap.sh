@@ -7,21 +7,29 @@
 #     attach + handshake + one request)  vs  `scp` of the same uncompressed binary;
 #   - warm: the same command with the binary installed and the daemon running  vs
 #     `ssh host true`.
+# A warm attach is one exec since #17: the attach script checks the build and `exec`s the
+# bridge with the client's Hello (see docs/REMOTE.md, "Attach"); `WARM_ONLY=1` skips the cold
+# runs (one install, then N warm attaches against N `ssh host true`).
 # Usage (as root, after `cargo build --release --workspace --bins`): bench/ssh_bootstrap.sh [N]
+#   RX=path/to/reasonix BIN=path/to/reasonix-remote-<musl>  other binaries (e.g. a debug build:
+#   RX=target/debug/reasonix BIN=target/x86_64-unknown-linux-musl/debug/reasonix-remote)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-5}
 ROOT=$PWD
-RX=$ROOT/target/release/reasonix
-BIN=$ROOT/target/release/reasonix-remote-x86_64-unknown-linux-musl
+RX=${RX:-$ROOT/target/release/reasonix}
+BIN=${BIN:-$ROOT/target/release/reasonix-remote-x86_64-unknown-linux-musl}
+WARM_ONLY=${WARM_ONLY:-0}
 [ -x "$RX" ] && [ -f "$BIN" ] || { echo "build first: cargo build --release --workspace --bins"; exit 2; }
+export REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL=$BIN
 NS=rxbench$$
 U=rxb$$
 T=$(mktemp -d)
 cleanup() {
   ip netns pids $NS 2>/dev/null | xargs -r kill 2>/dev/null || true
   ip netns del $NS 2>/dev/null || true
-  pkill -u $U 2>/dev/null || true; sleep 0.2; userdel -r $U 2>/dev/null || true
+  # Everything of the bench user runs inside the namespace (sshd's children): killed above.
+  sleep 0.2; userdel -r $U 2>/dev/null || true
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -70,7 +78,11 @@ async def main():
 asyncio.run(main())
 PY
 ip netns exec $NS env DELAY_MS="${DELAY_MS:-25}" python3 "$T/proxy.py" 2>/dev/null &
-sleep 1
+# Wait until the proxy listens (a loaded machine starts python slowly).
+for _ in $(seq 100); do
+  ip netns exec $NS bash -c 'exec 3<>/dev/tcp/127.0.0.1/2223' 2>/dev/null && break
+  sleep 0.1
+done
 echo "[127.0.0.1]:2223 $(cat $T/hostkey.pub | cut -d' ' -f1-2)" > "$T/home/.ssh/known_hosts"
 RXO=(-p 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o IdentitiesOnly=yes)
 SSHO=("${RXO[@]}" -o BatchMode=yes)
@@ -78,17 +90,30 @@ ns() { ip netns exec $NS env HOME="$T/home" "$@"; }
 median() { python3 -c 'import sys,statistics; print(f"{statistics.median(map(float,sys.argv[1:])):.3f}")' "$@"; }
 t() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; local e=$(date +%s.%N); echo "$e - $s" | bc; }
 cold=(); scpt=(); warm=(); sshtrue=()
+if [ "$WARM_ONLY" = 1 ]; then
+  ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" >/dev/null
+fi
 for i in $(seq $N); do
-  rm -rf /home/$U/.reasonix; pkill -u $U -f reasonix-remote 2>/dev/null || true; sleep 0.3
-  cold+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" ))
-  scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:/tmp/scp-copy-$i"))
+  if [ "$WARM_ONLY" != 1 ]; then
+    # Stop the daemon (by the pids the user's processes have in the namespace), then wipe.
+    for p in $(ip netns pids $NS); do
+      [ "$(stat -c %U /proc/$p 2>/dev/null)" = "$U" ] && kill $p 2>/dev/null || true
+    done
+    sleep 0.3; rm -rf /home/$U/.reasonix
+    cold+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" ))
+    scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:/tmp/scp-copy-$i"))
+  fi
   warm+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}"))
   sshtrue+=($(t ns ssh "${SSHO[@]}" "$U@127.0.0.1" true))
-  echo "run $i: cold ${cold[-1]}s scp ${scpt[-1]}s warm ${warm[-1]}s ssh-true ${sshtrue[-1]}s"
+  if [ "$WARM_ONLY" != 1 ]; then echo -n "run $i: cold ${cold[-1]}s scp ${scpt[-1]}s "; else echo -n "run $i: "; fi
+  echo "warm ${warm[-1]}s ssh-true ${sshtrue[-1]}s"
 done
 # A sanity run that must succeed (prints the daemon status).
 ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" | head -3
-c=$(median "${cold[@]}"); s=$(median "${scpt[@]}"); w=$(median "${warm[@]}"); b=$(median "${sshtrue[@]}")
+w=$(median "${warm[@]}"); b=$(median "${sshtrue[@]}")
 echo "binary: $(stat -c %s "$BIN") bytes; link: 20 Mbit/s, +${DELAY_MS:-25} ms each way; median of $N"
-echo "cold bootstrap (remote ping, fresh host): ${c}s   scp of the binary: ${s}s   ratio $(echo "scale=2; $c / $s" | bc)"
+if [ "$WARM_ONLY" != 1 ]; then
+  c=$(median "${cold[@]}"); s=$(median "${scpt[@]}")
+  echo "cold bootstrap (remote ping, fresh host): ${c}s   scp of the binary: ${s}s   ratio $(echo "scale=2; $c / $s" | bc)"
+fi
 echo "warm attach   (remote ping, installed)  : ${w}s   ssh host true    : ${b}s   ratio $(echo "scale=2; $w / $b" | bc)"

@@ -63,6 +63,7 @@ pub fn parse_report_line(line: &str, tag: &str) -> Option<Result<AttachReport, S
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

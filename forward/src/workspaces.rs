@@ -85,6 +85,7 @@ pub struct StopLine {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -49,10 +49,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let connector: Arc<dyn Connector> = Arc::new(LocalConnector {
-        binary,
-        workspace: workspace.clone(),
-    });
+    let connector: Arc<dyn Connector> = Arc::new(LocalConnector::new(binary, workspace.clone()));
     let code = run_tui(
         config,
         connector,

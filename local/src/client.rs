@@ -345,13 +345,20 @@ impl Supervisor {
             };
             let accepted = transport.accept_build.as_deref() == Some(welcome.build_id.as_str());
             if welcome.build_id != reasonix_forward::build_id() && !accepted {
-                self.emit(ClientEvent::Connection(ConnState::Failed {
-                    reason: format!(
+                let reason = if hello.resume.is_some() {
+                    format!(
+                        "the workspace daemon was replaced by build {} while this reasonix (build {}) was away (another client upgraded it); start this session again with that build's reasonix",
+                        welcome.build_id,
+                        reasonix_forward::build_id()
+                    )
+                } else {
+                    format!(
                         "build mismatch: reasonix is build {} but the host's reasonix-remote is build {}; rebuild both from the same tree (`cargo build --release`) or let `reasonix ssh` install the matching host binary",
                         reasonix_forward::build_id(),
                         welcome.build_id
-                    ),
-                }));
+                    )
+                };
+                self.emit(ClientEvent::Connection(ConnState::Failed { reason }));
                 return;
             }
             if let Some(refused) = welcome

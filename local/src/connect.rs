@@ -314,9 +314,12 @@ impl Connector for LocalConnector {
     async fn connect(&self, hello: &Hello) -> Result<Transport, ConnectError> {
         let frame = reasonix_forward::handshake::hello_frame(hello)
             .map_err(|e| ConnectError::Fatal(e.to_string()))?;
-        let mut other = match self.upgrade {
-            UpgradePolicy::Force => OtherBuild::Replace,
-            UpgradePolicy::Ask | UpgradePolicy::Refuse => OtherBuild::Ask,
+        let mut other = match (self.upgrade, hello.resume.is_some()) {
+            // A reconnect that finds another build: someone else replaced our daemon. Never
+            // replace it back; the handshake then reports the build mismatch.
+            (_, true) => OtherBuild::Attach,
+            (UpgradePolicy::Force, false) => OtherBuild::Replace,
+            (UpgradePolicy::Ask | UpgradePolicy::Refuse, false) => OtherBuild::Ask,
         };
         let mut read_only_build: Option<String> = None;
         loop {

@@ -152,6 +152,14 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 need_open = true;
             }
             ClientEvent::Event(e) => {
+                // Notices made by the client itself (seq 0: the connection fell back to an
+                // old build, frames were dropped) belong to no turn: show them as they come.
+                if e.seq == 0 {
+                    if let EventKind::Notice { text } = &e.kind {
+                        out.notice(text);
+                    }
+                    continue;
+                }
                 if e.seq > 0 {
                     if e.seq <= last_seq {
                         continue;

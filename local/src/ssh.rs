@@ -140,10 +140,14 @@ impl Connector for SshConnector {
             workspace: self.workspace_arg(),
             daemon_args: self.daemon_args.clone(),
             hello: frame,
-            other_build: match (self.upgrade, &sticky) {
-                (_, Some(_)) => OtherBuild::Attach,
-                (UpgradePolicy::Force, None) => OtherBuild::Replace,
-                (UpgradePolicy::Ask | UpgradePolicy::Refuse, None) => OtherBuild::Ask,
+            other_build: match (self.upgrade, &sticky, hello.resume.is_some()) {
+                (_, Some(_), _) => OtherBuild::Attach,
+                // A reconnect that finds another build: someone else replaced our daemon.
+                // Never replace it back (two clients would take turns killing each other's
+                // daemon); the handshake then reports the build mismatch.
+                (_, None, true) => OtherBuild::Attach,
+                (UpgradePolicy::Force, None, false) => OtherBuild::Replace,
+                (UpgradePolicy::Ask | UpgradePolicy::Refuse, None, false) => OtherBuild::Ask,
             },
         };
         let mut read_only_build = sticky;

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
@@ -455,4 +456,151 @@ async fn over_ssh_a_host_project_file_cannot_loosen_anything() {
         )
     });
     attack.check_phase2(&json_lines(&out.stdout));
+}
+
+/// `reasonix` with the rest of the arguments, as a child process (not waited for).
+fn reasonix_spawn(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reasonix"));
+    cmd.args(args)
+        .args(["-p", &sshd.port().to_string(), "-F", "none"])
+        .arg("-i")
+        .arg(&l.key.private)
+        .args(["-o", "IdentityAgent=none"])
+        .current_dir(l.dir.path())
+        .env("HOME", l.home())
+        .env("REASONIX_HOME", l.rx_home())
+        .env("RX_SSH_KEY", KEY)
+        .env(
+            "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
+            musl_host_binary(),
+        )
+        .env_remove("SSH_AUTH_SOCK")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd.spawn().expect("spawn reasonix")
+}
+
+fn status_json(l: &Laptop, sshd: &Sshd, dest: &str) -> Value {
+    let out = reasonix(l, sshd, &["remote", "status", "--json", dest]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("status json")
+}
+
+fn workspace_of<'a>(status: &'a Value, suffix: &str) -> Option<&'a Value> {
+    status["workspaces"]
+        .as_array()?
+        .iter()
+        .find(|w| w["workspace"].as_str().is_some_and(|p| p.ends_with(suffix)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workspaces_on_one_host_stop_one_and_the_other_keeps_running() {
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("ws1/a.txt", "one\n", 0o644).expect("ws1");
+    user.write_file("ws2/b.txt", "two\n", 0o644).expect("ws2");
+    // ws2's turn streams for 30 s (longer than the rest of the test); ws1's answers at once.
+    let slow: Vec<String> = (0..400).map(|i| format!("s{i} ")).collect();
+    let mock = MockProvider::start(vec![
+        MockReply::text(&slow).slow(Duration::from_millis(75)),
+        MockReply::text(&["ws1 done"]),
+    ])
+    .await;
+    let l = laptop(&sshd, &mock.base_url());
+    // No laptop MCP server here: this test is about daemons.
+    std::fs::write(
+        l.rx_home().join("config.toml"),
+        format!(
+            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n",
+            mock.base_url()
+        ),
+    )
+    .expect("config");
+    user.authorize(&l.key.public).expect("authorize");
+    let host = format!("{}@127.0.0.1", user.name);
+    let ws1 = format!("{host}:ws1");
+    let ws2 = format!("{host}:ws2");
+
+    let long = reasonix_spawn(&l, &sshd, &["run", "--ssh", &ws2, "--yolo", "long one"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while mock.request_count() < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ws2 turn never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let quick = tokio::task::block_in_place(|| {
+        reasonix(&l, &sshd, &["run", "--ssh", &ws1, "--yolo", "quick one"])
+    });
+    assert!(
+        quick.status.success(),
+        "{}",
+        String::from_utf8_lossy(&quick.stderr)
+    );
+
+    // Both daemons are listed, with their sessions and states.
+    let st = tokio::task::block_in_place(|| status_json(&l, &sshd, &host));
+    let w1 = workspace_of(&st, "/ws1").unwrap_or_else(|| panic!("ws1 missing: {st}"));
+    let w2 = workspace_of(&st, "/ws2").unwrap_or_else(|| panic!("ws2 missing: {st}"));
+    assert_eq!(w1["sessions"][0]["state"], "idle", "{st}");
+    assert_eq!(w2["sessions"][0]["state"], "running", "{st}");
+    assert_eq!(w1["build_id"], reasonix_forward::build_id());
+    let w2_pid = w2["pid"].clone();
+    // The table names both workspaces too.
+    let table = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "status", &host]));
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    assert!(table.contains("/ws1") && table.contains("/ws2"), "{table}");
+    assert!(table.contains("running"), "{table}");
+
+    // `DEST` alone, headless: refused, nothing stopped.
+    let bare = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", &host]));
+    assert!(!bare.status.success());
+    assert!(
+        String::from_utf8_lossy(&bare.stderr).contains("--all"),
+        "{}",
+        String::from_utf8_lossy(&bare.stderr)
+    );
+
+    // Stop ws1 only.
+    let stop = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", &ws1]));
+    let stop_out = String::from_utf8_lossy(&stop.stdout).to_string();
+    assert!(
+        stop.status.success(),
+        "{stop_out}{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert!(
+        stop_out.contains("stopped") && stop_out.contains("/ws1"),
+        "{stop_out}"
+    );
+    let st = tokio::task::block_in_place(|| status_json(&l, &sshd, &host));
+    assert!(
+        workspace_of(&st, "/ws1").is_none(),
+        "ws1 still listed: {st}"
+    );
+    let w2 = workspace_of(&st, "/ws2").unwrap_or_else(|| panic!("ws2 gone: {st}"));
+    assert_eq!(w2["pid"], w2_pid, "{st}");
+    assert_eq!(w2["sessions"][0]["state"], "running", "{st}");
+
+    // ws2's turn runs to its end, undisturbed.
+    let out = tokio::task::block_in_place(|| long.wait_with_output()).expect("long run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("s399"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let all =
+        tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", "--all", &host]));
+    assert!(all.status.success());
+    assert!(String::from_utf8_lossy(&all.stdout).contains("/ws2"));
 }

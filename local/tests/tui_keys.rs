@@ -816,3 +816,44 @@ fn output_command_asks_for_the_full_output_by_reference() {
         "{actions:?}"
     );
 }
+
+#[tokio::test]
+async fn upgrade_question_offers_upgrade_read_only_and_wait() {
+    use reasonix_bootstrap::{UpgradeAnswer, UpgradeQuestion};
+    let (prompter, mut prompts) = prompter_channel();
+    let mut app = App::new(settings());
+    let q = UpgradeQuestion {
+        place: "me@box:/repo".into(),
+        running_build: "0.1.0-oldbuild".into(),
+        our_build: "0.1.0-newbuild".into(),
+        sessions: vec![("18f-abc".into(), "running".into(), "fix the tests".into())],
+    };
+    for (keycode, want) in [
+        (KeyCode::Char('2'), UpgradeAnswer::AttachReadOnly),
+        (KeyCode::Char('w'), UpgradeAnswer::Wait),
+        (KeyCode::Char('u'), UpgradeAnswer::UpgradeNow),
+        (KeyCode::Esc, UpgradeAnswer::Refuse),
+    ] {
+        let p = prompter.clone();
+        let q2 = q.clone();
+        let task = tokio::spawn(async move { p.upgrade(&q2).await });
+        let Ok(Some(ev)) =
+            tokio::time::timeout(std::time::Duration::from_secs(10), prompts.recv()).await
+        else {
+            panic!("no prompt event")
+        };
+        app.handle(ev);
+        let screen = draw(&app, 100, 30);
+        assert!(screen.contains("0.1.0-oldbuild"), "{screen}");
+        assert!(screen.contains("fix the tests"), "{screen}");
+        assert!(screen.contains("read-only"), "{screen}");
+        // Keys of other modals do nothing here.
+        app.handle_key(key(KeyCode::Char('y')));
+        app.handle_key(key(keycode));
+        assert_eq!(task.await.ok(), Some(want));
+        assert!(!draw(&app, 100, 30).contains("0.1.0-oldbuild"));
+    }
+    // A dropped UI never upgrades.
+    drop(prompts);
+    assert_eq!(prompter.upgrade(&q).await, UpgradeAnswer::Refuse);
+}

@@ -203,6 +203,45 @@ async fn wait_for_socket(
     })
 }
 
+/// Held while a bridge starts or replaces the workspace daemon (`<run dir>/<key>.spawn`,
+/// flock): a bridge that finds no socket waits for it instead of starting a daemon of its own
+/// build in the middle of another bridge's upgrade.
+struct SpawnLock {
+    _file: std::fs::File,
+}
+
+impl SpawnLock {
+    async fn acquire(paths: &HostPaths) -> Result<SpawnLock, AttachError> {
+        let path = paths.run_dir.join(format!("{}.spawn", paths.key));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(AttachError::Paths)?;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            // SAFETY: flock on a valid fd owned by `file`, which the guard keeps open.
+            let rc = unsafe {
+                libc::flock(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    libc::LOCK_EX | libc::LOCK_NB,
+                )
+            };
+            if rc == 0 {
+                return Ok(SpawnLock { _file: file });
+            }
+            if Instant::now() > deadline {
+                return Err(AttachError::Bridge(io::Error::other(format!(
+                    "another attach has been starting the workspace daemon for 90 s (lock {})",
+                    path.display()
+                ))));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// Connect to the daemon of `workspace`, starting it detached if needed. `daemon_args` are
 /// extra arguments passed to `reasonix-remote daemon`.
 pub async fn connect_or_spawn(
@@ -210,6 +249,11 @@ pub async fn connect_or_spawn(
     daemon_args: &[String],
 ) -> Result<(UnixStream, HostPaths), AttachError> {
     let paths = HostPaths::for_workspace(workspace).map_err(AttachError::Paths)?;
+    if let Ok(s) = UnixStream::connect(&paths.socket).await {
+        return Ok((s, paths));
+    }
+    let _spawning = SpawnLock::acquire(&paths).await?;
+    // Another bridge may have started (or replaced) the daemon while we waited.
     if let Ok(s) = UnixStream::connect(&paths.socket).await {
         return Ok((s, paths));
     }
@@ -399,6 +443,8 @@ pub async fn connect_daemon(opts: &AttachOptions) -> Result<Attached, AttachErro
         reasonix_forward::build_id()
     );
     let previous = pid.and_then(capture_relaunch);
+    // From here until a daemon answers again, no other bridge starts one.
+    let _spawning = SpawnLock::acquire(&paths).await?;
     match pid {
         Some(pid) => {
             workspaces::terminate(pid).await;

@@ -114,6 +114,9 @@ struct Conn {
     streams: Mutex<HashMap<String, StreamRoute>>,
     /// Provider request messages too big for a frame, until the laptop has fetched them.
     transient: TransientContent,
+    /// When each provider stream was asked for, until its first chunk arrives (logged as
+    /// `ttft_us`: the time to first token through the link, read by `bench/ttft_bench.sh`).
+    stream_started: Mutex<HashMap<String, Instant>>,
     /// Lines from tunnelled laptop MCP servers, by channel.
     mcp_channels: Mutex<HashMap<u64, McpRoute>>,
     session: Mutex<Option<(Arc<Session>, ClientRole)>>,
@@ -132,6 +135,7 @@ impl Gateway for ConnGateway {
         let held = hold_large_messages(&self.0.transient, &mut request);
         let id = request.stream_id.clone();
         lock(&self.0.streams).insert(id.clone(), StreamRoute { chunks: tx, held });
+        lock(&self.0.stream_started).insert(id.clone(), Instant::now());
         let rpc = self.0.rpc.clone();
         let conn = Arc::clone(&self.0);
         tokio::spawn(async move {
@@ -254,6 +258,7 @@ impl Conn {
     /// Forget a provider stream (its chunks stop, held messages are released); true when it
     /// was still open.
     fn end_stream(&self, stream_id: &str) -> bool {
+        lock(&self.stream_started).remove(stream_id);
         let route = lock(&self.streams).remove(stream_id);
         match route {
             Some(route) => {
@@ -545,6 +550,7 @@ impl Daemon {
             link,
             streams: Mutex::new(HashMap::new()),
             transient: TransientContent::default(),
+            stream_started: Mutex::new(HashMap::new()),
             mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
@@ -567,6 +573,13 @@ impl Daemon {
                         chunk,
                         ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
                     );
+                    if let Some(t0) = lock(&conn.stream_started).remove(&stream_id) {
+                        tracing::info!(
+                            stream_id = %stream_id,
+                            ttft_us = t0.elapsed().as_micros() as u64,
+                            "first provider chunk"
+                        );
+                    }
                     let tx = lock(&conn.streams)
                         .get(&stream_id)
                         .map(|r| r.chunks.clone());

@@ -1,0 +1,152 @@
+//! Model forwarding overhead (ignored by default; run by `bench/ttft_bench.sh`): time to first
+//! token of a provider request made on the host and forwarded through the link (host daemon
+//! → SSH link → laptop gateway → mock provider → back over the link), against the same
+//! request made directly from the laptop's gateway to the mock, in the same run.
+//!
+//! The link runs through the testkit delay proxy (`BENCH_DELAY_MS` each way, default 25,
+//! i.e. a 50 ms RTT) inside a private network namespace with a real sshd. The host side
+//! logs `ttft_us` for every stream (daemon log, `first provider chunk`); the direct side is
+//! timed here with the same gateway code and the request bodies the mock recorded.
+//! Environment: `BENCH_TURNS` (default 10), `BENCH_DELAY_MS` (default 25).
+
+mod reconnect_common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reasonix_forward::proto::{ProviderChunk, ProviderRequest};
+use reasonix_local::config::{Config, LoadOptions};
+use reasonix_local::gateway::Gateway;
+use reasonix_testkit::mock_provider::MockReply;
+use reasonix_testkit::netfault::DelayProxy;
+use reconnect_common::*;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+#[test]
+#[ignore = "benchmark: run bench/ttft_bench.sh"]
+fn ttft_through_the_link_vs_direct() {
+    let turns = env_u64("BENCH_TURNS", 10).max(1) as usize;
+    let delay = Duration::from_millis(env_u64("BENCH_DELAY_MS", 25));
+    in_netns(|ns| async move {
+        // One warm-up turn (installs the host binary, starts the daemon), then the measured
+        // ones; every reply is a short text whose first chunk is sent at once.
+        let script: Vec<MockReply> = (0..=turns)
+            .map(|i| MockReply::text(&[format!("answer {i} "), "and more".to_string()]))
+            .collect();
+        let rig = Rig::new(Arc::clone(&ns), script).await;
+        let proxy = DelayProxy::start(([127, 0, 0, 1], rig.sshd.port()).into(), delay)
+            .await
+            .expect("delay proxy");
+        rig.trust_port(proxy.port());
+        for i in 0..=turns {
+            let mut c = rig.spawn_client(
+                proxy.port(),
+                (HEARTBEAT_MS * 10, DEAD_AFTER_MS * 10),
+                &[],
+                &format!("turn {i}"),
+            );
+            let st = c.wait_exit(Duration::from_secs(180)).await;
+            assert!(st.success(), "turn {i} failed:\n{}", c.transcript());
+        }
+        // Host side: the daemon's log of every stream's time to first chunk.
+        let mut link: Vec<f64> = Vec::new();
+        let logs = rig.user.home.join(".reasonix/logs");
+        for e in std::fs::read_dir(&logs).expect("daemon logs").flatten() {
+            if !e.file_name().to_string_lossy().ends_with(".log") {
+                continue;
+            }
+            for line in std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+            {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                if let Some(us) = v["fields"]["ttft_us"].as_u64() {
+                    link.push(us as f64 / 1000.0);
+                }
+            }
+        }
+        assert_eq!(link.len(), turns + 1, "one ttft line per turn");
+        let link: Vec<f64> = link.into_iter().skip(1).collect();
+
+        // Laptop side: the same requests (bodies as the mock received them) straight from
+        // the gateway to the mock.
+        let config = Config::load(&LoadOptions {
+            home: Some(rig.rx_home()),
+            project_dir: Some(rig.laptop.path().to_path_buf()),
+            ..LoadOptions::default()
+        })
+        .expect("config");
+        std::env::set_var("RX_RECONNECT_KEY", KEY);
+        let gateway = Gateway::new(&config);
+        let bodies: Vec<serde_json::Value> = rig
+            .mock
+            .requests()
+            .iter()
+            .skip(1)
+            .map(|r| r.body.clone())
+            .collect();
+        rig.mock.push(
+            (0..bodies.len())
+                .map(|i| MockReply::text(&[format!("direct {i} "), "and more".to_string()]))
+                .collect(),
+        );
+        let mut direct: Vec<f64> = Vec::new();
+        for (i, body) in bodies.iter().enumerate() {
+            let req = ProviderRequest {
+                stream_id: format!("direct-{i}"),
+                model: Some("mock/m".into()),
+                messages: body["messages"].as_array().cloned().unwrap_or_default(),
+                tools: body["tools"].as_array().cloned().unwrap_or_default(),
+                temperature: body["temperature"].as_f64(),
+                messages_ref: None,
+            };
+            let t = Instant::now();
+            let mut rx = gateway.stream(req);
+            let mut first = None;
+            while let Some(chunk) = rx.recv().await {
+                if first.is_none() {
+                    first = Some(t.elapsed().as_secs_f64() * 1000.0);
+                }
+                match chunk {
+                    ProviderChunk::Done { .. } => break,
+                    ProviderChunk::Error { message, .. } => {
+                        panic!("direct request failed: {message}")
+                    }
+                    _ => {}
+                }
+            }
+            direct.push(first.expect("a first chunk"));
+        }
+        let rtt = 2.0 * delay.as_secs_f64() * 1000.0;
+        let (mut l, mut d) = (link.clone(), direct.clone());
+        let lm = median(&mut l);
+        let dm = median(&mut d);
+        let over = lm - dm;
+        println!("link ttft ms: {link:.1?}");
+        println!("direct ttft ms: {direct:.1?}");
+        println!(
+            "RESULT ttft: turns={turns} rtt={rtt:.0}ms link_median={lm:.1}ms direct_median={dm:.1}ms \
+             difference={over:.1}ms (= {:.2} RTT; overhead beyond 1 RTT {:.1}ms; goal <= 1 RTT + 5 ms)",
+            over / rtt,
+            over - rtt
+        );
+    });
+}
