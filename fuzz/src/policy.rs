@@ -1,8 +1,6 @@
 //! Permission rules and bash decomposition (`reasonix_remote::policy`).
 
-use reasonix_remote::policy::{
-    is_read_only_command, shell_words, split_command, Mode, Policy,
-};
+use reasonix_remote::policy::{is_read_only_command, shell_words, split_command, Mode, Policy};
 use serde_json::json;
 
 use crate::text;
