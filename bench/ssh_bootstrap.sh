@@ -79,7 +79,9 @@ median() { python3 -c 'import sys,statistics; print(f"{statistics.median(map(flo
 t() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; local e=$(date +%s.%N); echo "$e - $s" | bc; }
 cold=(); scpt=(); warm=(); sshtrue=()
 for i in $(seq $N); do
-  rm -rf /home/$U/.reasonix; pkill -u $U -f reasonix-remote 2>/dev/null || true; sleep 0.3
+  # Nothing of ours on the host, and an empty laptop cache (the compressed copies shipped
+  # next to the binary by the release build are what the first upload uses).
+  rm -rf /home/$U/.reasonix "$T/home/.reasonix/cache"; pkill -u $U -f reasonix-remote 2>/dev/null || true; sleep 0.3
   cold+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" ))
   scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:/tmp/scp-copy-$i"))
   warm+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}"))
@@ -89,6 +91,6 @@ done
 # A sanity run that must succeed (prints the daemon status).
 ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" | head -3
 c=$(median "${cold[@]}"); s=$(median "${scpt[@]}"); w=$(median "${warm[@]}"); b=$(median "${sshtrue[@]}")
-echo "binary: $(stat -c %s "$BIN") bytes; link: 20 Mbit/s, +${DELAY_MS:-25} ms each way; median of $N"
+echo "binary: $(stat -c %s "$BIN") bytes (as uploaded: xz $(stat -c %s "$BIN.xz" 2>/dev/null || echo -), zstd $(stat -c %s "$BIN.zst" 2>/dev/null || echo -), gzip $(stat -c %s "$BIN.gz" 2>/dev/null || echo -)); link: 20 Mbit/s, +${DELAY_MS:-25} ms each way; median of $N"
 echo "cold bootstrap (remote ping, fresh host): ${c}s   scp of the binary: ${s}s   ratio $(echo "scale=2; $c / $s" | bc)"
 echo "warm attach   (remote ping, installed)  : ${w}s   ssh host true    : ${b}s   ratio $(echo "scale=2; $w / $b" | bc)"

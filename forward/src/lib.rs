@@ -12,6 +12,7 @@
 
 pub mod attach;
 pub mod child;
+pub mod delta;
 pub mod frame;
 pub mod handshake;
 pub mod link;

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod attach;
 pub mod checkpoint;
 pub mod daemon;
+pub mod delta;
 pub mod journal;
 pub mod mcp;
 pub mod paths;
