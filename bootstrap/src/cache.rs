@@ -174,7 +174,7 @@ impl HostBinaryCache {
                 None => others.push(name),
             }
         }
-        bins.sort_by(|a, b| b.0.cmp(&a.0));
+        bins.sort_by_key(|b| std::cmp::Reverse(b.0));
         let keep: Vec<String> = bins
             .iter()
             .take(KEEP_BINARIES)

@@ -905,7 +905,7 @@ impl Job<'_> {
             .progress(Stage::Verify, "verifying SHA-256 on the host", None);
         let q = sh_quote;
         let produce = match attempt {
-            Attempt::Full(Codec::Raw) => format!("mv -f \"$up\" \"$tmp\" || fail move"),
+            Attempt::Full(Codec::Raw) => "mv -f \"$up\" \"$tmp\" || fail move".to_string(),
             Attempt::Full(c) => format!(
                 "{dec} \"$up\" > \"$tmp\" || fail {name}",
                 dec = c.host_decoder().unwrap_or("cat"),
