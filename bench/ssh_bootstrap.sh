@@ -99,7 +99,7 @@ for i in $(seq $N); do
     for p in $(ip netns pids $NS); do
       [ "$(stat -c %U /proc/$p 2>/dev/null)" = "$U" ] && kill $p 2>/dev/null || true
     done
-    sleep 0.3; rm -rf /home/$U/.reasonix
+    sleep 0.3; rm -rf /home/$U/.reasonix "$T/home/.reasonix/cache"
     cold+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" ))
     scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:/tmp/scp-copy-$i"))
   fi
@@ -111,7 +111,7 @@ done
 # A sanity run that must succeed (prints the daemon status).
 ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" | head -3
 w=$(median "${warm[@]}"); b=$(median "${sshtrue[@]}")
-echo "binary: $(stat -c %s "$BIN") bytes; link: 20 Mbit/s, +${DELAY_MS:-25} ms each way; median of $N"
+echo "binary: $(stat -c %s "$BIN") bytes (as uploaded: xz $(stat -c %s "$BIN.xz" 2>/dev/null || echo -), zstd $(stat -c %s "$BIN.zst" 2>/dev/null || echo -), gzip $(stat -c %s "$BIN.gz" 2>/dev/null || echo -)); link: 20 Mbit/s, +${DELAY_MS:-25} ms each way; median of $N"
 if [ "$WARM_ONLY" != 1 ]; then
   c=$(median "${cold[@]}"); s=$(median "${scpt[@]}")
   echo "cold bootstrap (remote ping, fresh host): ${c}s   scp of the binary: ${s}s   ratio $(echo "scale=2; $c / $s" | bc)"

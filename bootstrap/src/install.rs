@@ -17,10 +17,14 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use crate::cache::HostBinaryCache;
+use crate::codec::{Codec, HostCodecs};
 use crate::error::BootstrapError;
 use crate::exec::ScriptOutput;
+use crate::payload;
 use crate::prompter::Stage;
 use crate::session::SshConnection;
+use reasonix_forward::delta::DELTA_CAPABILITY;
 use reasonix_sftpfs::Fs;
 
 /// Directory of installed binaries, relative to the remote home.
@@ -79,6 +83,7 @@ impl Target {
 pub struct ShippedBinaries {
     extra_dirs: Vec<PathBuf>,
     explicit: Vec<(Target, PathBuf)>,
+    cache: Option<HostBinaryCache>,
 }
 
 impl ShippedBinaries {
@@ -97,6 +102,19 @@ impl ShippedBinaries {
     pub fn with_file(mut self, target: Target, path: impl Into<PathBuf>) -> Self {
         self.explicit.push((target, path.into()));
         self
+    }
+
+    /// Keep installed binaries and their compressed payloads in `dir` on the laptop, so
+    /// later installs reuse the compression and upgrades can send deltas (see
+    /// [`HostBinaryCache`]). Without a cache every upload is a full one.
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache = Some(HostBinaryCache::new(dir));
+        self
+    }
+
+    /// The laptop-side cache, if one is set.
+    pub fn cache(&self) -> Option<&HostBinaryCache> {
+        self.cache.as_ref()
     }
 
     /// Candidate paths, in search order.
@@ -175,6 +193,21 @@ pub struct Probe {
     pub gzip: bool,
     /// `bwrap` is available (sandbox possible).
     pub bwrap: bool,
+    /// `xz` is available (the best upload codec).
+    pub xz: bool,
+    /// `zstd` is available.
+    pub zstd: bool,
+}
+
+impl Probe {
+    /// The decompressors the host has.
+    pub fn codecs(&self) -> HostCodecs {
+        HostCodecs {
+            xz: self.xz,
+            zstd: self.zstd,
+            gzip: self.gzip,
+        }
+    }
 }
 
 /// Prints what the host offers as `key=value` lines (see [`parse_probe`]).
@@ -190,6 +223,9 @@ if command -v sha256sum >/dev/null 2>&1; then echo "sha256=sha256sum";
 elif command -v shasum >/dev/null 2>&1; then echo "sha256=shasum -a 256"; fi
 command -v gzip >/dev/null 2>&1 && echo "gzip=1"
 command -v bwrap >/dev/null 2>&1 && echo "bwrap=1"
+# Upload codecs (see codec.rs).
+command -v xz >/dev/null 2>&1 && echo "xz=1"
+command -v zstd >/dev/null 2>&1 && echo "zstd=1"
 exit 0
 "#;
 
@@ -237,6 +273,8 @@ pub(crate) fn parse_probe(host: &str, out: &ScriptOutput) -> Result<Probe, Boots
     let mut sha256_tool = None;
     let mut gzip = false;
     let mut bwrap = false;
+    let mut xz = false;
+    let mut zstd = false;
     for line in out.stdout.lines() {
         let Some((k, v)) = line.split_once('=') else {
             continue;
@@ -259,6 +297,8 @@ pub(crate) fn parse_probe(host: &str, out: &ScriptOutput) -> Result<Probe, Boots
             "sha256" => sha256_tool = Some(v.to_string()),
             "gzip" => gzip = true,
             "bwrap" => bwrap = true,
+            "xz" => xz = true,
+            "zstd" => zstd = true,
             _ => {}
         }
     }
@@ -288,7 +328,30 @@ pub(crate) fn parse_probe(host: &str, out: &ScriptOutput) -> Result<Probe, Boots
         sha256_tool,
         gzip,
         bwrap,
+        xz,
+        zstd,
     })
+}
+
+/// How [`install`] got the binary onto the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transfer {
+    /// An identical binary was already installed; nothing was sent.
+    Reused,
+    /// The whole binary was sent, compressed with `codec`.
+    Full {
+        /// Codec of the upload.
+        codec: Codec,
+    },
+    /// A delta against an installed build was sent and applied by that build.
+    Delta {
+        /// Codec of the upload.
+        codec: Codec,
+        /// Build id of the base it was applied to.
+        base: String,
+        /// Size the full upload would have had (same codec), for reports.
+        full_size: u64,
+    },
 }
 
 /// The result of [`install`].
@@ -302,8 +365,11 @@ pub struct RemoteInstall {
     pub sha256: String,
     /// True if this call uploaded it; false if an identical binary was reused.
     pub uploaded: bool,
-    /// Bytes sent over SFTP (compressed size when gzip was used).
+    /// Bytes sent over SFTP (the compressed payload or delta that was installed; a failed
+    /// delta attempt before a full upload is not counted).
     pub bytes_sent: u64,
+    /// What was sent.
+    pub transfer: Transfer,
     /// What the probe found.
     pub probe: Probe,
 }
@@ -329,22 +395,6 @@ fn sha256_file(path: &Path) -> Result<(String, u64), BootstrapError> {
     Ok((hex::encode(h.finalize()), n_total))
 }
 
-fn gzip_file(path: &Path) -> Result<Vec<u8>, BootstrapError> {
-    let data = std::fs::read(path).map_err(|e| BootstrapError::Local {
-        stage: Stage::Upload,
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-    std::io::Write::write_all(&mut enc, &data)
-        .and_then(|_| enc.finish())
-        .map_err(|e| BootstrapError::Local {
-            stage: Stage::Upload,
-            path: path.to_path_buf(),
-            reason: format!("gzip: {e}"),
-        })
-}
-
 /// Shell snippet printing the SHA-256 of `$1`-like path `p` as `sha=<hex>` (or nothing).
 fn sha_line(tool: &str, p: &str) -> String {
     format!("{tool} {p} 2>/dev/null | awk '{{print \"sha=\" $1}}'")
@@ -353,6 +403,39 @@ fn sha_line(tool: &str, p: &str) -> String {
 fn parse_kv<'a>(out: &'a str, key: &str) -> Option<&'a str> {
     out.lines()
         .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+/// An installed build other than the one being installed: a possible delta base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DeltaBase {
+    build_id: String,
+    sha256: String,
+    /// It printed [`DELTA_CAPABILITY`] (older builds cannot apply deltas).
+    can_apply: bool,
+}
+
+/// `base=<build id> <sha256> <capabilities...>` lines of the lock script.
+fn parse_bases(out: &str) -> Vec<DeltaBase> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("base="))
+        .filter_map(|rest| {
+            let mut words = rest.split_whitespace();
+            let build_id = words.next()?.to_string();
+            let sha256 = words.next()?.to_string();
+            if !valid_build_id(&build_id)
+                || sha256.len() != 64
+                || !sha256.bytes().all(|b| b.is_ascii_hexdigit())
+            {
+                return None;
+            }
+            let can_apply = words.any(|w| w == DELTA_CAPABILITY);
+            Some(DeltaBase {
+                build_id,
+                sha256,
+                can_apply,
+            })
+        })
+        .collect()
 }
 
 /// Install (or reuse) `reasonix-remote-<build_id>` on the host behind `conn`.
@@ -420,7 +503,9 @@ pub async fn install_probed(
     let final_path = format!("{bin_dir}/{REMOTE_BIN_PREFIX}{build_id}");
     let q = sh_quote;
 
-    // 1. Take the lock and check the final path, in one round trip.
+    // 1. Take the lock, check the final path and list the other builds (possible delta
+    //    bases, with their SHA-256 and whether they can apply deltas), in one round trip.
+    //    Only ELF files are run: a shell would run anything else as a script.
     let take_lock = format!(
         r#"umask 077
 mkdir -p {bin} && chmod 700 {home_rx} {root} {bin} || exit 20
@@ -438,6 +523,13 @@ echo lock=held
 # Anything temporary left here is from an interrupted install: we hold the lock.
 rm -f {bin}/.{prefix}*.tmp-* 2>/dev/null
 [ -f {final} ] && {sha_final}
+for f in {bin}/{prefix}*; do
+  [ -f "$f" ] && [ -x "$f" ] && [ "$f" != {final} ] || continue
+  [ "$(head -c 4 "$f" | od -An -c | tr -d ' \n')" = '177ELF' ] || continue
+  s=$({tool} "$f" 2>/dev/null | awk '{{print $1}}')
+  c=$("$f" capabilities </dev/null 2>/dev/null | tr '\n' ' ')
+  echo "base=${{f##*/{prefix}}} $s $c"
+done
 exit 0"#,
         bin = q(&bin_dir),
         home_rx = q(&format!("{home}/.reasonix")),
@@ -471,184 +563,411 @@ exit 0"#,
             ))
         }
     }
-    let release = format!("rmdir {} 2>/dev/null; exit 0", q(&lock));
-    let result = install_locked(
+    let job = Job {
         conn,
-        &probe,
-        &tool,
-        &local,
-        &sha,
+        probe: &probe,
+        tool: &tool,
+        local: &local,
+        sha: &sha,
         size,
         build_id,
-        &final_path,
-        &lock,
-        parse_kv(&out.stdout, "sha").map(str::to_string),
-    )
-    .await;
-    // Release even on failure; a lost release goes stale after 60 s.
-    let _ = conn.run_script_at(Stage::Upload, &release).await;
-    result
+        bin_dir: &bin_dir,
+        final_path: &final_path,
+        lock: &lock,
+        cache: binaries.cache(),
+    };
+    let result = job
+        .run(
+            parse_kv(&out.stdout, "sha").map(str::to_string),
+            parse_bases(&out.stdout),
+        )
+        .await;
+    // The last script of a successful install releases the lock; release it on every other
+    // path too (a lost release goes stale after 60 s).
+    if result.is_err() {
+        let release = format!("rmdir {} 2>/dev/null; exit 0", q(&lock));
+        let _ = conn.run_script_at(Stage::Upload, &release).await;
+    }
+    let result = result?;
+    if let Some(cache) = binaries.cache() {
+        // Keep this build on the laptop: the next upgrade of this host can be a delta.
+        let local = local.clone();
+        let sha = sha.clone();
+        let cache = cache.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(data) = std::fs::read(&local) {
+                cache.store_binary(&sha, &data);
+            }
+        })
+        .await;
+    }
+    Ok(result)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn install_locked(
-    conn: &SshConnection,
-    probe: &Probe,
-    tool: &str,
-    local: &Path,
-    sha: &str,
+/// Everything one locked install needs.
+struct Job<'a> {
+    conn: &'a SshConnection,
+    probe: &'a Probe,
+    tool: &'a str,
+    local: &'a Path,
+    sha: &'a str,
     size: u64,
-    build_id: &str,
-    final_path: &str,
-    lock: &str,
-    existing_sha: Option<String>,
-) -> Result<RemoteInstall, BootstrapError> {
-    let host = conn.host().to_string();
-    let q = sh_quote;
-    let prune = format!(
-        // Keep the installed version and the newest other one.
-        "cd {bin} && ls -t {prefix}* 2>/dev/null | grep -v -x -F {keep} | tail -n +2 | while IFS= read -r f; do rm -f \"./$f\"; done; exit 0",
-        bin = q(&format!("{}/{REMOTE_BIN_DIR}", probe.home)),
-        prefix = REMOTE_BIN_PREFIX,
-        keep = q(&format!("{REMOTE_BIN_PREFIX}{build_id}")),
-    );
-    if existing_sha.as_deref() == Some(sha) {
-        conn.prompter().progress(
-            Stage::Verify,
-            &format!("reusing installed reasonix-remote {build_id}"),
-            None,
-        );
-        let _ = conn.run_script_at(Stage::Upload, &prune).await;
-        return Ok(RemoteInstall {
-            path: final_path.to_string(),
-            build_id: build_id.to_string(),
-            sha256: sha.to_string(),
-            uploaded: false,
-            bytes_sent: 0,
-            probe: probe.clone(),
-        });
-    }
-    if let Some(bad) = &existing_sha {
-        tracing::warn!(host = %host, path = final_path, found = %bad, expected = sha, "installed binary is corrupt; replacing it");
+    build_id: &'a str,
+    bin_dir: &'a str,
+    final_path: &'a str,
+    lock: &'a str,
+    cache: Option<&'a HostBinaryCache>,
+}
+
+/// One upload: the whole binary or a delta against a base on the host.
+enum Attempt {
+    Full(Codec),
+    Delta { codec: Codec, base: DeltaBase },
+}
+
+/// How an upload ended.
+enum Finish {
+    /// Installed; bytes sent.
+    Ok(u64),
+    /// The payload could not be turned into the binary (decompressor or delta failed, or
+    /// the result had another SHA-256); a different payload may still work.
+    Failed(String),
+}
+
+impl Job<'_> {
+    fn host(&self) -> String {
+        self.conn.host().to_string()
     }
 
-    // 2. Upload to a temporary name in the same directory.
-    let tmp = format!(
-        "{}/.{REMOTE_BIN_PREFIX}{build_id}.tmp-{:016x}",
-        probe.home.trim_end_matches('/').to_string() + "/" + REMOTE_BIN_DIR,
-        rand::random::<u64>()
-    );
-    let (payload, upload_path): (Vec<u8>, String) = if probe.gzip {
-        (gzip_file(local)?, format!("{tmp}.gz"))
-    } else {
-        let data = std::fs::read(local).map_err(|e| BootstrapError::Local {
+    fn local_err(&self, e: impl std::fmt::Display) -> BootstrapError {
+        BootstrapError::Local {
             stage: Stage::Upload,
-            path: local.to_path_buf(),
+            path: self.local.to_path_buf(),
             reason: e.to_string(),
-        })?;
-        (data, tmp.clone())
-    };
-    let sftp = conn.sftp().await?;
-    let total = payload.len() as u64;
-    let prompter = conn.prompter().clone();
-    let label = format!(
-        "uploading reasonix-remote {build_id} ({} MiB{})",
-        (total + (1 << 19)) >> 20,
-        if probe.gzip { ", gzip" } else { "" }
-    );
-    prompter.progress(Stage::Upload, &label, Some((0, total)));
-    let upload = async {
-        let mut src: &[u8] = &payload;
-        sftp.write_stream(&upload_path, &mut src, 0o600, &|done| {
-            prompter.progress(Stage::Upload, &label, Some((done, total)))
+        }
+    }
+
+    fn done(&self, bytes_sent: u64, transfer: Transfer) -> RemoteInstall {
+        RemoteInstall {
+            path: self.final_path.to_string(),
+            build_id: self.build_id.to_string(),
+            sha256: self.sha.to_string(),
+            uploaded: !matches!(transfer, Transfer::Reused),
+            bytes_sent,
+            transfer,
+            probe: self.probe.clone(),
+        }
+    }
+
+    /// Keep the installed version and the newest other one.
+    fn prune_script(&self) -> String {
+        format!(
+            "(cd {bin} && ls -t {prefix}* 2>/dev/null | grep -v -x -F {keep} | tail -n +2 | while IFS= read -r f; do rm -f \"./$f\"; done)",
+            bin = sh_quote(self.bin_dir),
+            prefix = REMOTE_BIN_PREFIX,
+            keep = sh_quote(&format!("{REMOTE_BIN_PREFIX}{}", self.build_id)),
+        )
+    }
+
+    async fn run(
+        &self,
+        existing_sha: Option<String>,
+        bases: Vec<DeltaBase>,
+    ) -> Result<RemoteInstall, BootstrapError> {
+        let host = self.host();
+        if existing_sha.as_deref() == Some(self.sha) {
+            self.conn.prompter().progress(
+                Stage::Verify,
+                &format!("reusing installed reasonix-remote {}", self.build_id),
+                None,
+            );
+            let script = format!(
+                "{}\nrmdir {} 2>/dev/null\nexit 0",
+                self.prune_script(),
+                sh_quote(self.lock)
+            );
+            self.conn.run_script_at(Stage::Upload, &script).await?;
+            return Ok(self.done(0, Transfer::Reused));
+        }
+        if let Some(bad) = &existing_sha {
+            tracing::warn!(host = %host, path = self.final_path, found = %bad, expected = self.sha, "installed binary is corrupt; replacing it");
+        }
+        let raw = {
+            let local = self.local.to_path_buf();
+            tokio::task::spawn_blocking(move || std::fs::read(local))
+                .await
+                .map_err(|e| self.local_err(e))?
+                .map_err(|e| self.local_err(e))?
+        };
+        let codecs = self.probe.codecs();
+        let mut codec = codecs.best(raw.len());
+        let full = self.full_payload(&raw, codec).await?;
+
+        // 2. A delta first, when the host has a build that can apply one and the laptop
+        //    still has that build; any failure falls through to the whole binary.
+        if let Some(base) = self.delta_base(&raw, &bases) {
+            match self.delta_payload(&raw, &base, codec, full.len()).await {
+                Ok(Some(delta)) => {
+                    let label = format!("delta against {}, {codec}", base.build_id);
+                    let attempt = Attempt::Delta {
+                        codec,
+                        base: base.clone(),
+                    };
+                    match self.send(&delta, &label, &attempt).await? {
+                        Finish::Ok(sent) => {
+                            let transfer = Transfer::Delta {
+                                codec,
+                                base: base.build_id.clone(),
+                                full_size: full.len() as u64,
+                            };
+                            tracing::info!(host = %host, path = self.final_path, bytes = sent, full = full.len(), base = %base.build_id, "installed reasonix-remote from a delta");
+                            return Ok(self.done(sent, transfer));
+                        }
+                        Finish::Failed(why) => {
+                            tracing::warn!(host = %host, base = %base.build_id, reason = %why, "the delta did not apply; sending the whole binary");
+                            if let Some(c) = self.cache {
+                                c.forget_delta(&base.sha256, self.sha, codec);
+                            }
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(host = %host, error = %e, "cannot make a delta; sending the whole binary")
+                }
+            }
+        }
+
+        // 3. The whole binary. A host whose decompressor does not work gets one more try
+        //    with the next codec down (in the end, uncompressed).
+        let mut payload = full;
+        loop {
+            let label = codec.name().to_string();
+            match self.send(&payload, &label, &Attempt::Full(codec)).await? {
+                Finish::Ok(sent) => {
+                    tracing::info!(host = %host, path = self.final_path, bytes = sent, original = self.size, codec = %codec, "installed reasonix-remote");
+                    return Ok(self.done(sent, Transfer::Full { codec }));
+                }
+                Finish::Failed(why) => {
+                    let next = codecs.after(raw.len(), codec);
+                    if codec == Codec::Raw || next == codec {
+                        return Err(BootstrapError::remote(
+                            Stage::Verify,
+                            &host,
+                            format!(
+                                "the uploaded binary did not verify ({why}; expected SHA-256 {}). The upload was discarded; retry, and check disk space on the host.",
+                                self.sha
+                            ),
+                        ));
+                    }
+                    tracing::warn!(host = %host, codec = %codec, reason = %why, "the upload did not verify; retrying with {next}");
+                    codec = next;
+                    payload = self.full_payload(&raw, codec).await?;
+                }
+            }
+        }
+    }
+
+    /// An installed build that can apply deltas and that the laptop still has.
+    fn delta_base(&self, raw: &[u8], bases: &[DeltaBase]) -> Option<DeltaBase> {
+        let cache = self.cache?;
+        if raw.len() > payload::MAX_DELTA_INPUT {
+            return None;
+        }
+        bases
+            .iter()
+            .find(|b| b.can_apply && b.sha256 != self.sha && cache.has_binary(&b.sha256))
+            .cloned()
+    }
+
+    async fn full_payload(&self, raw: &[u8], codec: Codec) -> Result<Vec<u8>, BootstrapError> {
+        if codec != Codec::Raw {
+            self.conn.prompter().progress(
+                Stage::Upload,
+                &format!("preparing the upload ({codec})"),
+                None,
+            );
+        }
+        let (local, raw, sha, cache) = (
+            self.local.to_path_buf(),
+            raw.to_vec(),
+            self.sha.to_string(),
+            self.cache.cloned(),
+        );
+        tokio::task::spawn_blocking(move || {
+            payload::full(&local, &raw, &sha, codec, cache.as_ref())
         })
         .await
-    };
-    // Keep the lock fresh while the upload runs (slow links take longer than 60 s).
-    let refresh = async {
-        loop {
-            tokio::time::sleep(LOCK_REFRESH).await;
-            let _ = conn
-                .run_script_at(
-                    Stage::Upload,
-                    &format!("touch {} 2>/dev/null; exit 0", q(lock)),
-                )
-                .await;
-        }
-    };
-    let sent = tokio::select! {
-        r = upload => r,
-        _ = refresh => unreachable_refresh(),
-    };
-    let sent = match sent {
-        Ok(n) => n,
-        Err(e) => {
-            let _ = sftp.remove(&upload_path).await;
-            return Err(BootstrapError::remote(
-                Stage::Upload,
-                &host,
-                format!("SFTP upload to {upload_path} failed: {e}. Is the sftp subsystem enabled on the host (Subsystem sftp in sshd_config)?"),
-            ));
-        }
-    };
+        .map_err(|e| self.local_err(e))?
+        .map_err(|e| self.local_err(format!("{codec}: {e}")))
+    }
 
-    // 3. Decompress, verify, chmod, move into place, prune — one round trip.
-    conn.prompter()
-        .progress(Stage::Verify, "verifying SHA-256 on the host", None);
-    let finish = format!(
-        r#"set -u
-tmp={tmp}
-{decompress}
-sha=$({tool} "$tmp" 2>/dev/null | awk '{{print $1}}')
-if [ "$sha" != {sha} ]; then rm -f "$tmp" {gz}; echo "verify=mismatch $sha"; exit 0; fi
-chmod 755 "$tmp" && mv -f "$tmp" {final} || {{ rm -f "$tmp"; echo verify=mvfailed; exit 0; }}
-echo verify=ok
-exit 0"#,
-        tmp = q(&tmp),
-        decompress = if probe.gzip {
-            format!(
-                "gzip -dc {gz} > \"$tmp\" || {{ rm -f \"$tmp\" {gz}; echo verify=gunzip; exit 0; }}\nrm -f {gz}",
-                gz = q(&upload_path)
-            )
-        } else {
-            String::new()
-        },
-        gz = if probe.gzip { q(&upload_path) } else { String::new() },
-        tool = tool,
-        sha = q(sha),
-        final = q(final_path),
-    );
-    let out = conn.run_script_at(Stage::Verify, &finish).await?;
-    match parse_kv(&out.stdout, "verify") {
-        Some("ok") => {}
-        Some(other) => {
-            return Err(BootstrapError::remote(
-                Stage::Verify,
-                &host,
+    /// The compressed delta, or `None` when it would not save at least a fifth of the full
+    /// upload (`full_size` bytes).
+    async fn delta_payload(
+        &self,
+        raw: &[u8],
+        base: &DeltaBase,
+        codec: Codec,
+        full_size: usize,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let Some(cache) = self.cache.cloned() else {
+            return Ok(None);
+        };
+        self.conn.prompter().progress(
+            Stage::Upload,
+            &format!("preparing a delta against {}", base.build_id),
+            None,
+        );
+        let (raw, sha, base_sha) = (raw.to_vec(), self.sha.to_string(), base.sha256.clone());
+        tokio::task::spawn_blocking(move || {
+            let Some(old) = cache.binary(&base_sha) else {
+                return Ok(None);
+            };
+            let d = payload::delta(&old, &base_sha, &raw, &sha, codec, Some(&cache))
+                .map_err(|e| e.to_string())?;
+            let worth_it = d.len().saturating_mul(5) < full_size.saturating_mul(4);
+            Ok(worth_it.then_some(d))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Upload `payload` to a temporary name and run the finishing script for `attempt`.
+    async fn send(
+        &self,
+        payload: &[u8],
+        label: &str,
+        attempt: &Attempt,
+    ) -> Result<Finish, BootstrapError> {
+        let host = self.host();
+        let tmp = format!(
+            "{}/.{REMOTE_BIN_PREFIX}{}.tmp-{:016x}",
+            self.bin_dir,
+            self.build_id,
+            rand::random::<u64>()
+        );
+        let upload_path = match attempt {
+            Attempt::Full(Codec::Raw) => format!("{tmp}.raw"),
+            Attempt::Full(c) => format!("{tmp}{}", c.suffix()),
+            Attempt::Delta { codec, .. } => format!("{tmp}.delta{}", codec.suffix()),
+        };
+        let sftp = self.conn.sftp().await?;
+        let total = payload.len() as u64;
+        let prompter = self.conn.prompter().clone();
+        let label = format!(
+            "uploading reasonix-remote {} ({}, {label})",
+            self.build_id,
+            human_size(total)
+        );
+        prompter.progress(Stage::Upload, &label, Some((0, total)));
+        let upload = async {
+            let mut src: &[u8] = payload;
+            sftp.write_stream(&upload_path, &mut src, 0o600, &|done| {
+                prompter.progress(Stage::Upload, &label, Some((done, total)))
+            })
+            .await
+        };
+        // Keep the lock fresh while the upload runs (slow links take longer than 60 s).
+        let refresh = async {
+            loop {
+                tokio::time::sleep(LOCK_REFRESH).await;
+                let _ = self
+                    .conn
+                    .run_script_at(
+                        Stage::Upload,
+                        &format!("touch {} 2>/dev/null; exit 0", sh_quote(self.lock)),
+                    )
+                    .await;
+            }
+        };
+        let sent = tokio::select! {
+            r = upload => r,
+            _ = refresh => unreachable_refresh(),
+        };
+        let sent = match sent {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = sftp.remove(&upload_path).await;
+                return Err(BootstrapError::remote(
+                    Stage::Upload,
+                    &host,
+                    format!("SFTP upload to {upload_path} failed: {e}. Is the sftp subsystem enabled on the host (Subsystem sftp in sshd_config)?"),
+                ));
+            }
+        };
+        drop(sftp);
+
+        // Decompress (or apply the delta), verify, chmod, move into place, prune and release
+        // the lock — one round trip.
+        self.conn
+            .prompter()
+            .progress(Stage::Verify, "verifying SHA-256 on the host", None);
+        let q = sh_quote;
+        let produce = match attempt {
+            Attempt::Full(Codec::Raw) => "mv -f \"$up\" \"$tmp\" || fail move".to_string(),
+            Attempt::Full(c) => format!(
+                "{dec} \"$up\" > \"$tmp\" || fail {name}",
+                dec = c.host_decoder().unwrap_or("cat"),
+                name = c.name()
+            ),
+            Attempt::Delta { codec, base } => {
+                let base_path = format!("{}/{REMOTE_BIN_PREFIX}{}", self.bin_dir, base.build_id);
+                let feed = match codec.host_decoder() {
+                    Some(dec) => format!("{dec} \"$up\" |"),
+                    None => "cat \"$up\" |".to_string(),
+                };
                 format!(
-                    "the uploaded binary did not verify ({other}; expected SHA-256 {sha}). The upload was discarded; retry, and check disk space on the host. stderr: {}",
-                    out.stderr.trim()
-                ),
-            ))
-        }
-        None => {
-            return Err(BootstrapError::remote(
+                    "{feed} {base} apply-delta --base {base} --out \"$tmp\" >/dev/null || fail apply-delta",
+                    base = q(&base_path)
+                )
+            }
+        };
+        let finish = format!(
+            r#"set -u
+tmp={tmp}
+up={up}
+fail() {{ rm -f "$tmp" "$up"; echo "verify=$1"; exit 0; }}
+{produce}
+rm -f "$up"
+sha=$({tool} "$tmp" 2>/dev/null | awk '{{print $1}}')
+[ "$sha" = {sha} ] || fail "mismatch $sha"
+chmod 755 "$tmp" && mv -f "$tmp" {final} || fail mvfailed
+echo verify=ok
+{prune}
+rmdir {lock} 2>/dev/null
+exit 0"#,
+            tmp = q(&tmp),
+            up = q(&upload_path),
+            tool = self.tool,
+            sha = q(self.sha),
+            final = q(self.final_path),
+            prune = self.prune_script(),
+            lock = q(self.lock),
+        );
+        let out = self.conn.run_script_at(Stage::Verify, &finish).await?;
+        match parse_kv(&out.stdout, "verify") {
+            Some("ok") => Ok(Finish::Ok(sent)),
+            Some(other) => Ok(Finish::Failed(format!(
+                "{other}; stderr: {}",
+                out.stderr.trim()
+            ))),
+            None => Err(BootstrapError::remote(
                 Stage::Verify,
                 &host,
                 format!("verification script failed: {}", out.stderr.trim()),
-            ))
+            )),
         }
     }
-    let _ = conn.run_script_at(Stage::Upload, &prune).await;
-    tracing::info!(host = %host, path = final_path, bytes = sent, original = size, "installed reasonix-remote");
-    Ok(RemoteInstall {
-        path: final_path.to_string(),
-        build_id: build_id.to_string(),
-        sha256: sha.to_string(),
-        uploaded: true,
-        bytes_sent: sent,
-        probe: probe.clone(),
-    })
+}
+
+/// `1.6 MiB`, `240 KiB`.
+fn human_size(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20))
+    } else {
+        format!("{} KiB", n.div_ceil(1024))
+    }
 }
 
 /// The refresh loop never ends; this keeps the `select!` arms the same type.

@@ -9,11 +9,14 @@
 //! - [`install`]: probe, upload and verify the matching `reasonix-remote`;
 //! - [`attach`]: probe, version check and attach in one exec (the warm path);
 //! - [`workspaces`]: every workspace daemon on the host, and stopping one.
+//! - [`codec`], [`payload`], [`cache`]: compressed and delta uploads, the laptop's cache.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod attach;
 mod auth;
+pub mod cache;
+pub mod codec;
 pub mod config;
 pub mod dest;
 mod error;
@@ -21,17 +24,21 @@ mod exec;
 pub mod install;
 pub mod known_hosts;
 mod pattern;
+pub mod payload;
 pub mod prompter;
 mod session;
 pub mod workspaces;
 
+pub use cache::HostBinaryCache;
+pub use codec::{Codec, HostCodecs};
 pub use config::{ConfigError, JumpHost, ResolvedHost, SshOptions, StrictHostKeyChecking};
 pub use dest::{Destination, DestinationError};
 pub use error::{BootstrapError, HostKeyRefusal};
 pub use exec::{ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail};
 pub use install::{
     install, install_probed, launch_command, probe, status, stop, uninstall, InstalledVersion,
-    Probe, RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, UninstallScope,
+    Probe, RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, Transfer,
+    UninstallScope,
 };
 pub use prompter::{
     CredentialCache, HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound,

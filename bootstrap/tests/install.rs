@@ -1,5 +1,6 @@
 //! Install tests against a real sshd: fresh install, reuse, corrupt binary, concurrency,
-//! version pruning, status/stop/uninstall.
+//! version pruning, status/stop/uninstall; upload codecs by what the host has, delta
+//! upgrades (applied, and falling back when damaged), aarch64 hosts.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,8 +12,8 @@ use std::sync::Arc;
 
 use common::*;
 use reasonix_bootstrap::{
-    connect_with_cache, install, launch_command, status, uninstall, CredentialCache, ExitInfo,
-    HostKeyAnswer, ShippedBinaries, Stage, Target, UninstallScope,
+    connect_with_cache, install, launch_command, status, uninstall, Codec, CredentialCache,
+    ExitInfo, HostKeyAnswer, ShippedBinaries, Stage, Target, Transfer, UninstallScope,
 };
 use reasonix_testkit::sshd::{SshdConfig, UserOptions};
 
@@ -292,4 +293,344 @@ fn list_tree(root: &Path) -> Vec<String> {
     walk(root, root, &mut out);
     out.sort();
     out
+}
+
+// ---- codecs, deltas, architectures (issue 17) ----
+
+/// An sshd that lets each test user set its own PATH (`~/.ssh/environment`), so a test can
+/// hide tools from the host or put shims in front of them.
+fn env_sshd() -> SshdConfig {
+    SshdConfig {
+        extra: vec!["PermitUserEnvironment yes".into()],
+        ..SshdConfig::default()
+    }
+}
+
+/// A directory in the test user's home holding a symlink to every program of the system's
+/// bin directories except those named in `hide`, plus the given shell-script `shims`; the
+/// user's PATH becomes that directory alone (so `command -v` cannot find what is hidden).
+fn host_path(s: &KeySetup, hide: &[&str], shims: &[(&str, &str)]) {
+    let dir = s.user.home.join("hostbin");
+    std::fs::create_dir_all(&dir).unwrap();
+    for sys in ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"] {
+        let Ok(rd) = std::fs::read_dir(sys) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().into_string().unwrap();
+            let link = dir.join(&name);
+            if hide.contains(&name.as_str()) || link.symlink_metadata().is_ok() {
+                continue;
+            }
+            std::os::unix::fs::symlink(e.path(), &link).unwrap();
+        }
+    }
+    for (name, body) in shims {
+        let p = dir.join(name);
+        let _ = std::fs::remove_file(&p);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::os::unix::fs::lchown(&dir, Some(s.user.uid), Some(s.user.gid)).unwrap();
+    s.user
+        .write_file(
+            ".ssh/environment",
+            &format!("PATH={}\n", dir.display()),
+            0o600,
+        )
+        .unwrap();
+}
+
+const NO_XZ_ZSTD: &[&str] = &[
+    "xz", "unxz", "xzcat", "lzma", "unlzma", "lzcat", "zstd", "unzstd", "zstdcat", "zstdmt",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codec_is_the_best_the_host_has() {
+    let laptop_bins = tempfile::tempdir().unwrap();
+    let bins = fake_binary(laptop_bins.path(), 3, 1 << 20);
+    let local = laptop_bins.path().join("fake-3");
+    let raw = std::fs::metadata(&local).unwrap().len();
+
+    // This machine has xz and zstd (CI installs both): xz wins.
+    let s = key_setup(env_sshd(), UserOptions::default());
+    host_path(&s, &[], &[]);
+    let (c, p) = conn(&s).await;
+    let r = guard(install(&c, "vcodec", &bins)).await.unwrap();
+    assert!(r.probe.xz && r.probe.zstd && r.probe.gzip, "{:?}", r.probe);
+    assert_eq!(r.transfer, Transfer::Full { codec: Codec::Xz });
+    assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&local));
+    let xz_sent = r.bytes_sent;
+    assert!(xz_sent < raw, "{xz_sent} of {raw}");
+    assert!(p
+        .seen
+        .lock()
+        .unwrap()
+        .progress
+        .iter()
+        .any(|(_, d, _)| d.contains(", xz)")));
+
+    // No xz and no zstd on the host's PATH: gzip, still verified.
+    let s = key_setup(env_sshd(), UserOptions::default());
+    host_path(&s, NO_XZ_ZSTD, &[]);
+    let (c, _) = conn(&s).await;
+    let r = guard(install(&c, "vcodec", &bins)).await.unwrap();
+    assert!(
+        !r.probe.xz && !r.probe.zstd && r.probe.gzip,
+        "{:?}",
+        r.probe
+    );
+    assert_eq!(r.transfer, Transfer::Full { codec: Codec::Gzip });
+    assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&local));
+    assert!(
+        r.bytes_sent > xz_sent,
+        "gzip {} vs xz {xz_sent}",
+        r.bytes_sent
+    );
+
+    // Not even gzip: the plain binary.
+    let s = key_setup(env_sshd(), UserOptions::default());
+    let mut hide = NO_XZ_ZSTD.to_vec();
+    hide.extend(["gzip", "gunzip", "zcat"]);
+    host_path(&s, &hide, &[]);
+    let (c, _) = conn(&s).await;
+    let r = guard(install(&c, "vcodec", &bins)).await.unwrap();
+    assert!(!r.probe.gzip);
+    assert_eq!(r.transfer, Transfer::Full { codec: Codec::Raw });
+    assert_eq!(r.bytes_sent, raw);
+    assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&local));
+
+    // A host whose xz is broken: the upload does not verify, the next codec is used.
+    let s = key_setup(env_sshd(), UserOptions::default());
+    host_path(&s, &["xz"], &[("xz", "echo broken xz >&2; exit 1")]);
+    let (c, _) = conn(&s).await;
+    let r = guard(install(&c, "vcodec", &bins)).await.unwrap();
+    assert_eq!(r.transfer, Transfer::Full { codec: Codec::Zstd });
+    assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&local));
+    let names: Vec<String> = std::fs::read_dir(bin_dir(&s))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["reasonix-remote-vcodec"], "no temp files left");
+}
+
+/// A "next build": the real host binary with a changed string and a few inserted bytes, as
+/// a small code change would give.
+fn next_build(dir: &Path, base: &Path) -> PathBuf {
+    let mut data = std::fs::read(base).unwrap();
+    let at = data.len() / 3;
+    data[at..at + 16].copy_from_slice(b"changed-for-test");
+    let at = data.len() / 2;
+    data.splice(at..at, b"some inserted bytes".iter().copied());
+    let p = dir.join("next-build");
+    std::fs::write(&p, data).unwrap();
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_sends_a_delta_that_the_previous_build_applies() {
+    let s = key_setup(SshdConfig::default(), UserOptions::default());
+    let laptop = tempfile::tempdir().unwrap();
+    let cache = laptop.path().join("cache");
+    let v1 = real_host_binary();
+    let v2 = next_build(laptop.path(), &v1);
+    let (c, _) = conn(&s).await;
+    let b1 = ShippedBinaries::new()
+        .with_file(Target::X86_64Linux, &v1)
+        .with_cache_dir(&cache);
+    let r1 = guard(install(&c, "0.1.0-old", &b1)).await.unwrap();
+    assert!(matches!(r1.transfer, Transfer::Full { .. }));
+    // The laptop kept the installed build for the next upgrade.
+    assert!(cache.join(format!("bin-{}", r1.sha256)).is_file());
+
+    let b2 = ShippedBinaries::new()
+        .with_file(Target::X86_64Linux, &v2)
+        .with_cache_dir(&cache);
+    let r2 = guard(install(&c, "0.1.0-new", &b2)).await.unwrap();
+    let Transfer::Delta {
+        base, full_size, ..
+    } = &r2.transfer
+    else {
+        panic!("expected a delta: {r2:?}");
+    };
+    assert_eq!(base, "0.1.0-old");
+    assert!(
+        r2.bytes_sent * 5 < *full_size,
+        "delta {} vs full {full_size}",
+        r2.bytes_sent
+    );
+    // Verified on the host and identical to the laptop's new build.
+    assert_eq!(r2.sha256, sha256_hex(&v2));
+    assert_eq!(sha256_hex(Path::new(&r2.path)), r2.sha256);
+    let mode = std::fs::metadata(&r2.path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    let mut names: Vec<String> = std::fs::read_dir(bin_dir(&s))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec!["reasonix-remote-0.1.0-new", "reasonix-remote-0.1.0-old"]
+    );
+    assert!(!s.user.home.join(".reasonix/remote/install.lock").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_delta_or_old_base_falls_back_to_a_full_upload() {
+    let s = key_setup(env_sshd(), UserOptions::default());
+    // The host's decompressor damages every delta on the way to the base binary
+    // (`tr` flips bytes), and only deltas.
+    let dec = |tool: &str| {
+        format!(
+            "case \"$*\" in *.delta*) /usr/bin/{tool} \"$@\" | tr '\\001\\002' '\\002\\001';; *) exec /usr/bin/{tool} \"$@\";; esac"
+        )
+    };
+    let (xz, zstd) = (dec("xz"), dec("zstd"));
+    host_path(&s, &["xz", "zstd"], &[("xz", &xz), ("zstd", &zstd)]);
+    let laptop = tempfile::tempdir().unwrap();
+    let cache = laptop.path().join("cache");
+    let v1 = real_host_binary();
+    let v2 = next_build(laptop.path(), &v1);
+    let (c, _) = conn(&s).await;
+    let bins = |p: &Path| {
+        ShippedBinaries::new()
+            .with_file(Target::X86_64Linux, p)
+            .with_cache_dir(&cache)
+    };
+    guard(install(&c, "v-old", &bins(&v1))).await.unwrap();
+    let r = guard(install(&c, "v-new", &bins(&v2))).await.unwrap();
+    assert!(
+        matches!(r.transfer, Transfer::Full { .. }),
+        "the damaged delta must not be installed: {r:?}"
+    );
+    assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&v2));
+    // The delta that failed is not kept for another try.
+    let deltas = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("delta-")
+        })
+        .count();
+    assert_eq!(deltas, 0);
+    let names: Vec<String> = std::fs::read_dir(bin_dir(&s))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(names.is_empty(), "temp files left: {names:?}");
+
+    // A base that cannot apply deltas (an older build; here a program that ignores the
+    // `capabilities` question) gets the whole binary, without a delta attempt.
+    let s = key_setup(SshdConfig::default(), UserOptions::default());
+    let (c, _) = conn(&s).await;
+    let old = ShippedBinaries::new()
+        .with_file(Target::X86_64Linux, "/bin/true")
+        .with_cache_dir(&cache);
+    guard(install(&c, "v-true", &old)).await.unwrap();
+    let r = guard(install(&c, "v-new", &bins(&v2))).await.unwrap();
+    assert!(matches!(r.transfer, Transfer::Full { .. }), "{r:?}");
+    assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&v2));
+}
+
+/// The static aarch64 host binary, built by CI with `cargo build --profile host -p
+/// reasonix-remote --target aarch64-unknown-linux-musl` (or by a release build). Missing in
+/// CI is a failure; elsewhere the test says loudly that it did not run.
+fn aarch64_host_binary() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let candidates = [
+        root.join("aarch64-unknown-linux-musl/host/reasonix-remote"),
+        root.join("release/reasonix-remote-aarch64-unknown-linux-musl"),
+        root.join("aarch64-unknown-linux-musl/release/reasonix-remote"),
+        root.join("aarch64-unknown-linux-musl/debug/reasonix-remote"),
+    ];
+    if let Some(p) = candidates.iter().find(|p| p.is_file()) {
+        return Some(p.clone());
+    }
+    let msg = format!(
+        "no aarch64 host binary (looked at {candidates:?}); build it with \
+         `cargo build --profile host -p reasonix-remote --target aarch64-unknown-linux-musl`"
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("\n*** SKIPPED (not in CI): {msg} ***\n");
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aarch64_host_gets_the_aarch64_binary() {
+    let Some(arm) = aarch64_host_binary() else {
+        return;
+    };
+    // The binary really is a static aarch64 program that prints its build id.
+    let head = std::fs::read(&arm).unwrap();
+    assert_eq!(&head[..4], b"\x7fELF");
+    assert_eq!(u16::from_le_bytes([head[18], head[19]]), 0xb7, "EM_AARCH64");
+    let out = std::process::Command::new("qemu-aarch64-static")
+        .arg(&arm)
+        .arg("--version")
+        .output()
+        .expect("qemu-aarch64-static (Debian qemu-user-static)");
+    let version = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        version.starts_with("reasonix-remote ") && version.trim().len() > 20,
+        "{version:?} {:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A host whose `uname -m` says aarch64 (the shim in front of the real uname).
+    let s = key_setup(env_sshd(), UserOptions::default());
+    host_path(
+        &s,
+        &["uname"],
+        &[("uname", "/bin/uname \"$@\" | sed 's/x86_64/aarch64/g'")],
+    );
+    let laptop_bins = tempfile::tempdir().unwrap();
+    let x86 = laptop_bins.path().join("x86");
+    std::fs::write(&x86, b"not this one").unwrap();
+    let bins = ShippedBinaries::new()
+        .with_file(Target::X86_64Linux, &x86)
+        .with_file(Target::Aarch64Linux, &arm);
+    let (c, _) = conn(&s).await;
+    let r = guard(install(&c, "0.1.0-arm", &bins)).await.unwrap();
+    assert_eq!(r.probe.target, Target::Aarch64Linux);
+    assert_eq!(r.probe.arch, "aarch64");
+    assert!(r.uploaded);
+    assert_eq!(r.sha256, sha256_hex(&arm));
+    assert_eq!(sha256_hex(Path::new(&r.path)), r.sha256);
+
+    // Run it on the host where the kernel can (binfmt_misc with qemu-aarch64 registered,
+    // as `.ci/run` does when it can); otherwise upload and verification are what is shown.
+    if Path::new("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists() {
+        let mut st = guard(c.exec_stream(&launch_command(&r, &["--version"])))
+            .await
+            .unwrap();
+        let mut text = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut st.reader, &mut text)
+            .await
+            .unwrap();
+        assert_eq!(text.trim(), version.trim());
+    } else {
+        eprintln!(
+            "*** binfmt_misc has no qemu-aarch64 entry: the aarch64 binary was uploaded and \
+             verified on the host but not run there ***"
+        );
+    }
+
+    // Any other architecture: the error names it.
+    let s = key_setup(env_sshd(), UserOptions::default());
+    host_path(
+        &s,
+        &["uname"],
+        &[("uname", "/bin/uname \"$@\" | sed 's/x86_64/riscv64/g'")],
+    );
+    let (c, _) = conn(&s).await;
+    let e = guard(install(&c, "0.1.0-arm", &bins)).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("riscv64") && msg.contains("Linux"), "{msg}");
 }

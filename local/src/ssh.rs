@@ -91,29 +91,34 @@ impl SshConnector {
 }
 
 /// Where the static host binaries are looked for: next to `reasonix`, in the dev tree, and at
-/// `$REASONIX_REMOTE_BIN_<TRIPLE>` / `$REASONIX_REMOTE_DIR` (see `docs/REMOTE.md`).
+/// `$REASONIX_REMOTE_BIN_<TRIPLE>` / `$REASONIX_REMOTE_DIR` (see `docs/REMOTE.md`). Installed
+/// builds are kept in `<reasonix home>/cache/host-binaries` for delta upgrades.
 pub fn shipped_binaries() -> ShippedBinaries {
-    let shipped = ShippedBinaries::new();
-    let target = reasonix_bootstrap::Target::X86_64Linux;
-    if shipped.locate(target).is_ok() {
-        return shipped;
+    let mut shipped = ShippedBinaries::new();
+    if let Ok(home) = crate::config::reasonix_home() {
+        shipped = shipped.with_cache_dir(home.join("cache").join("host-binaries"));
     }
-    // A development tree: `target/<profile>/reasonix` next to
-    // `target/x86_64-unknown-linux-musl/<profile>/reasonix-remote` (built by the test command).
-    let dev = std::env::current_exe().ok().and_then(|exe| {
-        let profile_dir = exe.parent()?;
-        let profile = profile_dir.file_name()?.to_os_string();
-        let candidate = profile_dir
-            .parent()?
-            .join(target.triple())
-            .join(profile)
-            .join("reasonix-remote");
-        candidate.is_file().then_some(candidate)
-    });
-    match dev {
-        Some(path) => shipped.with_file(target, path),
-        None => shipped,
+    for target in reasonix_bootstrap::Target::all() {
+        if shipped.locate(target).is_ok() {
+            continue;
+        }
+        // A development tree: `target/<profile>/reasonix` next to
+        // `target/<triple>/<profile>/reasonix-remote` (built by the test command), or the
+        // size-optimised `host` profile that release builds ship.
+        let dev = std::env::current_exe().ok().and_then(|exe| {
+            let profile_dir = exe.parent()?;
+            let profile = profile_dir.file_name()?.to_os_string();
+            let triple_dir = profile_dir.parent()?.join(target.triple());
+            [triple_dir.join(profile), triple_dir.join("host")]
+                .into_iter()
+                .map(|d| d.join("reasonix-remote"))
+                .find(|c| c.is_file())
+        });
+        if let Some(path) = dev {
+            shipped = shipped.with_file(target, path);
+        }
     }
+    shipped
 }
 
 #[async_trait::async_trait]

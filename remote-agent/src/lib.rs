@@ -6,6 +6,7 @@ pub mod attach;
 pub mod checkpoint;
 pub mod content;
 pub mod daemon;
+pub mod delta;
 mod forwarder;
 pub mod journal;
 pub mod mcp;

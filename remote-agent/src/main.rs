@@ -42,6 +42,13 @@ enum Cmd {
         #[arg(long)]
         all: bool,
     },
+    /// Print what this build can do for the installer (one `key=value` per line).
+    #[command(hide = true)]
+    Capabilities,
+    /// Build the next host binary from this one plus a delta read on stdin (used by the
+    /// installer; see docs/REMOTE.md "Delta upgrades").
+    #[command(hide = true)]
+    ApplyDelta(ApplyDeltaArgs),
 }
 
 #[derive(Args, Clone)]
@@ -57,6 +64,16 @@ struct AttachArgs {
     /// What to do about a running daemon of another build.
     #[arg(long, value_enum, default_value = "ask")]
     other_build: reasonix_remote::attach::OtherBuild,
+}
+
+#[derive(Args)]
+struct ApplyDeltaArgs {
+    /// The binary the delta was made against.
+    #[arg(long)]
+    base: PathBuf,
+    /// Where to write the result (must not exist; written 0600).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args, Clone)]
@@ -99,6 +116,26 @@ fn main() -> ExitCode {
         eprintln!("reasonix-remote: missing command (daemon or attach); see --help");
         return ExitCode::from(2);
     };
+    // The installer's commands run without the async runtime.
+    let cmd = match cmd {
+        Cmd::Capabilities => {
+            println!("{}", reasonix_forward::delta::DELTA_CAPABILITY);
+            return ExitCode::SUCCESS;
+        }
+        Cmd::ApplyDelta(a) => {
+            return match reasonix_remote::delta::apply(&a.base, std::io::stdin().lock(), &a.out) {
+                Ok(n) => {
+                    println!("applied={n}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("reasonix-remote apply-delta: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        other => other,
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -111,6 +148,8 @@ fn main() -> ExitCode {
         }
     };
     let result = match cmd {
+        // Handled above, before the runtime started.
+        Cmd::Capabilities | Cmd::ApplyDelta(_) => Ok(()),
         Cmd::Daemon(args) => rt.block_on(run_daemon(args)),
         Cmd::Attach(args) => rt.block_on(async move {
             let hello = match args.hello_fd {
