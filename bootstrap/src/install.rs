@@ -1039,18 +1039,7 @@ command -v bwrap >/dev/null 2>&1 && echo bwrap=1
 exit 0"#
     );
     let out = conn.run_script_at(Stage::Probe, &script).await?;
-    let installed = out
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("installed="))
-        .filter_map(|v| {
-            let (id, size) = v.rsplit_once(' ')?;
-            Some(InstalledVersion {
-                build_id: id.to_string(),
-                size: size.parse().ok()?,
-            })
-        })
-        .collect();
+    let installed = parse_installed(&out.stdout);
     Ok(RemoteStatus {
         installed,
         processes: parse_procs(&out.stdout),
@@ -1132,6 +1121,21 @@ exit 0"#
         .filter_map(|l| l.strip_prefix("removed="))
         .map(str::to_string)
         .collect())
+}
+
+/// The `installed=<build-id> <size>` lines of a status script's output.
+pub(crate) fn parse_installed(stdout: &str) -> Vec<InstalledVersion> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("installed="))
+        .filter_map(|v| {
+            let (id, size) = v.rsplit_once(' ')?;
+            Some(InstalledVersion {
+                build_id: id.to_string(),
+                size: size.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

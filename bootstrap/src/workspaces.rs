@@ -10,8 +10,8 @@ use reasonix_forward::workspaces::{StatusLine, StopLine};
 
 use crate::error::BootstrapError;
 use crate::install::{
-    parse_procs, sh_quote, InstalledVersion, RemoteProcess, PROCS_SNIPPET, REMOTE_BIN_DIR,
-    REMOTE_BIN_PREFIX,
+    parse_installed, parse_procs, sh_quote, InstalledVersion, RemoteProcess, PROCS_SNIPPET,
+    REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
 use crate::session::SshConnection;
@@ -77,18 +77,7 @@ exit 0"#,
             Err(e) => tracing::warn!("unreadable status line from the host ({e}): {line}"),
         }
     }
-    let installed = out
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("installed="))
-        .filter_map(|v| {
-            let (id, size) = v.rsplit_once(' ')?;
-            Some(InstalledVersion {
-                build_id: id.to_string(),
-                size: size.parse().ok()?,
-            })
-        })
-        .collect();
+    let installed = parse_installed(&out.stdout);
     Ok(HostWorkspaces {
         daemons,
         lister: lister(&out.stdout),
