@@ -1,6 +1,8 @@
 //! Permission rules and bash decomposition (`reasonix_remote::policy`).
 
-use reasonix_remote::policy::{is_read_only_command, shell_words, split_command, Mode, Policy};
+use reasonix_remote::policy::{
+    is_read_only_command, shell_words, split_command, Decision, Mode, Policy,
+};
 use serde_json::json;
 
 use crate::text;
@@ -66,11 +68,18 @@ pub fn bash_split(data: &[u8]) {
     for p in &pieces {
         let _ = is_read_only_command(p);
         let again = split_command(&p.text);
-        assert!(
-            !again.is_empty() || p.text.trim().is_empty() || p.words.is_empty(),
-            "a non-empty piece {:?} splits into nothing",
-            p.text
-        );
+        // Out of its context a piece can read as nothing (a bare `then`); the policy must
+        // then not allow it unasked.
+        if again.is_empty() && !p.text.trim().is_empty() {
+            if let Ok(empty) = Policy::new(Mode::Ask, &[], &[], &[]) {
+                let d = empty.decide("bash", &json!({ "command": p.text }), false);
+                assert!(
+                    !matches!(d, Decision::Allow),
+                    "a piece {:?} that reads as no command is allowed unasked",
+                    p.text
+                );
+            }
+        }
         let _ = shell_words(&p.text);
     }
     let _ = shell_words(&cmd);

@@ -47,7 +47,7 @@ impl Piece {
         )
     }
 
-    fn opaque(text: &str, why: String) -> Piece {
+    pub(crate) fn opaque(text: &str, why: String) -> Piece {
         Piece {
             text: text.trim().to_string(),
             words: shell_words(text),

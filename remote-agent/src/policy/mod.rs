@@ -310,9 +310,17 @@ impl Policy {
         if exact(&whole) {
             return Decision::Allow;
         }
+        // Text the reader finds no command in (a bare keyword such as `then`, a comment) is
+        // not proof that nothing runs: it is treated like text it cannot see through.
+        let nothing_seen = (pieces.is_empty() && !command.trim().is_empty())
+            .then(|| Piece::opaque(command, "no command could be read from it".to_string()));
         // What cannot be seen through is never allowed unasked; under yolo, where nothing
         // asks, it is refused when a deny rule could be hiding behind it.
-        if let Some(p) = pieces.iter().find(|p| p.opaque.is_some() && !exact(p)) {
+        if let Some(p) = nothing_seen
+            .iter()
+            .chain(pieces.iter())
+            .find(|p| p.opaque.is_some() && !exact(p))
+        {
             let why = p.opaque.as_deref().unwrap_or("unknown");
             if self.mode == Mode::Yolo && !deny.is_empty() {
                 return Decision::Deny {
