@@ -159,7 +159,7 @@ async fn tui_local_prompt_approve_diff_answer() {
 
     // Cut the link under the TUI (the attach bridge dies, as when SSH drops): the screen
     // reports the loss and the resume, the transcript stays, and the next turn works.
-    let pattern = format!("reasonix-remote attach --workspace {}", ws.display());
+    let pattern = format!("reasonix-remote attach --workspace={}", ws.display());
     let st = Command::new("pkill")
         .args(["-KILL", "-f", &pattern])
         .status()
