@@ -1,0 +1,537 @@
+//! Input: keys per mode (prompt, approval, overlay, composer), paste and mouse.
+
+use super::*;
+
+/// Key help: key, what it does. Rendered by `/help`.
+pub(crate) const KEYS: &[(&str, &str)] = &[
+    (
+        "Enter",
+        "send the message (or pick the highlighted completion)",
+    ),
+    ("Shift+Enter, Alt+Enter, Ctrl-J", "new line"),
+    ("Up / Down", "previous / next line, then prompt history"),
+    ("Tab", "complete a /command or @path"),
+    (
+        "@path",
+        "attach a workspace file (Tab lists one folder level)",
+    ),
+    ("Esc", "close a popup or overlay"),
+    (
+        "Ctrl-C",
+        "cancel the running turn / clear input; twice quits",
+    ),
+    ("Ctrl-D", "quit (when the input is empty)"),
+    ("PgUp / PgDn, wheel", "scroll the transcript"),
+    ("Home / End", "top / bottom of the transcript (input empty)"),
+    ("Ctrl-Home / Ctrl-End", "top / bottom of the transcript"),
+    ("Ctrl-R", "show / hide reasoning"),
+    ("Ctrl-Y", "copy the last answer to the clipboard (OSC 52)"),
+    ("Ctrl-L", "redraw the screen"),
+    ("F5", "reconnect now"),
+    ("Ctrl-A / Ctrl-E", "start / end of line"),
+    ("Ctrl-U / Ctrl-K", "delete to start / end of line"),
+    ("Ctrl-W, Alt-Backspace", "delete the previous word"),
+    ("Alt-Left / Alt-Right", "move by word"),
+    (
+        "Shift+drag",
+        "select text with the mouse (the wheel scrolls)",
+    ),
+    (
+        "1 y / 2 s / 3 a / 4 n",
+        "approval: once / session / always / deny",
+    ),
+];
+
+impl App {
+
+    /// Handle a bracketed paste.
+    pub fn handle_paste(&mut self, text: &str) -> Vec<Action> {
+        if let Some(p) = self.prompts.front_mut() {
+            match p {
+                PromptModal::Secret { input, .. } | PromptModal::Keyboard { input, .. } => {
+                    input.push_str(text.trim_end_matches(['\r', '\n']));
+                }
+                PromptModal::HostKey { .. } | PromptModal::Upgrade { .. } => {}
+            }
+            return Vec::new();
+        }
+        if self.modal_open() {
+            return Vec::new();
+        }
+        self.composer.insert(text);
+        self.refresh_completion()
+    }
+
+    /// Handle the mouse (wheel scrolling).
+    pub fn handle_mouse(&mut self, ev: MouseEvent) -> Vec<Action> {
+        match ev.kind {
+            MouseEventKind::ScrollUp => self.scroll_by(-3),
+            MouseEventKind::ScrollDown => self.scroll_by(3),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    pub(super) fn scroll_by(&mut self, rows: isize) {
+        let (w, h) = self.view.get();
+        let ctx = self.layout_ctx(w as usize);
+        self.scroll = if rows < 0 {
+            self.transcript
+                .scroll_up(&ctx, h as usize, self.scroll, rows.unsigned_abs())
+        } else {
+            self.transcript
+                .scroll_down(&ctx, h as usize, self.scroll, rows as usize)
+        };
+    }
+
+    /// Handle a key press.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if !self.prompts.is_empty() {
+            return self.prompt_key(key);
+        }
+        if ctrl && key.code == KeyCode::Char('c') {
+            return self.ctrl_c();
+        }
+        let max_scroll = self.overlay_max_scroll.get();
+        if let Some(Overlay::Help { scroll } | Overlay::Mcp { scroll, .. }) = self.overlay.as_mut()
+        {
+            match key.code {
+                KeyCode::PageUp => {
+                    *scroll = (*scroll).min(max_scroll).saturating_sub(10);
+                    return Vec::new();
+                }
+                KeyCode::PageDown => {
+                    *scroll = (*scroll + 10).min(max_scroll);
+                    return Vec::new();
+                }
+                _ => {}
+            }
+        }
+        // Transcript and global keys that work under overlays too.
+        let (_, h) = self.view.get();
+        let page = (h as isize - 2).max(1);
+        match key.code {
+            KeyCode::PageUp => {
+                self.scroll_by(-page);
+                return Vec::new();
+            }
+            KeyCode::PageDown => {
+                self.scroll_by(page);
+                return Vec::new();
+            }
+            KeyCode::Home if ctrl || (self.composer.is_empty() && !self.modal_open()) => {
+                self.scroll = Scroll::Anchor { entry: 0, line: 0 };
+                return Vec::new();
+            }
+            KeyCode::End if ctrl || (self.composer.is_empty() && !self.modal_open()) => {
+                self.scroll = Scroll::Follow;
+                return Vec::new();
+            }
+            KeyCode::F(5) => {
+                self.set_hint("reconnecting now");
+                return vec![Action::RetryNow];
+            }
+            KeyCode::Char('r') if ctrl => {
+                self.show_reasoning = !self.show_reasoning;
+                return Vec::new();
+            }
+            KeyCode::Char('y') if ctrl => return self.copy(false),
+            _ => {}
+        }
+        if self.active_approval().is_some() {
+            return self.approval_key(key);
+        }
+        if self.overlay.is_some() {
+            return self.overlay_key(key);
+        }
+        if self.progress.active {
+            return Vec::new();
+        }
+        self.composer_key(key)
+    }
+
+    pub(super) fn ctrl_c(&mut self) -> Vec<Action> {
+        let now = self.mono_ms;
+        let double = self.last_ctrl_c.map(|t| now - t <= 2000).unwrap_or(false);
+        self.last_ctrl_c = Some(now);
+        if double {
+            self.quit = true;
+            return vec![Action::Quit];
+        }
+        if self.completion.is_some() {
+            self.dismiss_completion();
+            self.set_hint("Ctrl-C again to quit");
+            return Vec::new();
+        }
+        if self.overlay.is_some() {
+            self.overlay = None;
+            self.set_hint("Ctrl-C again to quit");
+            return Vec::new();
+        }
+        if self.turn_busy() && self.role != Some(ClientRole::Spectator) {
+            self.set_hint("cancelling the turn… (Ctrl-C again to quit)");
+            return vec![Action::Cancel {
+                request_id: rid("cancel"),
+            }];
+        }
+        if !self.composer.is_empty() {
+            self.composer.clear();
+            self.set_hint("input cleared (Ctrl-C again to quit)");
+            return Vec::new();
+        }
+        self.set_hint("press Ctrl-C again to quit");
+        Vec::new()
+    }
+
+    pub(super) fn prompt_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let Some(p) = self.prompts.front_mut() else {
+            return Vec::new();
+        };
+        let mut done = false;
+        match p {
+            PromptModal::HostKey { question, reply } => {
+                let can_accept = question.status == HostKeyStatus::Unknown && reply.is_some();
+                let answer = match key.code {
+                    KeyCode::Char('y') | KeyCode::Char('1') if can_accept => {
+                        Some(HostKeyAnswer::AcceptAndSave)
+                    }
+                    KeyCode::Char('o') | KeyCode::Char('2') if can_accept => {
+                        Some(HostKeyAnswer::AcceptOnce)
+                    }
+                    KeyCode::Char('n') | KeyCode::Char('3') | KeyCode::Esc => {
+                        Some(HostKeyAnswer::Reject)
+                    }
+                    KeyCode::Char('c') if ctrl => Some(HostKeyAnswer::Reject),
+                    KeyCode::Enter if !can_accept => Some(HostKeyAnswer::Reject),
+                    _ => None,
+                };
+                if let Some(a) = answer {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(a);
+                    }
+                    done = true;
+                }
+            }
+            PromptModal::Secret { input, reply, .. } => match key.code {
+                KeyCode::Enter => {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(Some(Zeroizing::new(std::mem::take(&mut **input))));
+                    }
+                    done = true;
+                }
+                KeyCode::Esc => {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(None);
+                    }
+                    done = true;
+                }
+                KeyCode::Char('c') if ctrl => {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(None);
+                    }
+                    done = true;
+                }
+                KeyCode::Char('u') if ctrl => input.clear(),
+                KeyCode::Backspace => {
+                    input.pop();
+                }
+                KeyCode::Char(c) if !ctrl => input.push(c),
+                _ => {}
+            },
+            PromptModal::Keyboard {
+                round,
+                answers,
+                input,
+                reply,
+            } => match key.code {
+                KeyCode::Enter => {
+                    answers.push(Zeroizing::new(std::mem::take(&mut **input)));
+                    if answers.len() >= round.prompts.len() {
+                        if let Some(r) = reply.take() {
+                            let _ = r.send(Some(std::mem::take(answers)));
+                        }
+                        done = true;
+                    }
+                }
+                KeyCode::Esc => {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(None);
+                    }
+                    done = true;
+                }
+                KeyCode::Char('c') if ctrl => {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(None);
+                    }
+                    done = true;
+                }
+                KeyCode::Char('u') if ctrl => input.clear(),
+                KeyCode::Backspace => {
+                    input.pop();
+                }
+                KeyCode::Char(c) if !ctrl => input.push(c),
+                _ => {}
+            },
+            PromptModal::Upgrade { reply, .. } => {
+                let answer = match key.code {
+                    KeyCode::Char('1') | KeyCode::Char('u') => Some(UpgradeAnswer::UpgradeNow),
+                    KeyCode::Char('2') | KeyCode::Char('r') => Some(UpgradeAnswer::AttachReadOnly),
+                    KeyCode::Char('3') | KeyCode::Char('w') => Some(UpgradeAnswer::Wait),
+                    KeyCode::Char('q') | KeyCode::Esc => Some(UpgradeAnswer::Refuse),
+                    KeyCode::Char('c') if ctrl => Some(UpgradeAnswer::Refuse),
+                    _ => None,
+                };
+                if let Some(a) = answer {
+                    if let Some(r) = reply.take() {
+                        let _ = r.send(a);
+                    }
+                    done = true;
+                }
+            }
+        }
+        if done {
+            self.prompts.pop_front();
+        }
+        Vec::new()
+    }
+
+    pub(super) fn approval_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        const ORDER: [ApprovalDecision; 4] = [
+            ApprovalDecision::AllowOnce,
+            ApprovalDecision::AllowSession,
+            ApprovalDecision::AllowAlways,
+            ApprovalDecision::Deny,
+        ];
+        let decision = match key.code {
+            KeyCode::Char('1') | KeyCode::Char('y') => Some(ApprovalDecision::AllowOnce),
+            KeyCode::Char('2') | KeyCode::Char('s') => Some(ApprovalDecision::AllowSession),
+            KeyCode::Char('3') | KeyCode::Char('a') => Some(ApprovalDecision::AllowAlways),
+            KeyCode::Char('4') | KeyCode::Char('n') => Some(ApprovalDecision::Deny),
+            KeyCode::Up => {
+                self.approval_sel = self.approval_sel.saturating_sub(1);
+                None
+            }
+            KeyCode::Down | KeyCode::Tab => {
+                self.approval_sel = (self.approval_sel + 1).min(ORDER.len() - 1);
+                None
+            }
+            KeyCode::Enter => ORDER.get(self.approval_sel).copied(),
+            _ => None,
+        };
+        let Some(decision) = decision else {
+            return Vec::new();
+        };
+        let Some(a) = self.approvals.pop_front() else {
+            return Vec::new();
+        };
+        self.answered.insert(a.approval_id.clone());
+        self.approval_sel = 0;
+        vec![Action::Approve {
+            request_id: rid("approve"),
+            approval_id: a.approval_id,
+            decision,
+        }]
+    }
+
+    pub(super) fn overlay_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let max_scroll = self.overlay_max_scroll.get();
+        let Some(ov) = self.overlay.as_mut() else {
+            return Vec::new();
+        };
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => {
+                self.overlay = None;
+                return Vec::new();
+            }
+            _ => {}
+        }
+        match ov {
+            Overlay::Help { scroll } => {
+                match key.code {
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        *scroll = (*scroll).min(max_scroll).saturating_sub(1)
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(max_scroll),
+                    KeyCode::Enter => self.overlay = None,
+                    _ => {}
+                }
+                Vec::new()
+            }
+            Overlay::Status => {
+                if key.code == KeyCode::Enter {
+                    self.overlay = None;
+                }
+                Vec::new()
+            }
+            Overlay::Mcp { scroll, .. } => {
+                match key.code {
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        *scroll = (*scroll).min(max_scroll).saturating_sub(1)
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(max_scroll),
+                    KeyCode::Enter => self.overlay = None,
+                    KeyCode::Char('r') => {
+                        self.overlay_max_scroll.set(usize::MAX);
+                        self.overlay = Some(Overlay::Mcp {
+                            list: None,
+                            error: None,
+                            scroll: 0,
+                        });
+                        return vec![Action::McpStatus];
+                    }
+                    _ => {}
+                }
+                Vec::new()
+            }
+            Overlay::Sessions { list, sel } => {
+                let n = list.as_ref().map(Vec::len).unwrap_or(0);
+                match key.code {
+                    KeyCode::Up => *sel = sel.saturating_sub(1),
+                    KeyCode::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
+                    KeyCode::Enter => {
+                        let id = list
+                            .as_ref()
+                            .and_then(|l| l.get(*sel))
+                            .map(|s| s.id.clone());
+                        self.overlay = None;
+                        if let Some(id) = id {
+                            return self.switch_session(Some(id), false);
+                        }
+                    }
+                    _ => {}
+                }
+                Vec::new()
+            }
+            Overlay::Models { sel } => {
+                let n = self.settings.models.len();
+                match key.code {
+                    KeyCode::Up => *sel = sel.saturating_sub(1),
+                    KeyCode::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
+                    KeyCode::Enter => {
+                        let m = self.settings.models.get(*sel).cloned();
+                        self.overlay = None;
+                        if let Some(m) = m {
+                            return self.set_model(m);
+                        }
+                    }
+                    _ => {}
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    pub(super) fn composer_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+        // Keys the completion popup takes.
+        if self.completion.is_some() {
+            match key.code {
+                KeyCode::Up => {
+                    if let Some(c) = self.completion.as_mut() {
+                        c.sel = c.sel.saturating_sub(1);
+                    }
+                    return Vec::new();
+                }
+                KeyCode::Down => {
+                    if let Some(c) = self.completion.as_mut() {
+                        c.sel = (c.sel + 1).min(c.items.len().saturating_sub(1));
+                    }
+                    return Vec::new();
+                }
+                KeyCode::Tab => return self.accept_completion(false),
+                KeyCode::Enter if !shift && !alt => return self.accept_completion(true),
+                KeyCode::Esc => {
+                    self.dismiss_completion();
+                    return Vec::new();
+                }
+                _ => {}
+            }
+        }
+        match key.code {
+            KeyCode::Enter if shift || alt => self.composer.insert("\n"),
+            KeyCode::Char('j') if ctrl => self.composer.insert("\n"),
+            KeyCode::Enter => return self.send(),
+            KeyCode::Char('d') if ctrl => {
+                if self.composer.is_empty() {
+                    self.quit = true;
+                    return vec![Action::Quit];
+                }
+                self.composer.delete();
+            }
+            KeyCode::Char('a') if ctrl => self.composer.home(),
+            KeyCode::Char('e') if ctrl => self.composer.end(),
+            KeyCode::Char('u') if ctrl => self.composer.kill_to_start(),
+            KeyCode::Char('k') if ctrl => self.composer.kill_to_end(),
+            KeyCode::Char('w') if ctrl => self.composer.delete_word(),
+            KeyCode::Char('l') if ctrl => return Vec::new(),
+            KeyCode::Char('b') if alt => self.composer.word_left(),
+            KeyCode::Char('f') if alt => self.composer.word_right(),
+            KeyCode::Backspace if alt || ctrl => self.composer.delete_word(),
+            KeyCode::Left if alt || ctrl => self.composer.word_left(),
+            KeyCode::Right if alt || ctrl => self.composer.word_right(),
+            KeyCode::Char(c) if !ctrl => {
+                let mut buf = [0u8; 4];
+                self.composer.insert(c.encode_utf8(&mut buf));
+            }
+            KeyCode::Backspace => self.composer.backspace(),
+            KeyCode::Delete => self.composer.delete(),
+            KeyCode::Left => self.composer.left(),
+            KeyCode::Right => self.composer.right(),
+            KeyCode::Home => self.composer.home(),
+            KeyCode::End => self.composer.end(),
+            KeyCode::Up => self.composer.up(),
+            KeyCode::Down => self.composer.down(),
+            KeyCode::Tab => {}
+            KeyCode::Esc => self.scroll = Scroll::Follow,
+            _ => {}
+        }
+        self.refresh_completion()
+    }
+
+    pub(super) fn send(&mut self) -> Vec<Action> {
+        let mut text = self.composer.text().trim_end().to_string();
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        if let Some(cmd) = text.strip_prefix('/') {
+            let name = cmd.split_whitespace().next().unwrap_or("");
+            // `//text` sends `/text`; a first word like `/usr/bin/env` is a path, not a
+            // command.
+            if let Some(rest) = cmd.strip_prefix('/') {
+                text = format!("/{rest}");
+            } else if !name.contains('/') {
+                self.composer.take();
+                self.completion = None;
+                return self.command(cmd.trim());
+            }
+        }
+        if self.role == Some(ClientRole::Spectator) {
+            self.set_hint("read-only spectator: /takeover to drive this session");
+            return Vec::new();
+        }
+        self.composer.take();
+        self.completion = None;
+        let no_session = self.session.is_none() || self.open_pending.is_some();
+        if no_session || self.turn_busy() || self.sending.is_some() {
+            let q = match self.queued.take() {
+                Some(prev) => format!("{prev}\n\n{text}"),
+                None => text,
+            };
+            self.queued = Some(q);
+            self.set_hint(if no_session {
+                "queued: sent as soon as the session is open"
+            } else {
+                "queued: sent when the current turn finishes"
+            });
+            return Vec::new();
+        }
+        self.submit(text)
+    }
+}

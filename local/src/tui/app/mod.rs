@@ -1,0 +1,552 @@
+//! The TUI's pure state machine: everything the screen shows, updated by client events and
+//! key presses. It performs no I/O; what should happen outside (requests to the host, the
+//! clipboard, quitting) comes back as [`Action`]s for the runner to execute on tasks.
+
+mod completion;
+mod events;
+mod keys;
+mod slash;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::Range;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
+use reasonix_bootstrap::{
+    HostKeyAnswer, HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, Stage, UpgradeAnswer,
+    UpgradeQuestion,
+};
+use reasonix_forward::proto::{
+    ApprovalDecision, ClientRole, DaemonStatus, DirEntry, EventKind, McpServerInfo, RewindScope,
+    SessionInfo, SessionOpened, TurnState,
+};
+use tokio::sync::oneshot;
+use zeroize::Zeroizing;
+
+use super::composer::Composer;
+use super::transcript::{LayoutCtx, Level, Scroll, Transcript};
+use crate::client::{ClientEvent, ConnState};
+use crate::config::Prices;
+
+pub(crate) use completion::{CompKind, Completion};
+pub(crate) use keys::KEYS;
+pub(crate) use slash::COMMANDS;
+
+/// Static facts the UI shows and needs (from the config and the command line).
+#[derive(Debug, Clone, Default)]
+pub struct AppSettings {
+    /// Workspace label: `host:/path` or a local path.
+    pub workspace: String,
+    /// Model labels offered by `/model` (`provider/model`).
+    pub models: Vec<String>,
+    /// The model chosen at start (label), if any.
+    pub model: Option<String>,
+    /// Prices per 1M tokens by model name and by `provider/model` label.
+    pub prices: HashMap<String, Prices>,
+    /// Permission mode label (`ask`, `auto`, `yolo`).
+    pub mode: String,
+    /// Build id of this binary (shown by `/status` next to the host's).
+    pub build: String,
+}
+
+/// What to open: the parameters of a `Request::OpenSession` the runner builds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenParams {
+    /// Session id, or `None` for "new" / "most recent".
+    pub session: Option<String>,
+    /// Start a fresh session.
+    pub new: bool,
+    /// Replay events after this seq.
+    pub since: u64,
+    /// Take the driver role from another client.
+    pub takeover: bool,
+    /// Model label for the session settings.
+    pub model: Option<String>,
+}
+
+/// Something the runner must do outside the state machine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Send `Request::OpenSession` built from these parameters.
+    OpenSession(OpenParams),
+    /// Send `Request::SubmitTurn`.
+    Submit {
+        /// Deduplication id.
+        request_id: String,
+        /// The prompt.
+        text: String,
+    },
+    /// Send `Request::ContinueTurn`.
+    ContinueTurn {
+        /// Deduplication id.
+        request_id: String,
+    },
+    /// Send `Request::Cancel`.
+    Cancel {
+        /// Deduplication id.
+        request_id: String,
+    },
+    /// Send `Request::Approve`.
+    Approve {
+        /// Deduplication id.
+        request_id: String,
+        /// The approval answered.
+        approval_id: String,
+        /// The answer.
+        decision: ApprovalDecision,
+    },
+    /// Send `Request::Takeover`.
+    Takeover,
+    /// Send `Request::Rewind`.
+    Rewind {
+        /// Deduplication id.
+        request_id: String,
+        /// Restore to just before this turn.
+        to_turn: u64,
+        /// Files, conversation or both.
+        scope: RewindScope,
+        /// Only report what would change.
+        dry_run: bool,
+    },
+    /// Send `Request::ListSessions`.
+    ListSessions,
+    /// Send `Request::ListDir` (path relative to the workspace; `""` is the root).
+    ListDir {
+        /// Directory.
+        path: String,
+    },
+    /// Send `Request::Status`.
+    Status,
+    /// Send `Request::McpStatus`.
+    McpStatus,
+    /// Put this text on the clipboard with OSC 52.
+    Copy(String),
+    /// Save a tool's complete output to a file (fetching it from the host if needed).
+    SaveOutput(super::fullout::OutputRequest),
+    /// Skip the reconnect backoff.
+    RetryNow,
+    /// Leave the TUI.
+    Quit,
+}
+
+/// A question from the SSH/bootstrap code ([`super::TuiPrompter`]) with its answer channel.
+#[derive(Debug)]
+pub enum PromptRequest {
+    /// Decide about a host key.
+    HostKey {
+        /// The question.
+        question: HostKeyQuestion,
+        /// Where the answer goes.
+        reply: oneshot::Sender<HostKeyAnswer>,
+    },
+    /// Ask for one secret.
+    Secret {
+        /// The prompt.
+        prompt: SecretPrompt,
+        /// Where the answer goes (`None` = cancelled).
+        reply: oneshot::Sender<Option<Zeroizing<String>>>,
+    },
+    /// One keyboard-interactive round.
+    Keyboard {
+        /// The round.
+        round: KbdRound,
+        /// Where the answers go (`None` = cancelled).
+        reply: oneshot::Sender<Option<Vec<Zeroizing<String>>>>,
+    },
+    /// A daemon of another build runs a turn: upgrade, attach read-only or wait.
+    Upgrade {
+        /// The question.
+        question: UpgradeQuestion,
+        /// Where the answer goes.
+        reply: oneshot::Sender<UpgradeAnswer>,
+    },
+}
+
+/// Everything that can happen to the UI besides input.
+#[derive(Debug)]
+pub enum AppEvent {
+    /// From the link supervisor.
+    Client(ClientEvent),
+    /// Answer to an `OpenSession`.
+    SessionOpened(SessionOpened),
+    /// Answer to `ListSessions`.
+    Sessions(Vec<SessionInfo>),
+    /// Answer to `ListDir`.
+    DirEntries {
+        /// The directory asked for.
+        path: String,
+        /// Its entries.
+        entries: Vec<DirEntry>,
+    },
+    /// Answer to `Status`.
+    Status(DaemonStatus),
+    /// Answer to `McpStatus`.
+    McpServers(Vec<McpServerInfo>),
+    /// `Takeover` succeeded.
+    TookOver,
+    /// Answer to `Rewind`.
+    Rewound {
+        /// What was (or would be) restored.
+        summary: String,
+        /// Paths restored or removed.
+        paths: Vec<String>,
+        /// The scope asked for.
+        scope: RewindScope,
+        /// True for a dry run.
+        dry_run: bool,
+    },
+    /// A tool output was saved by [`Action::SaveOutput`].
+    OutputSaved {
+        /// Tool name.
+        tool: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// True when it was fetched from the host and its SHA-256 checked.
+        fetched: bool,
+    },
+    /// A request failed.
+    RequestFailed {
+        /// Which request (`submit`, `open`, `list_dir:PATH`, ...).
+        what: String,
+        /// The error, as the user should read it.
+        message: String,
+    },
+    /// A question for the user.
+    Prompt(PromptRequest),
+    /// A host key the connection refused (changed or revoked): shown, nothing to accept.
+    HostKeyRefused(HostKeyQuestion),
+    /// The SSH server's banner.
+    Banner(String),
+    /// Bootstrap progress.
+    Progress {
+        /// Stage.
+        stage: Stage,
+        /// Detail text.
+        detail: String,
+        /// `(done, total)` for uploads.
+        amount: Option<(u64, u64)>,
+    },
+}
+
+/// Connection state as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ConnView {
+    Connecting,
+    Connected,
+    Reconnecting {
+        attempt: u32,
+        /// Monotonic ms at which the next attempt starts.
+        next_at: i64,
+        /// Last contact age when reported, and when (monotonic ms).
+        last_contact_secs: u64,
+        reported_at: i64,
+        reason: String,
+    },
+    Failed {
+        reason: String,
+    },
+}
+
+/// An approval waiting for the user.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PendingApproval {
+    pub(crate) approval_id: String,
+    pub(crate) tool: String,
+    pub(crate) arguments: String,
+    pub(crate) reason: String,
+    pub(crate) preview: Option<String>,
+}
+
+/// Informational overlays (closed with Esc; they hide the composer).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Overlay {
+    Help {
+        scroll: usize,
+    },
+    Status,
+    Sessions {
+        list: Option<Vec<SessionInfo>>,
+        sel: usize,
+    },
+    Models {
+        sel: usize,
+    },
+    /// `/mcp`: `list` is `None` while the host starts and lists the servers.
+    Mcp {
+        list: Option<Vec<McpServerInfo>>,
+        error: Option<String>,
+        scroll: usize,
+    },
+}
+
+/// A question put to the user by the SSH code.
+#[derive(Debug)]
+pub(crate) enum PromptModal {
+    HostKey {
+        question: HostKeyQuestion,
+        reply: Option<oneshot::Sender<HostKeyAnswer>>,
+    },
+    Secret {
+        prompt: SecretPrompt,
+        input: Zeroizing<String>,
+        reply: Option<oneshot::Sender<Option<Zeroizing<String>>>>,
+    },
+    Keyboard {
+        round: KbdRound,
+        answers: Vec<Zeroizing<String>>,
+        input: Zeroizing<String>,
+        reply: Option<oneshot::Sender<Option<Vec<Zeroizing<String>>>>>,
+    },
+    Upgrade {
+        question: UpgradeQuestion,
+        reply: Option<oneshot::Sender<UpgradeAnswer>>,
+    },
+}
+
+/// Connection/bootstrap progress shown until the first connection.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ProgressView {
+    pub(crate) active: bool,
+    pub(crate) current: Option<Stage>,
+    pub(crate) detail: String,
+    pub(crate) amount: Option<(u64, u64)>,
+    pub(crate) banner: Option<String>,
+}
+
+/// Running token and cost figures of the session as seen by this client.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Totals {
+    pub(crate) prompt: u64,
+    pub(crate) completion: u64,
+    pub(crate) cache_hit: u64,
+    pub(crate) cache_miss: u64,
+    pub(crate) cost: Option<f64>,
+    pub(crate) requests: u64,
+}
+
+impl Totals {
+    /// Cache-hit share of prompt tokens, when known.
+    pub(crate) fn cache_pct(&self) -> Option<f64> {
+        let denom = self.cache_hit + self.cache_miss;
+        (denom > 0).then(|| self.cache_hit as f64 * 100.0 / denom as f64)
+    }
+}
+
+/// The whole UI state.
+pub struct App {
+    pub(crate) settings: AppSettings,
+    pub(crate) transcript: Transcript,
+    pub(crate) scroll: Scroll,
+    /// Size of the transcript view at the last render (for key-driven scrolling).
+    pub(crate) view: std::cell::Cell<(u16, u16)>,
+    /// Largest scroll offset of the open scrollable overlay at the last render (keys clamp
+    /// to it so scrolling back up starts moving at once); unbounded until it is drawn.
+    pub(crate) overlay_max_scroll: std::cell::Cell<usize>,
+    pub(crate) composer: Composer,
+    pub(crate) completion: Option<Completion>,
+    completion_dismissed: Option<String>,
+    dir_cache: HashMap<String, Vec<DirEntry>>,
+    dir_pending: HashSet<String>,
+    pub(crate) conn: ConnView,
+    was_connected: bool,
+    pub(crate) session: Option<String>,
+    open_pending: Option<OpenParams>,
+    /// Ignored-project-setting notices already shown.
+    reported_ignored: Vec<String>,
+    last_seq: u64,
+    pub(crate) role: Option<ClientRole>,
+    pub(crate) turn_state: TurnState,
+    pub(crate) turn_detail: Option<String>,
+    pub(crate) turn_started: Option<i64>,
+    pub(crate) sandbox: Option<String>,
+    pub(crate) totals: Totals,
+    pub(crate) last_model: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) approvals: VecDeque<PendingApproval>,
+    answered: HashSet<String>,
+    pub(crate) approval_sel: usize,
+    pub(crate) prompts: VecDeque<PromptModal>,
+    pub(crate) overlay: Option<Overlay>,
+    pub(crate) progress: ProgressView,
+    pub(crate) daemon_status: Option<DaemonStatus>,
+    pub(crate) show_reasoning: bool,
+    pub(crate) hint: Option<(String, i64)>,
+    pub(crate) queued: Option<String>,
+    pub(crate) sending: Option<String>,
+    our_requests: HashSet<String>,
+    last_ctrl_c: Option<i64>,
+    pub(crate) mono_ms: i64,
+    pub(crate) wall_ms: i64,
+    quit: bool,
+}
+
+fn rid(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", rand::random::<u64>())
+}
+
+/// Milliseconds since the epoch of an RFC 3339 UTC timestamp (`YYYY-MM-DDTHH:MM:SS[.fff]Z`).
+pub(crate) fn parse_ts(ts: &str) -> Option<i64> {
+    let b = ts.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: Range<usize>| ts.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut millis = 0i64;
+    if b.get(19) == Some(&b'.') {
+        let frac: String = ts[20..].chars().take_while(char::is_ascii_digit).collect();
+        let f3: String = frac.chars().chain("000".chars()).take(3).collect();
+        millis = f3.parse().ok()?;
+    }
+    // Days from civil (proleptic Gregorian).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400) + hh * 3600 + mm * 60 + ss) * 1000 + millis)
+}
+
+impl App {
+    /// A fresh UI.
+    pub fn new(settings: AppSettings) -> Self {
+        let model = settings.model.clone();
+        App {
+            settings,
+            transcript: Transcript::default(),
+            scroll: Scroll::Follow,
+            view: std::cell::Cell::new((80, 20)),
+            overlay_max_scroll: std::cell::Cell::new(usize::MAX),
+            composer: Composer::default(),
+            completion: None,
+            completion_dismissed: None,
+            dir_cache: HashMap::new(),
+            dir_pending: HashSet::new(),
+            conn: ConnView::Connecting,
+            was_connected: false,
+            session: None,
+            open_pending: None,
+            reported_ignored: Vec::new(),
+            last_seq: 0,
+            role: None,
+            turn_state: TurnState::Idle,
+            turn_detail: None,
+            turn_started: None,
+            sandbox: None,
+            totals: Totals::default(),
+            last_model: None,
+            model,
+            approvals: VecDeque::new(),
+            answered: HashSet::new(),
+            approval_sel: 0,
+            prompts: VecDeque::new(),
+            overlay: None,
+            progress: ProgressView::default(),
+            daemon_status: None,
+            show_reasoning: false,
+            hint: None,
+            queued: None,
+            sending: None,
+            our_requests: HashSet::new(),
+            last_ctrl_c: None,
+            mono_ms: 0,
+            wall_ms: 0,
+            quit: false,
+        }
+    }
+
+    /// The first action: open (or create) the session.
+    pub fn open(&mut self, session: Option<String>, new: bool, takeover: bool) -> Vec<Action> {
+        let p = OpenParams {
+            session,
+            new,
+            since: 0,
+            takeover,
+            model: self.model.clone(),
+        };
+        self.open_pending = Some(p.clone());
+        vec![Action::OpenSession(p)]
+    }
+
+    /// True once the user asked to leave.
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    /// Highest journal seq seen (for re-opening after a reattach).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// The open session id.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// The model label in use (for session settings).
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// Advance the clocks: `mono_ms` since the UI started (spinners, countdowns) and `wall_ms`
+    /// since the epoch (elapsed times measured against event timestamps).
+    pub fn tick(&mut self, mono_ms: i64, wall_ms: i64) {
+        self.mono_ms = mono_ms;
+        self.wall_ms = wall_ms;
+        if let Some((_, at)) = &self.hint {
+            if mono_ms - at > 5000 {
+                self.hint = None;
+            }
+        }
+    }
+
+    fn set_hint(&mut self, text: impl Into<String>) {
+        self.hint = Some((text.into(), self.mono_ms));
+    }
+
+    /// Layout parameters for the transcript at the current view width.
+    pub(crate) fn layout_ctx(&self, width: usize) -> LayoutCtx {
+        LayoutCtx {
+            width,
+            show_reasoning: self.show_reasoning,
+            now_ms: self.wall_ms,
+            frame: (self.mono_ms.max(0) / 100) as u64,
+        }
+    }
+
+    /// The approval shown, if any (only a driver can answer).
+    pub(crate) fn active_approval(&self) -> Option<&PendingApproval> {
+        if self.role == Some(ClientRole::Spectator) {
+            return None;
+        }
+        self.approvals.front()
+    }
+
+    /// True when a modal hides the composer.
+    pub(crate) fn modal_open(&self) -> bool {
+        !self.prompts.is_empty()
+            || self.active_approval().is_some()
+            || self.overlay.is_some()
+            || self.progress.active
+    }
+
+    /// True while a turn is in progress on the host.
+    pub(crate) fn turn_busy(&self) -> bool {
+        match self.turn_state {
+            TurnState::Running | TurnState::WaitingForLaptop | TurnState::WaitingForApproval => {
+                true
+            }
+            TurnState::Idle | TurnState::Paused => false,
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! Overlays: help, status, sessions, models, MCP.
+
+use super::modal::{kv, show_modal};
+use super::*;
+
+pub(super) fn render_overlay(
+    app: &App,
+    ov: &Overlay,
+    frame: &mut Frame<'_>,
+    area: Rect,
+    max_w: u16,
+    iw: usize,
+) {
+    match ov {
+        Overlay::Help { scroll } => {
+            let mut lines = vec![Line::from(Span::styled("Commands", theme::heading()))];
+            for (name, arg, desc) in COMMANDS {
+                let cmd = if arg.is_empty() {
+                    format!("/{name}")
+                } else {
+                    format!("/{name} {arg}")
+                };
+                if text_width(&cmd) >= 16 {
+                    // A long synopsis gets its own row.
+                    lines.push(Line::from(Span::styled(cmd, theme::key())));
+                    lines.extend(wrap_text(
+                        desc,
+                        iw,
+                        theme::text(),
+                        &[Span::raw(" ".repeat(16))],
+                    ));
+                } else {
+                    lines.extend(wrap_line(
+                        &[Span::raw(desc.to_string())],
+                        iw,
+                        &[Span::styled(format!("{cmd:<16}"), theme::key())],
+                        &[Span::raw(" ".repeat(16))],
+                    ));
+                }
+            }
+            lines.push(Line::default());
+            lines.push(Line::from(Span::styled("Keys", theme::heading())));
+            for (k, desc) in KEYS {
+                let kw = 22usize.min(iw / 2);
+                let k = if text_width(k) >= kw {
+                    vec![Span::styled(k.to_string(), theme::key())]
+                } else {
+                    vec![Span::styled(format!("{k:<kw$}"), theme::key())]
+                };
+                if k[0].content.len() > kw {
+                    lines.push(Line::from(k));
+                    lines.extend(wrap_text(
+                        desc,
+                        iw,
+                        theme::text(),
+                        &[Span::raw(" ".repeat(kw))],
+                    ));
+                } else {
+                    lines.extend(wrap_line(
+                        &[Span::raw(desc.to_string())],
+                        iw,
+                        &k,
+                        &[Span::raw(" ".repeat(kw))],
+                    ));
+                }
+            }
+            let room = (area.height as usize).saturating_sub(3);
+            let max_scroll = lines.len().saturating_sub(room);
+            let s = (*scroll).min(max_scroll);
+            app.overlay_max_scroll.set(max_scroll);
+            let mut shown: Vec<Line<'static>> = lines.into_iter().skip(s).take(room).collect();
+            if max_scroll > 0 {
+                shown.truncate(room.saturating_sub(1));
+                shown.push(Line::from(Span::styled(
+                    format!("↑/↓ PgUp/PgDn scroll ({}/{}) · Esc close", s, max_scroll),
+                    theme::dim(),
+                )));
+            }
+            show_modal(frame, area, "Help", theme::border_active(), shown, max_w);
+        }
+        Overlay::Status => {
+            let kw = 12usize;
+            let mut lines = Vec::new();
+            let t = &app.totals;
+            lines.extend(kv("Workspace", app.settings.workspace.clone(), iw, kw));
+            let conn = match &app.conn {
+                ConnView::Connecting => "connecting".to_string(),
+                ConnView::Connected => "connected".to_string(),
+                ConnView::Reconnecting {
+                    attempt, reason, ..
+                } => format!("reconnecting (attempt {attempt}): {reason}"),
+                ConnView::Failed { reason } => format!("disconnected: {reason}"),
+            };
+            lines.extend(kv("Connection", conn, iw, kw));
+            match &app.daemon_status {
+                Some(s) => {
+                    lines.extend(kv("Host path", s.workspace.clone(), iw, kw));
+                    lines.extend(kv(
+                        "Daemon",
+                        format!(
+                            "build {} · pid {} · up {}",
+                            s.build_id,
+                            s.pid,
+                            fmt_dur(s.uptime_secs)
+                        ),
+                        iw,
+                        kw,
+                    ));
+                    lines.extend(kv("Sandbox", s.sandbox.clone(), iw, kw));
+                    lines.extend(kv(
+                        "Clients",
+                        format!(
+                            "{} attached · {}",
+                            s.clients,
+                            theme::plural(s.sessions as u64, "session", "sessions")
+                        ),
+                        iw,
+                        kw,
+                    ));
+                    if let Some(u) = &s.unclean_previous_shutdown {
+                        lines.extend(kv("Warning", u.clone(), iw, kw));
+                    }
+                }
+                None => lines.extend(kv("Daemon", "asking the host…".into(), iw, kw)),
+            }
+            lines.extend(kv("Build", app.settings.build.clone(), iw, kw));
+            let role = match app.role {
+                Some(ClientRole::Driver) => "driver",
+                Some(ClientRole::Spectator) => "read-only spectator",
+                None => "not attached",
+            };
+            let state = match app.turn_state {
+                TurnState::Idle => "idle",
+                TurnState::Running => "running",
+                TurnState::WaitingForLaptop => "waiting for laptop",
+                TurnState::WaitingForApproval => "waiting for approval",
+                TurnState::Paused => "paused",
+            };
+            lines.extend(kv(
+                "Session",
+                format!(
+                    "{} · {role} · {state}",
+                    app.session.clone().unwrap_or_else(|| "(opening)".into()),
+                ),
+                iw,
+                kw,
+            ));
+            lines.extend(kv(
+                "Model",
+                format!(
+                    "{} · mode {}",
+                    app.last_model
+                        .clone()
+                        .or_else(|| app.model.clone())
+                        .unwrap_or_else(|| "default".into()),
+                    app.settings.mode
+                ),
+                iw,
+                kw,
+            ));
+            lines.extend(kv(
+                "Tokens",
+                format!(
+                    "in {} · out {} · {}",
+                    theme::thousands(t.prompt),
+                    theme::thousands(t.completion),
+                    theme::plural(t.requests, "request", "requests")
+                ),
+                iw,
+                kw,
+            ));
+            lines.extend(kv(
+                "Cache",
+                match t.cache_pct() {
+                    Some(p) => format!(
+                        "hit {} · miss {} · {p:.1}% hit",
+                        theme::thousands(t.cache_hit),
+                        theme::thousands(t.cache_miss)
+                    ),
+                    None => "no figures yet".into(),
+                },
+                iw,
+                kw,
+            ));
+            lines.extend(kv(
+                "Cost",
+                match t.cost {
+                    Some(c) => format!("${c:.4} (estimated from configured prices)"),
+                    None => "unknown (no prices configured for this model)".into(),
+                },
+                iw,
+                kw,
+            ));
+            lines.push(Line::default());
+            lines.push(Line::from(Span::styled("Esc close", theme::dim())));
+            show_modal(frame, area, "Status", theme::border_active(), lines, max_w);
+        }
+        Overlay::Sessions { list, sel } => {
+            let mut lines = Vec::new();
+            match list {
+                None => lines.push(Line::from(Span::styled(
+                    format!("{} loading…", spinner(app)),
+                    theme::dim(),
+                ))),
+                Some(l) if l.is_empty() => {
+                    lines.push(Line::from(Span::styled("no sessions yet", theme::dim())))
+                }
+                Some(l) => {
+                    let room = (area.height as usize).saturating_sub(5).max(1);
+                    let first = (*sel + 1).saturating_sub(room);
+                    for (i, s) in l.iter().enumerate().skip(first).take(room) {
+                        let base = if i == *sel {
+                            theme::selected()
+                        } else {
+                            Style::default()
+                        };
+                        let current = app.session.as_deref() == Some(s.id.as_str());
+                        let meta = format!(
+                            "{}{} · {} · ",
+                            if current { "* " } else { "  " },
+                            s.created.get(..16).unwrap_or(&s.created).replace('T', " "),
+                            theme::plural(s.turns, "turn", "turns")
+                        );
+                        let title = truncate(&s.title, iw.saturating_sub(text_width(&meta)));
+                        let pad = iw.saturating_sub(text_width(&meta) + text_width(&title));
+                        lines.push(Line::from(vec![
+                            Span::styled(meta, base.patch(theme::dim())),
+                            Span::styled(title, base),
+                            Span::styled(" ".repeat(pad), base),
+                        ]));
+                    }
+                }
+            }
+            lines.push(Line::default());
+            lines.push(Line::from(Span::styled(
+                "↑/↓ choose · Enter resume · Esc close",
+                theme::dim(),
+            )));
+            show_modal(
+                frame,
+                area,
+                "Sessions",
+                theme::border_active(),
+                lines,
+                max_w,
+            );
+        }
+        Overlay::Mcp {
+            list,
+            error,
+            scroll,
+        } => {
+            let lines = mcp_lines(app, list.as_deref(), error.as_deref(), iw);
+            let room = (area.height as usize).saturating_sub(4).max(1);
+            let max_scroll = lines.len().saturating_sub(room);
+            let s = (*scroll).min(max_scroll);
+            app.overlay_max_scroll.set(max_scroll);
+            let mut shown: Vec<Line<'static>> = lines.into_iter().skip(s).take(room).collect();
+            shown.push(Line::default());
+            let keys = if max_scroll > 0 {
+                format!("↑/↓ scroll ({s}/{max_scroll}) · r refresh · Esc close")
+            } else {
+                "r refresh · Esc close".to_string()
+            };
+            shown.push(Line::from(Span::styled(keys, theme::dim())));
+            show_modal(
+                frame,
+                area,
+                "MCP servers",
+                theme::border_active(),
+                shown,
+                max_w,
+            );
+        }
+        Overlay::Models { sel } => {
+            let mut lines = Vec::new();
+            if app.settings.models.is_empty() {
+                lines.push(Line::from(Span::styled(
+                    "no models configured; see [[providers]] in config.toml",
+                    theme::dim(),
+                )));
+            }
+            for (i, m) in app.settings.models.iter().enumerate() {
+                let base = if i == *sel {
+                    theme::selected()
+                } else {
+                    Style::default()
+                };
+                let current = app.model.as_deref() == Some(m.as_str());
+                let price = app
+                    .settings
+                    .prices
+                    .get(m)
+                    .map(|p| format!("  in ${} / out ${} per 1M", p.input, p.output))
+                    .unwrap_or_default();
+                let text = format!("{}{m}{price}", if current { "* " } else { "  " });
+                let pad = iw.saturating_sub(text_width(&text));
+                lines.push(Line::from(vec![
+                    Span::styled(truncate(&text, iw), base),
+                    Span::styled(" ".repeat(pad), base),
+                ]));
+            }
+            lines.push(Line::default());
+            lines.push(Line::from(Span::styled(
+                "↑/↓ choose · Enter use · Esc close",
+                theme::dim(),
+            )));
+            show_modal(
+                frame,
+                area,
+                "Model",
+                theme::border_active(),
+                lines,
+                max_w.min(72),
+            );
+        }
+    }
+}
+
+/// The body of the `/mcp` panel: per server a header row (name, where it runs, state, tool
+/// count), then its tools or the reason it failed.
+pub(super) fn mcp_lines(
+    app: &App,
+    list: Option<&[reasonix_forward::proto::McpServerInfo]>,
+    error: Option<&str>,
+    iw: usize,
+) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if let Some(e) = error {
+        lines.extend(wrap_text(
+            &format!("could not ask the host: {}", sanitize(e)),
+            iw,
+            theme::error(),
+            &[],
+        ));
+        return lines;
+    }
+    let Some(list) = list else {
+        lines.push(Line::from(Span::styled(
+            format!("{} starting and listing the servers…", spinner(app)),
+            theme::dim(),
+        )));
+        return lines;
+    };
+    if list.is_empty() {
+        lines.extend(wrap_text(
+            "no MCP servers: add [[mcp]] to the workspace's reasonix.toml (or a .mcp.json) for host servers, or [[mcp]] with run_on = \"laptop\" to ~/.reasonix/config.toml for laptop servers",
+            iw,
+            theme::dim(),
+            &[],
+        ));
+        return lines;
+    }
+    for (i, s) in list.iter().enumerate() {
+        if i > 0 {
+            lines.push(Line::default());
+        }
+        let state_style = match s.state.as_str() {
+            "ready" => theme::ok(),
+            "failed" => theme::error(),
+            _ => theme::warn(),
+        };
+        let mut head = vec![
+            Span::styled(sanitize(&s.name), theme::tool_name()),
+            Span::styled(format!("  {} · ", sanitize(&s.run_on)), theme::dim()),
+            Span::styled(sanitize(&s.state), state_style),
+        ];
+        if !s.tools.is_empty() {
+            head.push(Span::styled(
+                format!(
+                    " · {}",
+                    theme::plural(s.tools.len() as u64, "tool", "tools")
+                ),
+                theme::dim(),
+            ));
+        }
+        lines.extend(wrap_line(&head, iw, &[], &[Span::raw("  ")]));
+        let indent = [Span::raw("  ")];
+        if let Some(r) = &s.reason {
+            lines.extend(wrap_line(
+                &[Span::styled(sanitize(r), theme::error())],
+                iw,
+                &indent,
+                &indent,
+            ));
+        }
+        if !s.tools.is_empty() {
+            let names: Vec<String> = s
+                .tools
+                .iter()
+                .map(|t| sanitize(&crate::tui::mcp::short_tool(&s.name, t)))
+                .collect();
+            lines.extend(wrap_line(
+                &[Span::raw(names.join(", "))],
+                iw,
+                &indent,
+                &indent,
+            ));
+        }
+    }
+    lines
+}

@@ -1,0 +1,137 @@
+//! The status line.
+
+use super::*;
+
+/// The status bar: segments in priority order; on narrow terminals low-priority segments
+/// drop out, the connection text gets terse and the workspace is shortened from the left.
+pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
+    let w = area.width as usize;
+    let (conn, conn_short, conn_style): (String, String, Style) = match &app.conn {
+        ConnView::Connecting => {
+            let s = format!("{} connecting", spinner(app));
+            (s.clone(), s, theme::warn())
+        }
+        ConnView::Connected => {
+            let s = match (app.role, app.turn_state) {
+                (Some(ClientRole::Spectator), _) => "read-only spectator",
+                (_, TurnState::WaitingForLaptop) => "waiting for laptop",
+                _ => "connected",
+            };
+            let style = if s == "connected" {
+                theme::ok()
+            } else {
+                theme::warn()
+            };
+            (s.to_string(), s.to_string(), style)
+        }
+        ConnView::Reconnecting {
+            attempt,
+            next_at,
+            last_contact_secs,
+            reported_at,
+            ..
+        } => {
+            let next = secs(next_at - app.mono_ms + 999);
+            let last = last_contact_secs + secs(app.mono_ms - reported_at);
+            (
+                format!(
+                    "reconnecting — attempt {attempt}, next in {next}s, last contact {last}s ago"
+                ),
+                format!("reconnecting #{attempt} in {next}s, seen {last}s ago"),
+                theme::warn(),
+            )
+        }
+        ConnView::Failed { .. } => ("disconnected".into(), "disconnected".into(), theme::error()),
+    };
+    let model = app
+        .last_model
+        .clone()
+        .or_else(|| app.model.clone())
+        .unwrap_or_else(|| "default model".into());
+    let t = &app.totals;
+    // (priority, text, style); priority 0 never drops.
+    let mut segs: Vec<(u8, String, Style)> = vec![
+        (0, app.settings.workspace.clone(), theme::text()),
+        (0, conn, conn_style),
+        (2, model, theme::text()),
+        (
+            3,
+            format!(
+                "in {} out {}",
+                fmt_tokens(t.prompt),
+                fmt_tokens(t.completion)
+            ),
+            theme::dim(),
+        ),
+    ];
+    if let Some(p) = t.cache_pct() {
+        segs.push((4, format!("cache {p:.0}%"), theme::dim()));
+    }
+    if let Some(c) = t.cost {
+        segs.push((5, format!("${c:.4}"), theme::dim()));
+    }
+    if let Some(s) = &app.sandbox {
+        let style = if s.starts_with("unavailable") || s.starts_with("off") {
+            theme::warn()
+        } else {
+            theme::dim()
+        };
+        segs.push((6, format!("sandbox {s}"), style));
+    }
+    // Width of the bar with the workspace (segment 0) counted as `ws` columns.
+    let total = |segs: &[(u8, String, Style)], ws: usize| -> usize {
+        segs.iter().skip(1).map(|s| text_width(&s.1)).sum::<usize>()
+            + ws
+            + segs.len().saturating_sub(1) * 3
+            + 2
+    };
+    let full = text_width(&segs[0].1);
+    let min_ws = full.min(20);
+    let drop_while = |segs: &mut Vec<(u8, String, Style)>, min_prio: u8, ws: usize| {
+        while total(segs, ws) > w {
+            let Some((idx, _)) = segs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.0 >= min_prio)
+                .max_by_key(|(_, s)| s.0)
+            else {
+                break;
+            };
+            segs.remove(idx);
+        }
+    };
+    // The full connection text (attempt, countdown, last contact) beats token figures.
+    drop_while(&mut segs, 3, full);
+    if total(&segs, full) > w {
+        segs[1].1 = conn_short;
+    }
+    drop_while(&mut segs, 1, min_ws);
+    let room = w.saturating_sub(total(&segs, 0));
+    segs[0].1 = shorten_workspace(&segs[0].1, room.max(8));
+    if total(&segs, text_width(&segs[0].1)) > w {
+        let others = total(&segs, text_width(&segs[0].1)) - text_width(&segs[1].1);
+        segs[1].1 = truncate(&segs[1].1, w.saturating_sub(others).max(8));
+    }
+    let mut spans = vec![Span::raw(" ")];
+    for (i, (_, text, style)) in segs.into_iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::styled(" │ ", theme::border()));
+        }
+        spans.push(Span::styled(text, style));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// Shorten `host:/path` keeping the host and the end of the path (`me@box:…/project`).
+pub(super) fn shorten_workspace(label: &str, max: usize) -> String {
+    if text_width(label) <= max {
+        return label.to_string();
+    }
+    match label.split_once(':') {
+        Some((host, path)) if !host.contains('/') && text_width(host) + 6 <= max => {
+            let room = max - text_width(host) - 1;
+            format!("{host}:{}", truncate_left(path, room))
+        }
+        _ => truncate_left(label, max),
+    }
+}
