@@ -29,7 +29,6 @@ pub(crate) struct Completion {
 }
 
 impl App {
-
     pub(super) fn dismiss_completion(&mut self) {
         self.completion = None;
         self.completion_dismissed = Some(self.composer.text().to_string());
@@ -67,18 +66,26 @@ impl App {
         if let Some(rest) = text.strip_prefix('/') {
             if !text[..cur].contains(char::is_whitespace) {
                 let prefix = &rest[..cur.saturating_sub(1).min(rest.len())];
-                let items: Vec<CompItem> = COMMANDS
+                let items: Vec<CompItem> = SlashCommand::ALL
                     .iter()
-                    .filter(|(n, _, _)| n.starts_with(prefix))
-                    .map(|(n, a, d)| CompItem {
-                        label: if a.is_empty() {
-                            format!("/{n}")
-                        } else {
-                            format!("/{n} {a}")
+                    .map(|c| c.spec())
+                    .filter(|c| c.name.starts_with(prefix))
+                    .map(
+                        |SlashSpec {
+                             name: n,
+                             args: a,
+                             description: d,
+                             ..
+                         }| CompItem {
+                            label: if a.is_empty() {
+                                format!("/{n}")
+                            } else {
+                                format!("/{n} {a}")
+                            },
+                            detail: d.to_string(),
+                            is_dir: false,
                         },
-                        detail: d.to_string(),
-                        is_dir: false,
-                    })
+                    )
                     .collect();
                 let end = text.find(char::is_whitespace).unwrap_or(text.len());
                 self.completion = (!items.is_empty()).then(|| Completion {

@@ -43,7 +43,6 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
 ];
 
 impl App {
-
     /// Handle a bracketed paste.
     pub fn handle_paste(&mut self, text: &str) -> Vec<Action> {
         if let Some(p) = self.prompts.front_mut() {

@@ -29,7 +29,7 @@ use crate::config::Prices;
 
 pub(crate) use completion::{CompKind, Completion};
 pub(crate) use keys::KEYS;
-pub(crate) use slash::COMMANDS;
+pub(crate) use slash::{SlashCommand, SlashSpec};
 
 /// Static facts the UI shows and needs (from the config and the command line).
 #[derive(Debug, Clone, Default)]

@@ -2,56 +2,144 @@
 
 use super::*;
 
-/// Slash commands: name, argument hint, description. `/help` lists these.
-pub(crate) const COMMANDS: &[(&str, &str, &str)] = &[
-    ("help", "", "list every key and command"),
-    ("new", "", "start a new session"),
-    (
-        "sessions",
-        "",
-        "pick a session of this workspace and resume it",
-    ),
-    ("model", "[name]", "choose the model"),
-    (
-        "status",
-        "",
-        "host, build, sandbox, uptime, session, tokens, cache",
-    ),
-    ("clear", "", "clear the screen (the session is kept)"),
-    ("continue", "", "continue a turn paused at its step limit"),
-    (
-        "takeover",
-        "",
-        "drive this session (the other client becomes read-only)",
-    ),
-    (
-        "copy",
-        "[code]",
-        "copy the last answer (or its last code block)",
-    ),
-    (
-        "output",
-        "[N]",
-        "save the last (or N-th last) tool output to a file",
-    ),
-    ("reconnect", "", "retry the connection now"),
-    (
-        "rewind",
-        "N [code|conversation|both] [dry]",
-        "restore to just before turn N",
-    ),
-    (
-        "compact",
-        "",
-        "summarise the conversation (not available yet)",
-    ),
-    (
-        "mcp",
-        "",
-        "MCP servers: where each runs, its state and its tools",
-    ),
-    ("quit", "", "leave Reasonix (the host keeps the session)"),
-];
+/// A slash command. Adding one means a variant here, its line in [`SlashCommand::spec`] and
+/// its arm in [`App::command`]; `/help` and completion read [`SlashCommand::ALL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlashCommand {
+    Help,
+    New,
+    Sessions,
+    Model,
+    Status,
+    Clear,
+    Continue,
+    Takeover,
+    Copy,
+    Output,
+    Reconnect,
+    Rewind,
+    Compact,
+    Mcp,
+    Quit,
+}
+
+/// What `/help` and completion show of a command.
+pub(crate) struct SlashSpec {
+    /// The name typed after `/`.
+    pub(crate) name: &'static str,
+    /// Other names that run the same command (not listed).
+    pub(crate) aliases: &'static [&'static str],
+    /// Argument synopsis, empty when it takes none.
+    pub(crate) args: &'static str,
+    /// One line on what it does.
+    pub(crate) description: &'static str,
+}
+
+impl SlashCommand {
+    /// Every command, in the order `/help` lists them.
+    pub(crate) const ALL: &'static [SlashCommand] = &[
+        Self::Help,
+        Self::New,
+        Self::Sessions,
+        Self::Model,
+        Self::Status,
+        Self::Clear,
+        Self::Continue,
+        Self::Takeover,
+        Self::Copy,
+        Self::Output,
+        Self::Reconnect,
+        Self::Rewind,
+        Self::Compact,
+        Self::Mcp,
+        Self::Quit,
+    ];
+
+    /// Name, aliases, argument synopsis and description.
+    pub(crate) fn spec(self) -> SlashSpec {
+        let (name, aliases, args, description): (_, &'static [&'static str], _, _) = match self {
+            Self::Help => ("help", &["?"], "", "list every key and command"),
+            Self::New => ("new", &[], "", "start a new session"),
+            Self::Sessions => (
+                "sessions",
+                &["resume"],
+                "",
+                "pick a session of this workspace and resume it",
+            ),
+            Self::Model => ("model", &[], "[name]", "choose the model"),
+            Self::Status => (
+                "status",
+                &[],
+                "",
+                "host, build, sandbox, uptime, session, tokens, cache",
+            ),
+            Self::Clear => ("clear", &[], "", "clear the screen (the session is kept)"),
+            Self::Continue => (
+                "continue",
+                &[],
+                "",
+                "continue a turn paused at its step limit",
+            ),
+            Self::Takeover => (
+                "takeover",
+                &[],
+                "",
+                "drive this session (the other client becomes read-only)",
+            ),
+            Self::Copy => (
+                "copy",
+                &[],
+                "[code]",
+                "copy the last answer (or its last code block)",
+            ),
+            Self::Output => (
+                "output",
+                &[],
+                "[N]",
+                "save the last (or N-th last) tool output to a file",
+            ),
+            Self::Reconnect => ("reconnect", &[], "", "retry the connection now"),
+            Self::Rewind => (
+                "rewind",
+                &[],
+                "N [code|conversation|both] [dry]",
+                "restore to just before turn N",
+            ),
+            Self::Compact => (
+                "compact",
+                &[],
+                "",
+                "summarise the conversation (not available yet)",
+            ),
+            Self::Mcp => (
+                "mcp",
+                &[],
+                "",
+                "MCP servers: where each runs, its state and its tools",
+            ),
+            Self::Quit => (
+                "quit",
+                &["exit", "q"],
+                "",
+                "leave Reasonix (the host keeps the session)",
+            ),
+        };
+        SlashSpec {
+            name,
+            aliases,
+            args,
+            description,
+        }
+    }
+
+    /// The command a typed name (or alias) runs.
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| {
+            let spec = c.spec();
+            spec.name == name || spec.aliases.contains(&name)
+        })
+    }
+}
 
 impl App {
     pub(super) fn switch_session(&mut self, session: Option<String>, new: bool) -> Vec<Action> {
@@ -172,18 +260,22 @@ impl App {
             Some((n, a)) => (n, a.trim()),
             None => (line, ""),
         };
-        match name {
-            "help" | "?" => {
+        let Some(cmd) = SlashCommand::parse(name) else {
+            self.set_hint(format!("unknown command /{name}; /help lists them"));
+            return Vec::new();
+        };
+        match cmd {
+            SlashCommand::Help => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Help { scroll: 0 });
                 Vec::new()
             }
-            "new" => self.switch_session(None, true),
-            "sessions" | "resume" => {
+            SlashCommand::New => self.switch_session(None, true),
+            SlashCommand::Sessions => {
                 self.overlay = Some(Overlay::Sessions { list: None, sel: 0 });
                 vec![Action::ListSessions]
             }
-            "model" => {
+            SlashCommand::Model => {
                 if !arg.is_empty() {
                     return self.set_model(arg.to_string());
                 }
@@ -195,16 +287,16 @@ impl App {
                 self.overlay = Some(Overlay::Models { sel });
                 Vec::new()
             }
-            "status" => {
+            SlashCommand::Status => {
                 self.overlay = Some(Overlay::Status);
                 vec![Action::Status]
             }
-            "clear" => {
+            SlashCommand::Clear => {
                 self.transcript.clear();
                 self.scroll = Scroll::Follow;
                 Vec::new()
             }
-            "continue" => {
+            SlashCommand::Continue => {
                 if self.turn_state != TurnState::Paused {
                     self.set_hint("nothing to continue: no turn is paused");
                     return Vec::new();
@@ -213,15 +305,15 @@ impl App {
                     request_id: rid("continue"),
                 }]
             }
-            "takeover" => {
+            SlashCommand::Takeover => {
                 if self.role == Some(ClientRole::Driver) {
                     self.set_hint("you already drive this session");
                     return Vec::new();
                 }
                 vec![Action::Takeover]
             }
-            "copy" => self.copy(arg == "code"),
-            "output" => {
+            SlashCommand::Copy => self.copy(arg == "code"),
+            SlashCommand::Output => {
                 let n = match crate::tui::fullout::parse_nth(arg) {
                     Ok(n) => n,
                     Err(e) => {
@@ -244,16 +336,16 @@ impl App {
                     }
                 }
             }
-            "reconnect" => {
+            SlashCommand::Reconnect => {
                 self.set_hint("reconnecting now");
                 vec![Action::RetryNow]
             }
-            "quit" | "exit" | "q" => {
+            SlashCommand::Quit => {
                 self.quit = true;
                 vec![Action::Quit]
             }
-            "rewind" => self.rewind_command(arg),
-            "mcp" => {
+            SlashCommand::Rewind => self.rewind_command(arg),
+            SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Mcp {
                     list: None,
@@ -262,15 +354,11 @@ impl App {
                 });
                 vec![Action::McpStatus]
             }
-            "compact" => {
+            SlashCommand::Compact => {
                 self.transcript.notice(
-                    format!("/{name} is not available yet in this build"),
+                    format!("/{} is not available yet in this build", cmd.spec().name),
                     Level::Warn,
                 );
-                Vec::new()
-            }
-            other => {
-                self.set_hint(format!("unknown command /{other}; /help lists them"));
                 Vec::new()
             }
         }

@@ -14,7 +14,8 @@ pub(super) fn render_overlay(
     match ov {
         Overlay::Help { scroll } => {
             let mut lines = vec![Line::from(Span::styled("Commands", theme::heading()))];
-            for (name, arg, desc) in COMMANDS {
+            for spec in SlashCommand::ALL.iter().map(|c| c.spec()) {
+                let (name, arg, desc) = (spec.name, spec.args, spec.description);
                 let cmd = if arg.is_empty() {
                     format!("/{name}")
                 } else {
