@@ -181,3 +181,124 @@ deny = ["Bash(rm:*)", "Edit(secrets/**)"]
     );
     eprintln!("e2e: {survived} bash attempts and 4 path spellings refused under --yolo");
 }
+
+/// `Read(secrets/**)` holds for everything that reads, through the real binaries and the
+/// real bubblewrap sandbox: grep, glob and `ls -R` over the whole workspace skip it, and bash
+/// can neither name it (`cat secrets/k`) nor reach it by walking (`grep -r TOKEN .`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_deny_holds_for_walkers_and_bash_in_yolo() {
+    if !Path::new("/usr/bin/bwrap").exists() {
+        panic!("bubblewrap is missing (`apt-get install bubblewrap`; .ci/run installs it)");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("rxhome");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(ws.join("secrets/deeper")).expect("secrets");
+    std::fs::create_dir_all(ws.join("src")).expect("src");
+    const TOKEN: &str = "TOKEN-5f1d0c";
+    std::fs::write(ws.join("secrets/k"), format!("{TOKEN}\n")).expect("secret");
+    std::fs::write(ws.join("secrets/deeper/k2"), format!("{TOKEN}\n")).expect("secret");
+    std::fs::write(ws.join("src/a.txt"), "visible needle\n").expect("src");
+    let calls: Vec<(&str, Value)> = vec![
+        ("grep", json!({"pattern": "TOKEN"})),
+        ("glob", json!({"pattern": "**/*"})),
+        ("ls", json!({"path": ".", "recursive": true})),
+        ("read_file", json!({"path": "secrets/k"})),
+        ("bash", json!({"command": "cat secrets/k"})),
+        ("bash", json!({"command": "cat < ./secrets/deeper/k2"})),
+        (
+            "bash",
+            json!({"command": "grep -r TOKEN . ; cat ./*/k ; echo walked"}),
+        ),
+        ("grep", json!({"pattern": "needle"})),
+    ];
+    let n = calls.len();
+    let calls: Vec<MockToolCall> = calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, (tool, args))| MockToolCall::new(&format!("r{i}"), tool, &args.to_string()))
+        .collect();
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(calls, 3),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            r#"default_model = "mock/mock-model"
+[[providers]]
+name = "mock"
+kind = "openai"
+base_url = "{}"
+models = ["mock-model"]
+default = "mock-model"
+api_key_env = "RX_BYPASS_KEY"
+
+[permissions]
+deny = ["Read(secrets/**)"]
+"#,
+            mock.base_url()
+        ),
+    )
+    .expect("config");
+    let (h, w) = (home.clone(), ws.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_reasonix"))
+            .args(["run", "--json", "--full-output", "--yolo", "look around"])
+            .current_dir(&w)
+            .env("REASONIX_HOME", &h)
+            .env("REASONIX_REMOTE_BIN", host_bin())
+            .env("RX_BYPASS_KEY", KEY)
+            .env("REASONIX_IDLE_TIMEOUT_SECS", "30")
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .expect("run reasonix")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    if let Some(pid) = daemon_pid(&home) {
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+    }
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let finished: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "tool_finished")
+        .collect();
+    assert_eq!(finished.len(), n, "{stdout}");
+    // The provider saw every tool result: the secret is in none of them.
+    let sent = mock
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        !sent.contains(TOKEN),
+        "the secret reached the model:\n{sent}"
+    );
+    assert!(
+        !stdout.contains(TOKEN),
+        "the secret reached the client:\n{stdout}"
+    );
+    // The walks and the last bash call really ran; the named reads were refused.
+    let text = |i: usize| finished[i]["output"].as_str().unwrap_or("").to_string();
+    assert!(text(7).contains("src/a.txt"), "grep needle: {}", text(7));
+    assert!(text(2).contains("src/a.txt"), "ls -R: {}", text(2));
+    assert!(text(6).contains("walked"), "bash walk: {}", text(6));
+    for i in [3, 4, 5] {
+        assert_eq!(
+            finished[i]["is_error"], true,
+            "call {i} not refused: {stdout}"
+        );
+    }
+}

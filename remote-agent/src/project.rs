@@ -170,6 +170,12 @@ pub fn enforce(
             sandbox_config.forbid_read.push(f);
         }
     }
+    // A directory denied to every reader is hidden from bash too.
+    for d in rules.denied_read_dirs() {
+        if !sandbox_config.forbid_read.contains(&d) {
+            sandbox_config.forbid_read.push(d);
+        }
+    }
     // Keep the injected bwrap of the daemon's own sandbox (tests point it elsewhere).
     sandbox_config.bwrap_path = base.sandbox.config().bwrap_path.clone();
     let sandbox = Arc::new(Sandbox::probe(sandbox_config.clone(), workspace));
@@ -178,6 +184,7 @@ pub fn enforce(
     tool_ctx.forbid_read = sandbox_config.forbid_read.clone();
     tool_ctx.bash_timeout = Duration::from_secs(policy.timeouts.bash_seconds.max(1));
     tool_ctx.sandbox = sandbox;
+    tool_ctx.read_filter = Arc::new(rules.read_filter());
     Ok(Enforced {
         policy,
         ignored,

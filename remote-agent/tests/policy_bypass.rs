@@ -434,3 +434,77 @@ fn path_bypass_table() {
         failures.join("\n")
     );
 }
+
+/// Bash rows naming a path the file rules cover (`Read(secrets/**)`, `Edit(secrets/**)`):
+/// arguments, `--flag=path` values and redirection targets, in every spelling the path
+/// table uses. (`D`: denied in every mode; `A`: not refused by the path rules.)
+#[test]
+fn bash_commands_naming_rule_paths() {
+    let (_d, outside, ws) = fixture();
+    let alias = outside.path().join("alias");
+    let mut rows: Vec<(char, String)> = Vec::new();
+    for sp in spellings(&ws, &alias) {
+        // A bare `secrets` names the directory, not a path under it.
+        if matches!(sp.as_str(), "secrets" | "secrets/" | "lnk") {
+            continue;
+        }
+        rows.push(('D', format!("cat {sp}")));
+        rows.push(('D', format!("head -n 1 < {sp}")));
+        rows.push(('D', format!("echo pwned >> {sp}")));
+        rows.push(('D', format!("grep --file={sp} x src")));
+        rows.push(('D', format!("cp {sp} /tmp/copy")));
+        rows.push(('D', format!("echo $(cat {sp})")));
+        rows.push(('D', format!("nice -n 5 tail -f {sp}")));
+    }
+    for ok in [
+        "cat src/main.rs",
+        "head -n 1 < src/main.rs",
+        "echo ok > src/out.txt",
+        "grep -n secret src",
+        "ls -la src",
+    ] {
+        rows.push(('A', ok.to_string()));
+    }
+    let mut failures = Vec::new();
+    for (expect, cmd) in &rows {
+        if let Some(f) = check(*expect, "bash", &json!({ "command": cmd }), Some(&ws)) {
+            failures.push(f);
+        }
+    }
+    eprintln!("bash path-rule table: {} rows x3 modes", rows.len());
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// `Read(dir/**)` deny rules name directories the sandbox hides from bash as a whole.
+#[test]
+fn read_deny_rules_name_the_directories_bash_must_not_see() {
+    let (_d, _outside, ws) = fixture();
+    let p = Policy::new(
+        Mode::Auto,
+        &[],
+        &[],
+        &s(&[
+            "Read(secrets/**)",
+            "Read(/srv/keys/**)",
+            "Read(**/*.pem)",
+            "Edit(src/**)",
+            "Read(src/*.rs)",
+            "read_file(lnk/sub/**)",
+        ]),
+    )
+    .unwrap()
+    .with_workspace(&ws);
+    assert_eq!(
+        p.denied_read_dirs(),
+        vec![
+            ws.join("secrets"),
+            std::path::PathBuf::from("/srv/keys"),
+            ws.join("secrets/sub")
+        ]
+    );
+}

@@ -209,3 +209,53 @@ async fn grep_caps_at_200_and_reports_total() {
         o.text
     );
 }
+
+/// The walkers honour the session's path rules below their root: a `Read` deny rule (and
+/// an ask rule, outside yolo) hides what it names from `ls -R`, `glob` and `grep` over `.`.
+#[tokio::test]
+async fn walkers_skip_paths_the_read_rules_cover() {
+    use reasonix_remote::policy::{Mode, Policy};
+    let d = project();
+    let r = std::fs::canonicalize(d.path()).unwrap();
+    write(&r, "secrets/k", "needle TOKEN\n");
+    write(&r, "asked/a.txt", "needle TOKEN\n");
+    for (mode, asked_hidden) in [(Mode::Ask, true), (Mode::Auto, true), (Mode::Yolo, false)] {
+        let policy = Policy::new(
+            mode,
+            &[],
+            &["Read(asked/**)".to_string()],
+            &["Read(secrets/**)".to_string()],
+        )
+        .unwrap()
+        .with_workspace(&r);
+        let mut c = ctx(&r);
+        c.read_filter = Arc::new(policy.read_filter());
+        let grep = call(&c, "grep", json!({"pattern": "TOKEN"})).await;
+        let glob = call(&c, "glob", json!({"pattern": "**/*.txt"})).await;
+        let glob_k = call(&c, "glob", json!({"pattern": "**/k"})).await;
+        let ls = call(&c, "ls", json!({"recursive": true})).await;
+        for (what, o) in [("grep", &grep), ("glob", &glob_k), ("ls", &ls)] {
+            assert!(
+                !ok(o).contains("secrets/k"),
+                "{mode:?}: {what} shows the denied file:\n{}",
+                o.text
+            );
+        }
+        assert_eq!(
+            ok(&grep).contains("asked/a.txt"),
+            !asked_hidden,
+            "{mode:?} grep: {}",
+            grep.text
+        );
+        assert_eq!(
+            ok(&glob).contains("asked/a.txt"),
+            !asked_hidden,
+            "{mode:?} glob: {}",
+            glob.text
+        );
+        // Everything else is still found.
+        let needle = call(&c, "grep", json!({"pattern": "needle"})).await;
+        assert!(ok(&needle).contains("src/main.rs:2:"), "{}", needle.text);
+        assert!(ok(&ls).contains("src/lib/util.rs"), "{}", ls.text);
+    }
+}

@@ -29,6 +29,8 @@ pub struct Piece {
     pub(super) runs: Vec<Vec<String>>,
     /// Part of something else (a substitution, group, or text run by `sh -c`/`eval`/...).
     pub(super) nested: bool,
+    /// The files its redirections name.
+    pub(super) targets: Vec<String>,
 }
 
 impl Piece {
@@ -42,6 +44,7 @@ impl Piece {
                 opaque: analysis.opaque,
                 runs: analysis.runs,
                 nested: in_script || raw.nested,
+                targets: raw.targets.clone(),
             },
             analysis.scripts,
         )
@@ -55,6 +58,7 @@ impl Piece {
             opaque: Some(why),
             runs: Vec::new(),
             nested: false,
+            targets: Vec::new(),
         }
     }
 
@@ -68,6 +72,7 @@ impl Piece {
             opaque: pieces.iter().find_map(|p| p.opaque.clone()),
             runs: Vec::new(),
             nested: false,
+            targets: Vec::new(),
             text: text.to_string(),
         }
     }

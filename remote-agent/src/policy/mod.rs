@@ -98,6 +98,24 @@ pub enum PolicyError {
     BadMode(String),
 }
 
+/// The path rules a walking reader honours ([`Policy::read_filter`]).
+#[derive(Debug, Clone)]
+pub struct ReaderRules {
+    rules: Vec<Rule>,
+    workspace: Option<PathBuf>,
+}
+
+impl crate::tools::ReadFilter for ReaderRules {
+    fn hides(&self, tool: &str, path: &Path) -> bool {
+        let mut relevant = self.rules.iter().filter(|r| r.names_tool(tool)).peekable();
+        if relevant.peek().is_none() {
+            return false;
+        }
+        let forms = paths::subject_forms(self.workspace.as_deref(), &path.to_string_lossy());
+        relevant.any(|r| forms.iter().any(|f| r.matches_path(f)))
+    }
+}
+
 /// The compiled policy of a session.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -147,6 +165,61 @@ impl Policy {
         }
         self.workspace = Some(ws);
         self
+    }
+
+    /// What the walking readers must skip: the paths this policy's deny rules, and (outside
+    /// yolo) its ask rules, name for them.
+    pub fn read_filter(&self) -> ReaderRules {
+        let path_rule = |r: &&Rule| matches!(r.spec, Some(Spec::Path { .. }));
+        let ask: &[Rule] = if self.mode == Mode::Yolo {
+            &[]
+        } else {
+            &self.ask
+        };
+        ReaderRules {
+            rules: self
+                .deny
+                .iter()
+                .chain(ask.iter())
+                .filter(path_rule)
+                .cloned()
+                .collect(),
+            workspace: self.workspace.clone(),
+        }
+    }
+
+    /// Directories a deny rule refuses to every reader as a whole (`Read(secrets/**)`,
+    /// `Read(/srv/keys/**)`). The session adds them to the sandbox's hidden paths, so bash
+    /// cannot read inside them either, even through a command that walks a directory above
+    /// them (`grep -r x .`).
+    pub fn denied_read_dirs(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for r in &self.deny {
+            let readers = match &r.tool {
+                rules::ToolPat::Readers => true,
+                rules::ToolPat::Name(n) => n == "read_file",
+                rules::ToolPat::Writers | rules::ToolPat::Glob(_) => false,
+            };
+            let Some(Spec::Path { pattern, .. }) = &r.spec else {
+                continue;
+            };
+            let Some(stem) = pattern.strip_suffix("/**") else {
+                continue;
+            };
+            if !readers || stem.is_empty() || stem.contains(['*', '?', '[', '{', '\\']) {
+                continue;
+            }
+            let dir = Path::new(stem);
+            let dir = match (&self.workspace, dir.is_absolute()) {
+                (_, true) => dir.to_path_buf(),
+                (Some(ws), false) => paths::resolve(ws, dir),
+                (None, false) => continue,
+            };
+            if !out.contains(&dir) {
+                out.push(dir);
+            }
+        }
+        out
     }
 
     /// The mode.
@@ -265,6 +338,63 @@ impl Policy {
         }
     }
 
+    /// The file tools' path rules also hold for the paths a command line names (arguments
+    /// and redirection targets): `cat secrets/k` meets `Read(secrets/**)` as `read_file`
+    /// would, and `cp x secrets/k` meets `Edit(secrets/**)` unless the command is proven
+    /// read-only. Naming a path is enough (`echo secrets/k` too): the safe direction.
+    fn decide_bash_paths(&self, pieces: &[Piece]) -> Option<Decision> {
+        let applies = |r: &Rule, read_only: bool| {
+            matches!(r.spec, Some(Spec::Path { .. }))
+                && (r.names_tool("read_file") || (!read_only && r.names_tool("write_file")))
+        };
+        if !self
+            .deny
+            .iter()
+            .chain(self.ask.iter())
+            .any(|r| applies(r, false))
+        {
+            return None;
+        }
+        let mut ask = None;
+        for p in pieces {
+            let read_only = readonly::is_read_only_command(p);
+            let named = p.command_words().iter().skip(1).chain(p.targets.iter());
+            for word in named {
+                // `--file=secrets/k` names a path after its `=`; other flags name none.
+                let raw = match word.strip_prefix('-') {
+                    Some(flag) => match flag.split_once('=') {
+                        Some((_, v)) => v,
+                        None => continue,
+                    },
+                    None => word.as_str(),
+                };
+                if raw.is_empty() {
+                    continue;
+                }
+                let forms = paths::subject_forms(self.workspace.as_deref(), raw);
+                let hit =
+                    |r: &&Rule| applies(r, read_only) && forms.iter().any(|f| r.matches_path(f));
+                if let Some(r) = self.deny.iter().find(hit) {
+                    return Some(Decision::Deny {
+                        reason: format!("denied by rule `{}` (`{}` names `{raw}`)", r.text, p.text),
+                    });
+                }
+                if ask.is_none() {
+                    if let Some(r) = self.ask.iter().find(hit) {
+                        ask = Some(Decision::Ask {
+                            reason: format!(
+                                "rule `{}` asks before `{}` (it names `{raw}`)",
+                                r.text, p.text
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        // A deny anywhere in the line wins over an ask found earlier.
+        ask
+    }
+
     fn decide_bash(&self, command: &str) -> Decision {
         let pieces = split_command(command);
         let whole = Piece::whole(command);
@@ -286,6 +416,9 @@ impl Policy {
                     reason: format!("denied by rule `{}` (matched `{}`)", r.text, p.text),
                 };
             }
+        }
+        if let Some(d) = self.decide_bash_paths(&pieces) {
+            return d;
         }
         for r in &bash_rules(&self.ask) {
             if let Some(p) = pieces

@@ -38,6 +38,8 @@ pub(super) struct RawCommand {
     pub substitutions: bool,
     /// Standard input comes from a here-document or here-string.
     pub stdin_redirected: bool,
+    /// The files its redirections name (`< f`, `> f`, `2>> f`; not descriptor duplications).
+    pub targets: Vec<String>,
     /// Inside a substitution, group or other nested text (not a command of the line itself).
     pub nested: bool,
 }
@@ -66,6 +68,7 @@ fn parse_at_depth(src: &str, depth: usize) -> Parsed {
         heredocs: Vec::new(),
         error: None,
         sq_newline: false,
+        targets: Vec::new(),
     };
     if depth > MAX_DEPTH {
         p.fail("commands nest too deeply");
@@ -91,6 +94,7 @@ pub fn shell_words(s: &str) -> Vec<String> {
         heredocs: Vec::new(),
         error: None,
         sq_newline: false,
+        targets: Vec::new(),
     };
     let mut words = Vec::new();
     loop {
@@ -141,6 +145,8 @@ struct Parser<'a> {
     error: Option<String>,
     /// A single-quoted string held a newline (see the trailing backslash in `read_word`).
     sq_newline: bool,
+    /// Redirection targets read since the last recorded command.
+    targets: Vec<String>,
 }
 
 /// Words that open, continue or close compound commands; at the start of a command they are
@@ -419,6 +425,7 @@ impl Parser<'_> {
             writes,
             substitutions,
             stdin_redirected,
+            targets: std::mem::take(&mut self.targets),
             nested: self.depth > 0,
         });
         for h in self.heredocs.iter_mut().filter(|h| h.owner.is_none()) {
@@ -605,6 +612,10 @@ impl Parser<'_> {
             ) || (dup
                 && !w.value.is_empty()
                 && w.value.chars().all(|d| d.is_ascii_digit() || d == '-')));
+        if !(dup && !w.value.is_empty() && w.value.chars().all(|d| d.is_ascii_digit() || d == '-'))
+        {
+            self.targets.push(w.value.clone());
+        }
         (!harmless, w.subst)
     }
 
@@ -664,6 +675,7 @@ impl Parser<'_> {
             heredocs: Vec::new(),
             error: None,
             sq_newline: false,
+            targets: Vec::new(),
         };
         let mut sink = Word::empty();
         while child.i < chars.len() && child.error.is_none() {

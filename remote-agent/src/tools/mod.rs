@@ -111,6 +111,25 @@ pub struct ToolContext {
     pub mutation_hook: Arc<dyn MutationHook>,
     /// The current plan written by `todo_write` (one JSON object per item).
     pub todos: Arc<Mutex<Vec<Value>>>,
+    /// Paths the walkers (`ls`, `glob`, `grep`) neither enter nor report, from the
+    /// session's path rules (the call's own root argument is decided by the policy).
+    pub read_filter: Arc<dyn ReadFilter>,
+}
+
+/// Which paths a walking reader must skip. Implemented by the permission policy.
+pub trait ReadFilter: Send + Sync {
+    /// True when `tool` may not show or read `path` (an absolute path) on its own.
+    fn hides(&self, tool: &str, path: &Path) -> bool;
+}
+
+/// A filter that hides nothing (no path rules).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoReadFilter;
+
+impl ReadFilter for NoReadFilter {
+    fn hides(&self, _tool: &str, _path: &Path) -> bool {
+        false
+    }
 }
 
 impl ToolContext {
@@ -129,6 +148,7 @@ impl ToolContext {
             jobs: Arc::new(JobTable::new()),
             mutation_hook: Arc::new(NoopHook),
             todos: Arc::new(Mutex::new(Vec::new())),
+            read_filter: Arc::new(NoReadFilter),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ignore::{WalkBuilder, WalkState};
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::read::{io_text, BINARY_PEEK};
-use super::{blocking, parse_args, Tool, ToolContext, ToolOutput};
+use super::{blocking, parse_args, ReadFilter, Tool, ToolContext, ToolOutput};
 
 /// Entries `ls` lists before it stops.
 pub const LS_MAX_ENTRIES: usize = 5000;
@@ -39,12 +39,32 @@ pub const LS_SKIP_DIRS: [&str; 12] = [
     ".next",
 ];
 
-/// Canonical forms of the forbid_read roots, for walkers to prune.
-fn forbidden_roots(ctx: &ToolContext) -> Vec<PathBuf> {
-    ctx.forbid_read
-        .iter()
-        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
-        .collect()
+/// What a walker must neither enter nor report: the forbid_read roots (canonical forms) and
+/// the paths the session's `Read`-type deny and ask rules name for this tool (a walker
+/// cannot ask per file, so an ask rule hides as a deny does).
+#[derive(Clone)]
+struct Prune {
+    forbidden: Vec<PathBuf>,
+    rules: Arc<dyn ReadFilter>,
+    tool: &'static str,
+}
+
+impl Prune {
+    fn new(ctx: &ToolContext, tool: &'static str) -> Self {
+        Prune {
+            forbidden: ctx
+                .forbid_read
+                .iter()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                .collect(),
+            rules: ctx.read_filter.clone(),
+            tool,
+        }
+    }
+
+    fn hides(&self, path: &Path) -> bool {
+        self.forbidden.iter().any(|f| path.starts_with(f)) || self.rules.hides(self.tool, path)
+    }
 }
 
 // ---------------------------------------------------------------------------------------- ls
@@ -114,9 +134,9 @@ fn ls(ctx: &ToolContext, raw: &str, recursive: bool) -> ToolOutput {
         Ok(_) => {}
         Err(e) => return ToolOutput::err(format!("ls {shown}: {}", io_text(&e))),
     }
-    let forbidden = forbidden_roots(ctx);
+    let prune = Prune::new(ctx, "ls");
     let mut out: Vec<String> = Vec::new();
-    if let Err(e) = list_dir(&root, "", recursive, &forbidden, &mut out) {
+    if let Err(e) = list_dir(&root, "", recursive, &prune, &mut out) {
         return ToolOutput::err(format!("ls {shown}: {}", io_text(&e)));
     }
     let truncated = out.len() > LS_MAX_ENTRIES;
@@ -139,7 +159,7 @@ fn list_dir(
     dir: &Path,
     prefix: &str,
     recursive: bool,
-    forbidden: &[PathBuf],
+    prune: &Prune,
     out: &mut Vec<String>,
 ) -> std::io::Result<()> {
     let mut entries: Vec<(String, bool)> = std::fs::read_dir(dir)?
@@ -155,18 +175,18 @@ fn list_dir(
             return Ok(());
         }
         let rel = format!("{prefix}{name}");
+        let full = dir.join(&name);
+        if prune.rules.hides(prune.tool, &full) {
+            continue;
+        }
         if !is_dir {
             out.push(rel);
             continue;
         }
         out.push(format!("{rel}/"));
-        let full = dir.join(&name);
-        if recursive
-            && !LS_SKIP_DIRS.contains(&name.as_str())
-            && !forbidden.iter().any(|f| full.starts_with(f))
-        {
+        if recursive && !LS_SKIP_DIRS.contains(&name.as_str()) && !prune.hides(&full) {
             // An unreadable subdirectory is listed but not entered.
-            let _ = list_dir(&full, &format!("{rel}/"), recursive, forbidden, out);
+            let _ = list_dir(&full, &format!("{rel}/"), recursive, prune, out);
         }
     }
     Ok(())
@@ -263,26 +283,27 @@ fn glob(ctx: &ToolContext, pattern: &str) -> ToolOutput {
     if !start.exists() {
         return ToolOutput::ok(format!("no files match {pattern}"));
     }
-    let forbidden = forbidden_roots(ctx);
     let found: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let ws = ctx.workspace.clone();
-    walker(&start, false, &forbidden).build_parallel().run(|| {
-        let (found, ws, matcher) = (&found, &ws, &matcher);
-        Box::new(move |entry| {
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if entry.file_type().is_some_and(|t| t.is_dir()) {
-                return WalkState::Continue;
-            }
-            if let Ok(rel) = entry.path().strip_prefix(ws) {
-                if matcher.is_match(rel) {
-                    lock(found).push(rel.to_string_lossy().into_owned());
+    walker(&start, false, Prune::new(ctx, "glob"))
+        .build_parallel()
+        .run(|| {
+            let (found, ws, matcher) = (&found, &ws, &matcher);
+            Box::new(move |entry| {
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if entry.file_type().is_some_and(|t| t.is_dir()) {
+                    return WalkState::Continue;
                 }
-            }
-            WalkState::Continue
-        })
-    });
+                if let Ok(rel) = entry.path().strip_prefix(ws) {
+                    if matcher.is_match(rel) {
+                        lock(found).push(rel.to_string_lossy().into_owned());
+                    }
+                }
+                WalkState::Continue
+            })
+        });
     let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
     if found.is_empty() {
         return ToolOutput::ok(format!("no files match {pattern}"));
@@ -300,10 +321,9 @@ fn glob(ctx: &ToolContext, pattern: &str) -> ToolOutput {
 }
 
 /// A walker honouring .gitignore/.ignore even outside a git repository, never entering `.git`
-/// or forbidden roots. `skip_hidden` also skips dotfiles.
-fn walker(start: &Path, skip_hidden: bool, forbidden: &[PathBuf]) -> WalkBuilder {
+/// or what `prune` hides. `skip_hidden` also skips dotfiles.
+fn walker(start: &Path, skip_hidden: bool, prune: Prune) -> WalkBuilder {
     let mut b = WalkBuilder::new(start);
-    let forbidden = forbidden.to_vec();
     b.hidden(skip_hidden)
         .git_ignore(true)
         .git_exclude(true)
@@ -318,9 +338,7 @@ fn walker(start: &Path, skip_hidden: bool, forbidden: &[PathBuf]) -> WalkBuilder
                 .unwrap_or(2)
                 .min(8),
         )
-        .filter_entry(move |e| {
-            e.file_name() != ".git" && !forbidden.iter().any(|f| e.path().starts_with(f))
-        });
+        .filter_entry(move |e| e.file_name() != ".git" && !prune.hides(e.path()));
     b
 }
 
@@ -422,31 +440,32 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
     let timed_out = AtomicBool::new(false);
     let count = AtomicUsize::new(0);
     let hits: Mutex<Vec<Hit>> = Mutex::new(Vec::new());
-    let forbidden = forbidden_roots(ctx);
-    walker(&root, true, &forbidden).build_parallel().run(|| {
-        let (re, hits, count, timed_out) = (&re, &hits, &count, &timed_out);
-        Box::new(move |entry| {
-            if Instant::now() > deadline {
-                timed_out.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            if count.load(Ordering::Relaxed) >= GREP_COLLECT_LIMIT {
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let found = search_file(entry.path(), re, ctx);
-            if !found.is_empty() {
-                count.fetch_add(found.len(), Ordering::Relaxed);
-                lock(hits).extend(found);
-            }
-            WalkState::Continue
-        })
-    });
+    walker(&root, true, Prune::new(ctx, "grep"))
+        .build_parallel()
+        .run(|| {
+            let (re, hits, count, timed_out) = (&re, &hits, &count, &timed_out);
+            Box::new(move |entry| {
+                if Instant::now() > deadline {
+                    timed_out.store(true, Ordering::Relaxed);
+                    return WalkState::Quit;
+                }
+                if count.load(Ordering::Relaxed) >= GREP_COLLECT_LIMIT {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return WalkState::Continue;
+                }
+                let found = search_file(entry.path(), re, ctx);
+                if !found.is_empty() {
+                    count.fetch_add(found.len(), Ordering::Relaxed);
+                    lock(hits).extend(found);
+                }
+                WalkState::Continue
+            })
+        });
     let mut hits = hits.into_inner().unwrap_or_else(|e| e.into_inner());
     let timed_out = timed_out.load(Ordering::Relaxed);
     if hits.is_empty() {
