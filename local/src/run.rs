@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::client::{Client, ClientEvent, ClientOptions, ConnState};
 use crate::config::Config;
 use crate::connect::Connector;
+use crate::exit::Exit;
 use crate::gateway::Gateway;
 
 /// Options of a headless run.
@@ -35,7 +36,7 @@ pub struct RunOptions {
 #[derive(Debug)]
 pub struct RunOutcome {
     /// Process exit code.
-    pub code: i32,
+    pub exit: Exit,
     /// One-line reason when not successful.
     pub reason: Option<String>,
 }
@@ -145,7 +146,9 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             return fail(&mut out, "the client stopped unexpectedly".into());
         };
         match ev {
-            ClientEvent::Connection(ConnState::Failed { reason }) => return fail(&mut out, reason),
+            ClientEvent::Connection(ConnState::Failed { reason }) => {
+                return fail_with(&mut out, Exit::Connection, reason)
+            }
             ClientEvent::Connection(state) => out.connection(&state),
             ClientEvent::Reattached { reason } => {
                 out.notice(&format!("{reason}; re-attaching to the session"));
@@ -213,15 +216,15 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         out.finished(outcome, detail.as_deref(), &usage, &model);
                         return match outcome.as_str() {
                             "completed" => RunOutcome {
-                                code: 0,
+                                exit: Exit::Completed,
                                 reason: None,
                             },
                             "paused" => RunOutcome {
-                                code: 3,
+                                exit: Exit::Paused,
                                 reason: Some(detail.clone().unwrap_or_else(|| "paused".into())),
                             },
                             other => RunOutcome {
-                                code: 1,
+                                exit: Exit::Failed,
                                 reason: Some(format!(
                                     "turn {other}{}",
                                     detail
@@ -264,9 +267,13 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
 }
 
 fn fail(out: &mut Printer, reason: String) -> RunOutcome {
+    fail_with(out, Exit::Failed, reason)
+}
+
+fn fail_with(out: &mut Printer, exit: Exit, reason: String) -> RunOutcome {
     out.error(&reason);
     RunOutcome {
-        code: 1,
+        exit,
         reason: Some(reason),
     }
 }
@@ -525,7 +532,7 @@ pub async fn rewind(
                 println!("  {p}");
             }
             RunOutcome {
-                code: 0,
+                exit: Exit::Completed,
                 reason: None,
             }
         }
