@@ -8,7 +8,7 @@ pub enum Exit {
     Completed,
     /// 1: the turn or command failed (provider error, tool journal failure, daemon gone, ...).
     Failed,
-    /// 2: bad input: arguments, config file, workspace path on this machine.
+    /// 2: bad input: arguments, config file.
     Usage,
     /// 3: the turn paused at its step limit (`--continue` lets it go on).
     Paused,

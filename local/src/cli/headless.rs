@@ -38,7 +38,9 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
         project_dir: Some(workspace.clone()),
         // Over SSH the project file is the host workspace's: the host applies it and reports
         // what it ignored; a file in this laptop folder has nothing to do with that session.
-        ignore_project: args.ssh.is_some(),
+        // A workspace that is not a folder has no project file; the bridge then says what
+        // is wrong with the path (instead of a config error about `reasonix.toml`).
+        ignore_project: args.ssh.is_some() || !workspace.is_dir(),
         overrides: Overrides {
             model: args.run_model.clone(),
             mode,
@@ -51,7 +53,13 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
         eprintln!("reasonix: warning: {w}");
     }
     let prompt = prompt_text(args.prompt)?;
-    let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, args.upgrade)?;
+    let connector = connector_for(
+        args.ssh.as_deref(),
+        &args.ssh_opts,
+        workspace,
+        args.upgrade,
+        args.mkdir,
+    )?;
     let outcome = reasonix_local::run::run(
         &config,
         connector,
@@ -83,7 +91,7 @@ pub(super) async fn rewind(args: RewindArgs) -> Result<(), CliError> {
         ..LoadOptions::default()
     })
     .map_err(CliError::usage)?;
-    let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false)?;
+    let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
     let scope = match args.scope.as_str() {
         "code" => RewindScope::Code,
         "conversation" => RewindScope::Conversation,
@@ -115,7 +123,7 @@ pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }
-    let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false)?;
+    let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
     let (options, laptop) = reasonix_local::client::options_for(&config);
     let laptop_host = options.laptop_mcp.clone();
     let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));

@@ -63,6 +63,9 @@ enum Cmd {
         /// Start a new session instead of reattaching to the most recent one.
         #[arg(long = "new")]
         new_session: bool,
+        /// Create the workspace folder on the host when it does not exist.
+        #[arg(long)]
+        mkdir: bool,
     },
     /// Rewind a session to just before turn N (files, conversation or both).
     Rewind(RewindArgs),
@@ -250,6 +253,9 @@ struct RunArgs {
     /// (the turn is interrupted; its journal keeps it). Without this, `run` refuses.
     #[arg(long)]
     upgrade: bool,
+    /// Create the workspace folder (on the host with --ssh) when it does not exist.
+    #[arg(long)]
+    mkdir: bool,
 }
 
 /// Parse the arguments and run the command.
@@ -277,7 +283,8 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             ssh,
             tui,
             new_session,
-        }) => tui::tui_ssh(dest, ssh, tui, new_session).await,
+            mkdir,
+        }) => tui::tui_ssh(dest, ssh, tui, new_session, mkdir).await,
         None => tui::tui_local(cli.tui).await,
     }
 }
@@ -318,6 +325,7 @@ fn connector_for(
     ssh_opts: &SshArgs,
     workspace: PathBuf,
     upgrade: bool,
+    mkdir: bool,
 ) -> Result<Arc<dyn Connector>, CliError> {
     let policy = if upgrade {
         UpgradePolicy::Force
@@ -325,9 +333,14 @@ fn connector_for(
         UpgradePolicy::Refuse
     };
     Ok(match ssh {
-        Some(dest) => Arc::new(ssh_connector(dest, ssh_opts)?.with_upgrade(policy)),
+        Some(dest) => Arc::new(
+            ssh_connector(dest, ssh_opts)?
+                .with_upgrade(policy)
+                .with_mkdir(mkdir),
+        ),
         None => Arc::new(LocalConnector {
             upgrade: policy,
+            mkdir,
             ..LocalConnector::new(locate_host_binary().map_err(CliError::usage)?, workspace)
         }),
     })

@@ -62,6 +62,7 @@ pub(super) async fn tui_ssh(
     ssh: SshArgs,
     args: TuiArgs,
     new_session: bool,
+    mkdir: bool,
 ) -> Result<(), CliError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let config = load_config(&cwd, args.model.clone(), true)?;
@@ -75,7 +76,8 @@ pub(super) async fn tui_ssh(
     );
     let connector: Arc<dyn Connector> = Arc::new(
         reasonix_local::ssh::SshConnector::new(parsed, opts, Arc::new(prompter))
-            .with_upgrade(upgrade_policy(&args)),
+            .with_upgrade(upgrade_policy(&args))
+            .with_mkdir(mkdir),
     );
     tui_result(
         reasonix_local::tui::run_tui(
