@@ -501,7 +501,9 @@ impl Session {
             // No answer: the caller records it as denied for being headless.
             return Ok(None);
         }
-        let approval_id = format!("ap-{}", call.id);
+        // Unique per session (and beyond): providers reuse tool-call ids across turns, and an
+        // id derived from the call alone would match an approval a client already answered.
+        let approval_id = format!("ap-{:016x}-{}", rand::random::<u64>(), call.id);
         let (tx, rx) = oneshot::channel();
         let requested = {
             let mut inner = self.lock();
