@@ -72,6 +72,8 @@ pub struct AttachSpec {
     pub hello: Vec<u8>,
     /// Policy for a daemon of another build.
     pub other_build: OtherBuild,
+    /// Create the workspace folder when it does not exist (`--mkdir`).
+    pub mkdir: bool,
 }
 
 /// `--workspace=PATH` as one word, so a workspace whose name starts with `-` stays a value
@@ -85,6 +87,9 @@ pub fn attach_script(spec: &AttachSpec, tag: &str) -> String {
     let q = sh_quote;
     let mut args = vec!["attach".to_string(), workspace_flag(&spec.workspace)];
     args.extend(spec.daemon_args.iter().cloned());
+    if spec.mkdir {
+        args.push("--mkdir".into());
+    }
     args.extend([
         "--tag".into(),
         tag.to_string(),
@@ -187,7 +192,9 @@ pub async fn scan<R: AsyncRead + Unpin>(reader: &mut R, tag: &str) -> std::io::R
                 continue;
             }
             match parse_report_line(&text, tag) {
-                Some(Ok(r @ AttachReport::Busy { .. })) => return Ok(Scanned::Report(r)),
+                Some(Ok(r @ (AttachReport::Busy { .. } | AttachReport::Refused { .. }))) => {
+                    return Ok(Scanned::Report(r))
+                }
                 Some(Ok(r @ AttachReport::Fallback { .. })) => report = Some(r),
                 Some(Err(_)) | None => {
                     skipped += line.len();
@@ -287,6 +294,16 @@ pub async fn attach(
         Scanned::Report(AttachReport::Busy { build_id, sessions }) => {
             Ok(AttachOutcome::Busy { build_id, sessions })
         }
+        Scanned::Report(AttachReport::Refused {
+            problem,
+            path,
+            detail,
+        }) => Err(BootstrapError::Workspace {
+            host,
+            problem,
+            path,
+            detail,
+        }),
         Scanned::Report(AttachReport::Fallback { .. }) => Err(BootstrapError::remote(
             Stage::Attach,
             &host,
@@ -363,6 +380,7 @@ mod tests {
             daemon_args: vec!["--idle-timeout=5".into()],
             hello: (0u8..=255).collect(),
             other_build: OtherBuild::Ask,
+            mkdir: false,
         }
     }
 

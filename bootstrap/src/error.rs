@@ -133,6 +133,20 @@ pub enum BootstrapError {
         message: String,
     },
 
+    /// The host workspace (or the state folder) cannot be used; the bridge started nothing.
+    /// Never retried: the user has to change the path, the host or `--mkdir`.
+    #[error("[attach] {host}: {path}: {} ({detail}). {}", problem.what(), problem.fix())]
+    Workspace {
+        /// Host.
+        host: String,
+        /// What is wrong.
+        problem: reasonix_forward::attach::WorkspaceProblem,
+        /// The path concerned, as the host sees it.
+        path: String,
+        /// The operating system's words.
+        detail: String,
+    },
+
     /// A local file could not be read.
     #[error("[{stage}] cannot read {path}: {reason}")]
     Local {
@@ -209,6 +223,7 @@ impl BootstrapError {
             | BootstrapError::Ssh { stage, .. }
             | BootstrapError::Remote { stage, .. }
             | BootstrapError::Local { stage, .. } => *stage,
+            BootstrapError::Workspace { .. } => Stage::Attach,
             BootstrapError::Kex { .. } => Stage::Kex,
             BootstrapError::HostKey { .. } => Stage::HostKey,
             BootstrapError::Auth { .. } => Stage::Auth,

@@ -34,6 +34,72 @@ pub enum AttachReport {
         /// Why the new daemon did not start.
         reason: String,
     },
+    /// The workspace (or the host's state folder) cannot be used: nothing was started and
+    /// the bridge exited. Retrying does not help; the client stops with [`WorkspaceProblem::fix`].
+    Refused {
+        /// What is wrong.
+        problem: WorkspaceProblem,
+        /// The path concerned, as the host sees it.
+        path: String,
+        /// The operating system's words (e.g. `No such file or directory (os error 2)`).
+        detail: String,
+    },
+}
+
+/// Why a workspace cannot be used (an [`AttachReport::Refused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceProblem {
+    /// The workspace folder does not exist.
+    Missing,
+    /// The workspace path is a file (or something else that is not a folder).
+    NotADirectory,
+    /// The workspace folder (or a folder on its path) cannot be entered by this user.
+    PermissionDenied,
+    /// The workspace folder can be entered but not written by this user.
+    Unwritable,
+    /// The host's disk (or the user's quota) is full.
+    NoSpace,
+    /// The state folder (`~/.reasonix`, its run folder) cannot be created or written.
+    StateUnusable,
+}
+
+impl WorkspaceProblem {
+    /// What is wrong, in a few words.
+    pub fn what(self) -> &'static str {
+        match self {
+            WorkspaceProblem::Missing => "the workspace folder does not exist",
+            WorkspaceProblem::NotADirectory => "the workspace path is not a folder",
+            WorkspaceProblem::PermissionDenied => "permission denied on the workspace folder",
+            WorkspaceProblem::Unwritable => "the workspace folder is not writable",
+            WorkspaceProblem::NoSpace => "no space left on the host",
+            WorkspaceProblem::StateUnusable => "the Reasonix state folder cannot be used",
+        }
+    }
+
+    /// What the user can do about it (also in docs/REMOTE.md, "Troubleshooting").
+    pub fn fix(self) -> &'static str {
+        match self {
+            WorkspaceProblem::Missing => {
+                "Check the path (a relative path is relative to the home folder), create the folder, or rerun with --mkdir to create it"
+            }
+            WorkspaceProblem::NotADirectory => {
+                "Give the folder that contains it, or another path"
+            }
+            WorkspaceProblem::PermissionDenied => {
+                "Connect as a user that can enter it, or fix its permissions (chmod/chown)"
+            }
+            WorkspaceProblem::Unwritable => {
+                "Connect as a user that can write it, or fix its permissions (chmod u+w); a read-only mount cannot be a workspace"
+            }
+            WorkspaceProblem::NoSpace => {
+                "Free disk space on the host (`df -h ~`), e.g. with `reasonix remote uninstall` of old builds or removing old sessions"
+            }
+            WorkspaceProblem::StateUnusable => {
+                "Make ~/.reasonix writable for this user (or set REASONIX_HOME on the host), and check `df -h ~`"
+            }
+        }
+    }
 }
 
 /// A session with a turn in progress, in a [`AttachReport::Busy`].

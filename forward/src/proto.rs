@@ -597,6 +597,20 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// Why a tool call was not run (in [`EventKind::ToolFinished`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Denied {
+    /// A `deny` rule of the permission policy matched.
+    Policy,
+    /// The user answered "deny" to the approval question.
+    User,
+    /// It needed approval and the run is headless (nobody to ask): `reasonix run` exits 4.
+    Headless,
+    /// The turn was cancelled while the question was open.
+    Cancelled,
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -664,6 +678,9 @@ pub enum EventKind {
         /// full output is stored on the host and fetched with [`Request::FetchContent`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_ref: Option<ContentRef>,
+        /// Set when the call was not run because it was denied, and by whom.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        denied: Option<Denied>,
     },
     /// An approval is needed.
     ApprovalRequested {

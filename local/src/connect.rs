@@ -128,7 +128,7 @@ pub(crate) fn fallback_notice(report: &AttachReport) -> Option<(String, String)>
                 reasonix_forward::build_id()
             ),
         )),
-        AttachReport::Busy { .. } => None,
+        AttachReport::Busy { .. } | AttachReport::Refused { .. } => None,
     }
 }
 
@@ -190,6 +190,8 @@ pub struct LocalConnector {
     pub upgrade: UpgradePolicy,
     /// Who to ask when `upgrade` is [`UpgradePolicy::Ask`].
     pub prompter: Option<Arc<dyn Prompter>>,
+    /// Create the workspace folder when it does not exist (`--mkdir`).
+    pub mkdir: bool,
 }
 
 impl LocalConnector {
@@ -200,6 +202,7 @@ impl LocalConnector {
             workspace,
             upgrade: UpgradePolicy::Refuse,
             prompter: None,
+            mkdir: false,
         }
     }
 
@@ -212,6 +215,7 @@ impl LocalConnector {
         cmd.arg("attach")
             .arg(workspace)
             .args(["--tag", &tag, "--other-build", other.flag()])
+            .args(self.mkdir.then_some("--mkdir"))
             .env_clear()
             .envs(
                 std::env::vars_os()
@@ -278,6 +282,15 @@ impl LocalConnector {
             Scanned::Report(AttachReport::Busy { build_id, sessions }) => {
                 Ok(Attempt::Busy(build_id, sessions))
             }
+            Scanned::Report(AttachReport::Refused {
+                problem,
+                path,
+                detail,
+            }) => Err(ConnectError::Fatal(format!(
+                "[attach] local: {path}: {} ({detail}). {}",
+                problem.what(),
+                problem.fix()
+            ))),
             Scanned::Report(AttachReport::Fallback { .. }) | Scanned::Missing(_) => Err(
                 ConnectError::Fatal("reasonix-remote printed an unexpected report".into()),
             ),

@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::client::{Client, ClientEvent, ClientOptions, ConnState};
 use crate::config::Config;
 use crate::connect::Connector;
+use crate::exit::Exit;
 use crate::gateway::Gateway;
 
 /// Options of a headless run.
@@ -35,7 +36,7 @@ pub struct RunOptions {
 #[derive(Debug)]
 pub struct RunOutcome {
     /// Process exit code.
-    pub code: i32,
+    pub exit: Exit,
     /// One-line reason when not successful.
     pub reason: Option<String>,
 }
@@ -45,7 +46,12 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     let gateway = Arc::new(Gateway::new(config));
     let (client_opts, laptop_mcp) = crate::client::options_for(config);
     let (client, mut events) = Client::start(connector, gateway, client_opts);
-    let mut out = Printer { json: opts.json };
+    let mut out = Printer {
+        json: opts.json,
+        ..Printer::default()
+    };
+    // A writer was denied because nobody can approve it headless: the run exits 4.
+    let mut denied_headless: Vec<String> = Vec::new();
     let settings = SessionSettings {
         model: opts.model.clone().or(config.default_model.clone()),
         headless: true,
@@ -65,6 +71,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     // An OpenSession sent and not answered yet: its notice is still to come.
     let mut open_pending = false;
     let (opened_tx, mut opened_rx) = tokio::sync::mpsc::unbounded_channel();
+    // Ctrl-C / SIGTERM: the first cancels the turn on the host and waits for it to end (so
+    // `--continue` does not finish it), the second exits at once.
+    let mut signals = Signals::new();
+    let mut cancel_sent_at: Option<tokio::time::Instant> = None;
 
     loop {
         if need_open {
@@ -120,7 +130,30 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 }
             });
         }
+        let cancel_deadline = async {
+            match cancel_sent_at {
+                Some(at) => tokio::time::sleep_until(at + CANCEL_WAIT).await,
+                None => std::future::pending().await,
+            }
+        };
         let ev = tokio::select! {
+            _ = signals.next() => {
+                if cancel_sent_at.is_some() || session_id.is_none() {
+                    // Second signal, or nothing was started on the host yet.
+                    return fail_with(&mut out, Exit::Cancelled, "cancelled".into());
+                }
+                out.notice("cancelling the turn on the host (press Ctrl-C again to exit at once)");
+                cancel_sent_at = Some(tokio::time::Instant::now());
+                send_cancel(&client);
+                continue;
+            }
+            _ = cancel_deadline => {
+                return fail_with(
+                    &mut out,
+                    Exit::Cancelled,
+                    format!("cancelled; the host did not confirm the end of the turn within {} s", CANCEL_WAIT.as_secs()),
+                );
+            }
             ev = events.recv() => ev,
             Some(r) = opened_rx.recv() => {
                 match r {
@@ -145,7 +178,9 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             return fail(&mut out, "the client stopped unexpectedly".into());
         };
         match ev {
-            ClientEvent::Connection(ConnState::Failed { reason }) => return fail(&mut out, reason),
+            ClientEvent::Connection(ConnState::Failed { reason }) => {
+                return fail_with(&mut out, Exit::Connection, reason)
+            }
             ClientEvent::Connection(state) => out.connection(&state),
             ClientEvent::Reattached { reason } => {
                 out.notice(&format!("{reason}; re-attaching to the session"));
@@ -172,6 +207,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 {
                     if *rid == request_id {
                         our_turn = Some(e.turn);
+                        // Cancelled before the turn began: cancel it now that it exists.
+                        if cancel_sent_at.is_some() {
+                            send_cancel(&client);
+                        }
                     }
                 }
                 if our_turn != Some(e.turn) {
@@ -212,16 +251,27 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         }
                         out.finished(outcome, detail.as_deref(), &usage, &model);
                         return match outcome.as_str() {
+                            "completed" if !denied_headless.is_empty() => RunOutcome {
+                                exit: Exit::NeedsApproval,
+                                reason: Some(format!(
+                                    "{} needed approval and was denied because the run is headless; rerun with --auto (or --yolo), or allow it in the config",
+                                    denied_headless.join(", ")
+                                )),
+                            },
+                            "cancelled" => RunOutcome {
+                                exit: Exit::Cancelled,
+                                reason: Some("the turn was cancelled".into()),
+                            },
                             "completed" => RunOutcome {
-                                code: 0,
+                                exit: Exit::Completed,
                                 reason: None,
                             },
                             "paused" => RunOutcome {
-                                code: 3,
+                                exit: Exit::Paused,
                                 reason: Some(detail.clone().unwrap_or_else(|| "paused".into())),
                             },
                             other => RunOutcome {
-                                code: 1,
+                                exit: Exit::Failed,
                                 reason: Some(format!(
                                     "turn {other}{}",
                                     detail
@@ -231,6 +281,14 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                                 )),
                             },
                         };
+                    }
+                    EventKind::ToolFinished {
+                        name,
+                        denied: Some(reasonix_forward::proto::Denied::Headless),
+                        ..
+                    } if !denied_headless.contains(name) => {
+                        denied_headless.push(name.clone());
+                        out.tool_finished(&e.kind, None);
                     }
                     EventKind::ToolFinished { output_ref, .. } if opts.full_output => {
                         let full = match output_ref {
@@ -263,16 +321,98 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     }
 }
 
+/// How long a cancelled run waits for the host to confirm the end of the turn.
+const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn send_cancel(client: &Client) {
+    let c = client.clone();
+    tokio::spawn(async move {
+        let _ = c
+            .request(Request::Cancel {
+                request_id: format!("cancel-{:016x}", rand::random::<u64>()),
+            })
+            .await;
+    });
+}
+
+/// SIGINT and SIGTERM as one stream (none when the handlers cannot be installed).
+struct Signals {
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Self {
+            int: signal(SignalKind::interrupt()).ok(),
+            term: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    async fn next(&mut self) {
+        let int = async {
+            match self.int.as_mut() {
+                Some(s) => {
+                    if s.recv().await.is_none() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let term = async {
+            match self.term.as_mut() {
+                Some(s) => {
+                    if s.recv().await.is_none() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = int => {}
+            _ = term => {}
+        }
+    }
+}
+
 fn fail(out: &mut Printer, reason: String) -> RunOutcome {
+    fail_with(out, Exit::Failed, reason)
+}
+
+fn fail_with(out: &mut Printer, exit: Exit, reason: String) -> RunOutcome {
     out.error(&reason);
     RunOutcome {
-        code: 1,
+        exit,
         reason: Some(reason),
     }
 }
 
+#[derive(Default)]
 struct Printer {
     json: bool,
+    /// Tool calls the model asked for in this turn (id → name, arguments), so a call that
+    /// was denied (never started) still gets its `tool_started` line.
+    asked: std::collections::HashMap<String, (String, String)>,
+    /// Calls whose `tool_started` line went out.
+    started: std::collections::HashSet<String>,
+}
+
+/// Model text for a terminal: control characters (escape sequences in particular) become
+/// `?`, like the TUI shows them; newlines and tabs stay, carriage returns go.
+fn terminal_safe(text: &str) -> String {
+    text.chars()
+        .filter(|c| *c != '\r')
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 impl Printer {
@@ -362,7 +502,15 @@ impl Printer {
                     name,
                     arguments,
                 } => {
+                    self.started.insert(call_id.clone());
                     json!({"type": "tool_started", "call_id": call_id, "name": name, "arguments": arguments})
+                }
+                EventKind::AssistantMessage { tool_calls, .. } => {
+                    for c in tool_calls {
+                        self.asked
+                            .insert(c.id.clone(), (c.name.clone(), c.arguments.clone()));
+                    }
+                    return;
                 }
                 EventKind::ToolFinished { .. } => {
                     self.tool_finished(kind, None);
@@ -385,13 +533,21 @@ impl Printer {
         match kind {
             EventKind::TextDelta { text } => {
                 let mut o = std::io::stdout().lock();
-                let _ = o.write_all(text.as_bytes());
+                let _ = o.write_all(terminal_safe(text).as_bytes());
                 let _ = o.flush();
             }
             EventKind::ToolStarted {
                 name, arguments, ..
             } => {
-                eprintln!("[tool] {name} {}", summary(arguments));
+                eprintln!("[tool] {name} {}", terminal_safe(&summary(arguments)));
+            }
+            EventKind::ToolFinished {
+                name,
+                denied: Some(_),
+                output,
+                ..
+            } => {
+                eprintln!("[tool] {name} not run: {}", terminal_safe(&summary(output)));
             }
             EventKind::ToolFinished {
                 name,
@@ -399,9 +555,9 @@ impl Printer {
                 output,
                 ..
             } => {
-                eprintln!("[tool] {name} failed: {}", summary(output));
+                eprintln!("[tool] {name} failed: {}", terminal_safe(&summary(output)));
             }
-            EventKind::Notice { text } => eprintln!("[reasonix] {text}"),
+            EventKind::Notice { text } => eprintln!("[reasonix] {}", terminal_safe(text)),
             _ => {}
         }
     }
@@ -416,6 +572,7 @@ impl Printer {
             is_error,
             output,
             output_ref,
+            denied,
         } = kind
         else {
             return;
@@ -423,6 +580,20 @@ impl Printer {
         if !self.json {
             self.event(kind);
             return;
+        }
+        // A call that never started (denied, unknown tool, bad arguments) still gets its
+        // `tool_started` line, so every call is one started/finished pair.
+        if !self.started.contains(call_id) {
+            let arguments = self
+                .asked
+                .get(call_id)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_default();
+            self.started.insert(call_id.clone());
+            self.line(
+                json!({"type": "tool_started", "call_id": call_id, "name": name,
+                             "arguments": arguments, "run": false}),
+            );
         }
         let bytes = output_ref
             .as_ref()
@@ -432,6 +603,10 @@ impl Printer {
                            "is_error": is_error, "summary": summary(output), "bytes": bytes});
         if let Some(r) = output_ref {
             v["sha256"] = json!(r.sha256);
+        }
+        if let Some(d) = denied {
+            v["denied"] = json!(d);
+            v["reason"] = json!(output);
         }
         match full {
             None => {}
@@ -506,11 +681,11 @@ pub async fn rewind(
         Ok(Response::SessionOpened(o)) => o,
         Ok(other) => {
             return fail(
-                &mut Printer { json: false },
+                &mut Printer::default(),
                 format!("unexpected answer {other:?}"),
             )
         }
-        Err(e) => return fail(&mut Printer { json: false }, e.to_string()),
+        Err(e) => return fail(&mut Printer::default(), e.to_string()),
     };
     let req = Request::Rewind {
         request_id: format!("rewind-{:016x}", rand::random::<u64>()),
@@ -525,15 +700,15 @@ pub async fn rewind(
                 println!("  {p}");
             }
             RunOutcome {
-                code: 0,
+                exit: Exit::Completed,
                 reason: None,
             }
         }
         Ok(other) => fail(
-            &mut Printer { json: false },
+            &mut Printer::default(),
             format!("unexpected answer {other:?}"),
         ),
-        Err(e) => fail(&mut Printer { json: false }, e.to_string()),
+        Err(e) => fail(&mut Printer::default(), e.to_string()),
     }
 }
 

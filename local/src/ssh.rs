@@ -33,6 +33,8 @@ pub struct SshConnector {
     /// The user chose to attach read-only to this other build: keep doing so on reconnects
     /// instead of asking again.
     read_only_build: Mutex<Option<String>>,
+    /// Create the workspace folder on the host when it does not exist (`--mkdir`).
+    mkdir: bool,
 }
 
 impl SshConnector {
@@ -60,7 +62,14 @@ impl SshConnector {
             daemon_args,
             upgrade: UpgradePolicy::Ask,
             read_only_build: Mutex::new(None),
+            mkdir: false,
         }
+    }
+
+    /// Create the workspace folder on the host when it does not exist (`--mkdir`).
+    pub fn with_mkdir(mut self, mkdir: bool) -> Self {
+        self.mkdir = mkdir;
+        self
     }
 
     /// Set what happens when the workspace daemon is of another build and runs a turn
@@ -77,6 +86,11 @@ impl SshConnector {
 
     fn classify(&self, e: BootstrapError) -> ConnectError {
         let msg = e.to_string();
+        // The workspace is unusable: no retry changes that, even mid-session (it was removed
+        // or its permissions changed while we were away).
+        if let BootstrapError::Workspace { .. } = e {
+            return ConnectError::Fatal(msg);
+        }
         let stage = e.stage();
         let transient_stage = matches!(
             stage,
@@ -145,6 +159,7 @@ impl Connector for SshConnector {
             workspace: self.workspace_arg(),
             daemon_args: self.daemon_args.clone(),
             hello: frame,
+            mkdir: self.mkdir,
             other_build: match (self.upgrade, &sticky, hello.resume.is_some()) {
                 (_, Some(_), _) => OtherBuild::Attach,
                 // A reconnect that finds another build: someone else replaced our daemon.

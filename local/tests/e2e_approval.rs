@@ -225,3 +225,72 @@ async fn approval_round_trip_allows_then_denies() {
         }
     }
 }
+
+/// Several OpenAI-compatible servers reuse tool-call ids across turns. Each approval must
+/// still get an id of its own (a client that remembers answered ids would otherwise never
+/// show the later question), in one session and across sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_ids_are_unique_when_the_provider_reuses_tool_call_ids() {
+    let mut script = Vec::new();
+    for i in 0..4 {
+        script.push(write_call("call_0", &format!("f{i}.txt")));
+        script.push(MockReply::text(&["ok"]));
+    }
+    let mock = MockProvider::start(script).await;
+    let mut f = fixture(&mock).await;
+    let mut ids = std::collections::HashSet::new();
+    for i in 0..4 {
+        if i == 2 {
+            // A second session on the same daemon: ids stay unique there too.
+            let opened = f
+                .client
+                .request(Request::OpenSession(OpenSession {
+                    new: true,
+                    settings: SessionSettings {
+                        model: Some("mock/m".into()),
+                        policy: reasonix_forward::policy::SessionPolicy {
+                            mode: reasonix_forward::policy::PermissionMode::Ask,
+                            ..Default::default()
+                        },
+                        headless: false,
+                        ..SessionSettings::default()
+                    },
+                    ..OpenSession::default()
+                }))
+                .await
+                .expect("open second session");
+            assert!(matches!(opened, Response::SessionOpened(_)));
+        }
+        let r = f
+            .client
+            .request(Request::SubmitTurn {
+                request_id: format!("same-id-{i}"),
+                text: format!("write f{i}"),
+            })
+            .await
+            .expect("submit");
+        assert_eq!(r, Response::Ok);
+        let (approval_id, _) = next_approval(&mut f).await;
+        assert!(
+            ids.insert(approval_id.clone()),
+            "turn {i}: approval id {approval_id} was already used"
+        );
+        f.client
+            .request(Request::Approve {
+                request_id: format!("ans-{i}"),
+                approval_id,
+                decision: ApprovalDecision::AllowOnce,
+            })
+            .await
+            .expect("approve");
+        let seen = turn_outcome(&mut f).await;
+        assert!(
+            seen.iter().any(|k| matches!(
+                k,
+                EventKind::TurnFinished { outcome, .. } if outcome == "completed"
+            )),
+            "turn {i}: {seen:?}"
+        );
+        assert!(f.ws.join(format!("f{i}.txt")).is_file(), "turn {i} wrote");
+    }
+}

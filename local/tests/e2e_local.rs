@@ -641,7 +641,11 @@ async fn headless_run_denies_asks_and_a_step_limit_pauses_the_turn() {
     let env = setup(&mock.base_url());
     let out = reasonix(&env, &["run", "--json", "write x"]);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "a writer denied for being headless exits 4: {stdout}"
+    );
     assert!(
         !env.ws.join("x.txt").exists(),
         "an ask is never run headless"

@@ -150,7 +150,8 @@ async fn a_project_file_cannot_loosen_anything_on_the_host() {
     let out = tokio::task::block_in_place(|| reasonix(&rig, &["run", "--json", "try it"]));
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let events = json_lines(&out.stdout);
-    assert!(out.status.success(), "{events:#?}\n{stderr}");
+    // The user's ask rule is denied headless (checked in check_phase1): exit 4.
+    assert_eq!(out.status.code(), Some(4), "{events:#?}\n{stderr}");
     attack.check_phase1(&events, &sandbox_of(&events));
     Attack::check_warnings(&stderr);
     assert!(

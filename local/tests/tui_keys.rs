@@ -788,6 +788,7 @@ fn output_command_asks_for_the_full_output_by_reference() {
                 is_error: false,
                 output: output.into(),
                 output_ref,
+                denied: None,
             },
         );
     }

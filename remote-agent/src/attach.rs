@@ -59,6 +59,9 @@ pub enum AttachError {
         /// Busy session ids.
         sessions: String,
     },
+    /// The workspace cannot be used (reported to the client; retrying does not help).
+    #[error("{0}")]
+    Refused(crate::preflight::Refusal),
     /// The `--hello-fd` input is unusable.
     #[error("the pipelined hello on fd {fd} is unusable: {reason}")]
     Hello {
@@ -93,6 +96,8 @@ pub struct AttachOptions {
     pub tag: Option<String>,
     /// Policy for a daemon of another build.
     pub other_build: OtherBuild,
+    /// Create the workspace folder when it does not exist (`--mkdir`).
+    pub mkdir: bool,
 }
 
 /// Read the pipelined hello: hex text on `fd` (a here-document of the attach script), up to
@@ -518,6 +523,7 @@ pub async fn connect_own_build(
         hello: None,
         tag: None,
         other_build: OtherBuild::Ask,
+        mkdir: false,
     };
     match connect_daemon(&opts).await? {
         Attached::Link {
@@ -530,6 +536,16 @@ pub async fn connect_own_build(
 /// The whole `attach` command: connect, print a report or bridge.
 pub async fn run(opts: AttachOptions) -> Result<(), AttachError> {
     let mut stdout = tokio::io::stdout();
+    if let Err(refusal) = crate::preflight::check(&opts.workspace, opts.mkdir) {
+        // The report tells the client this is final; the error goes to stderr as well.
+        if let Some(tag) = &opts.tag {
+            let _ = stdout
+                .write_all(report_line(tag, &refusal.report()).as_bytes())
+                .await;
+            let _ = stdout.flush().await;
+        }
+        return Err(AttachError::Refused(refusal));
+    }
     match connect_daemon(&opts).await? {
         Attached::Report(report) => {
             let tag = opts.tag.as_deref().unwrap_or("-");

@@ -12,6 +12,7 @@ pub mod journal;
 pub mod mcp;
 pub mod paths;
 pub mod policy;
+pub mod preflight;
 pub mod project;
 pub mod runtime;
 pub mod sandbox;

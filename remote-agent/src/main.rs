@@ -64,6 +64,9 @@ struct AttachArgs {
     /// What to do about a running daemon of another build.
     #[arg(long, value_enum, default_value = "ask")]
     other_build: reasonix_remote::attach::OtherBuild,
+    /// Create the workspace folder (and its parents) when it does not exist.
+    #[arg(long)]
+    mkdir: bool,
 }
 
 #[derive(Args)]
@@ -164,6 +167,7 @@ fn main() -> ExitCode {
                 hello,
                 tag: args.tag,
                 other_build: args.other_build,
+                mkdir: args.mkdir,
             })
             .await
             .map_err(|e| e.to_string())

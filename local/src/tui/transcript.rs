@@ -352,6 +352,7 @@ impl Transcript {
                 is_error,
                 output,
                 output_ref,
+                denied: _,
             } => {
                 if !self.by_call.contains_key(call_id) {
                     let i = self.push(EntryKind::Tool(ToolCard {
@@ -1058,6 +1059,7 @@ mod tests {
                 is_error: false,
                 output: "a\nb".into(),
                 output_ref: None,
+                denied: None,
             },
             Some(3500),
             1,

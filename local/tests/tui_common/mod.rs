@@ -242,6 +242,7 @@ pub fn busy_app() -> App {
                 is_error: err,
                 output: out.into(),
                 output_ref: None,
+                denied: None,
             },
         );
     }

@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
-    ApprovalDecision, Event, EventKind, Notification, ProviderChunk, ProviderRequest, SessionInfo,
-    SessionSettings, ToolCall, TurnState, Usage,
+    ApprovalDecision, Denied, Event, EventKind, Notification, ProviderChunk, ProviderRequest,
+    SessionInfo, SessionSettings, ToolCall, TurnState, Usage,
 };
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
@@ -179,6 +179,7 @@ impl Session {
                             is_error: true,
                             output: output.into(),
                             output_ref: None,
+                            denied: None,
                         },
                     )?);
                 }

@@ -288,6 +288,22 @@ impl Session {
     }
 
     async fn finish_tool(&self, call: &ToolCall, is_error: bool, output: String) {
+        self.finish_tool_as(call, is_error, output, None).await
+    }
+
+    /// A call that was not run because it was denied (`why`): an error result for the model,
+    /// and the typed reason in the event (`reasonix run` exits 4 for [`Denied::Headless`]).
+    async fn finish_denied(&self, call: &ToolCall, why: Denied, output: String) {
+        self.finish_tool_as(call, true, output, Some(why)).await
+    }
+
+    async fn finish_tool_as(
+        &self,
+        call: &ToolCall,
+        is_error: bool,
+        output: String,
+        denied: Option<Denied>,
+    ) {
         // A big output goes to the content store (off the async threads) and the event carries
         // the bounded view plus a reference, so no event is too big for a frame.
         let (output, output_ref) = if output.len() > EXTERNALIZE_OVER {
@@ -317,6 +333,7 @@ impl Session {
                 is_error,
                 output,
                 output_ref,
+                denied,
             },
         );
     }
@@ -370,15 +387,17 @@ impl Session {
         match decision {
             Decision::Allow => {}
             Decision::Deny { reason } => {
-                self.finish_tool(
+                self.finish_denied(
                     call,
-                    true,
+                    Denied::Policy,
                     format!("denied by the permission policy: {reason}"),
                 )
                 .await;
                 return Ok(());
             }
             Decision::Ask { reason } => {
+                let headless_denied = self.headless();
+                let ask_reason = reason.clone();
                 let answer = match self.ask_approval(call, &args, reason, cancel).await {
                     Ok(a) => a,
                     Err(e) => {
@@ -399,12 +418,20 @@ impl Session {
                     | Some(ApprovalDecision::AllowSession)
                     | Some(ApprovalDecision::AllowAlways) => {}
                     Some(ApprovalDecision::Deny) => {
-                        self.finish_tool(call, true, "the user denied this tool call; do not retry it unchanged — ask the user or take another approach".into()).await;
+                        self.finish_denied(call, Denied::User, "the user denied this tool call; do not retry it unchanged — ask the user or take another approach".into()).await;
+                        return Ok(());
+                    }
+                    None if headless_denied => {
+                        self.finish_denied(call, Denied::Headless, format!("denied: {} needs approval ({ask_reason}) and this run is headless, so nobody can approve it; do not retry it — finish without it or say what the user must allow", call.name)).await;
                         return Ok(());
                     }
                     None => {
-                        self.finish_tool(call, true, "cancelled before approval".into())
-                            .await;
+                        self.finish_denied(
+                            call,
+                            Denied::Cancelled,
+                            "cancelled before approval".into(),
+                        )
+                        .await;
                         return Ok(());
                     }
                 }
@@ -450,6 +477,16 @@ impl Session {
         Ok(())
     }
 
+    /// Nobody can answer an approval question: the driving client is headless.
+    fn headless(&self) -> bool {
+        self.driver
+            .borrow()
+            .as_ref()
+            .map(|g| g.headless())
+            .unwrap_or(false)
+            || self.lock().settings.headless
+    }
+
     async fn ask_approval(
         &self,
         call: &ToolCall,
@@ -457,20 +494,16 @@ impl Session {
         reason: String,
         cancel: &CancellationToken,
     ) -> Result<Option<ApprovalDecision>, JournalError> {
-        let headless = self
-            .driver
-            .borrow()
-            .as_ref()
-            .map(|g| g.headless())
-            .unwrap_or(false)
-            || self.lock().settings.headless;
-        if headless {
+        if self.headless() {
             self.record(EventKind::Notice {
                 text: format!("{} needs approval ({reason}); headless run denies it (use --auto or --yolo to allow)", call.name),
             });
-            return Ok(Some(ApprovalDecision::Deny));
+            // No answer: the caller records it as denied for being headless.
+            return Ok(None);
         }
-        let approval_id = format!("ap-{}", call.id);
+        // Unique per session (and beyond): providers reuse tool-call ids across turns, and an
+        // id derived from the call alone would match an approval a client already answered.
+        let approval_id = format!("ap-{:016x}-{}", rand::random::<u64>(), call.id);
         let (tx, rx) = oneshot::channel();
         let requested = {
             let mut inner = self.lock();

@@ -1,0 +1,186 @@
+//! The headless commands: `reasonix run`, `reasonix rewind`, `reasonix mcp list`.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use reasonix_local::config::{Config, LoadOptions, Overrides, PermissionMode};
+
+use super::{connector_for, load_config, CliError, McpListArgs, RewindArgs, RunArgs};
+
+/// The prompt of `reasonix run`: the argument, or standard input for `-`.
+fn prompt_text(arg: String) -> Result<String, CliError> {
+    if arg != "-" {
+        return Ok(arg);
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::usage(format!("cannot read the prompt from standard input: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(CliError::usage(
+            "the prompt read from standard input is empty; pipe the prompt in (`echo PROMPT | reasonix run -`) or give it as the argument",
+        ));
+    }
+    Ok(text)
+}
+
+/// `reasonix run PROMPT`: one turn, headless.
+pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
+    let workspace = super::workspace_or_cwd(args.workspace.clone())?;
+    let mode = if args.yolo {
+        Some(PermissionMode::Yolo)
+    } else if args.auto {
+        Some(PermissionMode::Auto)
+    } else {
+        None
+    };
+    let config = Config::load(&LoadOptions {
+        project_dir: Some(workspace.clone()),
+        // Over SSH the project file is the host workspace's: the host applies it and reports
+        // what it ignored; a file in this laptop folder has nothing to do with that session.
+        // A workspace that is not a folder has no project file; the bridge then says what
+        // is wrong with the path (instead of a config error about `reasonix.toml`).
+        ignore_project: args.ssh.is_some() || !workspace.is_dir(),
+        overrides: Overrides {
+            model: args.run_model.clone(),
+            mode,
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    })
+    .map_err(CliError::usage)?;
+    for w in config.warnings() {
+        eprintln!("reasonix: warning: {w}");
+    }
+    let prompt = prompt_text(args.prompt)?;
+    let connector = connector_for(
+        args.ssh.as_deref(),
+        &args.ssh_opts,
+        workspace,
+        args.upgrade,
+        args.mkdir,
+    )?;
+    let outcome = reasonix_local::run::run(
+        &config,
+        connector,
+        reasonix_local::run::RunOptions {
+            prompt,
+            json: args.json,
+            full_output: args.full_output,
+            session: args.session,
+            continue_last: args.continue_last,
+            model: args.run_model,
+        },
+    )
+    .await;
+    match (outcome.exit, outcome.reason) {
+        (reasonix_local::exit::Exit::Completed, _) => Ok(()),
+        // With --json the reason already went out as an `error`/`turn_finished` line.
+        (exit, Some(r)) if !args.json => Err(CliError::new(exit, r)),
+        (exit, _) => Err(CliError::reported(exit)),
+    }
+}
+
+/// `reasonix rewind --to N`.
+pub(super) async fn rewind(args: RewindArgs) -> Result<(), CliError> {
+    use reasonix_forward::proto::RewindScope;
+    let workspace = super::workspace_or_cwd(args.workspace.clone())?;
+    let config = Config::load(&LoadOptions {
+        project_dir: Some(workspace.clone()),
+        ignore_project: args.ssh.is_some(),
+        ..LoadOptions::default()
+    })
+    .map_err(CliError::usage)?;
+    let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
+    let scope = match args.scope.as_str() {
+        "code" => RewindScope::Code,
+        "conversation" => RewindScope::Conversation,
+        _ => RewindScope::Both,
+    };
+    let out = reasonix_local::run::rewind(
+        &config,
+        connector,
+        args.session,
+        args.to,
+        scope,
+        args.dry_run,
+    )
+    .await;
+    match (out.exit, out.reason) {
+        (reasonix_local::exit::Exit::Completed, _) => Ok(()),
+        (exit, Some(r)) => Err(CliError::new(exit, r)),
+        (exit, None) => Err(CliError::reported(exit)),
+    }
+}
+
+/// `reasonix mcp list`: connect like `run` does (so the host can open the laptop servers on
+/// this link), ask for the MCP status and print it. A server that failed is a listed state;
+/// only a connection failure makes the command fail.
+pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
+    use reasonix_forward::proto::{Request, Response};
+    let workspace = super::workspace_or_cwd(args.workspace.clone())?;
+    let config = load_config(&workspace, None, args.ssh.is_some())?;
+    for w in config.warnings() {
+        eprintln!("reasonix: warning: {w}");
+    }
+    let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
+    let (options, laptop) = reasonix_local::client::options_for(&config);
+    let laptop_host = options.laptop_mcp.clone();
+    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
+    let (client, mut events) = reasonix_local::client::Client::start(connector, gateway, options);
+    let failed = async {
+        while let Some(ev) = events.recv().await {
+            if let reasonix_local::client::ClientEvent::Connection(
+                reasonix_local::client::ConnState::Failed { reason },
+            ) = ev
+            {
+                return reason;
+            }
+        }
+        "the client stopped".to_string()
+    };
+    // Servers start concurrently within their own startup timeouts (30 s by default); the
+    // limit here only guards against a host that never answers.
+    let limit = std::time::Duration::from_secs(300);
+    let answer = tokio::select! {
+        r = tokio::time::timeout(limit, client.request(Request::McpStatus { laptop })) => r,
+        reason = failed => return Err(CliError::connection(reason)),
+    };
+    if let Some(h) = laptop_host {
+        h.close_all();
+    }
+    let servers = match answer {
+        Ok(Ok(Response::McpServers { servers })) => servers,
+        Ok(Ok(other)) => return Err(CliError::failed(format!("unexpected answer {other:?}"))),
+        Ok(Err(e)) => {
+            // The request can end first when the supervisor gives up; its reason says why.
+            let mut reason = e.to_string();
+            while let Ok(ev) = events.try_recv() {
+                if let reasonix_local::client::ClientEvent::Connection(
+                    reasonix_local::client::ConnState::Failed { reason: r },
+                ) = ev
+                {
+                    reason = r;
+                }
+            }
+            return Err(CliError::connection(reason));
+        }
+        Err(_) => {
+            return Err(CliError::connection(format!(
+                "no answer from the host within {} s",
+                limit.as_secs()
+            )));
+        }
+    };
+    if args.json {
+        for s in &servers {
+            match serde_json::to_string(s) {
+                Ok(line) => println!("{line}"),
+                Err(e) => return Err(CliError::failed(format!("cannot encode the answer: {e}"))),
+            }
+        }
+    } else {
+        print!("{}", reasonix_local::tui::mcp_table(&servers));
+    }
+    Ok(())
+}

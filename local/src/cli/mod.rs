@@ -1,0 +1,347 @@
+//! The `reasonix` command line: arguments (clap), one function per command, and
+//! [`CliError`] carrying the exit code (`reasonix_local::exit::Exit`). A command prints its
+//! own output; its error is printed once, by `main`.
+
+mod error;
+mod headless;
+mod remote;
+mod tui;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use reasonix_local::config::{Config, LoadOptions, Overrides};
+use reasonix_local::connect::{locate_host_binary, Connector, LocalConnector, UpgradePolicy};
+use reasonix_local::exit::Exit;
+
+pub use error::CliError;
+
+#[derive(Parser)]
+#[command(name = "reasonix", version = reasonix_forward::build_id(), about = "Cache-first coding agent with a remote workbench over SSH")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    tui: TuiArgs,
+}
+
+/// Options of the interactive workbench.
+#[derive(Args, Clone, Default)]
+struct TuiArgs {
+    /// Model: provider/model, a provider name or a model name.
+    #[arg(long)]
+    model: Option<String>,
+    /// Resume this session.
+    #[arg(long)]
+    session: Option<String>,
+    /// Resume the most recent session instead of starting a new one.
+    #[arg(long = "continue")]
+    continue_last: bool,
+    /// Take over a session another client drives (it becomes read-only).
+    #[arg(long)]
+    takeover: bool,
+    /// Replace a workspace daemon of another build even if it runs a turn (interrupting it)
+    /// instead of asking.
+    #[arg(long)]
+    upgrade: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one turn headless in the current folder (or over SSH with --ssh).
+    #[command(after_help = Exit::HELP)]
+    Run(RunArgs),
+    /// Open the workbench on a remote workspace: `[user@]host[:/path]`.
+    Ssh {
+        /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`.
+        dest: String,
+        #[command(flatten)]
+        ssh: SshArgs,
+        #[command(flatten)]
+        tui: TuiArgs,
+        /// Start a new session instead of reattaching to the most recent one.
+        #[arg(long = "new")]
+        new_session: bool,
+        /// Create the workspace folder on the host when it does not exist.
+        #[arg(long)]
+        mkdir: bool,
+    },
+    /// Rewind a session to just before turn N (files, conversation or both).
+    Rewind(RewindArgs),
+    /// Manage what Reasonix installed on a host.
+    Remote {
+        #[command(subcommand)]
+        action: RemoteCmd,
+    },
+    /// MCP servers: where each runs, its state and its tools.
+    Mcp {
+        #[command(subcommand)]
+        action: McpCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCmd {
+    /// Start every MCP server of the workspace (host) and of the laptop config, and list each
+    /// with where it runs, its state (ready, or failed with the reason) and its tools.
+    List(McpListArgs),
+}
+
+#[derive(Args)]
+struct McpListArgs {
+    /// Print one JSON object per server instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Workspace folder (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// List the servers of a host workspace over SSH: `[user@]host[:/path]`.
+    #[arg(long, value_name = "DEST")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
+}
+
+#[derive(Args)]
+struct RewindArgs {
+    /// Turn number; the state just before this turn began is restored.
+    #[arg(long = "to")]
+    to: u64,
+    /// What to restore.
+    #[arg(long, value_parser = ["code", "conversation", "both"], default_value = "both")]
+    scope: String,
+    /// Only show what would change.
+    #[arg(long)]
+    dry_run: bool,
+    /// Session id (default: the most recent session of the workspace).
+    #[arg(long)]
+    session: Option<String>,
+    /// Workspace folder (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Rewind on a host over SSH.
+    #[arg(long, value_name = "DEST")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
+}
+
+#[derive(Subcommand)]
+enum RemoteCmd {
+    /// Every workspace daemon on the host with its sessions and their states; installed
+    /// versions, disk used, bwrap.
+    Status {
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// One JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Connect, install if needed, attach to the workspace daemon and print its status.
+    Ping(RemoteArgs),
+    /// Stop one workspace's daemon (`DEST:/path`); `DEST` alone stops every workspace
+    /// after asking (headless: needs --all).
+    Stop {
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// Stop every workspace daemon (and every other reasonix-remote process) of the user.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Remove every file Reasonix put on the host (keeps session journals unless --purge).
+    Uninstall {
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// Also remove session journals and checkpoints.
+        #[arg(long)]
+        purge: bool,
+    },
+}
+
+#[derive(Args)]
+struct RemoteArgs {
+    /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`.
+    dest: String,
+    #[command(flatten)]
+    ssh: SshArgs,
+}
+
+/// OpenSSH-compatible options.
+#[derive(Args, Default, Clone)]
+struct SshArgs {
+    /// Port to connect to.
+    #[arg(short = 'p', value_name = "PORT")]
+    port: Option<u16>,
+    /// Identity file (repeatable).
+    #[arg(short = 'i', value_name = "IDENTITY")]
+    identity: Vec<PathBuf>,
+    /// Jump hosts, comma separated.
+    #[arg(short = 'J', value_name = "JUMP")]
+    jump: Option<String>,
+    /// ssh_config file (`none` reads none).
+    #[arg(short = 'F', value_name = "CONFIG")]
+    config_file: Option<PathBuf>,
+    /// `Key=Value` option (repeatable).
+    #[arg(short = 'o', value_name = "KEY=VALUE")]
+    option: Vec<String>,
+}
+
+impl SshArgs {
+    fn to_options(&self) -> Result<reasonix_bootstrap::SshOptions, String> {
+        let mut o = reasonix_bootstrap::SshOptions {
+            port: self.port,
+            identity_files: self.identity.clone(),
+            jump: self.jump.clone(),
+            config_file: self.config_file.clone(),
+            ..Default::default()
+        };
+        for kv in &self.option {
+            o.push_option(kv).map_err(|e| e.to_string())?;
+        }
+        Ok(o)
+    }
+}
+
+fn ssh_connector(dest: &str, ssh: &SshArgs) -> Result<reasonix_local::ssh::SshConnector, CliError> {
+    let dest = reasonix_bootstrap::Destination::parse(dest).map_err(CliError::usage)?;
+    let opts = ssh.to_options().map_err(CliError::usage)?;
+    let prompter: Arc<dyn reasonix_bootstrap::Prompter> =
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            Arc::new(reasonix_bootstrap::TerminalPrompter::new(true))
+        } else {
+            Arc::new(reasonix_bootstrap::NonInteractivePrompter)
+        };
+    Ok(reasonix_local::ssh::SshConnector::new(dest, opts, prompter))
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The prompt; `-` reads it from standard input.
+    prompt: String,
+    /// Print one JSON event per line.
+    #[arg(long)]
+    json: bool,
+    /// With --json: put each tool's complete output in its `tool_finished` line (outputs
+    /// over 64 KiB are fetched from the host by reference and checked against their SHA-256).
+    #[arg(long, requires = "json")]
+    full_output: bool,
+    /// Allow writers without asking (explicit ask/deny rules still hold).
+    #[arg(long, conflicts_with = "yolo")]
+    auto: bool,
+    /// Never ask (deny rules still hold).
+    #[arg(long)]
+    yolo: bool,
+    /// Model: provider/model, a provider name or a model name.
+    #[arg(long = "model")]
+    run_model: Option<String>,
+    /// Resume this session.
+    #[arg(long = "session", conflicts_with = "continue_last")]
+    session: Option<String>,
+    /// Resume the most recent session of this workspace.
+    #[arg(long = "continue")]
+    continue_last: bool,
+    /// Workspace folder (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Run on a host over SSH: `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`.
+    #[arg(long, value_name = "DEST")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
+    /// If the workspace daemon is of another build and runs a turn, replace it anyway
+    /// (the turn is interrupted; its journal keeps it). Without this, `run` refuses.
+    #[arg(long)]
+    upgrade: bool,
+    /// Create the workspace folder (on the host with --ssh) when it does not exist.
+    #[arg(long)]
+    mkdir: bool,
+}
+
+/// Parse the arguments and run the command.
+pub fn run() -> Result<(), CliError> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format!("cannot start the async runtime: {e}")))?;
+    let result = rt.block_on(dispatch(cli));
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    result
+}
+
+async fn dispatch(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Some(Cmd::Run(args)) => headless::run(args).await,
+        Some(Cmd::Remote { action }) => remote::remote(action).await,
+        Some(Cmd::Rewind(args)) => headless::rewind(args).await,
+        Some(Cmd::Mcp {
+            action: McpCmd::List(args),
+        }) => headless::mcp_list(args).await,
+        Some(Cmd::Ssh {
+            dest,
+            ssh,
+            tui,
+            new_session,
+            mkdir,
+        }) => tui::tui_ssh(dest, ssh, tui, new_session, mkdir).await,
+        None => tui::tui_local(cli.tui).await,
+    }
+}
+
+/// `--workspace`, else the current folder.
+fn workspace_or_cwd(workspace: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    match workspace {
+        Some(w) => Ok(w),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("cannot determine the workspace: {e}"))),
+    }
+}
+
+/// The configuration of a session on `workspace`; `remote` (SSH) skips the laptop folder's
+/// project file, since the host applies its own workspace's file.
+fn load_config(
+    workspace: &std::path::Path,
+    model: Option<String>,
+    remote: bool,
+) -> Result<Config, CliError> {
+    Config::load(&LoadOptions {
+        project_dir: Some(workspace.to_path_buf()),
+        ignore_project: remote,
+        overrides: Overrides {
+            model,
+            ..Overrides::default()
+        },
+        ..LoadOptions::default()
+    })
+    .map_err(CliError::usage)
+}
+
+/// The transport for a command: SSH when `--ssh DEST` is given, else local mode.
+/// Headless commands never ask: a busy daemon of another build is replaced only with
+/// `upgrade` (`--upgrade`), otherwise they refuse with a message.
+fn connector_for(
+    ssh: Option<&str>,
+    ssh_opts: &SshArgs,
+    workspace: PathBuf,
+    upgrade: bool,
+    mkdir: bool,
+) -> Result<Arc<dyn Connector>, CliError> {
+    let policy = if upgrade {
+        UpgradePolicy::Force
+    } else {
+        UpgradePolicy::Refuse
+    };
+    Ok(match ssh {
+        Some(dest) => Arc::new(
+            ssh_connector(dest, ssh_opts)?
+                .with_upgrade(policy)
+                .with_mkdir(mkdir),
+        ),
+        None => Arc::new(LocalConnector {
+            upgrade: policy,
+            mkdir,
+            ..LocalConnector::new(locate_host_binary().map_err(CliError::usage)?, workspace)
+        }),
+    })
+}

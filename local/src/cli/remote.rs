@@ -1,0 +1,218 @@
+//! `reasonix remote …`: manage what Reasonix installed on a host.
+
+use std::sync::Arc;
+
+use super::{CliError, RemoteArgs, RemoteCmd};
+
+/// `reasonix remote ACTION`.
+pub(super) async fn remote(action: RemoteCmd) -> Result<(), CliError> {
+    if let RemoteCmd::Ping(args) = &action {
+        return remote_ping(args).await;
+    }
+    let (args, what) = match &action {
+        RemoteCmd::Ping(a) => (a, "ping"),
+        RemoteCmd::Status { remote, .. } => (remote, "status"),
+        RemoteCmd::Stop { remote, .. } => (remote, "stop"),
+        RemoteCmd::Uninstall { remote, .. } => (remote, "uninstall"),
+    };
+    let dest = reasonix_bootstrap::Destination::parse(&args.dest).map_err(CliError::usage)?;
+    let opts = args.ssh.to_options().map_err(CliError::usage)?;
+    let prompter: Arc<dyn reasonix_bootstrap::Prompter> =
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            Arc::new(reasonix_bootstrap::TerminalPrompter::new(false))
+        } else {
+            Arc::new(reasonix_bootstrap::NonInteractivePrompter)
+        };
+    let conn = reasonix_bootstrap::connect(&dest, &opts, prompter)
+        .await
+        .map_err(CliError::connection)?;
+    let result = match action {
+        RemoteCmd::Ping(_) => Ok(()),
+        RemoteCmd::Status { json, .. } => {
+            remote_status(&conn, json).await.map_err(|e| e.to_string())
+        }
+        RemoteCmd::Stop { all, .. } => remote_stop(&conn, dest.path.as_deref(), all).await,
+        RemoteCmd::Uninstall { purge, .. } => {
+            let scope = if purge {
+                reasonix_bootstrap::install::UninstallScope::Everything
+            } else {
+                reasonix_bootstrap::install::UninstallScope::KeepSessions
+            };
+            reasonix_bootstrap::install::uninstall(&conn, scope)
+                .await
+                .map(|removed| {
+                    for r in removed {
+                        println!("removed {r}");
+                    }
+                })
+                .map_err(|e| e.to_string())
+        }
+    };
+    conn.disconnect().await;
+    result.map_err(|e| CliError::failed(format!("remote {what} failed: {e}")))
+}
+
+/// `reasonix remote status`: every workspace daemon with its sessions (table or JSON).
+async fn remote_status(
+    conn: &reasonix_bootstrap::SshConnection,
+    json: bool,
+) -> Result<(), reasonix_bootstrap::BootstrapError> {
+    let build = reasonix_forward::build_id();
+    let ws = reasonix_bootstrap::workspaces::list(conn, build).await?;
+    let host = reasonix_bootstrap::install::status(conn).await?;
+    let place = format!("{}@{}:{}", conn.user(), conn.host(), conn.port());
+    if json {
+        let value = serde_json::json!({
+            "host": place,
+            "installed": ws.installed.iter().map(|v| serde_json::json!({"build_id": v.build_id, "size": v.size})).collect::<Vec<_>>(),
+            "lister": ws.lister,
+            "workspaces": ws.daemons,
+            "processes": ws.processes.iter().map(|p| serde_json::json!({"pid": p.pid, "command": p.command})).collect::<Vec<_>>(),
+            "disk_used": host.disk_used,
+            "bwrap": host.bwrap,
+        });
+        println!("{value}");
+        return Ok(());
+    }
+    print!(
+        "{}",
+        reasonix_local::remote_status::render(&place, build, &ws, host.disk_used, host.bwrap)
+    );
+    Ok(())
+}
+
+/// `reasonix remote stop`: one workspace (`DEST:/path`), or all of them (`--all`, or
+/// `DEST` alone after asking on a terminal).
+async fn remote_stop(
+    conn: &reasonix_bootstrap::SshConnection,
+    path: Option<&str>,
+    all: bool,
+) -> Result<(), String> {
+    let build = reasonix_forward::build_id();
+    let print = |lines: &[reasonix_forward::workspaces::StopLine]| {
+        for l in lines {
+            let interrupted = if l.interrupted.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; interrupted the turn in session(s) {}",
+                    l.interrupted.join(", ")
+                )
+            };
+            println!(
+                "stopped {} (build {}, pid {}{}){interrupted}",
+                l.workspace,
+                l.build_id,
+                l.pid,
+                if l.killed { ", killed after 5 s" } else { "" }
+            );
+        }
+    };
+    if let (Some(p), false) = (path, all) {
+        let lines = reasonix_bootstrap::workspaces::stop_workspace(conn, build, p)
+            .await
+            .map_err(|e| e.to_string())?;
+        if lines.is_empty() {
+            println!("no daemon runs for workspace {p}");
+        }
+        print(&lines);
+        return Ok(());
+    }
+    if !all {
+        let ws = reasonix_bootstrap::workspaces::list(conn, build)
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = ws
+            .daemons
+            .iter()
+            .filter_map(|d| match d {
+                reasonix_forward::workspaces::StatusLine::Daemon(d) => Some(format!(
+                    "  {}{}",
+                    d.workspace,
+                    if d.busy() { " (a turn is running)" } else { "" }
+                )),
+                reasonix_forward::workspaces::StatusLine::Unreachable { .. } => None,
+            })
+            .collect();
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Err(format!(
+                "name the workspace to stop (`reasonix remote stop {}:/path`) or pass --all to stop all {} workspace daemon(s)",
+                conn.host(),
+                names.len()
+            ));
+        }
+        println!(
+            "This stops every workspace daemon of {} on {}:\n{}",
+            conn.user(),
+            conn.host(),
+            if names.is_empty() {
+                "  (none running)".to_string()
+            } else {
+                names.join("\n")
+            }
+        );
+        eprint!("Stop them all? [y/N] ");
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing stopped");
+            return Ok(());
+        }
+    }
+    let (lines, rest) = reasonix_bootstrap::workspaces::stop_all(conn, build)
+        .await
+        .map_err(|e| e.to_string())?;
+    print(&lines);
+    if !rest.is_empty() {
+        println!("stopped {} other reasonix-remote process(es)", rest.len());
+    }
+    Ok(())
+}
+
+/// `reasonix remote ping`: connect, install if needed, attach and print the daemon status.
+async fn remote_ping(args: &RemoteArgs) -> Result<(), CliError> {
+    let connector = Arc::new(super::ssh_connector(&args.dest, &args.ssh)?);
+    let started = std::time::Instant::now();
+    let config = reasonix_local::config::Config::defaults(std::env::temp_dir());
+    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
+    let (client, mut events) = reasonix_local::client::Client::start(
+        connector,
+        gateway,
+        reasonix_local::client::ClientOptions::default(),
+    );
+    let failed = async {
+        while let Some(ev) = events.recv().await {
+            if let reasonix_local::client::ClientEvent::Connection(
+                reasonix_local::client::ConnState::Failed { reason },
+            ) = ev
+            {
+                return reason;
+            }
+        }
+        "the client stopped".to_string()
+    };
+    let status = tokio::select! {
+        r = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            client.request(reasonix_forward::proto::Request::Status),
+        ) => r,
+        reason = failed => return Err(CliError::connection(reason)),
+    };
+    match status {
+        Ok(Ok(reasonix_forward::proto::Response::Status(s))) => {
+            println!("attached in {:.3}s", started.elapsed().as_secs_f64());
+            println!("build: {}", s.build_id);
+            println!("daemon pid: {} (up {}s)", s.pid, s.uptime_secs);
+            println!("workspace: {}", s.workspace);
+            println!("sandbox: {}", s.sandbox);
+            println!("clients: {}  sessions: {}", s.clients, s.sessions);
+            if let Some(u) = s.unclean_previous_shutdown {
+                println!("note: {u}");
+            }
+            Ok(())
+        }
+        Ok(Ok(other)) => Err(CliError::failed(format!("unexpected answer {other:?}"))),
+        Ok(Err(e)) => Err(CliError::connection(e)),
+        Err(_) => Err(CliError::connection("no answer from the host within 120 s")),
+    }
+}
