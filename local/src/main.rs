@@ -61,6 +61,9 @@ enum Cmd {
         #[command(subcommand)]
         action: RemoteCmd,
     },
+    /// Serve the Agent Client Protocol on stdio for an editor (Zed `agent_servers`), on the
+    /// editor's folder or, with --ssh, on a host workspace.
+    Acp(AcpArgs),
     /// MCP servers: where each runs, its state and its tools.
     Mcp {
         #[command(subcommand)]
@@ -88,6 +91,24 @@ struct McpListArgs {
     ssh: Option<String>,
     #[command(flatten)]
     ssh_opts: SshArgs,
+}
+
+#[derive(Args)]
+struct AcpArgs {
+    /// Run the agent on a host over SSH: `[user@]host[:/path]` or
+    /// `ssh://[user@]host[:port]/path`. The host key must be known and authentication must
+    /// need no typing (agent or key file): the editor cannot answer prompts.
+    #[arg(long, value_name = "DEST")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
+    /// Model: provider/model, a provider name or a model name.
+    #[arg(long)]
+    model: Option<String>,
+    /// If the workspace daemon is of another build and runs a turn, replace it anyway
+    /// (the turn is interrupted; its journal keeps it). Without this, opening refuses.
+    #[arg(long)]
+    upgrade: bool,
 }
 
 #[derive(Args)]
@@ -258,6 +279,7 @@ fn main() -> ExitCode {
         Some(Cmd::Run(args)) => rt.block_on(run(args)),
         Some(Cmd::Remote { action }) => rt.block_on(remote(action)),
         Some(Cmd::Rewind(args)) => rt.block_on(rewind(args)),
+        Some(Cmd::Acp(args)) => rt.block_on(acp(args)),
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => rt.block_on(mcp_list(args)),
@@ -341,6 +363,30 @@ async fn run(args: RunArgs) -> i32 {
         }
     }
     outcome.code
+}
+
+async fn acp(args: AcpArgs) -> i32 {
+    let factory = match reasonix_local::acp::launch::factory(reasonix_local::acp::launch::Launch {
+        ssh: match &args.ssh {
+            Some(dest) => match args.ssh_opts.to_options() {
+                Ok(o) => Some((dest.clone(), o)),
+                Err(e) => {
+                    eprintln!("reasonix: {e}");
+                    return 2;
+                }
+            },
+            None => None,
+        },
+        model: args.model,
+        upgrade: args.upgrade,
+    }) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    reasonix_local::acp::serve(tokio::io::stdin(), tokio::io::stdout(), factory).await
 }
 
 async fn remote(action: RemoteCmd) -> i32 {
