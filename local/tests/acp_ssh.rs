@@ -19,6 +19,11 @@ use serde_json::{json, Value};
 /// The `agent_servers` args of the remote example in docs/ACP.md, with its destination
 /// replaced by `dest` and the test's SSH options appended.
 fn zed_ssh_args(rig: &Rig, port: u16) -> Vec<String> {
+    zed_ssh_args_with_key(rig, port, &rig.key.private)
+}
+
+/// [`zed_ssh_args`] with another identity file.
+fn zed_ssh_args_with_key(rig: &Rig, port: u16, key: &Path) -> Vec<String> {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/ACP.md"))
         .expect("docs/ACP.md");
     let block = doc
@@ -46,7 +51,7 @@ fn zed_ssh_args(rig: &Rig, port: u16) -> Vec<String> {
         "-F".into(),
         "none".into(),
         "-i".into(),
-        rig.key.private.display().to_string(),
+        key.display().to_string(),
         "-o".into(),
         "IdentityAgent=none".into(),
     ]);
@@ -236,6 +241,30 @@ fn unknown_host_key_fails_closed_and_says_to_run_reasonix_ssh_once() {
             "{data}"
         );
         // Nothing was installed: no credential went to an unverified host.
+        assert!(!rig.user.home.join(".reasonix/remote").exists());
+    });
+}
+
+#[test]
+fn a_key_passphrase_the_editor_cannot_type_fails_closed_and_says_to_use_the_agent() {
+    in_netns(|ns| async move {
+        let rig = Rig::new(Arc::clone(&ns), Vec::new()).await;
+        let locked = reasonix_testkit::sshd::ClientKey::generate(
+            &rig.home().join(".ssh"),
+            "id_locked",
+            Some("a passphrase nobody types"),
+        )
+        .expect("key with a passphrase");
+        rig.user.authorize(&locked.public).expect("authorize");
+        let port = rig.sshd.port();
+        let args = zed_ssh_args_with_key(&rig, port, &locked.private);
+        let child = spawn_driver(&rig, &args, "new-fails", (HEARTBEAT_MS, DEAD_AFTER_MS));
+        let (report, _) = report_of(child, Duration::from_secs(60)).await;
+        let err = &report["newSession"];
+        assert_eq!(err["code"], -32603, "{report:#}");
+        let data = err["data"].as_str().expect("the reason");
+        assert!(data.contains("[auth]"), "{data}");
+        assert!(data.contains("ssh-agent"), "{data}");
         assert!(!rig.user.home.join(".reasonix/remote").exists());
     });
 }
