@@ -103,7 +103,7 @@ pub fn drive_with(
     report
 }
 
-fn updates<'a>(report: &'a Value) -> Vec<&'a Value> {
+fn updates(report: &Value) -> Vec<&Value> {
     report["log"].as_array().expect("log").iter().collect()
 }
 
