@@ -235,6 +235,38 @@ impl Client {
         .await
     }
 
+    /// Open (attach to) a session: the answer, or why not. Shared by every front end.
+    pub async fn open_session(
+        &self,
+        open: reasonix_forward::proto::OpenSession,
+    ) -> Result<reasonix_forward::proto::SessionOpened, CallError> {
+        match self.request(Request::OpenSession(open)).await? {
+            Response::SessionOpened(o) => Ok(o),
+            other => Err(CallError::Remote(reasonix_forward::proto::RpcError::new(
+                "bad_response",
+                format!("unexpected answer to OpenSession: {other:?}"),
+            ))),
+        }
+    }
+
+    /// Submit a user turn to the open session. While another turn of the session still runs
+    /// (e.g. one left by a client that was killed, finishing through this gateway) the host
+    /// answers `busy`: wait and resubmit; the same request id makes the retries safe.
+    pub async fn submit_turn(&self, request_id: &str, text: &str) -> Result<Response, CallError> {
+        loop {
+            let submit = Request::SubmitTurn {
+                request_id: request_id.to_string(),
+                text: text.to_string(),
+            };
+            match self.request(submit).await {
+                Err(CallError::Remote(e)) if e.code == "busy" => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Skip the current backoff delay and try to reconnect at once.
     pub fn retry_now(&self) {
         self.retry_now.notify_one();

@@ -1,6 +1,7 @@
 //! `reasonix`: the laptop side — CLI, config, TUI, the provider gateway (the only code that
 //! holds an API key) and the client that keeps the link to the host alive.
 
+pub mod acp;
 pub mod client;
 pub mod config;
 pub mod connect;

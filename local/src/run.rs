@@ -109,24 +109,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 // restart the catch-up alone can end our turn (interrupted), and its notice
                 // (why, `loginctl enable-linger`) must not wait for the submit's answer.
                 let _ = tx.send(Ok(Ok(opened)));
-                // A turn still running in a continued session (e.g. left by a client that
-                // was killed, now finishing through our gateway) must end first; the same
-                // request id makes the retries safe.
-                loop {
-                    let submit = Request::SubmitTurn {
-                        request_id: rid.clone(),
-                        text: prompt.clone(),
-                    };
-                    match c.request(submit).await {
-                        Err(reasonix_forward::rpc::CallError::Remote(e)) if e.code == "busy" => {
-                            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                        }
-                        Ok(_) => return,
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                            return;
-                        }
-                    }
+                // A turn still running in a continued session must end first: the shared
+                // submit waits while the host says busy (same request id, safe to retry).
+                if let Err(e) = c.submit_turn(&rid, &prompt).await {
+                    let _ = tx.send(Err(e));
                 }
             });
         }

@@ -2,6 +2,7 @@
 //! [`CliError`] carrying the exit code (`reasonix_local::exit::Exit`). A command prints its
 //! own output; its error is printed once, by `main`.
 
+mod acp;
 mod error;
 mod headless;
 mod remote;
@@ -74,6 +75,9 @@ enum Cmd {
         #[command(subcommand)]
         action: RemoteCmd,
     },
+    /// Serve the Agent Client Protocol on stdio for an editor (Zed `agent_servers`), on the
+    /// editor's folder or, with --ssh, on a host workspace.
+    Acp(acp::AcpArgs),
     /// MCP servers: where each runs, its state and its tools.
     Mcp {
         #[command(subcommand)]
@@ -275,6 +279,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Run(args)) => headless::run(args).await,
         Some(Cmd::Remote { action }) => remote::remote(action).await,
         Some(Cmd::Rewind(args)) => headless::rewind(args).await,
+        Some(Cmd::Acp(args)) => acp::acp(args).await,
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,

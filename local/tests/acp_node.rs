@@ -1,0 +1,363 @@
+//! `reasonix acp` driven by a real ACP client: the official TypeScript SDK
+//! (`@agentclientprotocol/sdk`, installed in `tests/acp_node/` by `.ci/run`) in a small Node
+//! script, against the real binary, the real host binary and the scripted mock provider.
+//! The script prints what it received, in order; these tests check that report and the
+//! files on disk.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{host_bin, LocalRig};
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use serde_json::{json, Value};
+
+const KEY_ENV: &str = "RX_ACP_NODE_KEY";
+const KEY: &str = "sk-acp-node-test";
+
+fn node_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_node")
+}
+
+/// The `agent_servers` entry of the `n`th JSON example in docs/ACP.md: (command, args).
+pub fn zed_example(n: usize) -> (String, Vec<String>) {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/ACP.md"))
+        .expect("docs/ACP.md");
+    let block = doc
+        .split("```json\n")
+        .nth(n + 1)
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("docs/ACP.md has no JSON example {n}"));
+    let v: Value = serde_json::from_str(block).expect("the Zed example is valid JSON");
+    let servers = v["agent_servers"].as_object().expect("agent_servers");
+    let (_, entry) = servers.iter().next().expect("one agent server");
+    assert_eq!(entry["type"], "custom");
+    let args = entry["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_string())
+        .collect();
+    (
+        entry["command"].as_str().expect("command").to_string(),
+        args,
+    )
+}
+
+/// Run one scenario of `drive.mjs` with the local Zed example's arguments; its JSON report.
+fn drive(rig: &LocalRig, scenario: &str, arg: Option<&str>) -> Value {
+    let (command, args) = zed_example(0);
+    assert_eq!(command, "reasonix");
+    drive_with(rig, &args, &[], scenario, arg)
+}
+
+/// Run one scenario with these agent arguments and extra environment.
+pub fn drive_with(
+    rig: &LocalRig,
+    args: &[String],
+    env: &[(&str, &str)],
+    scenario: &str,
+    arg: Option<&str>,
+) -> Value {
+    let dir = node_dir();
+    assert!(
+        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
+        "the ACP TypeScript SDK is not installed: run `npm ci --prefix local/tests/acp_node` (.ci/run does)"
+    );
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("drive.mjs")).arg(scenario);
+    if let Some(a) = arg {
+        cmd.arg(a);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .env("AGENT_ARGV", serde_json::to_string(args).expect("argv"))
+        .env("REASONIX_BIN", env!("CARGO_BIN_EXE_reasonix"))
+        .env("WS", &rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("node runs (Node 20 is part of the machine)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = stdout
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no report from the ACP client; stdout: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(
+        out.status.success(),
+        "the ACP client failed: {report:#}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
+fn updates(report: &Value) -> Vec<&Value> {
+    report["log"].as_array().expect("log").iter().collect()
+}
+
+fn position(log: &[&Value], pred: impl Fn(&Value) -> bool) -> usize {
+    log.iter()
+        .position(|v| pred(v))
+        .unwrap_or_else(|| panic!("not in the log: {log:#?}"))
+}
+
+#[test]
+fn prompt_with_an_approved_edit_streams_updates_in_order_and_changes_the_file() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![
+                MockToolCall::new(
+                    "c-plan",
+                    "todo_write",
+                    &json!({"todos": [
+                        {"content": "edit a.txt", "status": "in_progress"},
+                        {"content": "check it", "status": "pending"}]})
+                    .to_string(),
+                ),
+                MockToolCall::new(
+                    "c-edit",
+                    "edit_file",
+                    &json!({"path": "a.txt", "old_string": "old line", "new_string": "new line"})
+                        .to_string(),
+                ),
+            ],
+            5,
+        ),
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "c-cat",
+                "bash",
+                &json!({"command": "cat a.txt"}).to_string(),
+            )],
+            3,
+        ),
+        MockReply::Reasoning {
+            reasoning: vec!["the file ".into(), "looks right".into()],
+            text: vec!["Done: ".into(), "a.txt changed.".into()],
+        },
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    std::fs::write(rig.home.join(".env"), format!("{KEY_ENV}={KEY}\n")).expect(".env");
+    std::fs::write(rig.ws.join("a.txt"), "old line\n").expect("a.txt");
+
+    let report = drive(&rig, "edit", None);
+    assert_eq!(report["stopReason"], "end_turn", "{report:#}");
+    assert_eq!(report["init"]["protocolVersion"], 1);
+    assert_eq!(report["init"]["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        report["agentExit"], 0,
+        "the agent exits when the editor closes stdin"
+    );
+    assert_eq!(
+        std::fs::read_to_string(rig.ws.join("a.txt")).expect("a.txt"),
+        "new line\n"
+    );
+
+    let log = updates(&report);
+    // The slash commands are announced once the session exists.
+    let cmds = position(&log, |v| v["kind"] == "available_commands_update");
+    assert_eq!(
+        log[cmds]["commands"],
+        json!(["continue", "status", "rewind"])
+    );
+    // The edit: announced with its diff, asked, run, finished — in that order.
+    let announced = position(&log, |v| v["kind"] == "tool_call" && v["id"] == "c-edit");
+    assert_eq!(log[announced]["toolKind"], "edit");
+    // Pending is the protocol's default status (the SDK omits it on the wire).
+    assert!(
+        log[announced]["status"].is_null() || log[announced]["status"] == "pending",
+        "{:?}",
+        log[announced]
+    );
+    let ws = std::fs::canonicalize(&rig.ws).expect("ws");
+    let abs = ws.join("a.txt").display().to_string();
+    assert_eq!(log[announced]["locations"], json!([abs]));
+    let diff = &log[announced]["content"][0];
+    assert_eq!(diff["type"], "diff");
+    assert_eq!(diff["oldText"], "old line");
+    assert_eq!(diff["newText"], "new line");
+    let asked = position(&log, |v| v["at"] == "permission");
+    assert_eq!(log[asked]["id"], "c-edit", "the permission names the call");
+    assert_eq!(
+        log[asked]["options"],
+        json!([
+            "allow_once:allow_once",
+            "allow_always:allow_always",
+            "reject:reject_once"
+        ])
+    );
+    let permissions = log.iter().filter(|v| v["at"] == "permission").count();
+    assert_eq!(permissions, 1, "todo_write and `cat` need no approval");
+    let running = position(&log, |v| {
+        v["kind"] == "tool_call_update" && v["id"] == "c-edit" && v["status"] == "in_progress"
+    });
+    let done = position(&log, |v| {
+        v["kind"] == "tool_call_update" && v["id"] == "c-edit" && v["status"] == "completed"
+    });
+    assert!(
+        announced < asked && asked < running && running < done,
+        "{log:#?}"
+    );
+    // The plan of todo_write.
+    let plan = position(&log, |v| v["kind"] == "plan");
+    assert_eq!(
+        log[plan]["entries"],
+        json!(["in_progress:edit a.txt", "pending:check it"])
+    );
+    // bash: an execute call whose output is a fenced block with the new content.
+    let cat = position(&log, |v| v["kind"] == "tool_call" && v["id"] == "c-cat");
+    assert_eq!(log[cat]["toolKind"], "execute");
+    let cat_done = position(&log, |v| {
+        v["kind"] == "tool_call_update" && v["id"] == "c-cat" && v["status"] == "completed"
+    });
+    let out = log[cat_done]["content"][0]["content"]["text"]
+        .as_str()
+        .expect("text output");
+    assert!(
+        out.starts_with("```\n") && out.contains("new line"),
+        "{out}"
+    );
+    assert!(done < cat && cat < cat_done);
+    // Reasoning then answer, streamed as chunks after the tools.
+    let thought: String = log
+        .iter()
+        .filter(|v| v["kind"] == "agent_thought_chunk")
+        .map(|v| v["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(thought, "the file looks right");
+    let answer: String = log
+        .iter()
+        .filter(|v| v["kind"] == "agent_message_chunk")
+        .map(|v| v["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(answer, "Done: a.txt changed.");
+    let first_thought = position(&log, |v| v["kind"] == "agent_thought_chunk");
+    let first_answer = position(&log, |v| v["kind"] == "agent_message_chunk");
+    assert!(cat_done < first_thought && first_thought < first_answer);
+    // The editor's own prompt is not echoed back.
+    assert!(!log.iter().any(|v| v["kind"] == "user_message_chunk"));
+    // The model calls went through the laptop gateway with the laptop's key.
+    assert_eq!(mock.request_count(), 3);
+    assert_eq!(
+        mock.requests()[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+}
+
+#[test]
+fn cancel_mid_stream_ends_the_prompt_as_cancelled_and_the_session_goes_on() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let long: Vec<String> = (0..200).map(|i| format!("word{i} ")).collect();
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::text(&long).slow(Duration::from_millis(50)),
+        MockReply::text(&["short"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let report = drive(&rig, "cancel", None);
+    assert_eq!(report["stopReason"], "cancelled", "{report:#}");
+    assert_eq!(report["secondStopReason"], "end_turn");
+    let log = updates(&report);
+    let sent = position(&log, |v| v["at"] == "cancel-sent");
+    let streamed = log
+        .iter()
+        .filter(|v| v["kind"] == "agent_message_chunk")
+        .filter_map(|v| v["text"].as_str())
+        .filter(|t| t.starts_with("word"))
+        .count();
+    assert!(sent > 0);
+    assert!(
+        streamed < 200,
+        "the stream was cut, not played to its end ({streamed} chunks)"
+    );
+    assert!(log
+        .iter()
+        .any(|v| v["kind"] == "agent_message_chunk" && v["text"] == "short"));
+}
+
+#[test]
+fn session_load_replays_a_session_made_with_run_and_continues_it() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "c-ls",
+                "ls",
+                &json!({"path": "."}).to_string(),
+            )],
+            3,
+        ),
+        MockReply::text(&["first ", "answer"]),
+        MockReply::text(&["second answer"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let out = Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(["run", "--json", "what is here?"])
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("reasonix run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "run: {stdout}");
+    let session = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "session")
+        .and_then(|v| v["session"].as_str().map(str::to_string))
+        .expect("run names its session");
+
+    let report = drive(&rig, "load", Some(&session));
+    let log = updates(&report);
+    let loaded = position(&log, |v| v["at"] == "loaded");
+    // History, before the answer to session/load: the user's turn, the tool, the answer.
+    let user = position(&log, |v| {
+        v["kind"] == "user_message_chunk" && v["text"] == "what is here?"
+    });
+    let tool = position(&log, |v| v["kind"] == "tool_call" && v["id"] == "c-ls");
+    let tool_done = position(&log, |v| {
+        v["kind"] == "tool_call_update" && v["id"] == "c-ls" && v["status"] == "completed"
+    });
+    let first: String = log[..loaded]
+        .iter()
+        .filter(|v| v["kind"] == "agent_message_chunk")
+        .filter_map(|v| v["text"].as_str())
+        .collect();
+    assert_eq!(first, "first answer", "{log:#?}");
+    assert!(user < tool && tool < tool_done && tool_done < loaded);
+    assert!(log[..loaded]
+        .iter()
+        .all(|v| v["session"] == session.as_str() || v["at"] != "update"));
+    // The loaded session goes on with its history: the model sees the first turn.
+    assert_eq!(report["stopReason"], "end_turn");
+    let after: String = log[loaded..]
+        .iter()
+        .filter(|v| v["kind"] == "agent_message_chunk")
+        .filter_map(|v| v["text"].as_str())
+        .collect();
+    assert_eq!(after, "second answer");
+    let last = mock.requests().last().expect("a request").messages();
+    let texts: Vec<String> = last.iter().map(|m| m.to_string()).collect();
+    assert!(
+        texts.iter().any(|m| m.contains("what is here?")),
+        "{texts:#?}"
+    );
+    assert!(texts.iter().any(|m| m.contains("and now?")));
+    // Bad requests are JSON-RPC errors and the agent lives on.
+    assert_eq!(report["unknownLoad"]["code"], -32002, "{report:#}");
+    assert_eq!(report["unknownPrompt"]["code"], -32002);
+}
