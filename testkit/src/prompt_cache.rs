@@ -153,7 +153,7 @@ mod tests {
         let second = c.account(1, "k", &body(&[&big, "more"])).expect("fits");
         // The shared prefix is the first message minus its closing bytes: ~1000 tokens, cut
         // to whole 64-token units.
-        assert_eq!(second.hit_tokens % CACHE_UNIT_TOKENS, 0);
+        assert!(second.hit_tokens.is_multiple_of(CACHE_UNIT_TOKENS));
         assert!(
             second.hit_tokens >= 960 && second.hit_tokens <= 1024,
             "{second:?}"
