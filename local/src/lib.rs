@@ -4,6 +4,7 @@
 pub mod client;
 pub mod config;
 pub mod connect;
+pub mod context;
 pub mod gateway;
 pub mod mcp_host;
 pub mod remote_status;

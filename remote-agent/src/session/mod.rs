@@ -22,6 +22,7 @@ use crate::policy::{Decision, Mode, Policy};
 use crate::tools::{JobTable, ToolContext, ToolRegistry};
 use reasonix_forward::content::EXTERNALIZE_OVER;
 
+mod compact;
 mod provider;
 mod rewind;
 mod turn;
@@ -100,6 +101,8 @@ struct Inner {
     prev_prefix: Option<(String, String, u64)>,
     created: String,
     title: String,
+    /// Prompt-size accounting for the compaction ladder.
+    context: compact::ContextState,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -244,6 +247,7 @@ impl Session {
                 prev_prefix: None,
                 created,
                 title,
+                context: compact::ContextState::default(),
             }),
             live,
             driver,
