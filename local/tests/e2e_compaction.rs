@@ -120,6 +120,30 @@ fn is_summary_request(r: &RecordedRequest) -> bool {
 fn chooser(steps: usize) -> impl Fn(&RecordedRequest) -> MockReply + Send + Sync + 'static {
     move |r: &RecordedRequest| {
         let msgs = r.messages();
+        // A probe turn: load the first snipped result by the id its placeholder names.
+        let last_user = msgs.iter().rev().find(|m| m["role"] == "user").map(content);
+        if last_user.map(|u| u.starts_with("probe")).unwrap_or(false) {
+            if msgs.last().map(|m| m["role"] == "tool").unwrap_or(false) {
+                return MockReply::text(&["loaded"]);
+            }
+            let id = msgs
+                .iter()
+                .find_map(|m| {
+                    let c = content(m);
+                    c.strip_prefix("[snipped tool result:")?;
+                    let rest = &c[c.find("archived on the host as ")? + 24..];
+                    Some(rest[..rest.find(';')?].to_string())
+                })
+                .unwrap_or_default();
+            return MockReply::tool_calls(
+                vec![MockToolCall::new(
+                    "probe-1",
+                    "history",
+                    &json!({"load": id}).to_string(),
+                )],
+                64,
+            );
+        }
         if is_summary_request(r) {
             return MockReply::text(&[
                 "## Goal\n- read the workspace files turn by turn\n## Files touched\n- f*.txt (read)\n",
@@ -403,6 +427,7 @@ async fn rewind_to_before_a_compaction_restores_the_conversation_exactly() {
     }
     let (t, first_req_of_turn) = compacted_turn.expect("a compaction within 12 turns");
     assert!(t > 0, "the first turn cannot compact");
+    let reqs_before_probe = mock.request_count();
     // The last main request before turn t: what the conversation was before the rewrite.
     let reqs = mock.requests();
     let before = reqs[..first_req_of_turn]
@@ -410,6 +435,42 @@ async fn rewind_to_before_a_compaction_restores_the_conversation_exactly() {
         .rfind(|r| !is_summary_request(r))
         .expect("a request before")
         .clone();
+
+    // The history tool loads a snipped original in full by the id its placeholder names.
+    let out = reasonix(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--full-output",
+            "--yolo",
+            "--continue",
+            "probe: load it",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    let probe = lines
+        .iter()
+        .find(|l| l["type"] == "tool_finished" && l["name"] == "history")
+        .expect("history ran");
+    assert_eq!(probe["is_error"], false, "{probe}");
+    let loaded = probe["output"].as_str().expect("full output");
+    assert!(loaded.contains("archived snip"), "{loaded}");
+    assert!(
+        loaded.contains("the quick brown fox"),
+        "the original content: {loaded}"
+    );
+    assert!(
+        loaded.len() > 5 * 1024,
+        "the whole original ({} bytes)",
+        loaded.len()
+    );
+    assert!(mock.request_count() > reqs_before_probe);
 
     // Rewind the conversation to before turn t (journal turns count from 1).
     let out = reasonix(

@@ -15,6 +15,7 @@
 
 pub mod archive;
 pub mod estimate;
+pub mod history;
 
 use reasonix_forward::proto::{CompactionKind, ContextSettings, SnippedResult};
 use serde_json::{json, Value};

@@ -388,3 +388,85 @@ fn archive_tag() -> String {
 pub(super) fn request_bytes_of(prefix: &Prefix, messages: &[Value]) -> usize {
     estimate::request_bytes(&prefix.system, &prefix.tools, messages)
 }
+
+/// The session's history as the `history` tool searches it: every journaled user turn,
+/// assistant message and tool result (the originals, before any compaction), then every
+/// archived message. Holds the session weakly (the session owns the tool context).
+pub(super) struct SessionHistory {
+    session: std::sync::Weak<Session>,
+}
+
+impl SessionHistory {
+    pub(super) fn of(session: &Arc<Session>) -> SessionHistory {
+        SessionHistory {
+            session: Arc::downgrade(session),
+        }
+    }
+}
+
+impl compaction::history::HistorySource for SessionHistory {
+    fn documents(&self) -> Vec<compaction::history::HistoryDoc> {
+        use compaction::history::HistoryDoc;
+        let Some(session) = self.session.upgrade() else {
+            return Vec::new();
+        };
+        let mut docs = Vec::new();
+        {
+            let inner = session.lock();
+            for e in &inner.events {
+                let (role, text) = match &e.kind {
+                    EventKind::UserTurn { text, .. } => ("user".to_string(), text.clone()),
+                    EventKind::AssistantMessage {
+                        content,
+                        tool_calls,
+                        ..
+                    } => {
+                        let mut t = content.clone();
+                        for c in tool_calls {
+                            t.push_str(&format!("\n[call {} {}]", c.name, c.arguments));
+                        }
+                        ("assistant".to_string(), t)
+                    }
+                    EventKind::ToolFinished { name, output, .. } => {
+                        (format!("tool {name}"), output.clone())
+                    }
+                    EventKind::SessionStarted { .. }
+                    | EventKind::TextDelta { .. }
+                    | EventKind::ReasoningDelta { .. }
+                    | EventKind::ToolStarted { .. }
+                    | EventKind::ApprovalRequested { .. }
+                    | EventKind::ApprovalAnswered { .. }
+                    | EventKind::Usage { .. }
+                    | EventKind::TurnFinished { .. }
+                    | EventKind::Notice { .. }
+                    | EventKind::Checkpoint { .. }
+                    | EventKind::Compacted { .. } => continue,
+                };
+                docs.push(HistoryDoc {
+                    id: format!("e{}", e.seq),
+                    turn: e.turn,
+                    role,
+                    text,
+                });
+            }
+        }
+        // The archive keeps what a rewind cut from the journal, too.
+        if let Ok(records) = archive::read_all(&session.archive_path()) {
+            for r in records {
+                let text = r
+                    .message
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                docs.push(HistoryDoc {
+                    id: r.id,
+                    turn: r.turn,
+                    role: format!("archived {}", r.kind),
+                    text,
+                });
+            }
+        }
+        docs
+    }
+}

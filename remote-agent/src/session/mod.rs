@@ -262,6 +262,11 @@ impl Session {
                 journal_path.parent().unwrap_or(std::path::Path::new(".")),
             ),
         });
+        session
+            .tool_ctx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .history = Arc::new(compact::SessionHistory::of(&session));
         Ok((session, notice))
     }
 
@@ -449,6 +454,7 @@ impl Session {
                 ctx.mutation_hook = Arc::clone(&slot.mutation_hook);
                 ctx.jobs = Arc::clone(&slot.jobs);
                 ctx.todos = Arc::clone(&slot.todos);
+                ctx.history = Arc::clone(&slot.history);
                 *slot = ctx;
             }
             let mut inner = self.lock();
