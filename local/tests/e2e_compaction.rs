@@ -513,3 +513,73 @@ async fn rewind_to_before_a_compaction_restores_the_conversation_exactly() {
             && !content(m).starts_with("[snipped tool result:")));
     stop_daemon(&env.home);
 }
+
+/// The turn a recorded request belongs to (from its last "turn T:" prompt).
+fn turn_of(r: &RecordedRequest) -> Option<usize> {
+    r.messages()
+        .iter()
+        .rev()
+        .filter(|m| m["role"] == "user")
+        .find_map(|m| {
+            content(m)
+                .strip_prefix("turn ")
+                .and_then(|s| s.split(':').next())
+                .and_then(|n| n.parse().ok())
+        })
+}
+
+/// `bench/long_session.sh`: a long scripted session (LONG_TURNS turns of LONG_STEPS
+/// `read_file` steps, window LONG_WINDOW) priced at DeepSeek's list prices (miss $0.28,
+/// hit $0.028 per 1M input tokens), against a naive baseline that rebuilds the prefix and
+/// history every turn (each turn's first request misses in full; later requests of a turn
+/// hit their predecessor), computed over the same prompts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run bench/long_session.sh"]
+async fn bench_long_session() {
+    let env_num = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let turns = env_num("LONG_TURNS", 100) as usize;
+    let steps = env_num("LONG_STEPS", 3) as usize;
+    let window = env_num("LONG_WINDOW", 128_000);
+    let mock = MockProvider::start_with(chooser(steps)).await;
+    mock.enable_prompt_cache(Some(window));
+    let env = setup(&mock.base_url());
+    write_config(&env.home, &mock.base_url(), window);
+    let mut compactions = 0;
+    for t in 0..turns {
+        let lines = run_turn(&env, t, t == 0);
+        compactions += lines.iter().filter(|l| l["type"] == "compacted").count();
+    }
+    stop_daemon(&env.home);
+    let acc = mock.prompt_accounting();
+    let reqs = mock.requests();
+    assert!(acc.iter().all(|a| !a.rejected), "a request over the window");
+    let (miss_price, hit_price) = (0.28, 0.028);
+    let prompt: u64 = acc.iter().map(|a| a.prompt_tokens).sum();
+    let hit: u64 = acc.iter().map(|a| a.hit_tokens).sum();
+    let ours: f64 = acc
+        .iter()
+        .map(|a| (a.miss_tokens as f64 * miss_price + a.hit_tokens as f64 * hit_price) / 1e6)
+        .sum();
+    let mut naive = 0.0;
+    let mut prev: Option<(Option<usize>, u64)> = None;
+    for (a, r) in acc.iter().zip(&reqs) {
+        let turn = turn_of(r);
+        let h = match prev {
+            Some((t, p)) if t == turn => (p / 64 * 64).min(a.prompt_tokens),
+            _ => 0,
+        };
+        naive += ((a.prompt_tokens - h) as f64 * miss_price + h as f64 * hit_price) / 1e6;
+        prev = Some((turn, a.prompt_tokens));
+    }
+    println!(
+        "long session: {turns} turns x {steps} steps, window {window}: requests {}, compactions {compactions}, prompt tokens {prompt}, from cache {:.1} %, input cost ${ours:.4} vs naive ${naive:.4} (saving {:.1} %)",
+        reqs.len(),
+        100.0 * hit as f64 / prompt as f64,
+        100.0 * (1.0 - ours / naive)
+    );
+}
