@@ -239,6 +239,72 @@ pub struct SessionSettings {
     /// MCP servers that run on the laptop and are tunnelled over the link (names).
     #[serde(default)]
     pub laptop_mcp: Vec<String>,
+    /// The model's context window and the compaction ladder (from the laptop's provider
+    /// config); absent or `window = 0`: the host never rewrites the history.
+    #[serde(default)]
+    pub context: ContextSettings,
+}
+
+/// The context window of the session's model and the thresholds of the compaction ladder.
+/// Ratios are fractions of the window in thousandths (integers keep the settings `Eq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextSettings {
+    /// Context window in tokens; 0 disables compaction.
+    pub window: u64,
+    /// From this fraction (‰) old tool results outside the tail are snipped (default 600).
+    pub snip_permille: u32,
+    /// From this fraction (‰) the old middle is summarised at a turn start (default 800).
+    pub compact_permille: u32,
+    /// From this fraction (‰) compaction is forced before any request (default 900).
+    pub force_permille: u32,
+    /// Recent tokens kept verbatim by every rewrite (absolute, default 16,384).
+    pub tail_tokens: u64,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            window: 0,
+            snip_permille: 600,
+            compact_permille: 800,
+            force_permille: 900,
+            tail_tokens: 16_384,
+        }
+    }
+}
+
+/// What a compaction did to the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionKind {
+    /// Old tool results were replaced by placeholders naming their archived originals.
+    Snip,
+    /// The old middle of the conversation was replaced by a model-written summary.
+    Summary,
+}
+
+/// Why a compaction ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionTrigger {
+    /// The context crossed the snip or compact ratio at a turn start.
+    Threshold,
+    /// The next request would have crossed the force ratio (may be mid-turn).
+    Forced,
+    /// The user asked for it (`/compact`).
+    User,
+}
+
+/// One tool result replaced by a placeholder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnippedResult {
+    /// The tool call whose result was snipped.
+    pub call_id: String,
+    /// Id of the original in the session's archive.
+    pub archive_id: String,
+    /// Bytes of the original content.
+    pub bytes: u64,
 }
 
 /// The answer to an approval request.
@@ -737,5 +803,34 @@ pub enum EventKind {
         id: String,
         /// Paths captured.
         paths: Vec<String>,
+    },
+    /// The history was rewritten to stay inside the context window: a declared cache reset
+    /// (the next request misses the provider's cache once, from the rewrite on). The
+    /// originals are in the session's archive; replaying the journal applies the rewrite
+    /// again, and a rewind to before it restores the conversation as it was.
+    Compacted {
+        /// Snip or summary.
+        kind: CompactionKind,
+        /// Why it ran.
+        trigger: CompactionTrigger,
+        /// Estimated prompt tokens of the next request before the rewrite.
+        tokens_before: u64,
+        /// Estimated prompt tokens after it.
+        tokens_after: u64,
+        /// Snip: the tool results replaced by placeholders.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        snipped: Vec<SnippedResult>,
+        /// Summary: conversation messages `[start, end)` (0 = first message after the
+        /// system prompt) replaced by one summary message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaced: Option<(u64, u64)>,
+        /// Summary: the summary message's content (`<compaction-summary>…`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// Archive ids of the summarised messages, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        archived: Vec<String>,
+        /// Archive file (name, relative to the sessions directory).
+        archive: String,
     },
 }

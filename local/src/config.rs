@@ -167,6 +167,12 @@ pub struct AgentConfig {
     pub temperature: Option<f64>,
     /// Compact the context when it reaches `context_window × compact_ratio`.
     pub compact_ratio: f64,
+    /// Snip old tool results when the context reaches `context_window × this`.
+    pub tool_result_snip_ratio: f64,
+    /// Compact even mid-turn before a request would reach `context_window × this`.
+    pub compact_force_ratio: f64,
+    /// Recent tokens every compaction keeps verbatim (absolute).
+    pub compact_tail_tokens: u64,
     /// Model steps per turn before the turn pauses.
     pub max_steps: u32,
 }
@@ -176,6 +182,9 @@ impl Default for AgentConfig {
         Self {
             temperature: None,
             compact_ratio: 0.8,
+            tool_result_snip_ratio: 0.6,
+            compact_force_ratio: 0.9,
+            compact_tail_tokens: 16_384,
             max_steps: 50,
         }
     }
@@ -476,6 +485,26 @@ impl Config {
         self.providers.iter().find(|p| p.name == name)
     }
 
+    /// The context window of `model` (or the default model) and the compaction ladder of
+    /// `[agent]`, as the host receives them. A model that does not resolve gets `window = 0`
+    /// (no compaction; its requests fail with the resolution error anyway).
+    pub fn context_settings(
+        &self,
+        model: Option<&str>,
+    ) -> reasonix_forward::proto::ContextSettings {
+        let permille = |r: f64| (r * 1000.0).round().clamp(0.0, 1000.0) as u32;
+        reasonix_forward::proto::ContextSettings {
+            window: self
+                .resolve_model(model)
+                .map(|m| m.context_window)
+                .unwrap_or(0),
+            snip_permille: permille(self.agent.tool_result_snip_ratio),
+            compact_permille: permille(self.agent.compact_ratio),
+            force_permille: permille(self.agent.compact_force_ratio),
+            tail_tokens: self.agent.compact_tail_tokens,
+        }
+    }
+
     /// Resolve a model label: `provider/model`, a provider name (its default model), or a
     /// bare model name listed by some provider (the first such provider wins). `None` or an
     /// empty label means `default_model`, else the first provider's default model.
@@ -562,6 +591,12 @@ impl Config {
         set(&mut self.agent.temperature, a.temperature.map(Some));
         set(&mut self.agent.compact_ratio, a.compact_ratio);
         set(&mut self.agent.max_steps, a.max_steps);
+        set(
+            &mut self.agent.tool_result_snip_ratio,
+            a.tool_result_snip_ratio,
+        );
+        set(&mut self.agent.compact_force_ratio, a.compact_force_ratio);
+        set(&mut self.agent.compact_tail_tokens, a.compact_tail_tokens);
         let t = file.tools;
         set(&mut self.tools.enabled, t.enabled.map(Some));
         set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
@@ -720,6 +755,12 @@ impl Config {
         set(&mut self.agent.temperature, a.temperature.map(Some));
         set(&mut self.agent.compact_ratio, a.compact_ratio);
         set(&mut self.agent.max_steps, a.max_steps);
+        set(
+            &mut self.agent.tool_result_snip_ratio,
+            a.tool_result_snip_ratio,
+        );
+        set(&mut self.agent.compact_force_ratio, a.compact_force_ratio);
+        set(&mut self.agent.compact_tail_tokens, a.compact_tail_tokens);
 
         let t = &file.tools;
         if let Some(list) = t.enabled.clone() {
@@ -814,10 +855,28 @@ impl Config {
             key: key.to_string(),
             message,
         };
-        if !(self.agent.compact_ratio > 0.0 && self.agent.compact_ratio <= 1.0) {
+        for (key, v) in [
+            ("agent.compact_ratio", self.agent.compact_ratio),
+            (
+                "agent.tool_result_snip_ratio",
+                self.agent.tool_result_snip_ratio,
+            ),
+            ("agent.compact_force_ratio", self.agent.compact_force_ratio),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(invalid(key, format!("must be in (0, 1], got {v}")));
+            }
+        }
+        let a = &self.agent;
+        if !(a.tool_result_snip_ratio <= a.compact_ratio
+            && a.compact_ratio <= a.compact_force_ratio)
+        {
             return Err(invalid(
                 "agent.compact_ratio",
-                format!("must be in (0, 1], got {}", self.agent.compact_ratio),
+                format!(
+                    "the ladder must climb: tool_result_snip_ratio ({}) ≤ compact_ratio ({}) ≤ compact_force_ratio ({}); fix the order in [agent]",
+                    a.tool_result_snip_ratio, a.compact_ratio, a.compact_force_ratio
+                ),
             ));
         }
         if let Some(t) = self.agent.temperature {
@@ -958,6 +1017,9 @@ struct ProviderFile {
 struct AgentFile {
     temperature: Option<f64>,
     compact_ratio: Option<f64>,
+    tool_result_snip_ratio: Option<f64>,
+    compact_force_ratio: Option<f64>,
+    compact_tail_tokens: Option<u64>,
     max_steps: Option<u32>,
 }
 

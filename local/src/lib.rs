@@ -5,6 +5,7 @@ pub mod acp;
 pub mod client;
 pub mod config;
 pub mod connect;
+pub mod context;
 pub mod exit;
 pub mod gateway;
 pub mod mcp_host;

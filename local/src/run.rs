@@ -58,6 +58,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         max_steps: Some(config.agent.max_steps),
         policy: config.session_policy(),
         laptop_mcp,
+        context: config.context_settings(opts.model.as_deref()),
     };
     // Ignored project settings the laptop already printed (local mode reads the same file).
     let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();
@@ -66,6 +67,13 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     let mut our_turn: Option<u64> = None;
     let mut last_seq = 0u64;
     let mut usage = Usage::default();
+    let mut tally = Tally {
+        prices: config
+            .resolve_model(opts.model.as_deref())
+            .ok()
+            .and_then(|m| m.prices),
+        ..Tally::default()
+    };
     let mut model = String::new();
     let mut need_open = true;
     // An OpenSession sent and not answered yet: its notice is still to come.
@@ -214,10 +222,19 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         usage.cache_hit_tokens += u.cache_hit_tokens;
                         usage.cache_miss_tokens += u.cache_miss_tokens;
                         usage.reasoning_tokens += u.reasoning_tokens;
+                        tally.requests += 1;
+                        if let Some(p) = &tally.prices {
+                            tally.cost =
+                                Some(tally.cost.unwrap_or(0.0) + crate::context::cost_of(u, p));
+                        }
                         model = m.clone();
                         if let Some(n) = cache_note {
                             out.notice(n);
                         }
+                    }
+                    EventKind::Compacted { .. } => {
+                        tally.compactions += 1;
+                        out.event(&e.kind);
                     }
                     EventKind::TurnFinished { outcome, detail } => {
                         // Catch-up events may overtake the answer to the re-open; its notice
@@ -235,7 +252,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                                 }
                             }
                         }
-                        out.finished(outcome, detail.as_deref(), &usage, &model);
+                        out.finished(outcome, detail.as_deref(), &usage, &model, &tally);
                         return match outcome.as_str() {
                             "completed" if !denied_headless.is_empty() => RunOutcome {
                                 exit: Exit::NeedsApproval,
@@ -511,6 +528,19 @@ impl Printer {
                     json!({"type": "approval_requested", "tool": tool, "arguments": arguments, "reason": reason})
                 }
                 EventKind::Notice { text } => json!({"type": "notice", "text": text}),
+                EventKind::Compacted {
+                    kind,
+                    trigger,
+                    tokens_before,
+                    tokens_after,
+                    snipped,
+                    archived,
+                    archive,
+                    ..
+                } => json!({"type": "compacted", "kind": kind, "trigger": trigger,
+                    "tokens_before": tokens_before, "tokens_after": tokens_after,
+                    "snipped": snipped.len(), "summarised": archived.len(),
+                    "archive": archive, "cache_reset": true}),
                 _ => return,
             };
             self.line(v);
@@ -544,6 +574,24 @@ impl Printer {
                 eprintln!("[tool] {name} failed: {}", terminal_safe(&summary(output)));
             }
             EventKind::Notice { text } => eprintln!("[reasonix] {}", terminal_safe(text)),
+            EventKind::Compacted {
+                kind,
+                trigger,
+                tokens_before,
+                tokens_after,
+                snipped,
+                archived,
+                ..
+            } => eprintln!(
+                "[reasonix] {}",
+                crate::context::compaction_line(
+                    *kind,
+                    *trigger,
+                    *tokens_before,
+                    *tokens_after,
+                    snipped.len().max(archived.len())
+                )
+            ),
             _ => {}
         }
     }
@@ -605,13 +653,27 @@ impl Printer {
         self.line(v);
     }
 
-    fn finished(&mut self, outcome: &str, detail: Option<&str>, usage: &Usage, model: &str) {
+    fn finished(
+        &mut self,
+        outcome: &str,
+        detail: Option<&str>,
+        usage: &Usage,
+        model: &str,
+        tally: &Tally,
+    ) {
         if self.json {
+            let hit_ratio = if usage.prompt_tokens > 0 {
+                Some(usage.cache_hit_tokens as f64 / usage.prompt_tokens as f64)
+            } else {
+                None
+            };
             self.line(json!({"type": "turn_finished", "outcome": outcome, "detail": detail,
                 "model": model,
                 "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                           "cache_hit_tokens": usage.cache_hit_tokens, "cache_miss_tokens": usage.cache_miss_tokens,
-                          "reasoning_tokens": usage.reasoning_tokens}}));
+                          "reasoning_tokens": usage.reasoning_tokens},
+                "requests": tally.requests, "compactions": tally.compactions,
+                "cache_hit_ratio": hit_ratio, "cost_usd": tally.cost}));
         } else {
             println!();
             if outcome != "completed" {
@@ -622,6 +684,19 @@ impl Printer {
             }
         }
     }
+}
+
+/// Per-run figures beyond the token sums.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Model requests of the turn (including compaction summaries).
+    requests: u64,
+    /// Compaction events of the turn.
+    compactions: u64,
+    /// Prices of the run's model, when configured.
+    prices: Option<crate::config::Prices>,
+    /// Cost so far at `prices`.
+    cost: Option<f64>,
 }
 
 fn summary(text: &str) -> String {

@@ -77,16 +77,23 @@ it and adapt instead of repeating the same call. Keep answers short and concrete
 user what changed.";
 
 /// Explain a drop in cache-hit tokens by comparing this request's prefix hashes with the
-/// previous request's.
+/// previous request's. `rewrite` names a declared history rewrite (a compaction) since the
+/// previous request, which explains a drop by itself.
 pub fn cache_note(
     prev: Option<(&str, &str, u64)>,
     system_hash: &str,
     tools_hash: &str,
     hit_tokens: u64,
+    rewrite: Option<&str>,
 ) -> Option<String> {
     let (prev_sys, prev_tools, prev_hit) = prev?;
     if hit_tokens >= prev_hit {
         return None;
+    }
+    if let Some(what) = rewrite {
+        return Some(format!(
+            "cache hits dropped from {prev_hit} to {hit_tokens} tokens: declared cache reset by {what} (log_rewrite)"
+        ));
     }
     let mut changed = Vec::new();
     if prev_sys != system_hash {
@@ -138,6 +145,27 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
             | EventKind::Checkpoint { .. } => {}
+            EventKind::Compacted {
+                snipped,
+                replaced,
+                summary,
+                ..
+            } => {
+                if let (Some(range), Some(summary)) = (replaced, summary) {
+                    crate::compaction::apply(
+                        &mut messages,
+                        crate::compaction::Rewrite::Summary {
+                            range: *range,
+                            summary,
+                        },
+                    );
+                } else {
+                    crate::compaction::apply(
+                        &mut messages,
+                        crate::compaction::Rewrite::Snip(snipped),
+                    );
+                }
+            }
         }
     }
     messages
@@ -271,7 +299,8 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
-            | EventKind::Checkpoint { .. } => {}
+            | EventKind::Checkpoint { .. }
+            | EventKind::Compacted { .. } => {}
         }
     }
     pending
@@ -303,12 +332,24 @@ mod tests {
 
     #[test]
     fn cache_note_names_the_changed_part() {
-        assert_eq!(cache_note(None, "a", "b", 0), None);
-        assert_eq!(cache_note(Some(("a", "b", 100)), "a", "b", 120), None);
-        let n = cache_note(Some(("a", "b", 100)), "a", "c", 10).expect("note");
+        assert_eq!(cache_note(None, "a", "b", 0, None), None);
+        assert_eq!(cache_note(Some(("a", "b", 100)), "a", "b", 120, None), None);
+        let n = cache_note(Some(("a", "b", 100)), "a", "c", 10, None).expect("note");
         assert!(n.contains("tool schemas changed"), "{n}");
-        let n = cache_note(Some(("a", "b", 100)), "a", "b", 10).expect("note");
+        let n = cache_note(Some(("a", "b", 100)), "a", "b", 10, None).expect("note");
         assert!(n.contains("unchanged prefix"), "{n}");
+        let n = cache_note(
+            Some(("a", "b", 100)),
+            "a",
+            "b",
+            10,
+            Some("compaction (snip)"),
+        )
+        .expect("note");
+        assert!(
+            n.contains("declared cache reset by compaction (snip)"),
+            "{n}"
+        );
     }
 
     #[test]

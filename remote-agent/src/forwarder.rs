@@ -166,5 +166,6 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::Notice { .. } => "notice",
         EventKind::Checkpoint { .. } => "checkpoint",
+        EventKind::Compacted { .. } => "compacted",
     }
 }

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod attach;
 pub mod checkpoint;
+pub mod compaction;
 pub mod content;
 pub mod daemon;
 pub mod delta;

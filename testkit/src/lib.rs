@@ -3,4 +3,5 @@
 
 pub mod mock_provider;
 pub mod netfault;
+pub mod prompt_cache;
 pub mod sshd;

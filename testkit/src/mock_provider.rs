@@ -14,6 +14,12 @@
 //! `Authorization`) and its JSON body. A client that closes the connection before its reply
 //! ended (a cancelled stream) is recorded too ([`MockProvider::closed_early`],
 //! [`MockProvider::wait_closed_early`]).
+//!
+//! With [`MockProvider::enable_prompt_cache`] the mock also caches prompts like DeepSeek
+//! (see [`crate::prompt_cache`]): every complete reply without a scripted usage carries a
+//! usage chunk with `prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`, and a prompt over
+//! the window is answered with DeepSeek's 400 error instead of the scripted reply (which
+//! stays in the script for the next request).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -24,6 +30,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+
+use crate::prompt_cache::{PromptAccounting, PromptCache};
 
 /// One tool call the mock will stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -264,6 +272,8 @@ struct State {
     /// Indices of requests whose client hung up before the reply ended.
     closed_early: Mutex<Vec<usize>>,
     closed_notify: tokio::sync::Notify,
+    /// DeepSeek-like prompt cache, when enabled.
+    cache: Mutex<Option<PromptCache>>,
 }
 
 /// A running mock provider. Dropping it stops the server.
@@ -298,6 +308,7 @@ impl MockProvider {
             requests: Mutex::new(Vec::new()),
             closed_early: Mutex::new(Vec::new()),
             closed_notify: tokio::sync::Notify::new(),
+            cache: Mutex::new(None),
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -344,6 +355,21 @@ impl MockProvider {
             }
             notified.await;
         }
+    }
+
+    /// Cache prompts like DeepSeek from now on and refuse prompts over `window` tokens
+    /// (`None`: no limit). Replies without a scripted usage then report the cache's figures.
+    pub fn enable_prompt_cache(&self, window: Option<u64>) {
+        *lock(&self.state.cache) = Some(PromptCache::new(window));
+    }
+
+    /// The cache's accounting of every chat request since it was enabled (empty when it is
+    /// not enabled), in arrival order; refused requests are included (`rejected`).
+    pub fn prompt_accounting(&self) -> Vec<PromptAccounting> {
+        lock(&self.state.cache)
+            .as_ref()
+            .map(|c| c.log.clone())
+            .unwrap_or_default()
     }
 
     /// Append replies to the script (no effect in closure mode).
@@ -431,12 +457,32 @@ async fn serve(mut sock: TcpStream, state: &State) -> std::io::Result<()> {
         )
         .await;
     }
+    let cached = match &mut *lock(&state.cache) {
+        Some(cache) => {
+            let key = format!(
+                "{}|{}",
+                recorded.header("authorization").unwrap_or(""),
+                recorded
+                    .body
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            );
+            Some(cache.account(recorded.index, &key, &recorded.body))
+        }
+        None => None,
+    };
+    let auto_usage = match cached {
+        Some(Err(body)) => return write_simple(&mut sock, 400, "", &body).await,
+        Some(Ok(acc)) => Some(acc),
+        None => None,
+    };
     let reply = match &mut *lock(&state.source) {
         Source::Script(q) => q.pop_front().unwrap_or_else(|| MockReply::text(&["done"])),
         Source::Func(f) => f(&recorded),
     };
     let index = recorded.index;
-    let result = respond(&mut sock, reply).await;
+    let result = respond(&mut sock, reply, auto_usage).await;
     let early = match &result {
         Ok(ended) => *ended == Ended::ClientLeft,
         // Writing failed: the client went away mid-reply.
@@ -507,8 +553,13 @@ enum Ending {
     Raw,
 }
 
-async fn respond(sock: &mut TcpStream, reply: MockReply) -> std::io::Result<Ended> {
+async fn respond(
+    sock: &mut TcpStream,
+    reply: MockReply,
+    auto_usage: Option<PromptAccounting>,
+) -> std::io::Result<Ended> {
     let (reply, opts) = reply.unwrap_options();
+    let completion_bytes = completion_bytes(&reply);
     let model = opts.model.clone().unwrap_or_else(|| "mock-model".into());
     let chunk = |delta: Value, finish: Option<&str>| -> String {
         json!({
@@ -600,7 +651,10 @@ async fn respond(sock: &mut TcpStream, reply: MockReply) -> std::io::Result<Ende
     };
     if let Ending::Finish(reason) = ending {
         events.push(chunk(json!({}), Some(reason)));
-        if let Some(u) = &opts.usage {
+        let usage = opts.usage.clone().or_else(|| {
+            auto_usage.map(|acc| crate::prompt_cache::usage_json(&acc, completion_bytes))
+        });
+        if let Some(u) = &usage {
             events.push(
                 json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0,
                        "model": model, "choices": [], "usage": u})
@@ -627,6 +681,25 @@ async fn respond(sock: &mut TcpStream, reply: MockReply) -> std::io::Result<Ende
         return Ok(Ended::ClientLeft);
     }
     sock.shutdown().await.map(|()| Ended::Complete)
+}
+
+/// Bytes the reply generates (for the completion-token estimate of an automatic usage).
+fn completion_bytes(reply: &MockReply) -> usize {
+    let sum = |v: &[String]| v.iter().map(String::len).sum::<usize>();
+    match reply {
+        MockReply::Text { chunks } | MockReply::Cut { chunks } | MockReply::Hang { chunks } => {
+            sum(chunks)
+        }
+        MockReply::Reasoning { reasoning, text } => sum(reasoning) + sum(text),
+        MockReply::ToolCalls { text, calls, .. } => {
+            sum(text)
+                + calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len())
+                    .sum::<usize>()
+        }
+        MockReply::Status { .. } | MockReply::Raw { .. } | MockReply::With { .. } => 0,
+    }
 }
 
 fn tool_call_deltas(index: usize, call: &MockToolCall, split: usize) -> Vec<Value> {

@@ -120,6 +120,7 @@ pub async fn open(
         max_steps: Some(spec.config.agent.max_steps),
         policy: spec.config.session_policy(),
         laptop_mcp,
+        context: spec.config.context_settings(spec.model.as_deref()),
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let (opened_tx, opened_rx) = oneshot::channel();
@@ -371,6 +372,21 @@ impl Actor {
             | EventKind::ToolFinished { .. }
             | EventKind::Usage { .. }
             | EventKind::Checkpoint { .. } => {}
+            EventKind::Compacted {
+                kind,
+                trigger,
+                tokens_before,
+                tokens_after,
+                snipped,
+                archived,
+                ..
+            } => self.notice(&crate::context::compaction_line(
+                *kind,
+                *trigger,
+                *tokens_before,
+                *tokens_after,
+                snipped.len().max(archived.len()),
+            )),
         }
     }
 

@@ -76,6 +76,7 @@ pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -
 
 fn session_settings(config: &Config, model: Option<String>) -> SessionSettings {
     SessionSettings {
+        context: config.context_settings(model.as_deref()),
         model: model.or_else(|| config.default_model.clone()),
         headless: false,
         max_steps: Some(config.agent.max_steps),

@@ -448,6 +448,24 @@ impl Transcript {
                 }
             }
             EventKind::Notice { text } => self.notice(text.clone(), Level::Info),
+            EventKind::Compacted {
+                kind,
+                trigger,
+                tokens_before,
+                tokens_after,
+                snipped,
+                archived,
+                ..
+            } => self.notice(
+                crate::context::compaction_line(
+                    *kind,
+                    *trigger,
+                    *tokens_before,
+                    *tokens_after,
+                    snipped.len().max(archived.len()),
+                ),
+                Level::Info,
+            ),
         }
     }
 

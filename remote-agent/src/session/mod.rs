@@ -22,6 +22,7 @@ use crate::policy::{Decision, Mode, Policy};
 use crate::tools::{JobTable, ToolContext, ToolRegistry};
 use reasonix_forward::content::EXTERNALIZE_OVER;
 
+mod compact;
 mod provider;
 mod rewind;
 mod turn;
@@ -100,6 +101,8 @@ struct Inner {
     prev_prefix: Option<(String, String, u64)>,
     created: String,
     title: String,
+    /// Prompt-size accounting for the compaction ladder.
+    context: compact::ContextState,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -245,6 +248,7 @@ impl Session {
                 prev_prefix: None,
                 created,
                 title,
+                context: compact::ContextState::default(),
             }),
             live,
             driver,
@@ -259,6 +263,11 @@ impl Session {
                 journal_path.parent().unwrap_or(std::path::Path::new(".")),
             ),
         });
+        session
+            .tool_ctx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .history = Arc::new(compact::SessionHistory::of(&session));
         Ok((session, notice))
     }
 
@@ -446,6 +455,7 @@ impl Session {
                 ctx.mutation_hook = Arc::clone(&slot.mutation_hook);
                 ctx.jobs = Arc::clone(&slot.jobs);
                 ctx.todos = Arc::clone(&slot.todos);
+                ctx.history = Arc::clone(&slot.history);
                 *slot = ctx;
             }
             let mut inner = self.lock();

@@ -49,6 +49,7 @@ impl Session {
         cancel: &CancellationToken,
         admitted: Option<Barrier>,
     ) -> (&'static str, Option<String>) {
+        let fresh = admitted.is_some();
         if let Some(admitted) = admitted {
             if let Err(e) = admitted.wait().await {
                 return (
@@ -69,6 +70,14 @@ impl Session {
                 break ("paused", Some(format!("the turn reached its limit of {max_steps} model steps; continue to let it go on")));
             }
             step += 1;
+            // The first request of a fresh turn may climb the whole ladder; later ones only
+            // when forced (the next request would cross the force ratio).
+            let turn_start = step == 1 && fresh;
+            if let Err(compact::CompactEnd::Cancelled) =
+                self.keep_in_window(&cancel, turn_start).await
+            {
+                break ("cancelled", None);
+            }
             let collected = match self.model_step(&cancel).await {
                 Ok(c) => c,
                 Err(StepEnd::Cancelled) => break ("cancelled", None),
@@ -91,6 +100,9 @@ impl Session {
                 );
                 inner.messages.push(msg);
                 if let Some(usage) = collected.usage {
+                    let bytes = inner.context.last_bytes;
+                    inner.context.estimator.observe(bytes, usage.prompt_tokens);
+                    let rewrite = inner.context.pending_rewrite.take();
                     let note = agent::cache_note(
                         inner
                             .prev_prefix
@@ -99,6 +111,7 @@ impl Session {
                         &self.prefix().system_hash,
                         &self.prefix().tools_hash,
                         usage.cache_hit_tokens,
+                        rewrite.as_deref(),
                     );
                     inner.prev_prefix = Some((
                         self.prefix().system_hash.clone(),
@@ -150,7 +163,10 @@ impl Session {
     }
 
     /// Wait for a driving gateway, showing "waiting for laptop" meanwhile.
-    async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn Gateway>> {
+    pub(super) async fn wait_gateway(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Option<Arc<dyn Gateway>> {
         let mut rx = self.driver.subscribe();
         loop {
             if let Some(g) = rx.borrow_and_update().clone() {
@@ -183,7 +199,8 @@ impl Session {
 
     async fn model_step(&self, cancel: &CancellationToken) -> Result<Collected, StepEnd> {
         let (stream_base, request) = {
-            let inner = self.lock();
+            let mut inner = self.lock();
+            inner.context.last_bytes = compact::request_bytes_of(&self.prefix(), &inner.messages);
             let mut messages = Vec::with_capacity(inner.messages.len() + 1);
             messages.push(json!({"role": "system", "content": self.prefix().system}));
             messages.extend(inner.messages.iter().cloned());

@@ -8,6 +8,7 @@
 mod bash;
 mod confine;
 mod edit;
+mod history;
 mod jobs;
 mod read;
 mod search;
@@ -25,6 +26,7 @@ use serde_json::Value;
 pub use bash::{BashOutputTool, BashTool, KillShellTool, WaitTool};
 pub use confine::{confine_write, writable_roots, ConfineError, RootList, WriteTarget};
 pub use edit::{EditFileTool, MultiEditTool};
+pub use history::HistoryTool;
 pub use jobs::{Job, JobId, JobStatus, JobTable};
 pub use read::ReadFileTool;
 pub use search::{GlobTool, GrepTool, LsTool};
@@ -111,6 +113,8 @@ pub struct ToolContext {
     pub mutation_hook: Arc<dyn MutationHook>,
     /// The current plan written by `todo_write` (one JSON object per item).
     pub todos: Arc<Mutex<Vec<Value>>>,
+    /// The session's searchable history (the `history` tool); empty outside a session.
+    pub history: Arc<dyn crate::compaction::history::HistorySource>,
     /// Paths the walkers (`ls`, `glob`, `grep`) neither enter nor report, from the
     /// session's path rules (the call's own root argument is decided by the policy).
     pub read_filter: Arc<dyn ReadFilter>,
@@ -148,6 +152,7 @@ impl ToolContext {
             jobs: Arc::new(JobTable::new()),
             mutation_hook: Arc::new(NoopHook),
             todos: Arc::new(Mutex::new(Vec::new())),
+            history: Arc::new(crate::compaction::history::NoHistory),
             read_filter: Arc::new(NoReadFilter),
         }
     }
@@ -204,7 +209,8 @@ impl ToolRegistry {
     /// All built-in tools.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let all: [Arc<dyn Tool>; 13] = [
+        let all: [Arc<dyn Tool>; 14] = [
+            Arc::new(HistoryTool),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),
             Arc::new(EditFileTool),

@@ -408,7 +408,8 @@ impl App {
                     | EventKind::ToolStarted { .. }
                     | EventKind::ToolFinished { .. }
                     | EventKind::Notice { .. }
-                    | EventKind::Checkpoint { .. } => {}
+                    | EventKind::Checkpoint { .. }
+                    | EventKind::Compacted { .. } => {}
                 }
                 self.transcript.apply(&e.kind, parse_ts(&e.ts), e.turn);
                 actions

@@ -1,0 +1,585 @@
+//! The compaction ladder end to end: the real `reasonix` and `reasonix-remote` binaries in
+//! local mode, the mock provider caching prompts like DeepSeek and refusing prompts over a
+//! 32k window, a long scripted session of `read_file` steps with 5–20 KB results.
+//!
+//! Oracles: the mock's window (no request refused), its byte-prefix cache (every request
+//! that is not declared a rewrite extends its predecessor byte for byte), the journal's
+//! `compacted` events, the archive file, and a rewind that restores the pre-compaction
+//! conversation exactly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall, RecordedRequest};
+use serde_json::{json, Value};
+
+const KEY: &str = "sk-test-COMPACT-1a2b3c";
+const WINDOW: u64 = 32_000;
+const FILES: usize = 12;
+
+fn host_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
+        .parent()
+        .expect("bin dir")
+        .join("reasonix-remote");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace binaries first (`cargo build --workspace --bins`)",
+        p.display()
+    );
+    p
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+fn write_config(home: &Path, base_url: &str, window: u64) {
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            r#"default_model = "mock/m"
+[[providers]]
+name = "mock"
+kind = "openai"
+base_url = "{base_url}"
+models = ["m"]
+default = "m"
+api_key_env = "RX_COMPACT_KEY"
+context_window = {window}
+prices = {{ input = 0.28, cached = 0.028, output = 0.42 }}
+"#
+        ),
+    )
+    .expect("config");
+}
+
+fn setup(base_url: &str) -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    write_config(&home, base_url, WINDOW);
+    // Files of 5–20 KB of varied text (so results differ and are not all the same size).
+    for i in 0..FILES {
+        let size = 5 * 1024 + (i * 15 * 1024) / (FILES - 1);
+        let mut text = String::new();
+        let mut n = 0;
+        while text.len() < size {
+            text.push_str(&format!(
+                "file {i} line {n}: the quick brown fox {} jumps over the lazy dog\n",
+                n * 7919 % 1000
+            ));
+            n += 1;
+        }
+        std::fs::write(ws.join(format!("f{i}.txt")), text).expect("file");
+    }
+    Env {
+        _dir: dir,
+        home,
+        ws,
+    }
+}
+
+fn reasonix(env: &Env, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(args)
+        .current_dir(&env.ws)
+        .env("REASONIX_HOME", &env.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("RX_COMPACT_KEY", KEY)
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("run reasonix")
+}
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn content(m: &Value) -> &str {
+    m.get("content").and_then(Value::as_str).unwrap_or("")
+}
+
+fn is_summary_request(r: &RecordedRequest) -> bool {
+    r.messages()
+        .last()
+        .map(|m| content(m).contains("<compaction-request>"))
+        .unwrap_or(false)
+}
+
+/// The scripted model: turn `T` (from its prompt "turn T") reads one file per step for
+/// `steps` steps, then answers; a summary request gets a structured summary.
+fn chooser(steps: usize) -> impl Fn(&RecordedRequest) -> MockReply + Send + Sync + 'static {
+    move |r: &RecordedRequest| {
+        let msgs = r.messages();
+        // A probe turn: load the first snipped result by the id its placeholder names.
+        let last_user = msgs.iter().rev().find(|m| m["role"] == "user").map(content);
+        if last_user.map(|u| u.starts_with("probe")).unwrap_or(false) {
+            if msgs.last().map(|m| m["role"] == "tool").unwrap_or(false) {
+                return MockReply::text(&["loaded"]);
+            }
+            let id = msgs
+                .iter()
+                .find_map(|m| {
+                    let c = content(m);
+                    c.strip_prefix("[snipped tool result:")?;
+                    let rest = &c[c.find("archived on the host as ")? + 24..];
+                    Some(rest[..rest.find(';')?].to_string())
+                })
+                .unwrap_or_default();
+            return MockReply::tool_calls(
+                vec![MockToolCall::new(
+                    "probe-1",
+                    "history",
+                    &json!({"load": id}).to_string(),
+                )],
+                64,
+            );
+        }
+        if is_summary_request(r) {
+            return MockReply::text(&[
+                "## Goal\n- read the workspace files turn by turn\n## Files touched\n- f*.txt (read)\n",
+                "## Pending work\n- keep reading\n",
+            ]);
+        }
+        // The current turn: the last user message that is a turn prompt.
+        let turn: usize = msgs
+            .iter()
+            .rev()
+            .filter(|m| m["role"] == "user")
+            .find_map(|m| {
+                content(m)
+                    .strip_prefix("turn ")
+                    .and_then(|s| s.split(':').next())
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0);
+        // The step: from the id of the last tool result of this turn ("tT-sS").
+        let step = match msgs.last() {
+            Some(m) if m["role"] == "tool" => m["tool_call_id"]
+                .as_str()
+                .and_then(|id| id.strip_prefix(&format!("t{turn}-s")))
+                .and_then(|s| s.parse::<usize>().ok())
+                .map(|s| s + 1)
+                .unwrap_or(0),
+            _ => 0,
+        };
+        if step >= steps {
+            return MockReply::text(&[format!("turn {turn} done")]);
+        }
+        let file = (turn * steps + step) % FILES;
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                &format!("t{turn}-s{step}"),
+                "read_file",
+                &json!({"path": format!("f{file}.txt")}).to_string(),
+            )],
+            64,
+        )
+    }
+}
+
+fn journal_of(home: &Path) -> PathBuf {
+    let mut stack = vec![home.join("sessions")];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            if p.file_name().map(|n| n == "archive").unwrap_or(false) {
+                continue;
+            }
+            for e in std::fs::read_dir(&p).expect("read_dir").flatten() {
+                stack.push(e.path());
+            }
+        } else if p.extension().map(|e| e == "jsonl").unwrap_or(false) {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            if text.contains("\"session_started\"") {
+                return p;
+            }
+        }
+    }
+    panic!("no journal under {}", home.display());
+}
+
+fn events(journal: &Path) -> Vec<Value> {
+    std::fs::read_to_string(journal)
+        .expect("journal")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// One `reasonix run --json` turn; returns its JSON lines.
+fn run_turn(env: &Env, turn: usize, first: bool) -> Vec<Value> {
+    let prompt = format!("turn {turn}: read the next files");
+    let mut args = vec!["run", "--json", "--yolo"];
+    if !first {
+        args.push("--continue");
+    }
+    args.push(&prompt);
+    let out = reasonix(env, &args);
+    assert!(
+        out.status.success(),
+        "turn {turn} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out.stdout)
+}
+
+/// True when `cur` sends the same tools and every message of `prev` byte for byte first.
+#[allow(clippy::cmp_owned)] // the serialised bytes are what the cache sees
+fn extends(prev: &RecordedRequest, cur: &RecordedRequest) -> bool {
+    let (p, c) = (prev.messages(), cur.messages());
+    prev.body.get("tools").map(Value::to_string) == cur.body.get("tools").map(Value::to_string)
+        && c.len() >= p.len()
+        && p.iter()
+            .zip(&c)
+            .all(|(a, b)| a.to_string() == b.to_string())
+}
+
+fn stop_daemon(home: &Path) {
+    let sessions = home.join("sessions");
+    let mut stack = vec![sessions];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                stack.push(e.path());
+            }
+        } else if p.file_name().map(|n| n == "daemon.json").unwrap_or(false) {
+            let v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap_or_default())
+                .unwrap_or(Value::Null);
+            if let Some(pid) = v["pid"].as_u64() {
+                unsafe {
+                    libc::kill(pid as i32, libc::SIGTERM);
+                }
+                for _ in 0..100 {
+                    if unsafe { libc::kill(pid as i32, 0) } != 0 {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_300_step_session_stays_in_a_32k_window_and_only_declared_rewrites_miss() {
+    const TURNS: usize = 20;
+    const STEPS: usize = 15;
+    let mock = MockProvider::start_with(chooser(STEPS)).await;
+    mock.enable_prompt_cache(Some(WINDOW));
+    let env = setup(&mock.base_url());
+    let mut compacted_lines = Vec::new();
+    let mut finals = Vec::new();
+    for t in 0..TURNS {
+        // Halfway, the daemon is stopped: the next turn's daemon rebuilds the compacted
+        // conversation from the journal, which must give the same bytes.
+        if t == TURNS / 2 {
+            stop_daemon(&env.home);
+        }
+        let lines = run_turn(&env, t, t == 0);
+        compacted_lines.extend(lines.iter().filter(|l| l["type"] == "compacted").cloned());
+        finals.extend(
+            lines
+                .iter()
+                .filter(|l| l["type"] == "turn_finished")
+                .cloned(),
+        );
+    }
+    stop_daemon(&env.home);
+
+    let acc = mock.prompt_accounting();
+    let refused: Vec<_> = acc.iter().filter(|a| a.rejected).collect();
+    assert!(refused.is_empty(), "requests over the window: {refused:?}");
+    let max = acc.iter().map(|a| a.prompt_tokens).max().unwrap_or(0);
+    assert!(max <= WINDOW, "largest prompt {max} tokens");
+
+    let reqs = mock.requests();
+    let main: Vec<&RecordedRequest> = reqs.iter().filter(|r| !is_summary_request(r)).collect();
+    let summaries = reqs.len() - main.len();
+    // Model steps: STEPS tool steps and one answer per turn.
+    assert_eq!(main.len(), TURNS * (STEPS + 1), "main requests");
+
+    // Which main requests follow a declared rewrite, from the journal.
+    let evs = events(&journal_of(&env.home));
+    let mut declared = Vec::new();
+    let mut rewrite = false;
+    let (mut snips, mut sums, mut forced) = (0, 0, 0);
+    for e in &evs {
+        match e["type"].as_str() {
+            Some("compacted") => {
+                rewrite = true;
+                match e["kind"].as_str() {
+                    Some("snip") => snips += 1,
+                    Some("summary") => sums += 1,
+                    other => panic!("unknown compaction kind {other:?}"),
+                }
+                if e["trigger"] == "forced" {
+                    forced += 1;
+                }
+            }
+            Some("usage") if e["cache_note"] != "summary request of a compaction" => {
+                declared.push(rewrite);
+                rewrite = false;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(declared.len(), main.len(), "one usage per main request");
+    assert!(snips > 0 && sums > 0, "snips {snips}, summaries {sums}");
+    assert!(
+        forced > 0,
+        "a 15-step turn overflows mid-turn: forced compactions expected"
+    );
+    assert_eq!(
+        summaries, sums,
+        "one summary request per summary compaction"
+    );
+    assert_eq!(
+        compacted_lines.len(),
+        snips + sums,
+        "run --json reports every compaction"
+    );
+    let mut breaks = 0;
+    for i in 1..main.len() {
+        let ext = extends(main[i - 1], main[i]);
+        assert_eq!(
+            ext, !declared[i],
+            "request {i}: extension {ext} but declared rewrite {}",
+            declared[i]
+        );
+        if !ext {
+            breaks += 1;
+        }
+    }
+    assert!(breaks > 0);
+
+    // Every snipped original is in the archive, byte for byte.
+    let archive = journal_of(&env.home).parent().expect("dir").join("archive");
+    let archived: Vec<Value> = std::fs::read_dir(&archive)
+        .expect("archive dir")
+        .flatten()
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for e in evs.iter().filter(|e| e["kind"] == "snip") {
+        for s in e["snipped"].as_array().expect("snipped") {
+            let rec = archived
+                .iter()
+                .find(|a| a["id"] == s["archive_id"])
+                .unwrap_or_else(|| panic!("{s} not archived"));
+            assert_eq!(rec["message"]["tool_call_id"], s["call_id"]);
+            assert_eq!(
+                content(&rec["message"]).len() as u64,
+                s["bytes"].as_u64().expect("bytes")
+            );
+        }
+    }
+
+    // Cache economics: the share of prompt tokens served from cache, and the headless
+    // usage/cost record of each turn.
+    let prompt: u64 = acc.iter().map(|a| a.prompt_tokens).sum();
+    let hit: u64 = acc.iter().map(|a| a.hit_tokens).sum();
+    let ratio = hit as f64 / prompt as f64;
+    eprintln!(
+        "requests {} (summaries {summaries}), snips {snips}, summaries {sums}, forced {forced}, cache-hit ratio {:.3}",
+        reqs.len(),
+        ratio
+    );
+    assert!(ratio > 0.5, "cache-hit ratio {ratio}");
+    for f in &finals {
+        assert!(f["cost_usd"].as_f64().is_some(), "{f}");
+        assert!(
+            f["requests"].as_u64().unwrap_or(0) >= (STEPS + 1) as u64,
+            "{f}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_to_before_a_compaction_restores_the_conversation_exactly() {
+    const STEPS: usize = 6;
+    let mock = MockProvider::start_with(chooser(STEPS)).await;
+    mock.enable_prompt_cache(Some(WINDOW));
+    let env = setup(&mock.base_url());
+    // Run turns until one compacts.
+    let mut compacted_turn = None;
+    for t in 0..12 {
+        let before = mock.request_count();
+        let lines = run_turn(&env, t, t == 0);
+        if lines.iter().any(|l| l["type"] == "compacted") {
+            compacted_turn = Some((t, before));
+            break;
+        }
+    }
+    let (t, first_req_of_turn) = compacted_turn.expect("a compaction within 12 turns");
+    assert!(t > 0, "the first turn cannot compact");
+    let reqs_before_probe = mock.request_count();
+    // The last main request before turn t: what the conversation was before the rewrite.
+    let reqs = mock.requests();
+    let before = reqs[..first_req_of_turn]
+        .iter()
+        .rfind(|r| !is_summary_request(r))
+        .expect("a request before")
+        .clone();
+
+    // The history tool loads a snipped original in full by the id its placeholder names.
+    let out = reasonix(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--full-output",
+            "--yolo",
+            "--continue",
+            "probe: load it",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    let probe = lines
+        .iter()
+        .find(|l| l["type"] == "tool_finished" && l["name"] == "history")
+        .expect("history ran");
+    assert_eq!(probe["is_error"], false, "{probe}");
+    let loaded = probe["output"].as_str().expect("full output");
+    assert!(loaded.contains("archived snip"), "{loaded}");
+    assert!(
+        loaded.contains("the quick brown fox"),
+        "the original content: {loaded}"
+    );
+    assert!(
+        loaded.len() > 5 * 1024,
+        "the whole original ({} bytes)",
+        loaded.len()
+    );
+    assert!(mock.request_count() > reqs_before_probe);
+
+    // Rewind the conversation to before turn t (journal turns count from 1).
+    let out = reasonix(
+        &env,
+        &[
+            "rewind",
+            "--to",
+            &(t + 1).to_string(),
+            "--scope",
+            "conversation",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "rewind: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Run the turn again with compaction off (window 0): its first request must extend the
+    // pre-compaction conversation byte for byte.
+    write_config(&env.home, &mock.base_url(), 0);
+    stop_daemon(&env.home);
+    let n = mock.request_count();
+    // Without compaction the re-run turn overflows the mock's window later on (and fails);
+    // only its first request matters here.
+    let prompt = format!("turn {t}: read the next files");
+    let out = reasonix(&env, &["run", "--json", "--yolo", "--continue", &prompt]);
+    let lines = json_lines(&out.stdout);
+    assert!(!lines.iter().any(|l| l["type"] == "compacted"));
+    let reqs = mock.requests();
+    let again = &reqs[n];
+    assert!(
+        extends(&before, again),
+        "after the rewind the conversation is the one before the compaction"
+    );
+    assert!(again
+        .messages()
+        .iter()
+        .all(|m| !content(m).contains("<compaction-summary>")
+            && !content(m).starts_with("[snipped tool result:")));
+    stop_daemon(&env.home);
+}
+
+/// The turn a recorded request belongs to (from its last "turn T:" prompt).
+fn turn_of(r: &RecordedRequest) -> Option<usize> {
+    r.messages()
+        .iter()
+        .rev()
+        .filter(|m| m["role"] == "user")
+        .find_map(|m| {
+            content(m)
+                .strip_prefix("turn ")
+                .and_then(|s| s.split(':').next())
+                .and_then(|n| n.parse().ok())
+        })
+}
+
+/// `bench/long_session.sh`: a long scripted session (LONG_TURNS turns of LONG_STEPS
+/// `read_file` steps, window LONG_WINDOW) priced at DeepSeek's list prices (miss $0.28,
+/// hit $0.028 per 1M input tokens), against a naive baseline that rebuilds the prefix and
+/// history every turn (each turn's first request misses in full; later requests of a turn
+/// hit their predecessor), computed over the same prompts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run bench/long_session.sh"]
+async fn bench_long_session() {
+    let env_num = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let turns = env_num("LONG_TURNS", 100) as usize;
+    let steps = env_num("LONG_STEPS", 3) as usize;
+    let window = env_num("LONG_WINDOW", 128_000);
+    let mock = MockProvider::start_with(chooser(steps)).await;
+    mock.enable_prompt_cache(Some(window));
+    let env = setup(&mock.base_url());
+    write_config(&env.home, &mock.base_url(), window);
+    let mut compactions = 0;
+    for t in 0..turns {
+        let lines = run_turn(&env, t, t == 0);
+        compactions += lines.iter().filter(|l| l["type"] == "compacted").count();
+    }
+    stop_daemon(&env.home);
+    let acc = mock.prompt_accounting();
+    let reqs = mock.requests();
+    assert!(acc.iter().all(|a| !a.rejected), "a request over the window");
+    let (miss_price, hit_price) = (0.28, 0.028);
+    let prompt: u64 = acc.iter().map(|a| a.prompt_tokens).sum();
+    let hit: u64 = acc.iter().map(|a| a.hit_tokens).sum();
+    let ours: f64 = acc
+        .iter()
+        .map(|a| (a.miss_tokens as f64 * miss_price + a.hit_tokens as f64 * hit_price) / 1e6)
+        .sum();
+    let mut naive = 0.0;
+    let mut prev: Option<(Option<usize>, u64)> = None;
+    for (a, r) in acc.iter().zip(&reqs) {
+        let turn = turn_of(r);
+        let h = match prev {
+            Some((t, p)) if t == turn => (p / 64 * 64).min(a.prompt_tokens),
+            _ => 0,
+        };
+        naive += ((a.prompt_tokens - h) as f64 * miss_price + h as f64 * hit_price) / 1e6;
+        prev = Some((turn, a.prompt_tokens));
+    }
+    println!(
+        "long session: {turns} turns x {steps} steps, window {window}: requests {}, compactions {compactions}, prompt tokens {prompt}, from cache {:.1} %, input cost ${ours:.4} vs naive ${naive:.4} (saving {:.1} %)",
+        reqs.len(),
+        100.0 * hit as f64 / prompt as f64,
+        100.0 * (1.0 - ours / naive)
+    );
+}

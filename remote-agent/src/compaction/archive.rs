@@ -1,0 +1,100 @@
+//! The compaction archive: every message a compaction removed or snipped, as JSONL in
+//! `<sessions dir>/archive/<session id>.jsonl`, one record a line, written and fsynced before
+//! the rewrite is journaled so nothing is ever lost.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One archived message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArchivedMessage {
+    /// Archive id (unique within the session's archive).
+    pub id: String,
+    /// Turn the message belonged to when it was archived (the turn of the compaction).
+    pub turn: u64,
+    /// `snip` or `summary`.
+    pub kind: String,
+    /// The message exactly as it was in the conversation.
+    pub message: Value,
+}
+
+/// Errors of the archive.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// Writing or reading the file failed.
+    #[error("compaction archive {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The archive file of session `id` in `sessions_dir`.
+pub fn archive_path(sessions_dir: &Path, id: &str) -> PathBuf {
+    sessions_dir.join("archive").join(format!("{id}.jsonl"))
+}
+
+/// The archive file name relative to the sessions directory (what events carry).
+pub fn archive_name(id: &str) -> String {
+    format!("archive/{id}.jsonl")
+}
+
+/// Append `records` and fsync (0600 file in a 0700 directory: tool output can be private).
+pub fn append(path: &Path, records: &[ArchivedMessage]) -> Result<(), ArchiveError> {
+    let io = |source| ArchiveError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let mut text = String::new();
+    for r in records {
+        // A record is plain data (strings and JSON values): serialising cannot fail.
+        text.push_str(&serde_json::to_string(r).unwrap_or_default());
+        text.push('\n');
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)
+}
+
+/// Every record of the archive (a missing file is an empty archive; a torn last line, left
+/// by a crash during an append, is skipped).
+pub fn read_all(path: &Path) -> Result<Vec<ArchivedMessage>, ArchiveError> {
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ArchiveError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut out = Vec::new();
+    for line in std::io::BufReader::new(f).lines() {
+        let line = line.map_err(|source| ArchiveError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if let Ok(r) = serde_json::from_str(&line) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,472 @@
+//! The session's side of the compaction ladder ([`crate::compaction`]): measuring the next
+//! request, archiving what a rewrite removes, asking the model for a summary through the
+//! driving laptop's gateway, and journaling the rewrite as a declared cache reset.
+
+use super::*;
+use crate::compaction::{self, archive, estimate, Level, Rewrite, Thresholds};
+use reasonix_forward::proto::{CompactionKind, CompactionTrigger, SnippedResult};
+
+/// The session's context accounting.
+#[derive(Debug, Default)]
+pub(super) struct ContextState {
+    /// Byte → token ratio, calibrated by usage reports.
+    pub(super) estimator: compaction::Estimator,
+    /// Bytes of the last request sent (calibrated against its reported `prompt_tokens`).
+    pub(super) last_bytes: usize,
+    /// A rewrite since the last request: names it in the next usage's cache note.
+    pub(super) pending_rewrite: Option<String>,
+}
+
+/// How a compaction attempt ended when it could not rewrite.
+pub(super) enum CompactEnd {
+    /// The turn was cancelled meanwhile.
+    Cancelled,
+}
+
+impl Session {
+    /// Estimated prompt tokens of the next request as the conversation stands.
+    pub(super) fn next_request_tokens(&self, inner: &Inner) -> (usize, u64) {
+        let prefix = self.prefix();
+        let bytes = estimate::request_bytes(&prefix.system, &prefix.tools, &inner.messages);
+        (bytes, inner.context.estimator.tokens(bytes))
+    }
+
+    /// Before a model request: run the ladder's rungs the next request calls for.
+    /// `turn_start` is true for the first request of a user turn.
+    pub(super) async fn keep_in_window(
+        &self,
+        cancel: &CancellationToken,
+        turn_start: bool,
+    ) -> Result<(), CompactEnd> {
+        let (thresholds, tokens) = {
+            let inner = self.lock();
+            let Some(t) = Thresholds::of(&inner.settings.context) else {
+                return Ok(());
+            };
+            (t, self.next_request_tokens(&inner).1)
+        };
+        tracing::debug!(
+            session = %self.id,
+            tokens,
+            window = thresholds.window,
+            turn_start,
+            "context before a model request"
+        );
+        let trigger = if tokens >= thresholds.force {
+            CompactionTrigger::Forced
+        } else {
+            CompactionTrigger::Threshold
+        };
+        match thresholds.level(tokens, turn_start) {
+            Level::None => Ok(()),
+            Level::Snip => {
+                self.snip(&thresholds, trigger).await;
+                Ok(())
+            }
+            Level::Summary => {
+                self.snip(&thresholds, trigger).await;
+                let now = self.next_request_tokens(&self.lock()).1;
+                if now >= thresholds.snip {
+                    self.summarise(&thresholds, trigger, None, cancel).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `/compact [focus]`: snip and summarise now, whatever the size.
+    pub async fn compact_now(&self, focus: Option<&str>) -> Result<String, String> {
+        let thresholds = {
+            let inner = self.lock();
+            if !matches!(inner.state, TurnState::Idle | TurnState::Paused) {
+                return Err("a turn is running; compact after it ends (or cancel it)".into());
+            }
+            let ctx = inner.settings.context;
+            // Without a configured window `/compact` still works: the tail is the default.
+            Thresholds::of(&ctx).unwrap_or(Thresholds {
+                window: u64::MAX,
+                snip: 0,
+                compact: 0,
+                force: u64::MAX,
+                tail: ctx.tail_tokens,
+            })
+        };
+        let before = self.next_request_tokens(&self.lock()).1;
+        self.snip(&thresholds, CompactionTrigger::User).await;
+        let cancel = CancellationToken::new();
+        let _ = self
+            .summarise(&thresholds, CompactionTrigger::User, focus, &cancel)
+            .await;
+        let after = self.next_request_tokens(&self.lock()).1;
+        Ok(format!(
+            "compacted: about {before} → {after} tokens; the next request misses the cache once"
+        ))
+    }
+
+    /// Snip old tool results outside the tail. Archive first (durably), then journal.
+    async fn snip(&self, t: &Thresholds, trigger: CompactionTrigger) {
+        let (plan, before, turn) = {
+            let inner = self.lock();
+            let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
+            let plan = compaction::plan_snip(&inner.messages, tail);
+            let originals: Vec<Value> = plan
+                .iter()
+                .map(|(i, _, _)| inner.messages[*i].clone())
+                .collect();
+            (
+                plan.into_iter().zip(originals).collect::<Vec<_>>(),
+                self.next_request_tokens(&inner).1,
+                inner.turn,
+            )
+        };
+        if plan.is_empty() {
+            return;
+        }
+        let tag = archive_tag();
+        let mut snips = Vec::new();
+        let mut records = Vec::new();
+        for (n, ((_, call_id, bytes), original)) in plan.into_iter().enumerate() {
+            let archive_id = format!("{tag}-{n}");
+            records.push(archive::ArchivedMessage {
+                id: archive_id.clone(),
+                turn,
+                kind: "snip".into(),
+                message: original,
+            });
+            snips.push(SnippedResult {
+                call_id,
+                archive_id,
+                bytes: bytes as u64,
+            });
+        }
+        if let Err(e) = self.archive(records).await {
+            self.record(EventKind::Notice {
+                text: format!("context not compacted: {e}; the history stays as it is"),
+            });
+            return;
+        }
+        let mut inner = self.lock();
+        compaction::apply(&mut inner.messages, Rewrite::Snip(&snips));
+        let after = self.next_request_tokens(&inner).1;
+        self.emit_compacted(
+            &mut inner,
+            CompactionKind::Snip,
+            trigger,
+            (before, after),
+            snips,
+            None,
+            Vec::new(),
+        );
+    }
+
+    /// Summarise the middle before the tail with the session's model.
+    async fn summarise(
+        &self,
+        t: &Thresholds,
+        trigger: CompactionTrigger,
+        focus: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<(), CompactEnd> {
+        let (range, request, originals, before, turn, stream_id) = {
+            let inner = self.lock();
+            let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
+            let Some(range) = compaction::plan_summary(&inner.messages, tail) else {
+                return Ok(());
+            };
+            let prefix = self.prefix();
+            let mut messages = Vec::with_capacity(range.1 + 2);
+            messages.push(json!({"role": "system", "content": prefix.system}));
+            // A byte prefix of the conversation the provider has seen: served from cache.
+            messages.extend(inner.messages[..range.1].iter().cloned());
+            messages.push(compaction::summary_instruction(focus));
+            (
+                range,
+                ProviderRequest {
+                    stream_id: String::new(),
+                    model: inner.settings.model.clone(),
+                    messages,
+                    tools: prefix.tools.clone(),
+                    temperature: None,
+                    messages_ref: None,
+                },
+                compaction::summarised_messages(&inner.messages, range),
+                self.next_request_tokens(&inner).1,
+                inner.turn,
+                format!("{}-compact-{}", self.id, inner.journal.last_seq()),
+            )
+        };
+        self.set_state(
+            TurnState::Running,
+            Some(
+                "compacting the context: the model is summarising the older part of the session"
+                    .into(),
+            ),
+        );
+        let summary = self.summary_stream(request, stream_id, cancel).await;
+        self.set_state(TurnState::Running, None);
+        let summary = match summary {
+            Ok(s) => s,
+            Err(SummaryEnd::Cancelled) => return Err(CompactEnd::Cancelled),
+            Err(SummaryEnd::Failed(why)) => {
+                self.record(EventKind::Notice {
+                    text: format!(
+                        "summary compaction did not run ({why}); the history stays as it is"
+                    ),
+                });
+                return Ok(());
+            }
+        };
+        let tag = archive_tag();
+        let records: Vec<archive::ArchivedMessage> = originals
+            .into_iter()
+            .enumerate()
+            .map(|(n, message)| archive::ArchivedMessage {
+                id: format!("{tag}-{n}"),
+                turn,
+                kind: "summary".into(),
+                message,
+            })
+            .collect();
+        let archived: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+        if let Err(e) = self.archive(records).await {
+            self.record(EventKind::Notice {
+                text: format!("context not compacted: {e}; the history stays as it is"),
+            });
+            return Ok(());
+        }
+        let content = compaction::summary_content(&summary);
+        let mut inner = self.lock();
+        let range = (range.0 as u64, range.1 as u64);
+        compaction::apply(
+            &mut inner.messages,
+            Rewrite::Summary {
+                range,
+                summary: &content,
+            },
+        );
+        let after = self.next_request_tokens(&inner).1;
+        self.emit_compacted(
+            &mut inner,
+            CompactionKind::Summary,
+            trigger,
+            (before, after),
+            Vec::new(),
+            Some((range, content)),
+            archived,
+        );
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)] // one journal event's fields
+    fn emit_compacted(
+        &self,
+        inner: &mut Inner,
+        kind: CompactionKind,
+        trigger: CompactionTrigger,
+        (tokens_before, tokens_after): (u64, u64),
+        snipped: Vec<SnippedResult>,
+        summary: Option<((u64, u64), String)>,
+        archived: Vec<String>,
+    ) {
+        let what = match kind {
+            CompactionKind::Snip => "compaction (snip)",
+            CompactionKind::Summary => "compaction (summary)",
+        };
+        inner.context.pending_rewrite = Some(what.to_string());
+        let (replaced, summary) = match summary {
+            Some((r, s)) => (Some(r), Some(s)),
+            None => (None, None),
+        };
+        self.emit(
+            inner,
+            EventKind::Compacted {
+                kind,
+                trigger,
+                tokens_before,
+                tokens_after,
+                snipped,
+                replaced,
+                summary,
+                archived,
+                archive: archive::archive_name(&self.id),
+            },
+        );
+    }
+
+    /// Append to the session's archive off the async threads.
+    async fn archive(&self, records: Vec<archive::ArchivedMessage>) -> Result<(), String> {
+        let path = self.archive_path();
+        tokio::task::spawn_blocking(move || archive::append(&path, &records))
+            .await
+            .map_err(|e| format!("archive task failed: {e}"))?
+            .map_err(|e| e.to_string())
+    }
+
+    /// The session's archive file.
+    pub(super) fn archive_path(&self) -> std::path::PathBuf {
+        archive::archive_path(
+            self.journal_path
+                .parent()
+                .unwrap_or(std::path::Path::new(".")),
+            &self.id,
+        )
+    }
+
+    /// Run the summary request through the driving gateway and collect its text. The
+    /// stream survives a link drop (the laptop keeps reading it and the link replays it), so
+    /// a drop never issues the request twice; when the gateway is gone for good the
+    /// compaction is given up for now (the next request tries again).
+    async fn summary_stream(
+        &self,
+        mut request: ProviderRequest,
+        stream_id: String,
+        cancel: &CancellationToken,
+    ) -> Result<String, SummaryEnd> {
+        let Some(gateway) = self.wait_gateway(cancel).await else {
+            return Err(SummaryEnd::Cancelled);
+        };
+        request.stream_id = stream_id;
+        let mut stream = gateway.start_stream(request);
+        let mut text = String::new();
+        loop {
+            let chunk = tokio::select! {
+                _ = cancel.cancelled() => return Err(SummaryEnd::Cancelled),
+                chunk = stream.recv() => chunk,
+            };
+            match chunk {
+                None => {
+                    self.release_driver(gateway.conn_id());
+                    return Err(SummaryEnd::Failed(
+                        "the laptop disconnected during the summary request".into(),
+                    ));
+                }
+                Some(ProviderChunk::Text { text: t }) => text.push_str(&t),
+                Some(ProviderChunk::Reasoning { .. }) | Some(ProviderChunk::ToolCall(_)) => {}
+                Some(ProviderChunk::Usage(u)) => {
+                    let mut inner = self.lock();
+                    let model = inner.settings.model.clone().unwrap_or_default();
+                    self.emit(
+                        &mut inner,
+                        EventKind::Usage {
+                            usage: u,
+                            model,
+                            system_hash: self.prefix().system_hash.clone(),
+                            tools_hash: self.prefix().tools_hash.clone(),
+                            cache_note: Some("summary request of a compaction".into()),
+                        },
+                    );
+                }
+                Some(ProviderChunk::Done { .. }) => break,
+                Some(ProviderChunk::Error { message, .. }) => {
+                    return Err(SummaryEnd::Failed(format!(
+                        "the model refused it: {message}"
+                    )))
+                }
+            }
+        }
+        if text.trim().is_empty() {
+            return Err(SummaryEnd::Failed(
+                "the model returned an empty summary".into(),
+            ));
+        }
+        Ok(text)
+    }
+}
+
+enum SummaryEnd {
+    Cancelled,
+    Failed(String),
+}
+
+/// A tag unique within the session's archive (ids survive rewinds, which never delete
+/// archive lines).
+fn archive_tag() -> String {
+    format!("ar{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff)
+}
+
+/// Bytes of a request of `messages` under `prefix` (what the usage report calibrates).
+pub(super) fn request_bytes_of(prefix: &Prefix, messages: &[Value]) -> usize {
+    estimate::request_bytes(&prefix.system, &prefix.tools, messages)
+}
+
+/// The session's history as the `history` tool searches it: every journaled user turn,
+/// assistant message and tool result (the originals, before any compaction), then every
+/// archived message. Holds the session weakly (the session owns the tool context).
+pub(super) struct SessionHistory {
+    session: std::sync::Weak<Session>,
+}
+
+impl SessionHistory {
+    pub(super) fn of(session: &Arc<Session>) -> SessionHistory {
+        SessionHistory {
+            session: Arc::downgrade(session),
+        }
+    }
+}
+
+impl compaction::history::HistorySource for SessionHistory {
+    fn documents(&self) -> Vec<compaction::history::HistoryDoc> {
+        use compaction::history::HistoryDoc;
+        let Some(session) = self.session.upgrade() else {
+            return Vec::new();
+        };
+        let mut docs = Vec::new();
+        {
+            let inner = session.lock();
+            for e in &inner.events {
+                let (role, text) = match &e.kind {
+                    EventKind::UserTurn { text, .. } => ("user".to_string(), text.clone()),
+                    EventKind::AssistantMessage {
+                        content,
+                        tool_calls,
+                        ..
+                    } => {
+                        let mut t = content.clone();
+                        for c in tool_calls {
+                            t.push_str(&format!("\n[call {} {}]", c.name, c.arguments));
+                        }
+                        ("assistant".to_string(), t)
+                    }
+                    EventKind::ToolFinished { name, output, .. } => {
+                        (format!("tool {name}"), output.clone())
+                    }
+                    EventKind::SessionStarted { .. }
+                    | EventKind::TextDelta { .. }
+                    | EventKind::ReasoningDelta { .. }
+                    | EventKind::ToolStarted { .. }
+                    | EventKind::ApprovalRequested { .. }
+                    | EventKind::ApprovalAnswered { .. }
+                    | EventKind::Usage { .. }
+                    | EventKind::TurnFinished { .. }
+                    | EventKind::Notice { .. }
+                    | EventKind::Checkpoint { .. }
+                    | EventKind::Compacted { .. } => continue,
+                };
+                docs.push(HistoryDoc {
+                    id: format!("e{}", e.seq),
+                    turn: e.turn,
+                    role,
+                    text,
+                });
+            }
+        }
+        // The archive keeps what a rewind cut from the journal, too.
+        if let Ok(records) = archive::read_all(&session.archive_path()) {
+            for r in records {
+                let text = r
+                    .message
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                docs.push(HistoryDoc {
+                    id: r.id,
+                    turn: r.turn,
+                    role: format!("archived {}", r.kind),
+                    text,
+                });
+            }
+        }
+        docs
+    }
+}
