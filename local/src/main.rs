@@ -66,6 +66,34 @@ enum Cmd {
         #[command(subcommand)]
         action: McpCmd,
     },
+    /// A host shell that survives network drops: `reasonix term [DEST[:/path]]` (without
+    /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
+    /// running on the host and `reasonix term` shows it again.
+    Term(TermArgs),
+}
+
+#[derive(Args)]
+struct TermArgs {
+    /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`; without it, the local
+    /// workspace (`--workspace` or the current folder).
+    dest: Option<String>,
+    /// List the workspace's terminals and exit.
+    #[arg(long, conflicts_with_all = ["close", "attach", "new_term"])]
+    list: bool,
+    /// Close terminal N (its shell gets SIGHUP) and exit.
+    #[arg(long, value_name = "N", conflicts_with_all = ["attach", "new_term"])]
+    close: Option<u64>,
+    /// Show terminal N (default: the newest one no client shows, else a new one).
+    #[arg(long, value_name = "N", conflicts_with = "new_term")]
+    attach: Option<u64>,
+    /// Always start a new shell.
+    #[arg(long = "new")]
+    new_term: bool,
+    /// Local workspace folder (without DEST; default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    #[command(flatten)]
+    ssh: SshArgs,
 }
 
 #[derive(Subcommand)]
@@ -261,6 +289,7 @@ fn main() -> ExitCode {
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => rt.block_on(mcp_list(args)),
+        Some(Cmd::Term(args)) => rt.block_on(term(args)),
         Some(Cmd::Ssh {
             dest,
             ssh,
@@ -895,4 +924,83 @@ fn connector_for(
             ..LocalConnector::new(locate_host_binary()?, workspace)
         }),
     })
+}
+
+/// `reasonix term`: list, close, or show a host terminal (see `reasonix_local::term`).
+async fn term(args: TermArgs) -> i32 {
+    use reasonix_local::term::{self, TermEnd, Which};
+    let workspace = match args
+        .workspace
+        .clone()
+        .map(Ok)
+        .unwrap_or_else(std::env::current_dir)
+    {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("reasonix: cannot determine the workspace: {e}");
+            return 2;
+        }
+    };
+    // The terminal never calls a model, but the client serves the link's provider requests
+    // with a gateway, so it gets one from the user's config as the other commands do.
+    let config = match load_config(&workspace, None, args.dest.is_some()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let place = match &args.dest {
+        Some(d) => d.clone(),
+        None => format!("local:{}", workspace.display()),
+    };
+    let connector = match connector_for(args.dest.as_deref(), &args.ssh, workspace, false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reasonix: {e}");
+            return 2;
+        }
+    };
+    let (options, _) = reasonix_local::client::options_for(&config);
+    let (client, mut events) = reasonix_local::client::Client::start(
+        connector,
+        Arc::new(reasonix_local::gateway::Gateway::new(&config)),
+        options,
+    );
+    if let Err(e) = term::connected(&mut events).await {
+        eprintln!("reasonix: {e}");
+        return 1;
+    }
+    let which = match (args.attach, args.new_term) {
+        (Some(n), _) => Which::Id(n),
+        (None, true) => Which::New,
+        (None, false) => Which::Reuse,
+    };
+    let result = if args.list {
+        term::list(&client).await.map(|ptys| {
+            print!("{}", term::table(&ptys));
+            None
+        })
+    } else if let Some(n) = args.close {
+        term::close(&client, n).await.map(|()| None)
+    } else {
+        term::run(&client, &mut events, which, &place)
+            .await
+            .map(Some)
+    };
+    match result {
+        Ok(None) => 0,
+        Ok(Some(TermEnd::Detached(n))) => {
+            eprintln!("\r\nreasonix: detached; terminal {n} keeps running on {place} (`reasonix term --attach {n}` shows it again)");
+            0
+        }
+        Ok(Some(TermEnd::Exited(status))) => {
+            eprintln!("\r\nreasonix: the shell exited ({status})");
+            0
+        }
+        Err(e) => {
+            eprintln!("\r\nreasonix: {e}");
+            1
+        }
+    }
 }

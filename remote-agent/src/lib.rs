@@ -13,6 +13,7 @@ pub mod mcp;
 pub mod paths;
 pub mod policy;
 pub mod project;
+pub mod pty;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;
