@@ -954,7 +954,22 @@ async fn term(args: TermArgs) -> i32 {
         Some(d) => d.clone(),
         None => format!("local:{}", workspace.display()),
     };
-    let connector = match connector_for(args.dest.as_deref(), &args.ssh, workspace, false) {
+    // Progress lines are not printed: after the first connect they would land in the middle
+    // of the shell's screen on every reconnect (the status line says what happens).
+    let connector: Result<Arc<dyn Connector>, String> = match &args.dest {
+        Some(dest) => reasonix_bootstrap::Destination::parse(dest)
+            .map_err(|e| e.to_string())
+            .and_then(|d| Ok((d, args.ssh.to_options()?)))
+            .map(|(d, opts)| {
+                let prompter = Arc::new(reasonix_bootstrap::TerminalPrompter::new(false));
+                Arc::new(
+                    reasonix_local::ssh::SshConnector::new(d, opts, prompter)
+                        .with_upgrade(UpgradePolicy::Refuse),
+                ) as Arc<dyn Connector>
+            }),
+        None => connector_for(None, &args.ssh, workspace, false),
+    };
+    let connector = match connector {
         Ok(c) => c,
         Err(e) => {
             eprintln!("reasonix: {e}");
