@@ -6,6 +6,7 @@ mod acp;
 mod error;
 mod headless;
 mod remote;
+mod term;
 mod tui;
 
 use std::path::PathBuf;
@@ -78,6 +79,10 @@ enum Cmd {
     /// Serve the Agent Client Protocol on stdio for an editor (Zed `agent_servers`), on the
     /// editor's folder or, with --ssh, on a host workspace.
     Acp(acp::AcpArgs),
+    /// A host shell that survives network drops: `reasonix term [DEST[:/path]]` (without
+    /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
+    /// running on the host and `reasonix term` shows it again.
+    Term(term::TermArgs),
     /// MCP servers: where each runs, its state and its tools.
     Mcp {
         #[command(subcommand)]
@@ -280,6 +285,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Remote { action }) => remote::remote(action).await,
         Some(Cmd::Rewind(args)) => headless::rewind(args).await,
         Some(Cmd::Acp(args)) => acp::acp(args).await,
+        Some(Cmd::Term(args)) => term::term(args).await,
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,
