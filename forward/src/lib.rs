@@ -7,6 +7,7 @@
 //! - [`link`]: a [`link::Link`] that outlives its transports (replay buffer, resume, heartbeat);
 //! - [`rpc`]: requests, responses and notifications multiplexed on one link;
 //! - [`proto`]: every message type;
+//! - [`pty`]: the wire types of host terminals (re-exported by [`proto`]);
 //! - [`content`]: large content by reference (SHA-256 refs, chunked fetch, line splitting);
 //! - [`policy`]: the typed session policy and the one tighten-only merge of a project file;
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
@@ -21,6 +22,7 @@ pub mod handshake;
 pub mod link;
 pub mod policy;
 pub mod proto;
+pub mod pty;
 pub mod rpc;
 pub mod testing;
 pub mod workspaces;

@@ -12,6 +12,7 @@ pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, PermissionMode, Rule, Rules, SandboxPolicy, SessionPolicy,
     Timeouts,
 };
+pub use crate::pty::{PtyBytes, PtyInfo, PtyNotification, PtyRequest, PtyResponse, PtySize};
 
 /// Version of the link protocol. Bumped on any incompatible change to frames or messages.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -187,6 +188,8 @@ pub enum Request {
         /// Bytes wanted (the answer holds at most [`crate::content::FETCH_CHUNK_MAX`]).
         len: u32,
     },
+    /// Host terminals: open, list, attach, detach, close (see [`crate::pty`]).
+    Pty(PtyRequest),
 
     // ---- daemon -> client ----
     /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
@@ -371,6 +374,8 @@ pub enum Response {
     },
     /// Answer to [`Request::FetchContent`].
     Content(ContentChunk),
+    /// Answer to [`Request::Pty`].
+    Pty(PtyResponse),
 }
 
 /// One MCP server as `/mcp` and `reasonix mcp list` show it.
@@ -549,6 +554,8 @@ pub enum Notification {
         /// The stream to stop.
         stream_id: String,
     },
+    /// Terminal input, output, sizes and exits (see [`crate::pty`]).
+    Pty(PtyNotification),
     /// A marker that frames were dropped because a replay window was exceeded.
     Dropped {
         /// How many frames.

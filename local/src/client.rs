@@ -9,8 +9,8 @@ use rand::Rng;
 use reasonix_forward::handshake::{client_handshake, client_handshake_pipelined};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
-    ClientRole, Event, Hello, Notification, Request, Response, ResumeRequest, TurnState,
-    PROTOCOL_VERSION,
+    ClientRole, Event, Hello, Notification, PtyNotification, Request, Response, ResumeRequest,
+    TurnState, PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
 use tokio::sync::{mpsc, watch};
@@ -132,7 +132,12 @@ pub struct Client {
     /// sessions are opened read-only whatever the front end asks.
     read_only: Arc<std::sync::atomic::AtomicBool>,
     answered_always: AnsweredAlways,
+    terminals: TerminalSink,
 }
+
+/// Where terminal traffic from the host goes (`reasonix term`, the TUI's terminal tab);
+/// dropped while nobody listens.
+type TerminalSink = Arc<Mutex<Option<mpsc::UnboundedSender<PtyNotification>>>>;
 
 /// Approval ids this client answered with "always allow": only the client whose user
 /// answered saves the rule, never a spectator or a client replaying the journal.
@@ -150,7 +155,9 @@ impl Client {
         let retry_now = Arc::new(tokio::sync::Notify::new());
         let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let answered_always = AnsweredAlways::default();
+        let terminals = TerminalSink::default();
         let sup = Supervisor {
+            terminals: Arc::clone(&terminals),
             read_only: Arc::clone(&read_only),
             answered_always: Arc::clone(&answered_always),
             connector,
@@ -168,6 +175,7 @@ impl Client {
                 retry_now,
                 read_only,
                 answered_always,
+                terminals,
             },
             events_rx,
         )
@@ -267,6 +275,30 @@ impl Client {
         }
     }
 
+    /// Send a notification to the host on the current link (waiting for a link if none
+    /// yet). Queued in the link's replay buffer while the transport is down, so it arrives
+    /// exactly once after the resume.
+    pub async fn notify(&self, body: Notification) -> Result<(), CallError> {
+        let mut rx = self.rpc.clone();
+        let rpc = loop {
+            if let Some(r) = rx.borrow_and_update().clone() {
+                break r;
+            }
+            if rx.changed().await.is_err() {
+                return Err(CallError::Link(reasonix_forward::link::LinkError::Closed));
+            }
+        };
+        rpc.notify(body).await.map_err(CallError::Link)
+    }
+
+    /// Terminal output, screens and exits from the host, in link order. A second call
+    /// replaces the first receiver.
+    pub fn terminal_events(&self) -> mpsc::UnboundedReceiver<PtyNotification> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.terminals.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        rx
+    }
+
     /// Skip the current backoff delay and try to reconnect at once.
     pub fn retry_now(&self) {
         self.retry_now.notify_one();
@@ -275,6 +307,7 @@ impl Client {
 
 struct Supervisor {
     answered_always: AnsweredAlways,
+    terminals: TerminalSink,
     connector: Arc<dyn Connector>,
     gateway: Arc<Gateway>,
     options: ClientOptions,
@@ -429,6 +462,7 @@ impl Supervisor {
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
+                        Arc::clone(&self.terminals),
                     ));
                     let had_link = hello.resume.is_some();
                     current = Some((link.clone(), welcome.link_id.clone()));
@@ -577,6 +611,7 @@ async fn serve_incoming(
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
+    terminals: TerminalSink,
 ) {
     let routes: McpRoutes = Arc::default();
     let mut joiners: std::collections::HashMap<u64, reasonix_forward::content::LineJoiner> =
@@ -705,6 +740,13 @@ async fn serve_incoming(
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .remove(&channel);
+                        continue;
+                    }
+                    Notification::Pty(n) => {
+                        let mut sink = terminals.lock().unwrap_or_else(|p| p.into_inner());
+                        if sink.as_ref().is_some_and(|tx| tx.send(n).is_err()) {
+                            *sink = None;
+                        }
                         continue;
                     }
                     Notification::ProviderChunk { .. } => continue,

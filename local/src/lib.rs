@@ -12,4 +12,5 @@ pub mod mcp_host;
 pub mod remote_status;
 pub mod run;
 pub mod ssh;
+pub mod term;
 pub mod tui;

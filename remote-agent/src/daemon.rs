@@ -86,6 +86,8 @@ pub struct Daemon {
     next_conn: AtomicU64,
     unclean: Option<String>,
     last_activity: Mutex<Instant>,
+    /// The workspace's terminals; they outlive every link.
+    terminals: Arc<crate::pty::Terminals>,
 }
 
 /// Where the lines of one tunnelled laptop MCP server go on the host.
@@ -127,6 +129,8 @@ struct Conn {
     /// Bumped on every transport attach; a grace timer only closes the link when no newer
     /// transport arrived.
     generation: AtomicU64,
+    /// Terminals this link follows.
+    terminals: crate::pty::attach::LinkTerminals,
 }
 
 impl Gateway for ConnGateway {
@@ -341,7 +345,9 @@ impl Daemon {
             )),
             _ => None,
         };
+        let terminals = crate::pty::Terminals::new(paths.workspace.clone());
         Arc::new(Daemon {
+            terminals,
             paths,
             config,
             runtime,
@@ -431,6 +437,7 @@ impl Daemon {
             }
         }
         let _ = std::fs::remove_file(&self.paths.socket);
+        self.terminals.close_all();
         // Durability point: every session's journal is written and fsynced before exit.
         let open: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         for session in open {
@@ -452,7 +459,8 @@ impl Daemon {
         let busy = lock(&self.sessions)
             .values()
             .any(|s| s.busy() || s.jobs_running());
-        if connected || busy {
+        // A running shell is work: the user's terminal outlives its clients.
+        if connected || busy || self.terminals.any_running() {
             self.touch();
             return false;
         }
@@ -527,6 +535,7 @@ impl Daemon {
         tracing::info!(link = %conn.link_id, "link expired");
         lock(&self.links).remove(&conn.link_id);
         conn.link.close();
+        conn.terminals.detach_all();
         conn.end_all_streams();
         for (_, route) in lock(&conn.mcp_channels).drain() {
             route
@@ -546,7 +555,7 @@ impl Daemon {
         let conn = Arc::new(Conn {
             id,
             link_id: link_id.clone(),
-            rpc,
+            rpc: rpc.clone(),
             link,
             streams: Mutex::new(HashMap::new()),
             transient: TransientContent::default(),
@@ -556,6 +565,10 @@ impl Daemon {
             headless: Mutex::new(false),
             settings: Mutex::new(None),
             generation: AtomicU64::new(0),
+            terminals: crate::pty::attach::LinkTerminals::new(
+                Arc::clone(&self.terminals),
+                rpc.clone(),
+            ),
         });
         lock(&self.links).insert(link_id, Arc::clone(&conn));
         let me = Arc::clone(self);
@@ -613,8 +626,18 @@ impl Daemon {
                             .set_exit(format!("the laptop server ended: {reason}"));
                     }
                 }
+                Incoming::Notify(Notification::Pty(n)) => conn.terminals.notify(n),
                 Incoming::Notify(other) => {
                     tracing::debug!("ignored notification from client: {other:?}");
+                }
+                Incoming::Request {
+                    id,
+                    body: Request::Pty(req),
+                } => {
+                    // Answered by the terminals themselves: an attach's output must follow
+                    // its answer on the link.
+                    let c = Arc::clone(&conn);
+                    tokio::spawn(async move { c.terminals.request(id, req).await });
                 }
                 Incoming::Request { id, body } => {
                     let me = Arc::clone(&self);
@@ -810,6 +833,10 @@ impl Daemon {
                 offset,
                 len,
             } => self.fetch_content(conn, sha256, offset, len).await,
+            Request::Pty(_) => Err(RpcError::new(
+                "bad_request",
+                "terminal requests are served by the link's terminals",
+            )),
             Request::McpOpen { .. } => Err(RpcError::new(
                 "bad_request",
                 "MCP servers are opened by the host on the laptop, not the other way round",

@@ -15,6 +15,7 @@ pub mod paths;
 pub mod policy;
 pub mod preflight;
 pub mod project;
+pub mod pty;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;

@@ -6,6 +6,7 @@ mod acp;
 mod error;
 mod headless;
 mod remote;
+mod term;
 mod tui;
 
 use std::path::PathBuf;
@@ -83,6 +84,10 @@ enum Cmd {
         #[command(subcommand)]
         action: McpCmd,
     },
+    /// A host shell that survives network drops: `reasonix term [DEST[:/path]]` (without
+    /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
+    /// running on the host and `reasonix term` shows it again.
+    Term(term::TermArgs),
 }
 
 #[derive(Subcommand)]
@@ -280,6 +285,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Remote { action }) => remote::remote(action).await,
         Some(Cmd::Rewind(args)) => headless::rewind(args).await,
         Some(Cmd::Acp(args)) => acp::acp(args).await,
+        Some(Cmd::Term(args)) => term::term(args).await,
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,

@@ -1,0 +1,216 @@
+//! Wire types of host terminals (PTYs owned by the workspace daemon).
+//!
+//! A terminal is a channel on the link: the client opens or attaches to a PTY with a
+//! [`PtyRequest`], then sends keystrokes and sizes as [`PtyNotification::Input`] /
+//! [`PtyNotification::Resize`] and receives the shell's output as
+//! [`PtyNotification::Output`] (and, when it cannot be replayed byte for byte, one
+//! [`PtyNotification::Screen`]). Every output byte has an *offset* in the PTY's output
+//! stream, counted from 0 when the shell started, so a client that re-attaches on a new link
+//! can say what it already shows. Within one link, the link's own seq/ack replay makes input
+//! and output exactly-once across transport drops (see `docs/PROTOCOL.md`, "Terminals").
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+/// Most output bytes in one [`PtyNotification::Output`].
+pub const OUTPUT_CHUNK_MAX: usize = 64 * 1024;
+
+/// Bytes that travel base64-encoded (standard alphabet, padded) inside the JSON envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PtyBytes(pub Vec<u8>);
+
+impl Serialize for PtyBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for PtyBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s.as_bytes())
+            .map(PtyBytes)
+            .map_err(|e| serde::de::Error::custom(format!("terminal bytes are not base64: {e}")))
+    }
+}
+
+/// Size of a terminal in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtySize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+/// Requests about terminals (client -> daemon), inside [`crate::proto::Request::Pty`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "p", rename_all = "snake_case")]
+pub enum PtyRequest {
+    /// Start the host user's login shell on a new PTY in the workspace and attach this link
+    /// to it. Answered with [`PtyResponse::Attached`]; output from offset 0 follows.
+    Open {
+        /// Initial size.
+        size: PtySize,
+        /// `TERM` for the shell (the laptop terminal's); `xterm-256color` when empty.
+        term: String,
+    },
+    /// The workspace's terminals. Answered with [`PtyResponse::List`].
+    List,
+    /// Attach this link to a running terminal. Answered with [`PtyResponse::Attached`];
+    /// output follows: raw from `have` when the daemon still holds those bytes, otherwise one
+    /// [`PtyNotification::Screen`] (the current screen) and the output after it.
+    Attach {
+        /// Terminal id.
+        pty: u64,
+        /// Output offset this client already shows (it had this terminal before), if any.
+        have: Option<u64>,
+        /// The client's size; the terminal is resized to it.
+        size: PtySize,
+    },
+    /// Stop sending this terminal's output to this link (the shell keeps running).
+    Detach {
+        /// Terminal id.
+        pty: u64,
+    },
+    /// End a terminal: its shell gets SIGHUP, then SIGKILL if it is still there after 2 s.
+    Close {
+        /// Terminal id.
+        pty: u64,
+    },
+}
+
+/// Answers to [`PtyRequest`]s, inside [`crate::proto::Response::Pty`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "p", rename_all = "snake_case")]
+pub enum PtyResponse {
+    /// Answer to `Open` and `Attach`.
+    Attached(PtyInfo),
+    /// Answer to `List`: every terminal, oldest first.
+    List {
+        /// The terminals.
+        ptys: Vec<PtyInfo>,
+    },
+    /// Answer to `Detach` and `Close`.
+    Done,
+}
+
+/// One terminal as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtyInfo {
+    /// Terminal id (per daemon, from 1).
+    pub id: u64,
+    /// Process id of the shell.
+    pub pid: u32,
+    /// The shell program.
+    pub shell: String,
+    /// Current size.
+    pub size: PtySize,
+    /// RFC 3339 start time.
+    pub started: String,
+    /// Links attached to it now.
+    pub clients: u32,
+    /// Output bytes produced so far (the offset of the next byte).
+    pub output_end: u64,
+    /// Set once the shell exited: how.
+    pub exited: Option<String>,
+}
+
+/// Terminal traffic, inside [`crate::proto::Notification::Pty`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "p", rename_all = "snake_case")]
+pub enum PtyNotification {
+    /// Keystrokes (client -> daemon), written to the PTY as they are.
+    Input {
+        /// Terminal id.
+        pty: u64,
+        /// The bytes.
+        data: PtyBytes,
+    },
+    /// The client's terminal changed size (client -> daemon); the shell gets SIGWINCH.
+    Resize {
+        /// Terminal id.
+        pty: u64,
+        /// New size.
+        size: PtySize,
+    },
+    /// Output of the shell (daemon -> client), consecutive from `offset`.
+    Output {
+        /// Terminal id.
+        pty: u64,
+        /// Offset of the first byte in the terminal's output stream.
+        offset: u64,
+        /// The bytes (at most [`OUTPUT_CHUNK_MAX`]).
+        data: PtyBytes,
+    },
+    /// The terminal's current screen (daemon -> client), sent instead of raw output the
+    /// client lacks and the daemon no longer holds. Writing `data` to a terminal of `size`
+    /// draws the screen as it was at `offset`; output continues from `offset`.
+    Screen {
+        /// Terminal id.
+        pty: u64,
+        /// Output offset the screen corresponds to.
+        offset: u64,
+        /// Size of the screen.
+        size: PtySize,
+        /// Escape sequences that clear the terminal and draw the screen.
+        data: PtyBytes,
+    },
+    /// The shell exited (daemon -> client), after its last output.
+    Exited {
+        /// Terminal id.
+        pty: u64,
+        /// How (exit status or signal).
+        status: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{Envelope, Notification, Request, Response};
+
+    #[test]
+    fn nested_enums_round_trip_in_envelopes() {
+        let cases = vec![
+            Envelope::Request {
+                id: 1,
+                body: Request::Pty(PtyRequest::Open {
+                    size: PtySize { cols: 80, rows: 24 },
+                    term: "xterm".into(),
+                }),
+            },
+            Envelope::Request {
+                id: 2,
+                body: Request::Pty(PtyRequest::Attach {
+                    pty: 3,
+                    have: Some(17),
+                    size: PtySize { cols: 1, rows: 2 },
+                }),
+            },
+            Envelope::Response {
+                id: 2,
+                result: Ok(Response::Pty(PtyResponse::List { ptys: vec![] })),
+            },
+            Envelope::Notify {
+                body: Notification::Pty(PtyNotification::Output {
+                    pty: 3,
+                    offset: 9,
+                    data: PtyBytes(vec![0, 1, 2, 255, b'\n']),
+                }),
+            },
+        ];
+        for e in cases {
+            let json = serde_json::to_string(&e).expect("encode");
+            let back: Envelope = serde_json::from_str(&json).expect("decode");
+            assert_eq!(back, e, "{json}");
+        }
+    }
+
+    #[test]
+    fn bad_base64_is_refused_with_a_reason() {
+        let err = serde_json::from_str::<PtyBytes>("\"not base64!\"").unwrap_err();
+        assert!(err.to_string().contains("not base64"), "{err}");
+    }
+}

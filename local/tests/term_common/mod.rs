@@ -1,0 +1,160 @@
+//! A tmux server driving `reasonix term` like a user: keys in, the rendered pane (screen
+//! and history) out. tmux is the terminal and the oracle: what it shows is what the user saw.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// One private tmux server (its own socket) with one session running a command.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Start a server whose first session runs `command` (a shell command line) in a
+    /// `cols`x`rows` window, keeping `history` lines of scrollback.
+    pub fn start(dir: &Path, command: &str, cols: u16, rows: u16, history: u32) -> Tmux {
+        let socket = format!("rxterm-{}-{}", std::process::id(), rand_suffix());
+        let conf = dir.join(format!("{socket}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "set -g history-limit {history}\nset -g remain-on-exit on\nset -g status off\n"
+            ),
+        )
+        .expect("tmux conf");
+        let t = Tmux { socket };
+        t.run(&[
+            "-f",
+            conf.to_str().expect("utf-8 path"),
+            "new-session",
+            "-d",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+            command,
+        ]);
+        t
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Type literal text.
+    pub fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-l", text]);
+    }
+
+    /// Press Enter.
+    pub fn enter(&self) {
+        self.run(&["send-keys", "Enter"]);
+    }
+
+    /// Type a line and press Enter.
+    pub fn line(&self, text: &str) {
+        self.type_text(text);
+        self.enter();
+    }
+
+    /// The visible screen.
+    pub fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p"])
+    }
+
+    /// History and screen, oldest first, wrapped lines joined.
+    pub fn everything(&self) -> String {
+        self.run(&["capture-pane", "-p", "-J", "-S", "-", "-E", "-"])
+    }
+
+    /// Resize the window (the pane follows).
+    pub fn resize(&self, cols: u16, rows: u16) {
+        self.run(&[
+            "resize-window",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+        ]);
+    }
+
+    /// Pid of the pane's process (the command, when it was started with `exec`).
+    pub fn pane_pid(&self) -> i32 {
+        self.run(&["display-message", "-p", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .expect("pane pid")
+    }
+
+    /// True once the pane's process exited.
+    pub fn pane_dead(&self) -> bool {
+        self.run(&["display-message", "-p", "#{pane_dead}"]).trim() == "1"
+    }
+
+    /// Wait (hang guard `guard`) until `pred` holds for the visible screen; returns it.
+    pub fn wait_screen(&self, guard: Duration, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + guard;
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Wait until the visible screen has a line equal to `line` (trailing blanks ignored).
+    pub fn wait_line(&self, guard: Duration, line: &str) -> String {
+        self.wait_screen(guard, line, |s| s.lines().any(|l| l.trim_end() == line))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        % 1_000_000_007
+}
+
+/// Single-quote a string for `sh`.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The value after `KEY=` on some screen line (e.g. `PID=123`).
+pub fn value_of(screen: &str, key: &str) -> Option<String> {
+    screen.lines().find_map(|l| {
+        let l = l.trim();
+        l.strip_prefix(key)
+            .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+            .map(str::to_string)
+    })
+}
