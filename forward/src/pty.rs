@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn bad_base64_is_refused_with_a_reason() {
-        let err = serde_json::from_str::<PtyBytes>("\"not base64!\"").unwrap_err();
+        let err = serde_json::from_str::<PtyBytes>("\"not base64!\"").expect_err("refused");
         assert!(err.to_string().contains("not base64"), "{err}");
     }
 }

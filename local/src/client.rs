@@ -603,6 +603,8 @@ struct SaveRules {
     answered_always: AnsweredAlways,
 }
 
+// One argument per thing this loop feeds or reads; a struct around them would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,

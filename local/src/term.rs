@@ -229,6 +229,9 @@ impl Local {
     }
 
     fn write(&mut self, bytes: &[u8]) {
+        // Output means the link is back; the status must go before anything scrolls it
+        // into the terminal's history (the connection event may come a moment later).
+        self.clear_status();
         self.model.process(bytes);
         let mut out = self.out.lock();
         let _ = out.write_all(bytes);

@@ -27,6 +27,9 @@ pub struct LinkTerminals {
     followers: Mutex<HashMap<u64, (AbortHandle, Arc<Terminal>)>>,
 }
 
+/// A terminal to follow after the answer went out, and where to start.
+type Follow = (Arc<Terminal>, Start);
+
 static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl From<PtyError> for RpcError {
@@ -64,13 +67,7 @@ impl LinkTerminals {
         }
     }
 
-    fn handle(
-        &self,
-        req: PtyRequest,
-    ) -> (
-        Result<PtyResponse, RpcError>,
-        Option<(Arc<Terminal>, Start)>,
-    ) {
+    fn handle(&self, req: PtyRequest) -> (Result<PtyResponse, RpcError>, Option<Follow>) {
         match req {
             PtyRequest::Open { size, term } => match self.terminals.open(size, &term) {
                 Ok(t) => {

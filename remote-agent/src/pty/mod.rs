@@ -547,7 +547,7 @@ mod tests {
         t.write(b"echo \"A=$(pwd)|$TERM|$(stty size)|${REASONIX_PTY_TEST_SECRET}=Z\"\n".to_vec());
         let want = format!(
             "A={}|vt220|27 91|=Z",
-            ws.path().canonicalize().unwrap().display()
+            ws.path().canonicalize().expect("canonical").display()
         );
         read_until(&t, &mut cursor, &mut seen, &want).await;
         t.resize(PtySize { cols: 50, rows: 10 }).expect("resize");
