@@ -88,6 +88,10 @@ enum Cmd {
         #[command(subcommand)]
         action: McpCmd,
     },
+    /// A host shell that survives network drops: `reasonix term [DEST[:/path]]` (without
+    /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
+    /// running on the host and `reasonix term` shows it again.
+    Term(term::TermArgs),
 }
 
 #[derive(Subcommand)]

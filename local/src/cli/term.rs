@@ -1,14 +1,16 @@
-//! `reasonix term`: a host shell that survives network drops (see `reasonix_local::term`).
+//! `reasonix term`: list, close, or show a host terminal (see `reasonix_local::term`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
 use reasonix_local::connect::{Connector, UpgradePolicy};
+use reasonix_local::exit::Exit;
+use reasonix_local::term::{self, TermEnd, TermError, Which};
 
-use super::{connector_for, load_config, CliError, SshArgs};
+use super::{connector_for, load_config, workspace_or_cwd, CliError, SshArgs};
 
-/// Options of `reasonix term`.
+/// Arguments of `reasonix term`.
 #[derive(Args)]
 pub(super) struct TermArgs {
     /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`; without it, the local
@@ -33,10 +35,18 @@ pub(super) struct TermArgs {
     ssh: SshArgs,
 }
 
-/// List, close, or show a host terminal.
+fn term_error(e: TermError) -> CliError {
+    // Printed after the raw-mode screen, so start on a fresh line.
+    let exit = match e {
+        TermError::Connect(_) => Exit::Connection,
+        TermError::Host(_) | TermError::Local(_) => Exit::Failed,
+    };
+    CliError::new(exit, format!("\r{e}"))
+}
+
+/// `reasonix term`.
 pub(super) async fn term(args: TermArgs) -> Result<(), CliError> {
-    use reasonix_local::term::{self, TermEnd, Which};
-    let workspace = super::workspace_or_cwd(args.workspace.clone())?;
+    let workspace = workspace_or_cwd(args.workspace.clone())?;
     // The terminal never calls a model, but the client serves the link's provider requests
     // with a gateway, so it gets one from the user's config as the other commands do.
     let config = load_config(&workspace, None, args.dest.is_some())?;
@@ -64,36 +74,26 @@ pub(super) async fn term(args: TermArgs) -> Result<(), CliError> {
         Arc::new(reasonix_local::gateway::Gateway::new(&config)),
         options,
     );
-    term::connected(&mut events)
-        .await
-        .map_err(CliError::connection)?;
+    term::connected(&mut events).await.map_err(term_error)?;
     let which = match (args.attach, args.new_term) {
         (Some(n), _) => Which::Id(n),
         (None, true) => Which::New,
         (None, false) => Which::Reuse,
     };
-    let result = if args.list {
-        term::list(&client).await.map(|ptys| {
-            print!("{}", term::table(&ptys));
-            None
-        })
-    } else if let Some(n) = args.close {
-        term::close(&client, n).await.map(|()| None)
-    } else {
-        term::run(&client, &mut events, which, &place)
-            .await
-            .map(Some)
-    };
-    match result {
-        Ok(None) => Ok(()),
-        Ok(Some(TermEnd::Detached(n))) => {
-            eprintln!("\r\nreasonix: detached; terminal {n} keeps running on {place} (`reasonix term --attach {n}` shows it again)");
-            Ok(())
-        }
-        Ok(Some(TermEnd::Exited(status))) => {
-            eprintln!("\r\nreasonix: the shell exited ({status})");
-            Ok(())
-        }
-        Err(e) => Err(CliError::failed(format!("\r\n{e}"))),
+    if args.list {
+        let ptys = term::list(&client).await.map_err(term_error)?;
+        print!("{}", term::table(&ptys));
+        return Ok(());
     }
+    if let Some(n) = args.close {
+        return term::close(&client, n).await.map_err(term_error);
+    }
+    match term::run(&client, &mut events, which, &place)
+        .await
+        .map_err(term_error)?
+    {
+        TermEnd::Detached(n) => eprintln!("\r\nreasonix: detached; terminal {n} keeps running on {place} (`reasonix term --attach {n}` shows it again)"),
+        TermEnd::Exited(status) => eprintln!("\r\nreasonix: the shell exited ({status})"),
+    }
+    Ok(())
 }
