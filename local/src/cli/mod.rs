@@ -79,10 +79,6 @@ enum Cmd {
     /// Serve the Agent Client Protocol on stdio for an editor (Zed `agent_servers`), on the
     /// editor's folder or, with --ssh, on a host workspace.
     Acp(acp::AcpArgs),
-    /// A host shell that survives network drops: `reasonix term [DEST[:/path]]` (without
-    /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
-    /// running on the host and `reasonix term` shows it again.
-    Term(term::TermArgs),
     /// MCP servers: where each runs, its state and its tools.
     Mcp {
         #[command(subcommand)]
