@@ -426,8 +426,10 @@ async fn over_ssh_a_host_project_file_cannot_loosen_anything() {
         reasonix(&l, &sshd, &["run", "--ssh", &dest, "--json", "try it"])
     });
     let events = json_lines(&out.stdout);
-    assert!(
-        out.status.success(),
+    // The user's ask rule is denied headless (checked in check_phase1): exit 4.
+    assert_eq!(
+        out.status.code(),
+        Some(4),
         "{events:#?}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -304,6 +304,12 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     drop(guard);
     let _ours = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| prev_hook(info)));
+    // A connection that failed for good: say why once more on the normal screen (the
+    // transcript is gone with the alternate screen) and exit 5, like `reasonix run`.
+    if let super::app::ConnView::Failed { reason } = &app.conn {
+        eprintln!("reasonix: {reason}");
+        return i32::from(crate::exit::Exit::Connection.code());
+    }
     code
 }
 
