@@ -10,10 +10,16 @@ use term_common::*;
 
 const GUARD: Duration = Duration::from_secs(30);
 
+/// The `reasonix term` command line. The shell's HOME is a fresh folder next to the
+/// Reasonix home: the machine user's own login profile (pyenv's rehash lock, say, which a
+/// shell killed mid-startup leaves behind for 60 s) must not decide whether a prompt comes.
 fn term_command(rx_home: &std::path::Path, ws: &std::path::Path, extra: &str) -> String {
+    let home = rx_home.with_file_name("shell-home");
+    std::fs::create_dir_all(&home).expect("shell home");
     format!(
-        "cd {} && exec env REASONIX_HOME={} REASONIX_IDLE_TIMEOUT_SECS=20 SECRET_PROVIDER_KEY=sk-never-on-host {} term {extra}",
+        "cd {} && exec env HOME={} REASONIX_HOME={} REASONIX_IDLE_TIMEOUT_SECS=20 SECRET_PROVIDER_KEY=sk-never-on-host {} term {extra}",
         sh_quote(&ws.display().to_string()),
+        sh_quote(&home.display().to_string()),
         sh_quote(&rx_home.display().to_string()),
         sh_quote(env!("CARGO_BIN_EXE_reasonix")),
     )
