@@ -535,9 +535,19 @@ mod tests {
         }
     }
 
+    /// The shell's HOME for a test: a fresh folder, so the machine user's login profile
+    /// (pyenv's rehash lock, which concurrent or killed login shells hold for up to 60 s)
+    /// cannot hold back the prompt. nextest runs each test in its own process.
+    fn fresh_home() -> tempfile::TempDir {
+        let home = tempfile::tempdir().expect("tempdir");
+        std::env::set_var("HOME", home.path());
+        home
+    }
+
     #[tokio::test]
     async fn shell_runs_in_the_workspace_with_term_size_and_no_reasonix_knobs() {
         let ws = tempfile::tempdir().expect("tempdir");
+        let _home = fresh_home();
         std::env::set_var("REASONIX_PTY_TEST_SECRET", "leaked");
         let terms = Terminals::new(ws.path().to_path_buf());
         let t = terms
@@ -584,6 +594,7 @@ mod tests {
     #[tokio::test]
     async fn a_follower_behind_the_ring_gets_the_screen() {
         let ws = tempfile::tempdir().expect("tempdir");
+        let _home = fresh_home();
         let terms = Terminals::new(ws.path().to_path_buf());
         let t = terms
             .open(PtySize { cols: 80, rows: 24 }, "")
