@@ -34,6 +34,63 @@ fn daemon_pid(home: &Path) -> Option<u32> {
     None
 }
 
+/// Writes a user config with the mock provider and `deny` (a TOML array), runs `reasonix`
+/// with `args` in `ws`, stops the daemon, asserts success and returns stdout.
+async fn run_yolo(
+    home: &Path,
+    ws: &Path,
+    mock: &MockProvider,
+    deny: &str,
+    args: &[&'static str],
+) -> String {
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            r#"default_model = "mock/mock-model"
+[[providers]]
+name = "mock"
+kind = "openai"
+base_url = "{}"
+models = ["mock-model"]
+default = "mock-model"
+api_key_env = "RX_BYPASS_KEY"
+
+[permissions]
+deny = {deny}
+"#,
+            mock.base_url()
+        ),
+    )
+    .expect("config");
+    let (h, w, args) = (home.to_path_buf(), ws.to_path_buf(), args.to_vec());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_reasonix"))
+            .args(&args)
+            .current_dir(&w)
+            .env("REASONIX_HOME", &h)
+            .env("REASONIX_REMOTE_BIN", host_bin())
+            .env("RX_BYPASS_KEY", KEY)
+            .env("REASONIX_IDLE_TIMEOUT_SECS", "30")
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .expect("run reasonix")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    if let Some(pid) = daemon_pid(home) {
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+    }
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Bash commands that each try to delete `victims/vN`.
 const BASH_ATTEMPTS: [&str; 12] = [
     "rm victims/v0",
@@ -101,51 +158,14 @@ async fn deny_rules_hold_against_respelled_commands_and_paths_in_yolo() {
         MockReply::text(&["done"]),
     ])
     .await;
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            r#"default_model = "mock/mock-model"
-[[providers]]
-name = "mock"
-kind = "openai"
-base_url = "{}"
-models = ["mock-model"]
-default = "mock-model"
-api_key_env = "RX_BYPASS_KEY"
-
-[permissions]
-deny = ["Bash(rm:*)", "Edit(secrets/**)"]
-"#,
-            mock.base_url()
-        ),
+    let stdout = run_yolo(
+        &home,
+        &ws,
+        &mock,
+        r#"["Bash(rm:*)", "Edit(secrets/**)"]"#,
+        &["run", "--json", "--yolo", "clean up"],
     )
-    .expect("config");
-    let (h, w) = (home.clone(), ws.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_reasonix"))
-            .args(["run", "--json", "--yolo", "clean up"])
-            .current_dir(&w)
-            .env("REASONIX_HOME", &h)
-            .env("REASONIX_REMOTE_BIN", host_bin())
-            .env("RX_BYPASS_KEY", KEY)
-            .env("REASONIX_IDLE_TIMEOUT_SECS", "30")
-            .env_remove("XDG_RUNTIME_DIR")
-            .output()
-            .expect("run reasonix")
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    if let Some(pid) = daemon_pid(&home) {
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
-        }
-    }
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
     // The control command ran: tools were really executed in this turn.
     assert_eq!(
         std::fs::read_to_string(ws.join("control.txt")).unwrap_or_default(),
@@ -224,51 +244,14 @@ async fn read_deny_holds_for_walkers_and_bash_in_yolo() {
         MockReply::text(&["done"]),
     ])
     .await;
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            r#"default_model = "mock/mock-model"
-[[providers]]
-name = "mock"
-kind = "openai"
-base_url = "{}"
-models = ["mock-model"]
-default = "mock-model"
-api_key_env = "RX_BYPASS_KEY"
-
-[permissions]
-deny = ["Read(secrets/**)"]
-"#,
-            mock.base_url()
-        ),
+    let stdout = run_yolo(
+        &home,
+        &ws,
+        &mock,
+        r#"["Read(secrets/**)"]"#,
+        &["run", "--json", "--full-output", "--yolo", "look around"],
     )
-    .expect("config");
-    let (h, w) = (home.clone(), ws.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_reasonix"))
-            .args(["run", "--json", "--full-output", "--yolo", "look around"])
-            .current_dir(&w)
-            .env("REASONIX_HOME", &h)
-            .env("REASONIX_REMOTE_BIN", host_bin())
-            .env("RX_BYPASS_KEY", KEY)
-            .env("REASONIX_IDLE_TIMEOUT_SECS", "30")
-            .env_remove("XDG_RUNTIME_DIR")
-            .output()
-            .expect("run reasonix")
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    if let Some(pid) = daemon_pid(&home) {
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
-        }
-    }
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
     let finished: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
