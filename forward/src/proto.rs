@@ -556,6 +556,22 @@ pub enum Notification {
     },
     /// Terminal input, output, sizes and exits (see [`crate::pty`]).
     Pty(PtyNotification),
+    /// A journal event too big for one frame (daemon -> client): the encoded [`Event`] is in
+    /// the workspace's content store and the client fetches it with
+    /// [`Request::FetchContent`] (checking the SHA-256) and handles it in the place of this
+    /// notification, so an event of any size arrives whole and in order. Never journaled.
+    EventByRef {
+        /// The event's seq.
+        seq: u64,
+        /// Its timestamp.
+        ts: String,
+        /// Its turn.
+        turn: u64,
+        /// The event's type (its wire name), for messages when it cannot be fetched.
+        kind: String,
+        /// The JSON encoding of the whole event.
+        event_ref: ContentRef,
+    },
     /// A marker that frames were dropped because a replay window was exceeded.
     Dropped {
         /// How many frames.

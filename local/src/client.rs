@@ -615,6 +615,9 @@ async fn serve_incoming(
     last_contact: Arc<Mutex<Instant>>,
     terminals: TerminalSink,
 ) {
+    // Everything below reaches the front end in link order, with events that came by
+    // reference fetched in their place.
+    let events = crate::by_ref::OrderedEvents::spawn(rpc.clone(), events);
     let routes: McpRoutes = Arc::default();
     let mut joiners: std::collections::HashMap<u64, reasonix_forward::content::LineJoiner> =
         std::collections::HashMap::new();
@@ -698,6 +701,22 @@ async fn serve_incoming(
                     Notification::ToolProgress { call_id, message } => {
                         ClientEvent::ToolProgress { call_id, message }
                     }
+                    Notification::EventByRef {
+                        seq,
+                        ts,
+                        turn,
+                        kind,
+                        event_ref,
+                    } => {
+                        events.send_by_ref(crate::by_ref::EventRef {
+                            seq,
+                            ts,
+                            turn,
+                            kind,
+                            event_ref,
+                        });
+                        continue;
+                    }
                     Notification::Dropped { frames, bytes } => {
                         ClientEvent::Event(Event {
                             seq: 0,
@@ -768,30 +787,13 @@ async fn relay_provider_stream(
 ) {
     let stream_id = req.stream_id.clone();
     if let Some(r) = req.messages_ref.take() {
-        let fetched = reasonix_forward::content::fetch_all(&r, |offset, len| {
-            let rpc = rpc.clone();
-            let sha256 = r.sha256.clone();
-            async move {
-                match rpc
-                    .request(Request::FetchContent {
-                        sha256,
-                        offset,
-                        len,
-                    })
-                    .await
-                {
-                    Ok(Response::Content(chunk)) => Ok(chunk),
-                    Ok(other) => Err(format!("unexpected answer {other:?}")),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|bytes| {
-            serde_json::from_slice::<Vec<serde_json::Value>>(&bytes)
-                .map_err(|e| format!("the messages are not a JSON array: {e}"))
-        });
+        let fetched = crate::by_ref::fetch_over(&rpc, &r)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                serde_json::from_slice::<Vec<serde_json::Value>>(&bytes)
+                    .map_err(|e| format!("the messages are not a JSON array: {e}"))
+            });
         match fetched {
             Ok(messages) => req.messages = messages,
             Err(e) => {

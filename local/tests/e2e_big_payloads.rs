@@ -464,11 +464,12 @@ async fn cancel_closes_the_provider_connection_and_the_next_turn_works() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_too_big_for_a_frame_becomes_an_error_notice_and_the_session_goes_on() {
+async fn an_event_too_big_for_a_frame_arrives_by_reference_and_the_session_goes_on() {
     // A 9 MiB answer of `"`: its deltas are small, but the assistant message event is 18 MiB
-    // of JSON, beyond the frame limit. The client must get a notice in its place (same seq,
-    // no hole), and the session must go on (the next request carries the 9 MiB answer, by
-    // reference).
+    // of JSON, beyond the frame limit. It must reach the client whole, in its place (same
+    // seq, no hole), through the content store; a second client catching up from the start
+    // gets it the same way; and the session goes on (the next request carries the 9 MiB
+    // answer, by reference).
     let piece = "\"".repeat(1024 * 1024);
     let mock = MockProvider::start(vec![
         MockReply::text(&[piece.as_str(); 9]),
@@ -478,7 +479,7 @@ async fn an_event_too_big_for_a_frame_becomes_an_error_notice_and_the_session_go
     let rig = LocalRig::new(&mock.base_url(), "RX_BIG_KEY", "sk-big");
     let config = rig.config();
     let (client, mut events) = rig.client(&config);
-    open(&client).await;
+    let session = open(&client).await;
     let first = turn(&client, &mut events, "t1", "say a lot").await;
     assert_eq!(outcome(&first), "completed", "{}", kinds(&first));
     assert_contiguous(&first);
@@ -490,12 +491,52 @@ async fn an_event_too_big_for_a_frame_becomes_an_error_notice_and_the_session_go
         })
         .sum();
     assert_eq!(text_len, 9 * piece.len());
+    let whole_answer = |events: &[Event]| {
+        events.iter().any(|e| {
+            matches!(&e.kind, EventKind::AssistantMessage { content, .. }
+                if content.len() == 9 * piece.len() && content.bytes().all(|b| b == b'"'))
+        })
+    };
+    assert!(whole_answer(&first), "{}", kinds(&first));
     assert!(
-        first.iter().any(|e| matches!(&e.kind,
-            EventKind::Notice { text } if text.starts_with("error: event") && text.contains("assistant_message"))),
+        !first.iter().any(|e| matches!(&e.kind,
+            EventKind::Notice { text } if text.starts_with("error: event"))),
         "{}",
         kinds(&first)
     );
+
+    // A second client opens the same session from seq 0: the catch-up carries it too.
+    let (watcher, mut watcher_events) = rig.client(&config);
+    let reopened = watcher
+        .request(Request::OpenSession(OpenSession {
+            session: Some(session.clone()),
+            read_only: true,
+            ..OpenSession::default()
+        }))
+        .await
+        .expect("reopen");
+    assert!(
+        matches!(reopened, Response::SessionOpened(_)),
+        "{reopened:?}"
+    );
+    let caught_up = tokio::time::timeout(PATIENCE, async {
+        let mut seen = Vec::new();
+        while let Some(ev) = watcher_events.recv().await {
+            let ClientEvent::Event(e) = ev else { continue };
+            let done = matches!(e.kind, EventKind::TurnFinished { .. });
+            seen.push(e);
+            if done {
+                return seen;
+            }
+        }
+        panic!("the watcher stopped");
+    })
+    .await
+    .expect("the watcher caught up");
+    assert_contiguous(&caught_up);
+    assert!(whole_answer(&caught_up), "{}", kinds(&caught_up));
+    drop(watcher);
+
     let second = turn(&client, &mut events, "t2", "and now?").await;
     assert_eq!(outcome(&second), "completed");
     let reqs = mock.requests();

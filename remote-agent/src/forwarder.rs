@@ -99,13 +99,24 @@ impl Forwarder {
         self.event(ev).await
     }
 
-    /// Send one event. When it cannot be sent (too big for a frame, cannot be encoded), the
-    /// client gets a notice with the same seq saying so, so its view has no silent hole.
+    /// Send one event. An event too big for a frame goes by reference (the client fetches
+    /// it from the content store); when it cannot be sent at all (cannot be encoded, cannot
+    /// be stored), the client gets a notice with the same seq saying so, so its view has no
+    /// silent hole.
     async fn event(&mut self, ev: Event) -> Result<(), LinkGone> {
         let (seq, ts, turn) = (ev.seq, ev.ts.clone(), ev.turn);
         let kind = event_type(&ev.kind);
         self.sent = seq;
-        match self.rpc.notify(Notification::Event(ev)).await {
+        // Kept for the by-reference path only when the event may not fit a frame.
+        let big = may_be_big(&ev.kind).then(|| ev.clone());
+        let sent = match self.rpc.notify(Notification::Event(ev)).await {
+            Err(LinkError::Oversized { size, limit }) => match big {
+                Some(ev) => self.event_by_ref(ev, kind).await,
+                None => Err(LinkError::Oversized { size, limit }),
+            },
+            other => other,
+        };
+        match sent {
             Ok(()) => Ok(()),
             Err(LinkError::Closed) => Err(LinkGone),
             Err(e) => {
@@ -132,6 +143,37 @@ impl Forwarder {
         }
     }
 
+    /// Store the encoded event in the workspace's content store (off the async threads) and
+    /// send its reference in its place.
+    async fn event_by_ref(&mut self, ev: Event, kind: &'static str) -> Result<(), LinkError> {
+        let (seq, ts, turn) = (ev.seq, ev.ts.clone(), ev.turn);
+        let store = self.session.content_store();
+        let stored = tokio::task::spawn_blocking(move || {
+            let bytes = serde_json::to_vec(&ev).map_err(|e| e.to_string())?;
+            store.put(&bytes).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        match stored {
+            Ok(event_ref) => {
+                tracing::info!(session = %self.session.id, seq, kind, bytes = event_ref.bytes, "event too big for a frame: sent by reference");
+                self.rpc
+                    .notify(Notification::EventByRef {
+                        seq,
+                        ts,
+                        turn,
+                        kind: kind.to_string(),
+                        event_ref,
+                    })
+                    .await
+            }
+            Err(e) => Err(LinkError::Malformed(format!(
+                "too big for a frame, and it could not be stored for fetching: {e}"
+            ))),
+        }
+    }
+
     /// Send a notification that is not an event (state, progress); one that cannot be sent is
     /// logged and skipped (they are transient by nature).
     async fn notify(&mut self, n: Notification) -> Result<(), LinkGone> {
@@ -143,6 +185,28 @@ impl Forwarder {
                 Ok(())
             }
         }
+    }
+}
+
+/// Whether an event of this kind can be too big for a frame; only those are cloned before
+/// sending, in case they must go by reference. Deltas are batched to at most 64 KiB by the
+/// journal writer; the small fixed-shape kinds cannot grow.
+fn may_be_big(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::TextDelta { .. }
+        | EventKind::ReasoningDelta { .. }
+        | EventKind::Usage { .. }
+        | EventKind::TurnFinished { .. }
+        | EventKind::SessionStarted { .. }
+        | EventKind::ApprovalAnswered { .. } => false,
+        EventKind::UserTurn { .. }
+        | EventKind::AssistantMessage { .. }
+        | EventKind::ToolStarted { .. }
+        | EventKind::ToolFinished { .. }
+        | EventKind::ApprovalRequested { .. }
+        | EventKind::Notice { .. }
+        | EventKind::Checkpoint { .. }
+        | EventKind::Compacted { .. } => true,
     }
 }
 

@@ -137,6 +137,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The workspace's content store (outputs and events too big for the wire go there).
+    pub(crate) fn content_store(&self) -> ContentStore {
+        self.content.clone()
+    }
+
     /// Create a new session or load one from its journal. Loading repairs what a crash left
     /// behind: tool calls that started are reported as interrupted (never run again), calls
     /// that never started are reported as not run, and an open turn is closed as interrupted.
