@@ -88,6 +88,9 @@ pub struct Daemon {
     last_activity: Mutex<Instant>,
     /// The workspace's terminals; they outlive every link.
     terminals: Arc<crate::pty::Terminals>,
+    /// Held while a session is loaded from its journal, so two links opening the same
+    /// session at once load it once.
+    loading: tokio::sync::Mutex<()>,
 }
 
 /// Where the lines of one tunnelled laptop MCP server go on the host.
@@ -348,6 +351,7 @@ impl Daemon {
         let terminals = crate::pty::Terminals::new(paths.workspace.clone());
         Arc::new(Daemon {
             terminals,
+            loading: tokio::sync::Mutex::new(()),
             paths,
             config,
             runtime,
@@ -736,7 +740,10 @@ impl Daemon {
         out.into_iter().flatten().collect()
     }
 
-    fn load_session(&self, id: &str) -> Result<(Arc<Session>, Option<String>), RpcError> {
+    /// The session `id`, loaded from its journal if it is not open yet. Reading a journal
+    /// (and repairing what a crash left) is file I/O on a blocking thread, not a runtime
+    /// worker.
+    async fn load_session(&self, id: &str) -> Result<(Arc<Session>, Option<String>), RpcError> {
         if let Some(s) = lock(&self.sessions).get(id) {
             return Ok((Arc::clone(s), None));
         }
@@ -746,10 +753,20 @@ impl Daemon {
                 format!("invalid session id {id:?}"),
             ));
         }
+        let _loading = self.loading.lock().await;
+        // Another link may have loaded it while this one waited.
+        if let Some(s) = lock(&self.sessions).get(id) {
+            return Ok((Arc::clone(s), None));
+        }
         let path = self.paths.sessions_dir.join(format!("{id}.jsonl"));
-        let (session, notice) =
-            Session::open(id, &path, Arc::clone(&self.runtime), &self.paths.workspace)
-                .map_err(|e| RpcError::new("journal", e.to_string()))?;
+        let (runtime, workspace) = (Arc::clone(&self.runtime), self.paths.workspace.clone());
+        let owned_id = id.to_string();
+        let (session, notice) = tokio::task::spawn_blocking(move || {
+            Session::open(&owned_id, &path, runtime, &workspace)
+        })
+        .await
+        .map_err(|e| RpcError::new("journal", format!("loading the session failed: {e}")))?
+        .map_err(|e| RpcError::new("journal", e.to_string()))?;
         lock(&self.sessions).insert(id.to_string(), Arc::clone(&session));
         Ok((session, notice))
     }
@@ -1002,7 +1019,7 @@ impl Daemon {
                 format!("no session {id} in this workspace; list them with /sessions or `reasonix run --continue`"),
             ));
         }
-        let (session, load_notice) = self.load_session(&id)?;
+        let (session, load_notice) = self.load_session(&id).await?;
         // Before anything changes: a project file that cannot be applied refuses the open.
         let mut enforced = if open.read_only {
             None
