@@ -213,6 +213,55 @@ fn emit_stderr(diag: &ChildDiagnostics, label: &str, line: &[u8]) {
     diag.push_stderr(&line);
 }
 
+/// The longest stdout line (one JSON-RPC message) accepted from a child. MCP results of tens
+/// of MiB are legitimate; a process that writes more than this without a newline is stopped,
+/// so it cannot grow our memory without bound.
+pub const STDOUT_LINE_MAX: usize = 64 * 1024 * 1024;
+
+/// How [`read_bounded_line`] ended.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A line (with its newline, unless it was the last one) is in the buffer.
+    Whole,
+    /// End of stream with nothing read.
+    End,
+    /// More than `max` bytes came without a newline; the buffer holds the first `max`.
+    TooLong,
+}
+
+/// `read_until(b'\n')` that holds at most `max` bytes.
+async fn read_bounded_line(
+    r: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(if buf.is_empty() {
+                Line::End
+            } else {
+                Line::Whole
+            });
+        }
+        let (used, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if buf.len() + used > max {
+            let room = max - buf.len();
+            buf.extend_from_slice(&chunk[..room]);
+            r.consume(room);
+            return Ok(Line::TooLong);
+        }
+        buf.extend_from_slice(&chunk[..used]);
+        r.consume(used);
+        if done {
+            return Ok(Line::Whole);
+        }
+    }
+}
+
 /// Forwards stdout lines; at EOF records the exit status (letting stderr drain first) before
 /// closing the channel, so whoever sees the end can quote both.
 async fn pump_stdout(
@@ -224,11 +273,16 @@ async fn pump_stdout(
 ) {
     let mut r = BufReader::new(stdout);
     let mut buf = Vec::new();
+    let mut too_long = None;
     loop {
         buf.clear();
-        match r.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
+        match read_bounded_line(&mut r, &mut buf, STDOUT_LINE_MAX).await {
+            Ok(Line::End) | Err(_) => break,
+            Ok(Line::TooLong) => {
+                too_long = Some(buf.len());
+                break;
+            }
+            Ok(Line::Whole) => {
                 let line = String::from_utf8_lossy(&buf)
                     .trim_end_matches(['\r', '\n'])
                     .to_string();
@@ -241,6 +295,19 @@ async fn pump_stdout(
                 }
             }
         }
+    }
+    if let Some(held) = too_long {
+        // A message this big is a broken or hostile server: closing the channel ends it (the
+        // guard kills its group) and its users get this reason instead of waiting forever.
+        tracing::warn!(
+            held,
+            "child stdout line over {STDOUT_LINE_MAX} bytes: stopping it"
+        );
+        diag.set_exit(format!(
+            "stopped: it wrote a line over {} MiB without a newline (a message that big is not accepted)",
+            STDOUT_LINE_MAX / (1024 * 1024)
+        ));
+        return;
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), stderr_task).await;
     let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
@@ -256,6 +323,63 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn bounded_lines_match_read_until_below_the_bound_and_stop_above_it() {
+        // Oracle: tokio's unbounded `read_until` on the same bytes, through a reader that
+        // hands out tiny chunks so lines straddle buffer refills.
+        let inputs: [&[u8]; 6] = [
+            b"",
+            b"one\ntwo\n",
+            b"no newline at the end",
+            b"\n\n\nx\n",
+            b"0123456789\nabc",
+            b"exactly-16-bytes\nnext\n",
+        ];
+        for input in inputs {
+            let mut ours = Vec::new();
+            let mut r = BufReader::with_capacity(3, input);
+            loop {
+                let mut buf = Vec::new();
+                match read_bounded_line(&mut r, &mut buf, 64)
+                    .await
+                    .expect("in-memory read")
+                {
+                    Line::End => break,
+                    Line::Whole => ours.push(buf),
+                    Line::TooLong => panic!("no line here is over 64 bytes"),
+                }
+            }
+            let mut theirs = Vec::new();
+            let mut r = BufReader::with_capacity(3, input);
+            loop {
+                let mut buf = Vec::new();
+                if r.read_until(b'\n', &mut buf).await.expect("in-memory read") == 0 {
+                    break;
+                }
+                theirs.push(buf);
+            }
+            assert_eq!(ours, theirs, "{:?}", String::from_utf8_lossy(input));
+        }
+        let mut r = BufReader::with_capacity(3, &b"0123456789abcdef-and-more\nok\n"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_bounded_line(&mut r, &mut buf, 16)
+                .await
+                .expect("in-memory read"),
+            Line::TooLong
+        );
+        assert_eq!(buf, b"0123456789abcdef");
+        // A line of exactly the bound (newline included) is accepted.
+        let mut r = BufReader::with_capacity(3, &b"0123456789abcde\n"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_bounded_line(&mut r, &mut buf, 16)
+                .await
+                .expect("in-memory read"),
+            Line::Whole
+        );
+    }
+
+    #[tokio::test]
     async fn lines_flow_both_ways_and_the_end_is_recorded() {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "read l; echo \"got $l\"; echo oops >&2; exit 3"]);
@@ -266,6 +390,26 @@ mod tests {
         assert_eq!(c.diagnostics.stderr_tail(), "oops");
         let exit = c.diagnostics.exit().expect("exit recorded");
         assert!(exit.contains("exit status: 3"), "{exit}");
+    }
+
+    #[tokio::test]
+    async fn a_child_writing_an_endless_line_is_stopped_with_the_reason() {
+        // A real process writing past the bound without a newline, after one good line.
+        let mut cmd = Command::new("sh");
+        let over = STDOUT_LINE_MAX + 4096;
+        cmd.args([
+            "-c",
+            &format!("echo ready; head -c {over} /dev/zero; echo never"),
+        ]);
+        let mut c = spawn_line_child(cmd, 8, "test").expect("spawn");
+        assert_eq!(c.from_child.recv().await.as_deref(), Some("ready"));
+        assert_eq!(
+            c.from_child.recv().await,
+            None,
+            "the endless line is not delivered"
+        );
+        let exit = c.diagnostics.exit().expect("the reason is recorded");
+        assert!(exit.contains("without a newline"), "{exit}");
     }
 
     #[tokio::test]
