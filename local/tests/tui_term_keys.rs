@@ -50,9 +50,11 @@ fn cases() -> Vec<(&'static str, KeyEvent)> {
         ("F2", k(KeyCode::F(2), NONE)),
         ("S-F3", k(KeyCode::F(3), SHIFT)),
     ];
-    for (i, name) in ["F1", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12"]
-        .iter()
-        .enumerate()
+    for (i, name) in [
+        "F1", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12",
+    ]
+    .iter()
+    .enumerate()
     {
         let n = [1, 4, 5, 6, 7, 8, 9, 10, 11, 12][i];
         v.push((name, k(KeyCode::F(n), NONE)));
@@ -65,7 +67,11 @@ fn cases() -> Vec<(&'static str, KeyEvent)> {
 fn tmux_bytes(app_cursor: bool) -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("keys.bin");
-    let mode = if app_cursor { "printf '\\033[?1h'; " } else { "" };
+    let mode = if app_cursor {
+        "printf '\\033[?1h'; "
+    } else {
+        ""
+    };
     let cmd = format!(
         "stty raw -echo; {mode}exec cat > {}",
         sh_quote(&out.display().to_string())
@@ -87,12 +93,19 @@ fn tmux_bytes(app_cursor: bool) -> Vec<Vec<u8>> {
     let bytes = std::fs::read(&out).expect("keys");
     let body = &bytes[..bytes.len() - 4];
     let mut parts: Vec<Vec<u8>> = body.split(|b| *b == b'|').map(<[u8]>::to_vec).collect();
-    assert_eq!(parts.pop().as_deref(), Some(&b""[..]), "ends with a separator");
+    assert_eq!(
+        parts.pop().as_deref(),
+        Some(&b""[..]),
+        "ends with a separator"
+    );
     parts
 }
 
 fn show(b: &[u8]) -> String {
-    b.iter().map(|c| format!("{c:02x}")).collect::<Vec<_>>().join(" ")
+    b.iter()
+        .map(|c| format!("{c:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[test]

@@ -156,8 +156,11 @@ impl App {
                 (Vec::new(), true)
             }
         };
+        let mut loading = loading;
         if !terms.is_empty() {
             items.splice(0..0, terms);
+            // The terminals are shown at once; the files join them when listed.
+            loading = false;
         }
         if items.is_empty() && !loading {
             self.completion = None;

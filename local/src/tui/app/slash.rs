@@ -122,7 +122,7 @@ impl SlashCommand {
             Self::Shell => (
                 "shell",
                 &["term"],
-                "[N | close [N]]",
+                "[N|close N]",
                 "open a host terminal tab (N shows terminal N; Ctrl-T switches tabs)",
             ),
             Self::Quit => (
