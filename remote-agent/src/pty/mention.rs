@@ -56,3 +56,39 @@ pub fn resolve(terminals: &Terminals, text: &str) -> Vec<Attachment> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reasonix_forward::proto::PtySize;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn mentions_attach_the_current_screen_of_known_terminals_only() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        // A fresh HOME: the machine user's login profile must not hold the prompt back.
+        let home = tempfile::tempdir().expect("home");
+        std::env::set_var("HOME", home.path());
+        let terms = Terminals::new(ws.path().to_path_buf());
+        let t = terms
+            .open(PtySize { cols: 60, rows: 10 }, "")
+            .expect("open");
+        t.write(b"echo MARK-$((6*7))\n".to_vec());
+        let mut watch = t.watch();
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while !t.screen_text().lines().any(|l| l == "MARK-42") {
+                let _ = watch.changed().await;
+            }
+        })
+        .await
+        .expect("the echo shows");
+        let id = t.id;
+        let text = format!("why @term:{id}? and @term:{id}, not @term:99 or term:{id}");
+        let got = resolve(&terms, &text);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].path, format!("term:{id}"));
+        assert!(got[0].content.lines().any(|l| l == "MARK-42"), "{got:?}");
+        assert!(!got[0].content.ends_with('\n'), "blank rows trimmed");
+        terms.close_all();
+    }
+}
