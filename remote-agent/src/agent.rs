@@ -223,6 +223,13 @@ pub fn resolve_mentions(workspace: &Path, text: &str) -> Vec<Attachment> {
 pub fn user_message(text: &str, attachments: &[Attachment]) -> Value {
     let mut content = text.to_string();
     for a in attachments {
+        if let Some(id) = a.path.strip_prefix(crate::pty::mention::TERM_PREFIX) {
+            content.push_str(&format!(
+                "\n\n<attached-terminal id=\"{id}\" what=\"the current screen of the user's terminal {id}\">\n{}\n</attached-terminal>",
+                a.content
+            ));
+            continue;
+        }
         content.push_str(&format!(
             "\n\n<attached-file path=\"{}\"{}>\n{}\n</attached-file>",
             a.path,

@@ -781,7 +781,8 @@ impl Daemon {
             Request::OpenSession(open) => self.open_session(conn, open).await,
             Request::SubmitTurn { request_id, text } => {
                 let session = self.driven_session(conn)?;
-                match session.submit(&request_id, &text) {
+                let screens = crate::pty::mention::resolve(&self.terminals, &text);
+                match session.submit_with(&request_id, &text, screens) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
                     Err(e) => Err(RpcError::new("busy", e.to_string())),

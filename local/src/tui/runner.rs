@@ -227,11 +227,15 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     spawn_input(input_tx, Arc::clone(&stop));
 
     let ctx = Exec {
+        pty: super::term_link::spawn(client.clone(), app_tx.clone()),
         client: client.clone(),
         config: Arc::new(config),
         tx: app_tx.clone(),
         in_tmux: std::env::var_os("TMUX").is_some(),
     };
+    if let Ok((cols, rows)) = crossterm::terminal::size() {
+        let _ = app.set_screen_size(cols, rows);
+    }
     let start = Instant::now();
     let new = opts.session.is_none() && !opts.continue_last;
     let first = app.open(opts.session.clone(), new, opts.takeover);
@@ -320,13 +324,16 @@ fn handle_term(app: &mut App, ev: TermEvent) -> Vec<Action> {
         TermEvent::Key(k) => app.handle_key(k),
         TermEvent::Paste(s) => app.handle_paste(&s),
         TermEvent::Mouse(m) => app.handle_mouse(m),
-        // The next draw picks up the new size.
-        TermEvent::Resize(_, _) | TermEvent::FocusGained | TermEvent::FocusLost => Vec::new(),
+        // The next draw picks up the new size; terminal tabs resize their PTYs.
+        TermEvent::Resize(cols, rows) => app.set_screen_size(cols, rows),
+        TermEvent::FocusGained | TermEvent::FocusLost => Vec::new(),
     }
 }
 
 /// Executes actions: each request on its own task, answers back as [`AppEvent`]s.
 struct Exec {
+    /// Terminal tab traffic, sent in order by [`super::term_link`].
+    pty: mpsc::UnboundedSender<super::app::PtyAction>,
     client: Client,
     config: Arc<Config>,
     tx: mpsc::UnboundedSender<AppEvent>,
@@ -515,6 +522,9 @@ impl Exec {
                 });
             }
             Action::RetryNow => self.client.retry_now(),
+            Action::Pty(a) => {
+                let _ = self.pty.send(a);
+            }
             Action::Quit => return true,
         }
         false

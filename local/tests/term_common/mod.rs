@@ -59,6 +59,13 @@ impl Tmux {
         self.run(&["send-keys", "-l", text]);
     }
 
+    /// Press keys by tmux name (`C-t`, `Left`, `Escape`, ...).
+    pub fn send_keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
     /// Press Enter.
     pub fn enter(&self) {
         self.run(&["send-keys", "Enter"]);

@@ -10,6 +10,7 @@
 //! This is the user's own terminal: it is not sandboxed (the agent's bash tool is).
 
 pub mod attach;
+pub mod mention;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Write};

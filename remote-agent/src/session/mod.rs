@@ -537,10 +537,22 @@ impl Session {
 
     /// Submit a user turn. A repeated `request_id` is a no-op answered with `Ok(false)`.
     pub fn submit(self: &Arc<Self>, request_id: &str, text: &str) -> Result<bool, SessionError> {
+        self.submit_with(request_id, text, Vec::new())
+    }
+
+    /// [`Session::submit`] with more attachments after the `@path` files (the terminal
+    /// screens of `@term:N`, which the daemon owns).
+    pub fn submit_with(
+        self: &Arc<Self>,
+        request_id: &str,
+        text: &str,
+        extra: Vec<reasonix_forward::proto::Attachment>,
+    ) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
         let admitted;
         // Reading the mentioned files is file I/O: done before taking the session lock.
-        let attachments = agent::resolve_mentions(&self.workspace, text);
+        let mut attachments = agent::resolve_mentions(&self.workspace, text);
+        attachments.extend(extra);
         {
             let mut inner = self.lock();
             if inner.seen_requests.contains(request_id) {

@@ -106,8 +106,24 @@ impl App {
             Some(i) => (partial[..i].to_string(), partial[i + 1..].to_string()),
             None => (String::new(), partial.clone()),
         };
+        // `@term:N`: the open terminal tabs, listed before the files of the top folder.
+        let terms = if dir.is_empty() {
+            self.term_completions(&partial)
+        } else {
+            Vec::new()
+        };
+        if partial.starts_with("term:") {
+            self.completion = (!terms.is_empty()).then(|| Completion {
+                kind: CompKind::Path { dir: String::new() },
+                sel: prev_sel.min(terms.len().saturating_sub(1)),
+                items: terms,
+                range,
+                loading: false,
+            });
+            return Vec::new();
+        }
         let mut actions = Vec::new();
-        let (items, loading) = match self.dir_cache.get(&dir) {
+        let (mut items, loading) = match self.dir_cache.get(&dir) {
             Some(entries) => {
                 let lower = prefix.to_lowercase();
                 let mut items: Vec<CompItem> = entries
@@ -140,6 +156,12 @@ impl App {
                 (Vec::new(), true)
             }
         };
+        let mut loading = loading;
+        if !terms.is_empty() {
+            items.splice(0..0, terms);
+            // The terminals are shown at once; the files join them when listed.
+            loading = false;
+        }
         if items.is_empty() && !loading {
             self.completion = None;
             return actions;

@@ -11,7 +11,12 @@ impl App {
     /// Apply any non-input event.
     pub fn handle(&mut self, ev: AppEvent) -> Vec<Action> {
         match ev {
-            AppEvent::Client(c) => self.client_event(c),
+            AppEvent::Client(c) => {
+                let mut out = self.terminal_client_event(&c);
+                out.extend(self.client_event(c));
+                out
+            }
+            AppEvent::Pty(p) => self.pty_event(p),
             AppEvent::SessionOpened(o) => {
                 let changed = self.session.as_deref() != Some(o.session.as_str());
                 if changed {

@@ -27,6 +27,14 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ("Ctrl-R", "show / hide reasoning"),
     ("Ctrl-Y", "copy the last answer to the clipboard (OSC 52)"),
     ("Ctrl-L", "redraw the screen"),
+    (
+        "Ctrl-T",
+        "next tab: conversation, then each host terminal (opens one if none)",
+    ),
+    (
+        "@term:N",
+        "attach terminal N's current screen to the message",
+    ),
     ("F5", "reconnect now"),
     ("Ctrl-A / Ctrl-E", "start / end of line"),
     ("Ctrl-U / Ctrl-K", "delete to start / end of line"),
@@ -53,6 +61,9 @@ impl App {
                 PromptModal::HostKey { .. } | PromptModal::Upgrade { .. } => {}
             }
             return Vec::new();
+        }
+        if let Some(actions) = self.terminal_paste(text) {
+            return actions;
         }
         if self.modal_open() {
             return Vec::new();
@@ -91,6 +102,9 @@ impl App {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if !self.prompts.is_empty() {
             return self.prompt_key(key);
+        }
+        if let Some(actions) = self.terminal_key(&key) {
+            return actions;
         }
         if ctrl && key.code == KeyCode::Char('c') {
             return self.ctrl_c();

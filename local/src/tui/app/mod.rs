@@ -6,6 +6,7 @@ mod completion;
 mod events;
 mod keys;
 mod slash;
+mod terminal;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
@@ -30,6 +31,8 @@ use crate::config::Prices;
 pub(crate) use completion::{CompKind, Completion};
 pub(crate) use keys::KEYS;
 pub(crate) use slash::{SlashCommand, SlashSpec};
+pub(crate) use terminal::TermTab;
+pub use terminal::{PtyAction, PtyEvent};
 
 /// Static facts the UI shows and needs (from the config and the command line).
 #[derive(Debug, Clone, Default)]
@@ -124,6 +127,8 @@ pub enum Action {
     SaveOutput(super::fullout::OutputRequest),
     /// Skip the reconnect backoff.
     RetryNow,
+    /// Terminal tabs: a request or traffic for a host PTY (sent in order).
+    Pty(PtyAction),
     /// Leave the TUI.
     Quit,
 }
@@ -205,6 +210,8 @@ pub enum AppEvent {
         /// True when it was fetched from the host and its SHA-256 checked.
         fetched: bool,
     },
+    /// Terminal tabs: an answer or traffic from a host PTY.
+    Pty(PtyEvent),
     /// A request failed.
     RequestFailed {
         /// Which request (`submit`, `open`, `list_dir:PATH`, ...).
@@ -379,6 +386,8 @@ pub struct App {
     pub(crate) mono_ms: i64,
     pub(crate) wall_ms: i64,
     quit: bool,
+    /// Terminal tabs beside the conversation.
+    pub(crate) terms: terminal::Terms,
 }
 
 fn rid(prefix: &str) -> String {
@@ -462,6 +471,7 @@ impl App {
             mono_ms: 0,
             wall_ms: 0,
             quit: false,
+            terms: terminal::Terms::default(),
         }
     }
 

@@ -20,6 +20,7 @@ pub(crate) enum SlashCommand {
     Rewind,
     Compact,
     Mcp,
+    Shell,
     Quit,
 }
 
@@ -52,6 +53,7 @@ impl SlashCommand {
         Self::Rewind,
         Self::Compact,
         Self::Mcp,
+        Self::Shell,
         Self::Quit,
     ];
 
@@ -116,6 +118,12 @@ impl SlashCommand {
                 &[],
                 "",
                 "MCP servers: where each runs, its state and its tools",
+            ),
+            Self::Shell => (
+                "shell",
+                &["term"],
+                "[N|close N]",
+                "open a host terminal tab (N shows terminal N; Ctrl-T switches tabs)",
             ),
             Self::Quit => (
                 "quit",
@@ -354,6 +362,7 @@ impl App {
                 });
                 vec![Action::McpStatus]
             }
+            SlashCommand::Shell => self.shell_command(arg),
             SlashCommand::Compact => {
                 self.transcript.notice(
                     format!("/{} is not available yet in this build", cmd.spec().name),

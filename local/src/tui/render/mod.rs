@@ -4,6 +4,7 @@ mod composer;
 mod modal;
 mod overlay;
 mod status;
+mod terminal;
 
 use ratatui::layout::{Position, Rect};
 use ratatui::style::{Modifier, Style};
@@ -26,10 +27,17 @@ use status::render_status;
 
 /// Draw the whole screen.
 pub fn render(app: &App, frame: &mut Frame<'_>) {
-    let area = frame.area();
+    let mut area = frame.area();
     if area.width < 10 || area.height < 5 {
         frame.render_widget(Paragraph::new("terminal too small"), area);
         return;
+    }
+    if terminal::has_tabs(app) {
+        terminal::render_tab_bar(app, frame, Rect::new(area.x, area.y, area.width, 1));
+        area = Rect::new(area.x, area.y + 1, area.width, area.height - 1);
+        if terminal::render_active(app, frame, area) {
+            return;
+        }
     }
     let modal = app.modal_open();
     let composer_rows = if modal {

@@ -1,0 +1,192 @@
+//! Terminal tabs in the real `reasonix` TUI (local mode), driven through tmux: Ctrl-T opens
+//! a host shell beside the conversation, vim edits a file in it, the TUI quits and comes
+//! back with the same shell (same `$$`, its screen restored), and `@term:1` in a prompt
+//! puts that terminal's screen into the request the provider receives.
+
+mod term_common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply};
+use term_common::*;
+
+const GUARD: Duration = Duration::from_secs(40);
+
+fn write_config(home: &Path, base_url: &str) {
+    std::fs::create_dir_all(home).expect("home");
+    std::fs::write(
+        home.join("config.toml"),
+        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_TAB_KEY\"\n"),
+    )
+    .expect("config");
+    std::fs::write(home.join(".env"), "RX_TAB_KEY=sk-tab\n").expect(".env");
+}
+
+/// The TUI command line; the shells get a fresh HOME (no login profile of the machine user).
+fn tui_command(rx_home: &Path, ws: &Path) -> String {
+    let home = rx_home.with_file_name("shell-home");
+    std::fs::create_dir_all(&home).expect("shell home");
+    format!(
+        "cd {} && exec env -u XDG_RUNTIME_DIR HOME={} REASONIX_HOME={} REASONIX_IDLE_TIMEOUT_SECS=20 {}",
+        sh_quote(&ws.display().to_string()),
+        sh_quote(&home.display().to_string()),
+        sh_quote(&rx_home.display().to_string()),
+        sh_quote(env!("CARGO_BIN_EXE_reasonix")),
+    )
+}
+
+fn keys(t: &Tmux, k: &[&str]) {
+    t.send_keys(k);
+}
+
+/// Stops the test's daemons (and so its shells) however the test ends.
+struct Daemons<'a>(&'a Path);
+
+impl Drop for Daemons<'_> {
+    fn drop(&mut self) {
+        stop_daemons(self.0);
+    }
+}
+
+fn stop_daemons(home: &Path) {
+    if let Ok(rd) = std::fs::read_dir(home.join("sessions")) {
+        for e in rd.flatten() {
+            if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&b) {
+                    if let Some(pid) = v["pid"].as_u64() {
+                        // SAFETY: signalling the test's own daemon by pid.
+                        unsafe {
+                            libc::kill(pid as i32, libc::SIGTERM);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_tab_runs_vim_survives_the_tui_and_attaches_with_at_term() {
+    let mock = MockProvider::start(vec![MockReply::text(&["I see the ", "terminal."])]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    let rx = dir.path().join("rx");
+    std::fs::create_dir_all(&ws).expect("ws");
+    write_config(&rx, &mock.base_url());
+    let _daemons = Daemons(&rx);
+
+    tokio::task::block_in_place(|| {
+        let t = Tmux::start(dir.path(), &tui_command(&rx, &ws), 100, 30, 2000);
+        t.wait_screen(GUARD, "connected", |s| s.contains("connected"));
+        // Ctrl-T with no terminal opens one and shows it; the tab bar names it.
+        keys(&t, &["C-t"]);
+        t.wait_screen(GUARD, "the tab bar", |s| {
+            s.contains("chat") && s.contains("1 bash")
+        });
+        t.line("stty size; echo PID=$$");
+        // 30 rows minus the tab bar and the status line.
+        t.wait_line(GUARD, "28 100");
+        let pid = value_of(
+            &t.wait_screen(GUARD, "PID", |s| value_of(s, "PID=").is_some()),
+            "PID=",
+        )
+        .expect("pid");
+
+        // vim, with arrow keys in insert mode (vim asks for application cursor keys).
+        t.line("vim -u NONE -N f.txt");
+        t.wait_screen(GUARD, "vim", |s| s.contains("\"f.txt\""));
+        t.type_text("iworld");
+        keys(&t, &["Left", "Left", "Left", "Left", "Left"]);
+        t.type_text("hello ");
+        keys(&t, &["Escape"]);
+        t.line(":wq");
+        // vim leaves the alternate screen: the shell's screen is back as it was.
+        t.wait_screen(GUARD, "the shell after vim", |s| {
+            s.lines().any(|l| l.trim_end() == "28 100") && !s.contains("\"f.txt\"")
+        });
+        let f = ws.join("f.txt");
+        t.wait_screen(GUARD, "f.txt on the host", |_| f.is_file());
+        assert_eq!(
+            std::fs::read_to_string(&f).expect("f.txt on the host"),
+            "hello world\n"
+        );
+
+        // Resizing the TUI resizes the PTY.
+        t.resize(90, 26);
+        std::thread::sleep(Duration::from_millis(300));
+        t.line("stty size");
+        t.wait_line(GUARD, "24 90");
+
+        // Back to the conversation (Ctrl-T cycles), then quit the TUI: the shell stays.
+        keys(&t, &["C-t"]);
+        t.wait_screen(GUARD, "the conversation", |s| s.contains("Ask Reasonix"));
+        keys(&t, &["C-c"]);
+        keys(&t, &["C-c"]);
+        t.wait_screen(GUARD, "the TUI to quit", |_| t.pane_dead());
+        drop(t);
+
+        let t = Tmux::start(dir.path(), &tui_command(&rx, &ws), 90, 26, 2000);
+        t.wait_screen(GUARD, "the terminal listed again", |s| {
+            s.contains("1 bash") && s.contains("still running")
+        });
+        keys(&t, &["C-t"]);
+        // The screen comes back from the host's screen state.
+        t.wait_line(GUARD, "24 90");
+        t.line("echo AGAIN=$$; echo SCREEN-MARK-$((6*7))");
+        let again = value_of(
+            &t.wait_screen(GUARD, "AGAIN", |s| value_of(s, "AGAIN=").is_some()),
+            "AGAIN=",
+        );
+        assert_eq!(
+            again.as_deref(),
+            Some(pid.as_str()),
+            "same shell after the TUI came back"
+        );
+        t.wait_line(GUARD, "SCREEN-MARK-42");
+
+        // `@term:1` in the composer: completion offers it, and the screen reaches the model.
+        keys(&t, &["C-t"]);
+        t.wait_screen(GUARD, "the conversation", |s| s.contains("Ask Reasonix"));
+        t.type_text("what does @te");
+        t.wait_screen(GUARD, "the completion", |s| s.contains("terminal screen"));
+        keys(&t, &["Tab"]);
+        t.type_text("show?");
+        keys(&t, &["Enter"]);
+        t.wait_screen(GUARD, "the answer", |s| s.contains("I see the terminal."));
+        t.wait_screen(GUARD, "the prompt in the transcript", |s| {
+            s.contains("@term:1 show?")
+        });
+        keys(&t, &["C-c"]);
+        keys(&t, &["C-c"]);
+    });
+
+    let reqs = mock.requests();
+    let last_user = reqs
+        .last()
+        .expect("one provider request")
+        .messages()
+        .into_iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .expect("a user message");
+    let content = last_user["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(content.contains("<attached-terminal id=\"1\""), "{content}");
+    assert!(content.contains("SCREEN-MARK-42"), "{content}");
+    assert!(content.contains("AGAIN="), "{content}");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(["term", "--close", "1"])
+        .current_dir(&ws)
+        .env("REASONIX_HOME", &rx)
+        .output()
+        .expect("close");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
