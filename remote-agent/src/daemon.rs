@@ -88,6 +88,8 @@ pub struct Daemon {
     last_activity: Mutex<Instant>,
     /// The workspace's terminals; they outlive every link.
     terminals: Arc<crate::pty::Terminals>,
+    /// The workspace's prompt history, shared by every client.
+    history: Arc<crate::prompt_history::PromptHistory>,
 }
 
 /// Where the lines of one tunnelled laptop MCP server go on the host.
@@ -323,6 +325,9 @@ fn hold_large_messages(
     }
 }
 
+mod workbench;
+use workbench::WorkbenchRequest;
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -346,8 +351,12 @@ impl Daemon {
             _ => None,
         };
         let terminals = crate::pty::Terminals::new(paths.workspace.clone());
+        let history = Arc::new(crate::prompt_history::PromptHistory::new(
+            &paths.sessions_dir,
+        ));
         Arc::new(Daemon {
             terminals,
+            history,
             paths,
             config,
             runtime,
@@ -825,6 +834,33 @@ impl Daemon {
                     .await
                     .map(|(summary, paths)| Response::Rewound { summary, paths })
                     .map_err(|e| RpcError::new("rewind", e))
+            }
+            Request::Steer { request_id, text } => {
+                self.handle_workbench(conn, WorkbenchRequest::Steer { request_id, text })
+                    .await
+            }
+            Request::Shell {
+                request_id,
+                command,
+                add_to_context,
+            } => {
+                self.handle_workbench(
+                    conn,
+                    WorkbenchRequest::Shell {
+                        request_id,
+                        command,
+                        add_to_context,
+                    },
+                )
+                .await
+            }
+            Request::HistoryList => {
+                self.handle_workbench(conn, WorkbenchRequest::HistoryList)
+                    .await
+            }
+            Request::HistoryAppend { text } => {
+                self.handle_workbench(conn, WorkbenchRequest::HistoryAppend { text })
+                    .await
             }
             Request::ListDir { path } => self.list_dir(&path),
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),

@@ -167,5 +167,8 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::Notice { .. } => "notice",
         EventKind::Checkpoint { .. } => "checkpoint",
         EventKind::Compacted { .. } => "compacted",
+        EventKind::Steer { .. } => "steer",
+        EventKind::SteerInjected { .. } => "steer_injected",
+        EventKind::ShellRan { .. } => "shell_ran",
     }
 }

@@ -22,6 +22,7 @@ mod render;
 mod runner;
 mod theme;
 mod transcript;
+mod workbench;
 mod wrap;
 
 pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest};

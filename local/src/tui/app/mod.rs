@@ -6,6 +6,7 @@ mod completion;
 mod events;
 mod keys;
 mod slash;
+mod workbench;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
@@ -30,6 +31,7 @@ use crate::config::Prices;
 pub(crate) use completion::{CompKind, Completion};
 pub(crate) use keys::KEYS;
 pub(crate) use slash::{SlashCommand, SlashSpec};
+pub(crate) use workbench::HistorySearch;
 
 /// Static facts the UI shows and needs (from the config and the command line).
 #[derive(Debug, Clone, Default)]
@@ -122,6 +124,30 @@ pub enum Action {
     Copy(String),
     /// Save a tool's complete output to a file (fetching it from the host if needed).
     SaveOutput(super::fullout::OutputRequest),
+    /// Send `Request::Steer` (a `not_running` answer comes back as
+    /// [`AppEvent::SteerRefused`]).
+    Steer {
+        /// Deduplication id.
+        request_id: String,
+        /// The steering text.
+        text: String,
+    },
+    /// Send `Request::Shell` (a `!` line).
+    Shell {
+        /// Deduplication id.
+        request_id: String,
+        /// The command line.
+        command: String,
+        /// Share the output with the model in the next turn.
+        add_to_context: bool,
+    },
+    /// Send `Request::HistoryList` (answered with [`AppEvent::History`]).
+    HistoryList,
+    /// Send `Request::HistoryAppend`.
+    HistoryAppend {
+        /// What the user sent.
+        text: String,
+    },
     /// Skip the reconnect backoff.
     RetryNow,
     /// Leave the TUI.
@@ -204,6 +230,13 @@ pub enum AppEvent {
         bytes: u64,
         /// True when it was fetched from the host and its SHA-256 checked.
         fetched: bool,
+    },
+    /// The workspace's prompt history (answer to `HistoryList`).
+    History(Vec<String>),
+    /// A steer found no running turn on the host.
+    SteerRefused {
+        /// Its text (sent as a message instead).
+        text: String,
     },
     /// A request failed.
     RequestFailed {
@@ -373,6 +406,8 @@ pub struct App {
     pub(crate) show_reasoning: bool,
     pub(crate) hint: Option<(String, i64)>,
     pub(crate) queued: Option<String>,
+    /// Ctrl-R history search in progress.
+    pub(crate) search: Option<HistorySearch>,
     pub(crate) sending: Option<String>,
     our_requests: HashSet<String>,
     last_ctrl_c: Option<i64>,
@@ -456,6 +491,7 @@ impl App {
             show_reasoning: false,
             hint: None,
             queued: None,
+            search: None,
             sending: None,
             our_requests: HashSet::new(),
             last_ctrl_c: None,
