@@ -266,3 +266,176 @@ async fn a_steer_reaches_the_next_step_of_the_same_turn_and_survives_a_restart()
     drop(client);
     stop_daemon(&rig.home);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bang_command_runs_sandboxed_and_its_output_reaches_the_next_turn_when_chosen() {
+    let mock = MockProvider::start(vec![
+        MockReply::text(&["seen"]),
+        MockReply::text(&["seen again"]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_SHELL_KEY", "sk-shell");
+    // Outside the workspace and outside /tmp (which the sandbox replaces by a tmpfs).
+    let outside = std::path::PathBuf::from(format!("/var/tmp/rx-shell-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).expect("outside dir");
+    let (client, mut events) = open(&rig, true).await;
+
+    // Allowed by the policy (yolo), confined by bwrap: the workspace is writable, the rest
+    // of the file system is not.
+    let cmd = format!(
+        "echo shared-marker > inside.txt && cat inside.txt; touch {}/escaped",
+        outside.display()
+    );
+    assert_eq!(
+        client
+            .request(Request::Shell {
+                request_id: "sh1".into(),
+                command: cmd.clone(),
+                add_to_context: true,
+            })
+            .await
+            .expect("shell"),
+        Response::Ok
+    );
+    let seen = until(&mut events, |k| matches!(k, EventKind::ShellRan { .. })).await;
+    let Some(EventKind::ShellRan {
+        output,
+        is_error,
+        added_to_context,
+        ..
+    }) = seen.last()
+    else {
+        panic!("no ShellRan");
+    };
+    assert!(output.contains("shared-marker"), "{output}");
+    assert!(output.contains("Read-only file system"), "{output}");
+    assert!(*is_error, "touch failed, so the command failed: {output}");
+    assert!(*added_to_context);
+    assert!(rig.ws.join("inside.txt").exists());
+    assert!(
+        !outside.join("escaped").exists(),
+        "the sandbox let ! write outside the workspace"
+    );
+
+    // Not shared: `!!` output stays out of the model's context.
+    client
+        .request(Request::Shell {
+            request_id: "sh2".into(),
+            command: "echo private-marker".into(),
+            add_to_context: false,
+        })
+        .await
+        .expect("shell 2");
+    assert_eq!(mock.request_count(), 0, "! alone asks the model nothing");
+
+    client
+        .submit_turn("t1", "what did you see?")
+        .await
+        .expect("submit");
+    until(&mut events, finished).await;
+    let msgs = mock.requests()[0].messages();
+    let user = msgs.last().expect("user message");
+    assert_eq!(user["role"], "user");
+    let content = user["content"].as_str().unwrap_or("");
+    assert!(content.contains("shared-marker"), "{content}");
+    assert!(content.ends_with("what did you see?"), "{content}");
+    assert!(!content.contains("private-marker"), "{content}");
+    // Never the system prefix.
+    assert!(!msgs[0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("shared-marker"));
+    // Given once: the next turn does not repeat it.
+    client.submit_turn("t2", "again").await.expect("submit 2");
+    until_in(&mut events, |k, turn| finished(k) && turn == 2).await;
+    let msgs = mock.requests()[1].messages();
+    assert_eq!(msgs.last().expect("user")["content"], "again");
+
+    // A command the policy denies for bash is refused with the reason.
+    drop(client);
+    let config = rig.config();
+    let (client, _events) = rig.client(&config);
+    let opened = client
+        .request(Request::OpenSession(OpenSession {
+            settings: SessionSettings {
+                model: Some("mock/m".into()),
+                policy: SessionPolicy {
+                    mode: PermissionMode::Yolo,
+                    rules: reasonix_forward::policy::Rules {
+                        deny: vec![
+                            reasonix_forward::policy::Rule::parse("Bash(rm:*)").expect("rule")
+                        ],
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                ..SessionSettings::default()
+            },
+            takeover: true,
+            ..OpenSession::default()
+        }))
+        .await
+        .expect("open");
+    assert!(matches!(opened, Response::SessionOpened(_)), "{opened:?}");
+    match client
+        .request(Request::Shell {
+            request_id: "sh3".into(),
+            command: "rm -f inside.txt".into(),
+            add_to_context: true,
+        })
+        .await
+    {
+        Err(CallError::Remote(e)) => {
+            assert_eq!(e.code, "denied", "{e}");
+            assert!(e.message.contains("rm"), "{e}");
+        }
+        other => panic!("a denied ! ran: {other:?}"),
+    }
+    assert!(rig.ws.join("inside.txt").exists());
+    drop(client);
+    stop_daemon(&rig.home);
+    let _ = std::fs::remove_dir_all(&outside);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_history_is_the_workspaces_shared_by_clients_and_private() {
+    let mock = MockProvider::start(vec![]).await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_HIST_KEY", "sk-hist");
+    let (a, _ea) = open(&rig, true).await;
+    let (b, _eb) = open(&rig, false).await;
+    for (c, t) in [
+        (&a, "from laptop a"),
+        (&b, "from laptop b"),
+        (&a, "from laptop a"),
+    ] {
+        assert_eq!(
+            c.request(Request::HistoryAppend { text: t.into() })
+                .await
+                .expect("append"),
+            Response::Ok
+        );
+    }
+    for c in [&a, &b] {
+        assert_eq!(
+            c.request(Request::HistoryList).await.expect("list"),
+            Response::History {
+                entries: vec![
+                    "from laptop a".into(),
+                    "from laptop b".into(),
+                    "from laptop a".into()
+                ]
+            }
+        );
+    }
+    let file = std::fs::read_dir(rig.home.join("sessions"))
+        .expect("sessions")
+        .flatten()
+        .map(|d| d.path().join("prompt-history.jsonl"))
+        .find(|p| p.exists())
+        .expect("history file");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    drop((a, b));
+    stop_daemon(&rig.home);
+}

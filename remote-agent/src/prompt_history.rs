@@ -40,14 +40,23 @@ pub enum HistoryError {
 pub struct PromptHistory {
     path: PathBuf,
     lock: Mutex<()>,
+    max_entries: usize,
+    max_bytes: usize,
 }
 
 impl PromptHistory {
     /// The history kept in `state_dir`.
     pub fn new(state_dir: &Path) -> Self {
+        Self::with_bounds(state_dir, MAX_ENTRIES, MAX_BYTES)
+    }
+
+    /// The history kept in `state_dir` with other bounds (tests).
+    pub fn with_bounds(state_dir: &Path, max_entries: usize, max_bytes: usize) -> Self {
         PromptHistory {
             path: state_dir.join(FILE_NAME),
             lock: Mutex::new(()),
+            max_entries,
+            max_bytes,
         }
     }
 
@@ -88,9 +97,9 @@ impl PromptHistory {
             .iter()
             .map(|e| serde_json::Value::String(e.clone()).to_string())
             .collect();
-        let mut start = lines.len().saturating_sub(MAX_ENTRIES);
+        let mut start = lines.len().saturating_sub(self.max_entries);
         let mut bytes: usize = lines[start..].iter().map(|l| l.len() + 1).sum();
-        while bytes > MAX_BYTES && start < lines.len() {
+        while bytes > self.max_bytes && start < lines.len() {
             bytes -= lines[start].len() + 1;
             start += 1;
         }
@@ -146,23 +155,25 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
-        for i in 0..(MAX_ENTRIES + 5) {
+        let h = PromptHistory::with_bounds(dir.path(), 50, 4096);
+        for i in 0..55 {
             h.append(&format!("p{i}")).expect("append");
         }
         let all = h.list().expect("list");
-        assert_eq!(all.len(), MAX_ENTRIES);
-        assert_eq!(all.last().map(String::as_str), Some("p1004"));
+        assert_eq!(all.len(), 50);
+        assert_eq!(all.last().map(String::as_str), Some("p54"));
         assert_eq!(all[0], "p5");
         // The byte bound: big entries push old ones out.
-        let big = "x".repeat(MAX_ENTRY_BYTES - 10);
-        for _ in 0..20 {
+        let big = "x".repeat(1000);
+        for _ in 0..10 {
             h.append(&big).expect("append");
             h.append("sep").expect("append");
         }
         let size = std::fs::metadata(dir.path().join(FILE_NAME))
             .expect("meta")
             .len() as usize;
-        assert!(size <= MAX_BYTES, "{size}");
+        assert!(size <= 4096, "{size}");
+        assert!(size > 3000, "{size}");
         assert_eq!(
             h.list().expect("list").last().map(String::as_str),
             Some("sep")
