@@ -191,6 +191,41 @@ pub enum Request {
     /// Host terminals: open, list, attach, detach, close (see [`crate::pty`]).
     Pty(PtyRequest),
 
+    // ---- steer, `!` shell and prompt history (issue 16) ----
+    /// Steer the running turn of the open session: the text is journaled at once
+    /// ([`EventKind::Steer`]) and given to the model as a user message before the turn's next
+    /// model step ([`EventKind::SteerInjected`]). Answered with [`Response::Ok`] once the
+    /// steer is on disk, or the error `not_running` when no turn runs (send a
+    /// [`Request::SubmitTurn`] instead). Deduplicated by `request_id`.
+    Steer {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// The steering text.
+        text: String,
+    },
+    /// Run a shell command the user typed as `!command` in the workspace, under the
+    /// session's sandbox and permission policy for `bash` (a denied command is refused with
+    /// the error `denied` naming the reason). Answered with [`Response::Ok`] when it finished;
+    /// the result is the journaled [`EventKind::ShellRan`]. With `add_to_context`, its output
+    /// joins the next user turn's message (the tail, never the system prefix).
+    Shell {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// The command line (without the leading `!`).
+        command: String,
+        /// Give the output to the model with the next turn.
+        add_to_context: bool,
+    },
+    /// The workspace's prompt history, oldest first (shared by every client of the
+    /// workspace). Answered with [`Response::History`].
+    HistoryList,
+    /// Add a prompt the user sent from the composer to the workspace's prompt history.
+    /// Answered with [`Response::Ok`].
+    HistoryAppend {
+        /// The prompt as typed.
+        text: String,
+    },
+
     // ---- daemon -> client ----
     /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
     /// on `channel` as [`Notification::McpLine`]s. Answered with [`Response::Ok`].
@@ -376,6 +411,13 @@ pub enum Response {
     Content(ContentChunk),
     /// Answer to [`Request::Pty`].
     Pty(PtyResponse),
+
+    // ---- prompt history (issue 16) ----
+    /// The workspace's prompt history, oldest first.
+    History {
+        /// The entries.
+        entries: Vec<String>,
+    },
 }
 
 /// One MCP server as `/mcp` and `reasonix mcp list` show it.
@@ -855,5 +897,37 @@ pub enum EventKind {
         archived: Vec<String>,
         /// Archive file (name, relative to the sessions directory).
         archive: String,
+    },
+
+    // ---- steer and `!` shell (issue 16) ----
+    /// The user steered the running turn (journaled when it arrived; not yet seen by the
+    /// model).
+    Steer {
+        /// The request id that sent it.
+        request_id: String,
+        /// The text.
+        text: String,
+    },
+    /// Steers were given to the model as one user message appended after the last message,
+    /// before this model step. Appending extends the previous request, so the cached prefix
+    /// is kept; the step's uncached cost is the new tail, of which the steer is `est_tokens`.
+    SteerInjected {
+        /// The [`EventKind::Steer`] request ids, in order.
+        request_ids: Vec<String>,
+        /// Estimated prompt tokens the steer text adds.
+        est_tokens: u64,
+    },
+    /// A `!command` the user ran in the workspace.
+    ShellRan {
+        /// The request id that ran it.
+        request_id: String,
+        /// The command line.
+        command: String,
+        /// True when it failed (non-zero exit, signal, timeout, sandbox error).
+        is_error: bool,
+        /// Combined stdout and stderr (bounded like a tool result, with the exit status).
+        output: String,
+        /// The output joins the next user turn's message.
+        added_to_context: bool,
     },
 }

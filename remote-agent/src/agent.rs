@@ -117,12 +117,26 @@ pub fn cache_note(
 /// The conversation (without the system message) rebuilt from journal events.
 pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
     let mut messages = Vec::new();
+    // Steers wait for their injection point; `!` outputs for the next user turn.
+    let mut steers = crate::steer::Replay::default();
     for ev in events {
         match &ev.kind {
             EventKind::UserTurn {
                 text, attachments, ..
             } => {
-                messages.push(user_message(text, attachments));
+                let shell = steers.take_shell();
+                messages.push(crate::steer::user_message_with_shell(
+                    text,
+                    attachments,
+                    &shell,
+                ));
+            }
+            EventKind::Steer { .. }
+            | EventKind::SteerInjected { .. }
+            | EventKind::ShellRan { .. } => {
+                if let Some(msg) = steers.observe(&ev.kind) {
+                    messages.push(msg);
+                }
             }
             EventKind::AssistantMessage {
                 content,
@@ -307,7 +321,10 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
             | EventKind::Checkpoint { .. }
-            | EventKind::Compacted { .. } => {}
+            | EventKind::Compacted { .. }
+            | EventKind::Steer { .. }
+            | EventKind::SteerInjected { .. }
+            | EventKind::ShellRan { .. } => {}
         }
     }
     pending

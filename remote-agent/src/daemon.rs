@@ -91,6 +91,8 @@ pub struct Daemon {
     /// Held while a session is loaded from its journal, so two links opening the same
     /// session at once load it once.
     loading: tokio::sync::Mutex<()>,
+    /// The workspace's prompt history, shared by every client.
+    history: Arc<crate::prompt_history::PromptHistory>,
 }
 
 /// Where the lines of one tunnelled laptop MCP server go on the host.
@@ -326,6 +328,9 @@ fn hold_large_messages(
     }
 }
 
+mod workbench;
+use workbench::WorkbenchRequest;
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -349,9 +354,13 @@ impl Daemon {
             _ => None,
         };
         let terminals = crate::pty::Terminals::new(paths.workspace.clone());
+        let history = Arc::new(crate::prompt_history::PromptHistory::new(
+            &paths.sessions_dir,
+        ));
         Arc::new(Daemon {
             terminals,
             loading: tokio::sync::Mutex::new(()),
+            history,
             paths,
             config,
             runtime,
@@ -843,6 +852,33 @@ impl Daemon {
                     .await
                     .map(|(summary, paths)| Response::Rewound { summary, paths })
                     .map_err(|e| RpcError::new("rewind", e))
+            }
+            Request::Steer { request_id, text } => {
+                self.handle_workbench(conn, WorkbenchRequest::Steer { request_id, text })
+                    .await
+            }
+            Request::Shell {
+                request_id,
+                command,
+                add_to_context,
+            } => {
+                self.handle_workbench(
+                    conn,
+                    WorkbenchRequest::Shell {
+                        request_id,
+                        command,
+                        add_to_context,
+                    },
+                )
+                .await
+            }
+            Request::HistoryList => {
+                self.handle_workbench(conn, WorkbenchRequest::HistoryList)
+                    .await
+            }
+            Request::HistoryAppend { text } => {
+                self.handle_workbench(conn, WorkbenchRequest::HistoryAppend { text })
+                    .await
             }
             Request::ListDir { path } => self.list_dir(&path),
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),

@@ -206,7 +206,10 @@ fn may_be_big(kind: &EventKind) -> bool {
         | EventKind::ApprovalRequested { .. }
         | EventKind::Notice { .. }
         | EventKind::Checkpoint { .. }
-        | EventKind::Compacted { .. } => true,
+        | EventKind::Compacted { .. }
+        | EventKind::Steer { .. }
+        | EventKind::SteerInjected { .. }
+        | EventKind::ShellRan { .. } => true,
     }
 }
 
@@ -231,5 +234,8 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::Notice { .. } => "notice",
         EventKind::Checkpoint { .. } => "checkpoint",
         EventKind::Compacted { .. } => "compacted",
+        EventKind::Steer { .. } => "steer",
+        EventKind::SteerInjected { .. } => "steer_injected",
+        EventKind::ShellRan { .. } => "shell_ran",
     }
 }

@@ -371,7 +371,10 @@ impl Actor {
             | EventKind::ToolStarted { .. }
             | EventKind::ToolFinished { .. }
             | EventKind::Usage { .. }
-            | EventKind::Checkpoint { .. } => {}
+            | EventKind::Checkpoint { .. }
+            | EventKind::Steer { .. }
+            | EventKind::SteerInjected { .. }
+            | EventKind::ShellRan { .. } => {}
             EventKind::Compacted {
                 kind,
                 trigger,

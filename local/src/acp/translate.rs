@@ -182,7 +182,13 @@ impl Translator {
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
             | EventKind::Compacted { .. }
-            | EventKind::Checkpoint { .. } => Vec::new(),
+            | EventKind::Checkpoint { .. }
+            | EventKind::SteerInjected { .. }
+            | EventKind::ShellRan { .. } => Vec::new(),
+            // A steer sent by another client (the TUI) shows as the user's words.
+            EventKind::Steer { text, .. } => {
+                vec![acp::SessionUpdate::UserMessageChunk(chunk(text))]
+            }
         }
     }
 

@@ -53,6 +53,32 @@ impl Composer {
         t
     }
 
+    /// Replace the history with the workspace's (from the host, oldest first), keeping
+    /// what was sent here meanwhile at the end.
+    pub(crate) fn set_history(&mut self, entries: Vec<String>) {
+        let local = std::mem::take(&mut self.history);
+        self.history = entries;
+        for l in local {
+            if !self.history.contains(&l) {
+                self.history.push(l);
+            }
+        }
+        self.browsing = None;
+    }
+
+    /// The newest history entry older than `before` (all when `None`) containing `query`
+    /// (case-insensitive): its index and text.
+    pub(crate) fn search_back(&self, query: &str, before: Option<usize>) -> Option<(usize, &str)> {
+        let q = query.to_lowercase();
+        let end = before.unwrap_or(self.history.len()).min(self.history.len());
+        self.history[..end]
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, h)| h.to_lowercase().contains(&q))
+            .map(|(i, h)| (i, h.as_str()))
+    }
+
     /// Insert text at the cursor (typing and paste).
     pub(crate) fn insert(&mut self, s: &str) {
         let s = s.replace("\r\n", "\n").replace('\r', "\n");

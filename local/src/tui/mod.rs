@@ -24,6 +24,7 @@ mod runner;
 mod term_link;
 mod theme;
 mod transcript;
+mod workbench;
 mod wrap;
 
 pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest, PtyAction, PtyEvent};

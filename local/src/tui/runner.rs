@@ -381,6 +381,46 @@ impl Exec {
         });
     }
 
+    /// A steer; when the host has no running turn any more, the app sends it as a message.
+    fn steer(&self, request_id: String, text: String) {
+        let client = self.client.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let req = Request::Steer {
+                request_id,
+                text: text.clone(),
+            };
+            let ev = match client.request(req).await {
+                Ok(_) => None,
+                Err(CallError::Remote(e)) if e.code == "not_running" => {
+                    Some(AppEvent::SteerRefused { text })
+                }
+                Err(e) => Some(AppEvent::RequestFailed {
+                    what: "steer".into(),
+                    message: call_error(e),
+                }),
+            };
+            if let Some(ev) = ev {
+                let _ = tx.send(ev);
+            }
+        });
+    }
+
+    /// Prompt history: a failure costs only the shared history, so it is logged, not shown.
+    fn history(&self, req: Request) {
+        let client = self.client.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            match client.request(req).await {
+                Ok(Response::History { entries }) => {
+                    let _ = tx.send(AppEvent::History(entries));
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("prompt history: {e}"),
+            }
+        });
+    }
+
     fn run(&self, action: Action) -> bool {
         match action {
             Action::OpenSession(OpenParams {
@@ -521,6 +561,22 @@ impl Exec {
                     let _ = tx.send(ev);
                 });
             }
+            Action::Steer { request_id, text } => self.steer(request_id, text),
+            Action::Shell {
+                request_id,
+                command,
+                add_to_context,
+            } => self.request(
+                "!",
+                Request::Shell {
+                    request_id,
+                    command,
+                    add_to_context,
+                },
+                |_| None,
+            ),
+            Action::HistoryList => self.history(Request::HistoryList),
+            Action::HistoryAppend { text } => self.history(Request::HistoryAppend { text }),
             Action::RetryNow => self.client.retry_now(),
             Action::Pty(a) => {
                 let _ = self.pty.send(a);

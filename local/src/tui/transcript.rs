@@ -74,6 +74,19 @@ pub(crate) enum EntryKind {
     Tool(ToolCard),
     /// A notice.
     Notice { text: String, level: Level },
+    /// A steer the user sent while the turn ran; `delivered` once the model got it.
+    Steer {
+        request_id: String,
+        text: String,
+        delivered: bool,
+    },
+    /// A `!command` the user ran, with its output.
+    Shell {
+        command: String,
+        output: String,
+        is_error: bool,
+        added_to_context: bool,
+    },
 }
 
 /// Everything layout depends on besides the entry itself.
@@ -183,7 +196,11 @@ impl Transcript {
                 match &mut e.kind {
                     EntryKind::Assistant { streaming, .. }
                     | EntryKind::Reasoning { streaming, .. } => *streaming = false,
-                    EntryKind::User { .. } | EntryKind::Tool(_) | EntryKind::Notice { .. } => {}
+                    EntryKind::User { .. }
+                    | EntryKind::Tool(_)
+                    | EntryKind::Notice { .. }
+                    | EntryKind::Steer { .. }
+                    | EntryKind::Shell { .. } => {}
                 }
                 e.touch();
             }
@@ -448,6 +465,44 @@ impl Transcript {
                 }
             }
             EventKind::Notice { text } => self.notice(text.clone(), Level::Info),
+            // Mid-stream: the streaming entry keeps taking the deltas.
+            EventKind::Steer { request_id, text } => {
+                self.push(EntryKind::Steer {
+                    request_id: request_id.clone(),
+                    text: text.clone(),
+                    delivered: false,
+                });
+            }
+            EventKind::SteerInjected { request_ids, .. } => {
+                for e in self.entries.iter_mut().rev() {
+                    if let EntryKind::Steer {
+                        request_id,
+                        delivered,
+                        ..
+                    } = &mut e.kind
+                    {
+                        if request_ids.contains(request_id) {
+                            *delivered = true;
+                            e.touch();
+                        }
+                    }
+                }
+            }
+            EventKind::ShellRan {
+                command,
+                output,
+                is_error,
+                added_to_context,
+                ..
+            } => {
+                self.end_streams();
+                self.push(EntryKind::Shell {
+                    command: command.clone(),
+                    output: output.clone(),
+                    is_error: *is_error,
+                    added_to_context: *added_to_context,
+                });
+            }
             EventKind::Compacted {
                 kind,
                 trigger,
@@ -769,7 +824,7 @@ fn layout(kind: &EntryKind, ctx: &LayoutCtx) -> Vec<Line<'static>> {
             } else {
                 out.push(Line::from(Span::styled(
                     format!(
-                        "  thought · {n_lines} line{} (Ctrl-R to show)",
+                        "  thought · {n_lines} line{} (Ctrl-O to show)",
                         if n_lines == 1 { "" } else { "s" }
                     ),
                     style,
@@ -777,6 +832,21 @@ fn layout(kind: &EntryKind, ctx: &LayoutCtx) -> Vec<Line<'static>> {
             }
         }
         EntryKind::Tool(card) => out.extend(tool_card(card, ctx, w)),
+        EntryKind::Steer {
+            text, delivered, ..
+        } => out.extend(super::workbench::steer_lines(text, *delivered, w)),
+        EntryKind::Shell {
+            command,
+            output,
+            is_error,
+            added_to_context,
+        } => out.extend(super::workbench::shell_lines(
+            command,
+            output,
+            *is_error,
+            *added_to_context,
+            w,
+        )),
         EntryKind::Notice { text, level } => {
             let (mark, style) = match level {
                 Level::Info => ("  · ", theme::dim()),
@@ -1087,7 +1157,7 @@ mod tests {
         let all = text(&t.window(&ctx(60), 100, Scroll::Follow));
         assert!(all.contains(&"  ● bash ls  2.5s".to_string()), "{all:?}");
         assert!(all.contains(&"    │ a".to_string()));
-        assert!(all.contains(&"  thought · 1 line (Ctrl-R to show)".to_string()));
+        assert!(all.contains(&"  thought · 1 line (Ctrl-O to show)".to_string()));
     }
 
     #[test]

@@ -440,7 +440,12 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::TurnFinished { .. }
                     | EventKind::Notice { .. }
                     | EventKind::Checkpoint { .. }
-                    | EventKind::Compacted { .. } => continue,
+                    | EventKind::Compacted { .. }
+                    | EventKind::SteerInjected { .. } => continue,
+                    EventKind::Steer { text, .. } => ("user (steer)".to_string(), text.clone()),
+                    EventKind::ShellRan {
+                        command, output, ..
+                    } => (format!("shell !{command}"), output.clone()),
                 };
                 docs.push(HistoryDoc {
                     id: format!("e{}", e.seq),

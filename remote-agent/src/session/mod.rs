@@ -25,6 +25,7 @@ use reasonix_forward::content::EXTERNALIZE_OVER;
 mod compact;
 mod provider;
 mod rewind;
+mod steer;
 mod turn;
 
 pub use provider::{ProviderStream, PROVIDER_CHUNK_BUFFER};
@@ -75,6 +76,18 @@ pub enum SessionError {
     /// Unknown approval id.
     #[error("no pending approval with id {0}")]
     NoSuchApproval(String),
+    /// A steer arrived while no turn runs.
+    #[error("no turn is running to steer; send the text as a new message")]
+    NotRunning,
+    /// A steer without text.
+    #[error("the steer message is empty")]
+    EmptySteer,
+    /// A `!` command the permission policy denies for bash.
+    #[error("denied by the permission policy: {0}")]
+    ShellDenied(String),
+    /// A `!` command that could not be run.
+    #[error("{0}")]
+    Shell(String),
 }
 
 struct PendingApproval {
@@ -103,6 +116,8 @@ struct Inner {
     title: String,
     /// Prompt-size accounting for the compaction ladder.
     context: compact::ContextState,
+    /// Steers and `!` outputs not yet given to the model.
+    pending: steer::Pending,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -206,6 +221,7 @@ impl Session {
             }
         }
         let messages = agent::messages_from_events(&events);
+        let pending = steer::Pending::from_events(&events);
         let turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         let mut seen_requests = HashSet::new();
         let mut title = String::new();
@@ -254,6 +270,7 @@ impl Session {
                 created,
                 title,
                 context: compact::ContextState::default(),
+                pending,
             }),
             live,
             driver,
@@ -566,7 +583,12 @@ impl Session {
             if inner.title.is_empty() {
                 inner.title = crate::journal::title_of(text);
             }
-            inner.messages.push(agent::user_message(text, &attachments));
+            let shell = std::mem::take(&mut inner.pending.shell);
+            inner.messages.push(crate::steer::user_message_with_shell(
+                text,
+                &attachments,
+                &shell,
+            ));
             self.emit(
                 &mut inner,
                 EventKind::UserTurn {

@@ -10,30 +10,12 @@ impl Session {
         cancel: CancellationToken,
         admitted: Option<Barrier>,
     ) {
-        let outcome = self.turn_steps(&cancel, admitted).await;
-        let (outcome, detail) = outcome;
-        let new_state = if outcome == "paused" {
-            TurnState::Paused
-        } else {
-            TurnState::Idle
-        };
-        let barrier = {
-            let mut inner = self.lock();
-            self.emit(
-                &mut inner,
-                EventKind::TurnFinished {
-                    outcome: outcome.to_string(),
-                    detail,
-                },
-            );
-            if new_state == TurnState::Idle {
-                inner.cancel = None;
+        let mut admitted = admitted;
+        let barrier = loop {
+            let (outcome, detail) = self.turn_steps(&cancel, admitted.take()).await;
+            if let Some(barrier) = self.end_turn(outcome, detail) {
+                break barrier;
             }
-            // Under the same lock as the TurnFinished event: a client that submits the next
-            // turn as soon as it sees this one finish must find the session idle, not busy.
-            self.set_state_locked(&mut inner, new_state, None);
-            // Durability point: the turn's end.
-            inner.journal.barrier()
         };
         if let Err(e) = barrier.wait().await {
             // The events stay queued and are written at the next durability point that
@@ -42,6 +24,39 @@ impl Session {
                 text: self.journal_failure("this turn is not saved on the host yet", &e),
             });
         }
+    }
+
+    /// Close the turn with `outcome`, or return `None` when a steer arrived after the last
+    /// step looked: the turn then goes on with it (decided under the lock that ends the
+    /// turn, so no steer falls in between).
+    fn end_turn(&self, outcome: &'static str, detail: Option<String>) -> Option<Barrier> {
+        let mut inner = self.lock();
+        if outcome == "completed" && !inner.pending.steers.is_empty() {
+            return None;
+        }
+        let new_state = if outcome == "paused" {
+            TurnState::Paused
+        } else {
+            TurnState::Idle
+        };
+        if new_state == TurnState::Idle {
+            self.drop_pending_steers(&mut inner, outcome);
+        }
+        self.emit(
+            &mut inner,
+            EventKind::TurnFinished {
+                outcome: outcome.to_string(),
+                detail,
+            },
+        );
+        if new_state == TurnState::Idle {
+            inner.cancel = None;
+        }
+        // Under the same lock as the TurnFinished event: a client that submits the next
+        // turn as soon as it sees this one finish must find the session idle, not busy.
+        self.set_state_locked(&mut inner, new_state, None);
+        // Durability point: the turn's end.
+        Some(inner.journal.barrier())
     }
 
     async fn turn_steps(
@@ -73,6 +88,7 @@ impl Session {
             // The first request of a fresh turn may climb the whole ladder; later ones only
             // when forced (the next request would cross the force ratio).
             let turn_start = step == 1 && fresh;
+            self.inject_steers();
             if let Err(compact::CompactEnd::Cancelled) =
                 self.keep_in_window(&cancel, turn_start).await
             {
@@ -80,7 +96,10 @@ impl Session {
             }
             let collected = match self.model_step(&cancel).await {
                 Ok(c) => c,
-                Err(StepEnd::Cancelled) => break ("cancelled", None),
+                Err(StepEnd::Cancelled(partial)) => {
+                    self.keep_partial(partial);
+                    break ("cancelled", None);
+                }
                 Err(StepEnd::Failed(msg)) => break ("failed", Some(msg)),
             };
             {
@@ -131,6 +150,10 @@ impl Session {
                 }
             }
             if collected.calls.is_empty() {
+                if self.steers_pending() {
+                    // The answer is in, but the user steered meanwhile: one more step.
+                    continue;
+                }
                 break ("completed", None);
             }
             let mut journal_failed = None;
@@ -221,7 +244,7 @@ impl Session {
         loop {
             attempt += 1;
             let Some(gateway) = self.wait_gateway(cancel).await else {
-                return Err(StepEnd::Cancelled);
+                return Err(StepEnd::Cancelled(Collected::default()));
             };
             let mut link_up = gateway.link_state();
             let mut link_watch = true;
@@ -232,7 +255,7 @@ impl Session {
             let mut c = Collected::default();
             let end = loop {
                 let chunk = tokio::select! {
-                    _ = cancel.cancelled() => return Err(StepEnd::Cancelled),
+                    _ = cancel.cancelled() => return Err(StepEnd::Cancelled(c)),
                     changed = link_up.changed(), if link_watch => {
                         match changed {
                             Ok(()) => self.show_model_link(*link_up.borrow_and_update()),
@@ -302,6 +325,29 @@ impl Session {
             })?;
         }
         Ok(())
+    }
+
+    /// A cancelled model step keeps what it streamed: the partial answer becomes a message of
+    /// the conversation (its deltas are journaled too), so the next turn sees what the user
+    /// saw. Tool calls of an unfinished stream are never kept (they did not run).
+    fn keep_partial(&self, partial: Collected) {
+        if partial.text.is_empty() {
+            return;
+        }
+        let mut inner = self.lock();
+        inner.messages.push(agent::assistant_message(
+            &partial.text,
+            partial.reasoning.as_deref(),
+            &[],
+        ));
+        self.emit(
+            &mut inner,
+            EventKind::AssistantMessage {
+                content: partial.text,
+                reasoning: partial.reasoning,
+                tool_calls: Vec::new(),
+            },
+        );
     }
 
     async fn finish_tool(&self, call: &ToolCall, is_error: bool, output: String) {
@@ -573,6 +619,7 @@ struct Collected {
 }
 
 enum StepEnd {
-    Cancelled,
+    /// With what streamed before the cancel (kept in the conversation).
+    Cancelled(Collected),
     Failed(String),
 }

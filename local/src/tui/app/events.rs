@@ -18,50 +18,17 @@ impl App {
             }
             AppEvent::Pty(p) => self.pty_event(p),
             AppEvent::SessionOpened(o) => {
-                let changed = self.session.as_deref() != Some(o.session.as_str());
-                if changed {
-                    let what = if o.created {
-                        "new session"
-                    } else {
-                        "resumed session"
-                    };
-                    self.transcript
-                        .notice(format!("{what} {}", o.session), Level::Info);
-                }
-                self.session = Some(o.session);
-                self.open_pending = None;
-                self.role = Some(o.role);
-                self.turn_state = o.state;
-                if !o.sandbox.is_empty() {
-                    self.sandbox = Some(o.sandbox);
-                }
-                if let Some(n) = o.notice {
-                    self.transcript.notice(n, Level::Warn);
-                }
-                // What the host refused from the workspace's project file (it reads the file
-                // at every open; each distinct entry is shown once).
-                for i in o.ignored {
-                    let line = format!("host: {i}");
-                    if !self.reported_ignored.contains(&line) {
-                        self.transcript.notice(line.clone(), Level::Warn);
-                        self.reported_ignored.push(line);
-                    }
-                }
-                if o.role == ClientRole::Driver {
-                    self.settings.mode = o.policy.mode.as_str().to_string();
-                }
-                if o.role == ClientRole::Spectator {
-                    self.transcript.notice(
-                        "attached read-only: another client drives this session (/takeover to drive)",
-                        Level::Warn,
-                    );
-                    return Vec::new();
-                }
-                if self.turn_busy() || self.sending.is_some() {
-                    return Vec::new();
-                }
-                self.flush_queue()
+                // The workspace's history, fresh at every open (another laptop may have
+                // added to it).
+                let mut out = vec![Action::HistoryList];
+                out.extend(self.session_opened(o));
+                out
             }
+            AppEvent::History(entries) => {
+                self.composer.set_history(entries);
+                Vec::new()
+            }
+            AppEvent::SteerRefused { text } => self.steer_refused(text),
             AppEvent::Sessions(list) => {
                 if let Some(Overlay::Sessions { list: l, sel }) = &mut self.overlay {
                     *l = Some(list);
@@ -414,12 +381,61 @@ impl App {
                     | EventKind::ToolFinished { .. }
                     | EventKind::Notice { .. }
                     | EventKind::Checkpoint { .. }
-                    | EventKind::Compacted { .. } => {}
+                    | EventKind::Compacted { .. }
+                    | EventKind::Steer { .. }
+                    | EventKind::SteerInjected { .. }
+                    | EventKind::ShellRan { .. } => {}
                 }
                 self.transcript.apply(&e.kind, parse_ts(&e.ts), e.turn);
                 actions
             }
         }
+    }
+
+    fn session_opened(&mut self, o: SessionOpened) -> Vec<Action> {
+        let changed = self.session.as_deref() != Some(o.session.as_str());
+        if changed {
+            let what = if o.created {
+                "new session"
+            } else {
+                "resumed session"
+            };
+            self.transcript
+                .notice(format!("{what} {}", o.session), Level::Info);
+        }
+        self.session = Some(o.session);
+        self.open_pending = None;
+        self.role = Some(o.role);
+        self.turn_state = o.state;
+        if !o.sandbox.is_empty() {
+            self.sandbox = Some(o.sandbox);
+        }
+        if let Some(n) = o.notice {
+            self.transcript.notice(n, Level::Warn);
+        }
+        // What the host refused from the workspace's project file (it reads the file
+        // at every open; each distinct entry is shown once).
+        for i in o.ignored {
+            let line = format!("host: {i}");
+            if !self.reported_ignored.contains(&line) {
+                self.transcript.notice(line.clone(), Level::Warn);
+                self.reported_ignored.push(line);
+            }
+        }
+        if o.role == ClientRole::Driver {
+            self.settings.mode = o.policy.mode.as_str().to_string();
+        }
+        if o.role == ClientRole::Spectator {
+            self.transcript.notice(
+                "attached read-only: another client drives this session (/takeover to drive)",
+                Level::Warn,
+            );
+            return Vec::new();
+        }
+        if self.turn_busy() || self.sending.is_some() {
+            return Vec::new();
+        }
+        self.flush_queue()
     }
 
     pub(super) fn flush_queue(&mut self) -> Vec<Action> {

@@ -6,16 +6,25 @@ use super::*;
 pub(crate) const KEYS: &[(&str, &str)] = &[
     (
         "Enter",
-        "send the message (or pick the highlighted completion)",
+        "send the message; while a turn runs: steer it (the model reads it before its next step)",
     ),
+    ("Tab (turn running)", "queue the message for after the turn"),
     ("Shift+Enter, Alt+Enter, Ctrl-J", "new line"),
-    ("Up / Down", "previous / next line, then prompt history"),
+    (
+        "Up / Down",
+        "previous / next line, then prompt history (shared by the workspace)",
+    ),
+    ("Ctrl-R", "search the prompt history (again: older match)"),
+    (
+        "!cmd / !!cmd",
+        "run cmd on the host (!! keeps the output from the model)",
+    ),
     ("Tab", "complete a /command or @path"),
     (
         "@path",
         "attach a workspace file (Tab lists one folder level)",
     ),
-    ("Esc", "close a popup or overlay"),
+    ("Esc", "close a popup or overlay; cancel the running turn"),
     (
         "Ctrl-C",
         "cancel the running turn / clear input; twice quits",
@@ -24,7 +33,7 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ("PgUp / PgDn, wheel", "scroll the transcript"),
     ("Home / End", "top / bottom of the transcript (input empty)"),
     ("Ctrl-Home / Ctrl-End", "top / bottom of the transcript"),
-    ("Ctrl-R", "show / hide reasoning"),
+    ("Ctrl-O", "show / hide reasoning"),
     ("Ctrl-Y", "copy the last answer to the clipboard (OSC 52)"),
     ("Ctrl-L", "redraw the screen"),
     (
@@ -148,7 +157,7 @@ impl App {
                 self.set_hint("reconnecting now");
                 return vec![Action::RetryNow];
             }
-            KeyCode::Char('r') if ctrl => {
+            KeyCode::Char('o') if ctrl => {
                 self.show_reasoning = !self.show_reasoning;
                 return Vec::new();
             }
@@ -443,6 +452,9 @@ impl App {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let alt = key.modifiers.contains(KeyModifiers::ALT);
         let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+        if let Some(actions) = self.search_key(key) {
+            return actions;
+        }
         // Keys the completion popup takes.
         if self.completion.is_some() {
             match key.code {
@@ -484,6 +496,10 @@ impl App {
             KeyCode::Char('k') if ctrl => self.composer.kill_to_end(),
             KeyCode::Char('w') if ctrl => self.composer.delete_word(),
             KeyCode::Char('l') if ctrl => return Vec::new(),
+            KeyCode::Char('r') if ctrl => {
+                self.search_older();
+                return Vec::new();
+            }
             KeyCode::Char('b') if alt => self.composer.word_left(),
             KeyCode::Char('f') if alt => self.composer.word_right(),
             KeyCode::Backspace if alt || ctrl => self.composer.delete_word(),
@@ -501,7 +517,15 @@ impl App {
             KeyCode::End => self.composer.end(),
             KeyCode::Up => self.composer.up(),
             KeyCode::Down => self.composer.down(),
+            KeyCode::Tab if self.turn_busy() => return self.queue_composer(),
             KeyCode::Tab => {}
+            KeyCode::Esc if self.turn_busy() && self.role != Some(ClientRole::Spectator) => {
+                self.scroll = Scroll::Follow;
+                self.set_hint("cancelling the turn…");
+                return vec![Action::Cancel {
+                    request_id: rid("cancel"),
+                }];
+            }
             KeyCode::Esc => self.scroll = Scroll::Follow,
             _ => {}
         }
@@ -531,7 +555,17 @@ impl App {
         }
         self.composer.take();
         self.completion = None;
+        // Every line sent from the composer joins the workspace's history on the host.
+        let mut out = vec![Action::HistoryAppend { text: text.clone() }];
         let no_session = self.session.is_none() || self.open_pending.is_some();
+        if text.starts_with('!') && !no_session {
+            out.extend(self.shell_line(&text));
+            return out;
+        }
+        if !no_session && self.turn_busy() && self.sending.is_none() {
+            out.extend(self.steer(text));
+            return out;
+        }
         if no_session || self.turn_busy() || self.sending.is_some() {
             let q = match self.queued.take() {
                 Some(prev) => format!("{prev}\n\n{text}"),
@@ -543,8 +577,9 @@ impl App {
             } else {
                 "queued: sent when the current turn finishes"
             });
-            return Vec::new();
+            return out;
         }
-        self.submit(text)
+        out.extend(self.submit(text));
+        out
     }
 }

@@ -7,6 +7,7 @@ mod events;
 mod keys;
 mod slash;
 mod terminal;
+mod workbench;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
@@ -33,6 +34,7 @@ pub(crate) use keys::KEYS;
 pub(crate) use slash::{SlashCommand, SlashSpec};
 pub(crate) use terminal::TermTab;
 pub use terminal::{PtyAction, PtyEvent};
+pub(crate) use workbench::HistorySearch;
 
 /// Static facts the UI shows and needs (from the config and the command line).
 #[derive(Debug, Clone, Default)]
@@ -125,6 +127,30 @@ pub enum Action {
     Copy(String),
     /// Save a tool's complete output to a file (fetching it from the host if needed).
     SaveOutput(super::fullout::OutputRequest),
+    /// Send `Request::Steer` (a `not_running` answer comes back as
+    /// [`AppEvent::SteerRefused`]).
+    Steer {
+        /// Deduplication id.
+        request_id: String,
+        /// The steering text.
+        text: String,
+    },
+    /// Send `Request::Shell` (a `!` line).
+    Shell {
+        /// Deduplication id.
+        request_id: String,
+        /// The command line.
+        command: String,
+        /// Share the output with the model in the next turn.
+        add_to_context: bool,
+    },
+    /// Send `Request::HistoryList` (answered with [`AppEvent::History`]).
+    HistoryList,
+    /// Send `Request::HistoryAppend`.
+    HistoryAppend {
+        /// What the user sent.
+        text: String,
+    },
     /// Skip the reconnect backoff.
     RetryNow,
     /// Terminal tabs: a request or traffic for a host PTY (sent in order).
@@ -212,6 +238,13 @@ pub enum AppEvent {
     },
     /// Terminal tabs: an answer or traffic from a host PTY.
     Pty(PtyEvent),
+    /// The workspace's prompt history (answer to `HistoryList`).
+    History(Vec<String>),
+    /// A steer found no running turn on the host.
+    SteerRefused {
+        /// Its text (sent as a message instead).
+        text: String,
+    },
     /// A request failed.
     RequestFailed {
         /// Which request (`submit`, `open`, `list_dir:PATH`, ...).
@@ -380,6 +413,8 @@ pub struct App {
     pub(crate) show_reasoning: bool,
     pub(crate) hint: Option<(String, i64)>,
     pub(crate) queued: Option<String>,
+    /// Ctrl-R history search in progress.
+    pub(crate) search: Option<HistorySearch>,
     pub(crate) sending: Option<String>,
     our_requests: HashSet<String>,
     last_ctrl_c: Option<i64>,
@@ -465,6 +500,7 @@ impl App {
             show_reasoning: false,
             hint: None,
             queued: None,
+            search: None,
             sending: None,
             our_requests: HashSet::new(),
             last_ctrl_c: None,

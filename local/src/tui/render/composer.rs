@@ -12,7 +12,8 @@ pub(super) fn render_composer(app: &App, frame: &mut Frame<'_>, area: Rect) {
         return;
     }
     let w = area.width as usize;
-    let hint = " Enter send · Shift+Enter newline · /help ";
+    let hint = app.composer_hint();
+    let hint = hint.as_str();
     let mut top = vec![Span::styled(
         "─".repeat(w.saturating_sub(text_width(hint) + 2).min(w)),
         theme::border(),

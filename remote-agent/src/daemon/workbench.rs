@@ -1,0 +1,85 @@
+//! Requests of the workbench features: steering a running turn, `!` shell commands and
+//! the workspace's prompt history (issue 16).
+
+use super::*;
+use crate::session::SessionError;
+
+impl Daemon {
+    /// Steer, Shell, HistoryList, HistoryAppend.
+    pub(super) async fn handle_workbench(
+        &self,
+        conn: &Arc<Conn>,
+        body: WorkbenchRequest,
+    ) -> Result<Response, RpcError> {
+        match body {
+            WorkbenchRequest::Steer { request_id, text } => {
+                let session = self.driven_session(conn)?;
+                match session.steer(&request_id, &text).await {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(session_error(e)),
+                }
+            }
+            WorkbenchRequest::Shell {
+                request_id,
+                command,
+                add_to_context,
+            } => {
+                let session = self.driven_session(conn)?;
+                match session.shell(&request_id, &command, add_to_context).await {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(session_error(e)),
+                }
+            }
+            WorkbenchRequest::HistoryList => {
+                let history = Arc::clone(&self.history);
+                tokio::task::spawn_blocking(move || history.list())
+                    .await
+                    .map_err(|e| RpcError::new("internal", e.to_string()))?
+                    .map(|entries| Response::History { entries })
+                    .map_err(|e| RpcError::new("history", e.to_string()))
+            }
+            WorkbenchRequest::HistoryAppend { text } => {
+                let history = Arc::clone(&self.history);
+                tokio::task::spawn_blocking(move || history.append(&text))
+                    .await
+                    .map_err(|e| RpcError::new("internal", e.to_string()))?
+                    .map(|()| Response::Ok)
+                    .map_err(|e| RpcError::new("history", e.to_string()))
+            }
+        }
+    }
+}
+
+/// The workbench requests, taken out of [`Request`] so their handler is one match.
+pub(super) enum WorkbenchRequest {
+    Steer {
+        request_id: String,
+        text: String,
+    },
+    Shell {
+        request_id: String,
+        command: String,
+        add_to_context: bool,
+    },
+    HistoryList,
+    HistoryAppend {
+        text: String,
+    },
+}
+
+/// The wire error of a session error: a typed code the client can act on.
+fn session_error(e: SessionError) -> RpcError {
+    let code = match &e {
+        SessionError::Journal(_) => "journal",
+        SessionError::Busy => "busy",
+        SessionError::NotRunning => "not_running",
+        SessionError::ShellDenied(_) => "denied",
+        SessionError::EmptySteer | SessionError::Shell(_) => "invalid",
+        SessionError::NotPaused | SessionError::Policy(_) | SessionError::NoSuchApproval(_) => {
+            "invalid"
+        }
+    };
+    RpcError::new(code, e.to_string())
+}
