@@ -370,6 +370,9 @@ fn new_and_sessions_open_the_right_session() {
             last_seq: 3,
             title: "one".into(),
             state: TurnState::Idle,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
         reasonix_forward::proto::SessionInfo {
             id: "b".into(),
@@ -378,6 +381,9 @@ fn new_and_sessions_open_the_right_session() {
             last_seq: 9,
             title: "two".into(),
             state: TurnState::Idle,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
     ]));
     app.handle_key(key(KeyCode::Down));

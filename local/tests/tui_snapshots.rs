@@ -345,6 +345,9 @@ fn help_status_sessions_and_model_overlays() {
             last_seq: 14,
             title: "Fix the off-by-one in src/range.rs and run the tests".into(),
             state: TurnState::Running,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
         SessionInfo {
             id: "20260430-162210-1b2c".into(),
@@ -353,6 +356,9 @@ fn help_status_sessions_and_model_overlays() {
             last_seq: 210,
             title: "Add retries with backoff to the HTTP client".into(),
             state: TurnState::Idle,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
         SessionInfo {
             id: "20260429-091500-99aa".into(),
@@ -361,6 +367,9 @@ fn help_status_sessions_and_model_overlays() {
             last_seq: 31,
             title: "Explain the build".into(),
             state: TurnState::Idle,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
