@@ -528,8 +528,7 @@ pub struct SessionInfo {
     /// True when a client drives the session right now (its link is up).
     #[serde(default)]
     pub driver_attached: bool,
-    /// Clients that have the session open (driver and spectators), links up or in their
-    /// reconnect grace.
+    /// Clients that have the session open (driver and spectators) with their link up.
     #[serde(default)]
     pub clients: u32,
 }

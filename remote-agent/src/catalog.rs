@@ -182,8 +182,8 @@ impl Catalog {
         }
         crate::paths::private_dir(&dest).map_err(io_err(&dest))?;
         let stamp = dest.join("trashed.json");
-        let body = serde_json::to_vec(&Trashed { deleted: now })
-            .map_err(|e| io_err(&stamp)(e.into()))?;
+        let body =
+            serde_json::to_vec(&Trashed { deleted: now }).map_err(|e| io_err(&stamp)(e.into()))?;
         std::fs::write(&stamp, body).map_err(io_err(&stamp))?;
         for (from, name) in [
             (self.meta(id), "meta.json"),
@@ -318,7 +318,8 @@ mod tests {
         let c = Catalog::new(d.path());
         session(d.path(), "a-1");
         assert_eq!(c.title("a-1"), None);
-        c.set_title("a-1", "  fix the build\nsecond line").expect("set");
+        c.set_title("a-1", "  fix the build\nsecond line")
+            .expect("set");
         assert_eq!(c.title("a-1").as_deref(), Some("fix the build"));
         c.set_title("a-1", &"x".repeat(200)).expect("set");
         assert_eq!(c.title("a-1").map(|t| t.chars().count()), Some(80));
@@ -369,7 +370,10 @@ mod tests {
         assert_eq!(c.expire(1_000 + TRASH_KEEP_DAYS * day + 1), vec!["a-1"]);
         assert_eq!(c.list_trash().len(), 1);
         assert_eq!(c.purge(None).expect("purge"), vec!["b-2"]);
-        assert!(matches!(c.purge(Some("b-2")), Err(CatalogError::NotFound(_))));
+        assert!(matches!(
+            c.purge(Some("b-2")),
+            Err(CatalogError::NotFound(_))
+        ));
         assert!(matches!(c.restore("b-2"), Err(CatalogError::NotFound(_))));
     }
 }

@@ -187,7 +187,9 @@ mod tests {
                 ".reasonix/commands/leak.md"
             ]
         );
-        assert!(skipped.iter().any(|p| p.problem.contains("outside the workspace")));
+        assert!(skipped
+            .iter()
+            .any(|p| p.problem.contains("outside the workspace")));
     }
 
     #[test]

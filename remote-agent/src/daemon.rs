@@ -770,9 +770,11 @@ impl Daemon {
                 .as_ref()
                 .map(|(s, _)| Arc::ptr_eq(s, session))
                 .unwrap_or(false);
-            if has {
+            // A link in its reconnect grace (the client exited or lost the network) does not
+            // count: a `run` that just ended must not block a delete.
+            if has && c.link.is_connected() {
                 clients += 1;
-                if Some(c.id) == driver && c.link.is_connected() {
+                if Some(c.id) == driver {
                     driver_live = true;
                 }
             }
@@ -804,6 +806,15 @@ impl Daemon {
                     "attached",
                     format!("session {id} is open in {clients} client(s); switch them to another session or close them, then delete it"),
                 ));
+            }
+            // Links in their grace let go of it; one that resumes later finds no session
+            // open and opens another.
+            for c in lock(&self.links).values() {
+                let mut open = lock(&c.session);
+                if open.as_ref().is_some_and(|(x, _)| Arc::ptr_eq(x, &s)) {
+                    *open = None;
+                    s.release_driver(c.id);
+                }
             }
             sessions.remove(&id);
         }

@@ -142,7 +142,11 @@ mod tests {
         assert_eq!(s.last_seq, 3);
         assert_eq!(s.turns, 3);
         assert!(s.created.ends_with('Z'), "{}", s.created);
-        assert!(s.last_ts.ends_with('Z') && s.last_ts >= s.created, "{}", s.last_ts);
+        assert!(
+            s.last_ts.ends_with('Z') && s.last_ts >= s.created,
+            "{}",
+            s.last_ts
+        );
     }
 
     #[test]
