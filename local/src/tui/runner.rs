@@ -236,6 +236,15 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     if let Ok((cols, rows)) = crossterm::terminal::size() {
         let _ = app.set_screen_size(cols, rows);
     }
+    {
+        // Custom commands: the user's files and the workspace's (asked from the host).
+        let (client, home, tx) = (client.clone(), ctx.config.home.clone(), app_tx.clone());
+        tokio::spawn(async move {
+            let set =
+                crate::commands::load(&client, &home, &crate::tui::builtin_command_names()).await;
+            let _ = tx.send(AppEvent::Commands(set));
+        });
+    }
     let start = Instant::now();
     let new = opts.session.is_none() && !opts.continue_last;
     let first = app.open(opts.session.clone(), new, opts.takeover);

@@ -62,6 +62,13 @@ impl App {
                 }
                 self.flush_queue()
             }
+            AppEvent::Commands(set) => {
+                for n in &set.notices {
+                    self.transcript.notice(n.clone(), Level::Warn);
+                }
+                self.custom_commands = set;
+                Vec::new()
+            }
             AppEvent::Sessions(list) => {
                 if let Some(Overlay::Sessions { list: l, sel }) = &mut self.overlay {
                     *l = Some(list);

@@ -175,6 +175,8 @@ pub enum AppEvent {
     SessionOpened(SessionOpened),
     /// Answer to `ListSessions`.
     Sessions(Vec<SessionInfo>),
+    /// The custom commands (user and workspace files) and the files skipped.
+    Commands(crate::commands::CommandSet),
     /// Answer to `ListDir`.
     DirEntries {
         /// The directory asked for.
@@ -354,6 +356,8 @@ pub struct App {
     pub(crate) completion: Option<Completion>,
     completion_dismissed: Option<String>,
     dir_cache: HashMap<String, Vec<DirEntry>>,
+    /// Custom slash commands from command files (see [`crate::commands`]).
+    pub(crate) custom_commands: crate::commands::CommandSet,
     dir_pending: HashSet<String>,
     pub(crate) conn: ConnView,
     was_connected: bool,
@@ -440,6 +444,7 @@ impl App {
             completion: None,
             completion_dismissed: None,
             dir_cache: HashMap::new(),
+            custom_commands: crate::commands::CommandSet::default(),
             dir_pending: HashSet::new(),
             conn: ConnView::Connecting,
             was_connected: false,

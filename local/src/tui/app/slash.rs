@@ -140,6 +140,17 @@ impl SlashCommand {
         }
     }
 
+    /// Every built-in name and alias (custom command files cannot take these).
+    pub(crate) fn reserved_names() -> Vec<&'static str> {
+        Self::ALL
+            .iter()
+            .flat_map(|c| {
+                let spec = c.spec();
+                std::iter::once(spec.name).chain(spec.aliases.iter().copied())
+            })
+            .collect()
+    }
+
     /// The command a typed name (or alias) runs.
     pub(crate) fn parse(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|c| {
@@ -269,6 +280,10 @@ impl App {
             None => (line, ""),
         };
         let Some(cmd) = SlashCommand::parse(name) else {
+            if let Some(custom) = self.custom_commands.get(name) {
+                let text = crate::commands::expand(&custom.body, arg);
+                return self.submit(text);
+            }
             self.set_hint(format!("unknown command /{name}; /help lists them"));
             return Vec::new();
         };

@@ -14,8 +14,24 @@ pub(super) fn render_overlay(
     match ov {
         Overlay::Help { scroll } => {
             let mut lines = vec![Line::from(Span::styled("Commands", theme::heading()))];
-            for spec in SlashCommand::ALL.iter().map(|c| c.spec()) {
-                let (name, arg, desc) = (spec.name, spec.args, spec.description);
+            let builtin = SlashCommand::ALL.iter().map(|c| {
+                let spec = c.spec();
+                (
+                    spec.name.to_string(),
+                    spec.args.to_string(),
+                    spec.description.to_string(),
+                )
+            });
+            // Custom commands follow the built-ins, each with where it came from.
+            let custom = app.custom_commands.commands.iter().map(|c| {
+                (
+                    c.name.clone(),
+                    c.argument_hint.clone(),
+                    format!("{} ({})", c.description, c.source.label()),
+                )
+            });
+            for (name, arg, desc) in builtin.chain(custom) {
+                let (arg, desc) = (arg.as_str(), desc.as_str());
                 let cmd = if arg.is_empty() {
                     format!("/{name}")
                 } else {
