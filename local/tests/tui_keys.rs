@@ -864,3 +864,28 @@ async fn upgrade_question_offers_upgrade_read_only_and_wait() {
     drop(prompts);
     assert_eq!(prompter.upgrade(&q).await, UpgradeAnswer::Refuse);
 }
+
+#[test]
+fn a_custom_command_submits_its_expansion() {
+    use reasonix_forward::proto::CommandFile;
+    let mut app = busy_app();
+    let set = reasonix_local::commands::CommandSet::merge(
+        Vec::new(),
+        Vec::new(),
+        vec![CommandFile {
+            name: "git:review".into(),
+            path: ".reasonix/commands/git/review.md".into(),
+            text: "Review $1 (all: $ARGUMENTS) for $$2".into(),
+        }],
+        Vec::new(),
+        &[],
+    );
+    app.handle(AppEvent::Commands(set));
+    type_str(&mut app, "/git:review src/a.rs \"edge cases\"");
+    let actions = app.handle_key(enter());
+    let shown = format!("{actions:?}");
+    assert!(
+        shown.contains(r#"Review src/a.rs (all: src/a.rs \"edge cases\") for $2"#),
+        "{shown}"
+    );
+}

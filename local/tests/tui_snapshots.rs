@@ -492,3 +492,47 @@ fn streaming_reasoning_and_paused_turn() {
     });
     snap("paused_turn", &app);
 }
+
+fn with_custom_commands(app: &mut App) {
+    use reasonix_forward::proto::{CommandFile, CommandFileProblem};
+    let file = |name: &str, path: &str, text: &str| CommandFile {
+        name: name.into(),
+        path: path.into(),
+        text: text.into(),
+    };
+    let set = reasonix_local::commands::CommandSet::merge(
+        vec![file(
+            "standup",
+            "~/.reasonix/commands/standup.md",
+            "---\ndescription: Summarise yesterday's commits\n---\nSummarise the commits since $1",
+        )],
+        Vec::new(),
+        vec![
+            file(
+                "review",
+                ".reasonix/commands/review.md",
+                "---\ndescription: Review a file\nargument-hint: FILE [FOCUS]\n---\nReview $1, focus $2",
+            ),
+            file("broken", ".reasonix/commands/broken.md", "---\nno end"),
+        ],
+        vec![CommandFileProblem {
+            path: ".reasonix/commands/huge.md".into(),
+            problem: "70000 bytes, more than the 65536 a command file may have".into(),
+        }],
+        &["help", "sessions", "status"],
+    );
+    app.handle(AppEvent::Commands(set));
+}
+
+#[test]
+fn custom_commands_in_completion_help_and_notices() {
+    let mut app = busy_app();
+    with_custom_commands(&mut app);
+    type_str(&mut app, "/re");
+    snap("composer_custom_command_completion", &app);
+    let mut app = busy_app();
+    with_custom_commands(&mut app);
+    type_str(&mut app, "/help");
+    app.handle_key(key(KeyCode::Enter));
+    snap("overlay_help_custom_commands", &app);
+}
