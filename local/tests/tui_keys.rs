@@ -889,3 +889,44 @@ fn a_custom_command_submits_its_expansion() {
         "{shown}"
     );
 }
+
+#[test]
+fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
+    let info = |id: &str| reasonix_forward::proto::SessionInfo {
+        id: id.into(),
+        created: "2026-05-01T10:00:00Z".into(),
+        turns: 1,
+        last_seq: 3,
+        title: id.into(),
+        state: TurnState::Idle,
+        last_activity: "2026-05-01T10:05:00Z".into(),
+        driver_attached: false,
+        clients: 0,
+    };
+    let mut app = busy_app();
+    let open = app
+        .session_id()
+        .expect("busy app has a session")
+        .to_string();
+    type_str(&mut app, "/sessions");
+    app.handle_key(enter());
+    app.handle(AppEvent::Sessions(vec![info(&open), info("other")]));
+    // The open session is not deleted (the host would refuse it too).
+    assert!(app.handle_key(key(KeyCode::Char('d'))).is_empty());
+    app.handle_key(key(KeyCode::Down));
+    let a = app.handle_key(key(KeyCode::Char('d')));
+    assert!(
+        matches!(a.as_slice(), [Action::DeleteSession { session }] if session == "other"),
+        "{a:?}"
+    );
+    // Deleted: a notice, and the open overlay lists again.
+    let a = app.handle(AppEvent::SessionDeleted("other".into()));
+    assert!(matches!(a.as_slice(), [Action::ListSessions]), "{a:?}");
+    app.handle_key(key(KeyCode::Esc));
+    type_str(&mut app, "/rename Release prep");
+    let a = app.handle_key(enter());
+    assert!(
+        matches!(a.as_slice(), [Action::RenameSession { session, title }] if *session == open && title == "Release prep"),
+        "{a:?}"
+    );
+}

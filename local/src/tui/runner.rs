@@ -473,6 +473,36 @@ impl Exec {
                     _ => None,
                 });
             }
+            Action::RenameSession { session, title } => {
+                let (s, t) = (session.clone(), title.clone());
+                self.request(
+                    "rename session",
+                    Request::RenameSession {
+                        session: session.clone(),
+                        title: title.clone(),
+                    },
+                    move |r| match r {
+                        Response::Ok => Some(AppEvent::SessionRenamed {
+                            session: s.clone(),
+                            title: t.clone(),
+                        }),
+                        _ => None,
+                    },
+                );
+            }
+            Action::DeleteSession { session } => {
+                let s = session.clone();
+                self.request(
+                    "delete session",
+                    Request::DeleteSession {
+                        session: session.clone(),
+                    },
+                    move |r| match r {
+                        Response::Ok => Some(AppEvent::SessionDeleted(s.clone())),
+                        _ => None,
+                    },
+                );
+            }
             Action::ListDir { path } => {
                 let p = path.clone();
                 self.request(

@@ -112,6 +112,18 @@ pub enum Action {
     },
     /// Send `Request::ListSessions`.
     ListSessions,
+    /// Send `Request::RenameSession` (session management, issue 16).
+    RenameSession {
+        /// Session id.
+        session: String,
+        /// New title.
+        title: String,
+    },
+    /// Send `Request::DeleteSession` (to the host's trash).
+    DeleteSession {
+        /// Session id.
+        session: String,
+    },
     /// Send `Request::ListDir` (path relative to the workspace; `""` is the root).
     ListDir {
         /// Directory.
@@ -175,6 +187,15 @@ pub enum AppEvent {
     SessionOpened(SessionOpened),
     /// Answer to `ListSessions`.
     Sessions(Vec<SessionInfo>),
+    /// A session was renamed (answer to `RenameSession`).
+    SessionRenamed {
+        /// Session id.
+        session: String,
+        /// The new title.
+        title: String,
+    },
+    /// A session was moved to the trash (answer to `DeleteSession`).
+    SessionDeleted(String),
     /// The custom commands (user and workspace files) and the files skipped.
     Commands(crate::commands::CommandSet),
     /// Answer to `ListDir`.

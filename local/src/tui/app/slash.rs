@@ -21,6 +21,7 @@ pub(crate) enum SlashCommand {
     Compact,
     Mcp,
     Shell,
+    Rename,
     Quit,
 }
 
@@ -54,6 +55,7 @@ impl SlashCommand {
         Self::Compact,
         Self::Mcp,
         Self::Shell,
+        Self::Rename,
         Self::Quit,
     ];
 
@@ -66,7 +68,7 @@ impl SlashCommand {
                 "sessions",
                 &["resume"],
                 "",
-                "pick a session of this workspace and resume it",
+                "sessions of this workspace: resume, delete (to the trash), rename",
             ),
             Self::Model => ("model", &[], "[name]", "choose the model"),
             Self::Status => (
@@ -124,6 +126,12 @@ impl SlashCommand {
                 &["term"],
                 "[N|close N]",
                 "open a host terminal tab (N shows terminal N; Ctrl-T switches tabs)",
+            ),
+            Self::Rename => (
+                "rename",
+                &[],
+                "TITLE",
+                "rename the open session (every client lists the new title)",
             ),
             Self::Quit => (
                 "quit",
@@ -294,6 +302,20 @@ impl App {
                 Vec::new()
             }
             SlashCommand::New => self.switch_session(None, true),
+            SlashCommand::Rename => match &self.session {
+                Some(s) if !arg.is_empty() => vec![Action::RenameSession {
+                    session: s.clone(),
+                    title: arg.to_string(),
+                }],
+                Some(_) => {
+                    self.set_hint("usage: /rename TITLE");
+                    Vec::new()
+                }
+                None => {
+                    self.set_hint("no session open yet");
+                    Vec::new()
+                }
+            },
             SlashCommand::Sessions => {
                 self.overlay = Some(Overlay::Sessions { list: None, sel: 0 });
                 vec![Action::ListSessions]
