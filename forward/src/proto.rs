@@ -225,6 +225,39 @@ pub enum Request {
         /// The prompt as typed.
         text: String,
     },
+    // ---- session management and custom commands (issue 16) ----
+    /// Give a session a title (replaces the one taken from its first prompt). Stored in the
+    /// session's meta file on the host, so every client lists the same title.
+    RenameSession {
+        /// Session id.
+        session: String,
+        /// The new title (one line, at most 80 characters are kept; empty restores the
+        /// title taken from the first prompt).
+        title: String,
+    },
+    /// Move a session to the workspace's trash (restorable for [`TRASH_KEEP_DAYS`] days).
+    /// Refused with `busy` while a turn runs and with `attached` while a client has the
+    /// session open.
+    DeleteSession {
+        /// Session id.
+        session: String,
+    },
+    /// Bring a session back from the trash.
+    RestoreSession {
+        /// Session id.
+        session: String,
+    },
+    /// Remove sessions from the trash for good. Answered with [`Response::Purged`].
+    PurgeSessions {
+        /// One trashed session, or `None` for the whole trash.
+        session: Option<String>,
+    },
+    /// The trashed sessions of this workspace. Answered with [`Response::Trash`].
+    ListTrash,
+    /// The command files of the workspace (`.reasonix/commands/**/*.md` on the host), raw;
+    /// the client parses them together with the laptop's own. Answered with
+    /// [`Response::CommandFiles`].
+    ListCommandFiles,
 
     // ---- daemon -> client ----
     /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
@@ -418,6 +451,59 @@ pub enum Response {
         /// The entries.
         entries: Vec<String>,
     },
+    // ---- session management and custom commands (issue 16) ----
+    /// Answer to [`Request::PurgeSessions`].
+    Purged {
+        /// Ids removed for good.
+        sessions: Vec<String>,
+    },
+    /// Answer to [`Request::ListTrash`].
+    Trash {
+        /// Trashed sessions, most recently deleted first.
+        sessions: Vec<TrashedSession>,
+    },
+    /// Answer to [`Request::ListCommandFiles`].
+    CommandFiles {
+        /// Files read, sorted by name.
+        files: Vec<CommandFile>,
+        /// Files that could not be read (too big, not UTF-8, unreadable), with the problem.
+        skipped: Vec<CommandFileProblem>,
+    },
+}
+
+/// Days a deleted session stays restorable in the trash before the host purges it.
+pub const TRASH_KEEP_DAYS: u64 = 7;
+
+/// One session in the trash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrashedSession {
+    /// The session as it was listed.
+    pub info: SessionInfo,
+    /// RFC 3339 time of the delete.
+    pub deleted: String,
+    /// RFC 3339 time after which the host purges it.
+    pub purge_after: String,
+}
+
+/// A custom command file as read on the host (raw Markdown; parsed by the client).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandFile {
+    /// Command name: the path below the commands folder without `.md`, folders joined by
+    /// `:` (`git/commit.md` is `git:commit`).
+    pub name: String,
+    /// Path shown in notices (`.reasonix/commands/git/commit.md`).
+    pub path: String,
+    /// The file's text.
+    pub text: String,
+}
+
+/// A command file that was skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandFileProblem {
+    /// Path shown in notices.
+    pub path: String,
+    /// What is wrong and what to do.
+    pub problem: String,
 }
 
 /// One MCP server as `/mcp` and `reasonix mcp list` show it.
@@ -476,6 +562,15 @@ pub struct SessionInfo {
     pub title: String,
     /// Current state.
     pub state: TurnState,
+    /// RFC 3339 time of the last journal event (empty from daemons that predate it).
+    #[serde(default)]
+    pub last_activity: String,
+    /// True when a client drives the session right now (its link is up).
+    #[serde(default)]
+    pub driver_attached: bool,
+    /// Clients that have the session open (driver and spectators) with their link up.
+    #[serde(default)]
+    pub clients: u32,
 }
 
 /// Answer to [`Request::OpenSession`].

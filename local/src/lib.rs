@@ -4,6 +4,7 @@
 pub mod acp;
 mod by_ref;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod connect;
 pub mod context;

@@ -98,6 +98,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             let c = client.clone();
             let rid = request_id.clone();
             let prompt = opts.prompt.clone();
+            let home = config.home.clone();
             // Open and submit on a task so connection events keep flowing meanwhile.
             let tx = opened_tx.clone();
             open_pending = true;
@@ -117,6 +118,15 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 // restart the catch-up alone can end our turn (interrupted), and its notice
                 // (why, `loginctl enable-linger`) must not wait for the submit's answer.
                 let _ = tx.send(Ok(Ok(opened)));
+                // `/name args` naming a custom command runs its expansion (see
+                // `crate::commands`); any other text is sent as typed.
+                let prompt = match expand_command(&c, &home, &prompt).await {
+                    Ok(p) => p,
+                    Err(msg) => {
+                        let _ = tx.send(Ok(Err(msg)));
+                        return;
+                    }
+                };
                 // A turn still running in a continued session must end first: the shared
                 // submit waits while the host says busy (same request id, safe to retry).
                 if let Err(e) = c.submit_turn(&rid, &prompt).await {
@@ -377,6 +387,46 @@ impl Signals {
         tokio::select! {
             _ = int => {}
             _ = term => {}
+        }
+    }
+}
+
+/// The prompt of `reasonix run`: a custom command's expansion when `prompt` is
+/// `/name args` and `name` is a command (skipped files are reported on stderr); an
+/// unknown `/name` is an error listing the commands; other text is returned unchanged.
+async fn expand_command(
+    client: &Client,
+    home: &std::path::Path,
+    prompt: &str,
+) -> Result<String, String> {
+    let Some(rest) = prompt.strip_prefix('/') else {
+        return Ok(prompt.to_string());
+    };
+    let name = rest.split(char::is_whitespace).next().unwrap_or("");
+    // `/usr/bin is slow`: a path, not a command.
+    if name.is_empty() || name.contains('/') {
+        return Ok(prompt.to_string());
+    }
+    let set = crate::commands::load(client, home, &crate::tui::builtin_command_names()).await;
+    for n in &set.notices {
+        eprintln!("reasonix: warning: {n}");
+    }
+    match set.expand_line(prompt) {
+        Some(text) => Ok(text),
+        None => {
+            let names: Vec<String> = set
+                .commands
+                .iter()
+                .map(|c| format!("/{}", c.name))
+                .collect();
+            Err(format!(
+                "unknown command /{name}; {}",
+                if names.is_empty() {
+                    "no command files in .reasonix/commands/ or ~/.reasonix/commands/".to_string()
+                } else {
+                    format!("commands: {}", names.join(" "))
+                }
+            ))
         }
     }
 }

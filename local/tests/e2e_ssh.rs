@@ -606,3 +606,105 @@ async fn two_workspaces_on_one_host_stop_one_and_the_other_keeps_running() {
     assert!(all.status.success());
     assert!(String::from_utf8_lossy(&all.stdout).contains("/ws2"));
 }
+
+/// Session management and custom commands over SSH: the host reads the workspace's command
+/// file (the provider receives its expansion); `reasonix sessions --ssh` lists with every
+/// field, renames, deletes to the trash and restores; `run --ssh --session ID` resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_and_custom_commands_over_ssh() {
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file(
+        "ws/.reasonix/commands/ship.md",
+        "---\ndescription: Ship it\n---\nShip $1 to $2 ($ARGUMENTS)\n",
+        0o644,
+    )
+    .expect("command file");
+    let mock = MockProvider::start(vec![
+        MockReply::text(&["shipped"]),
+        MockReply::text(&["again"]),
+    ])
+    .await;
+    let l = laptop(&sshd, &mock.base_url());
+    user.authorize(&l.key.public).expect("authorize");
+    let dest = format!("{}@127.0.0.1:ws", user.name);
+    let run = |args: &[&str]| {
+        let out = tokio::task::block_in_place(|| reasonix(&l, &sshd, args));
+        assert!(
+            out.status.success(),
+            "{args:?}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let list = |extra: &[&str]| -> Vec<Value> {
+        let mut args = vec!["sessions", "--json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--ssh", &dest]);
+        run(&args)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect()
+    };
+
+    run(&["run", "--ssh", &dest, "/ship v2 prod"]);
+    let first = mock.requests()[0].messages();
+    let sent = first
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .expect("user message")["content"]
+        .to_string();
+    assert!(sent.contains("Ship v2 to prod (v2 prod)"), "{sent}");
+
+    let sessions = list(&[]);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let s = &sessions[0];
+    let id = s["id"].as_str().expect("id").to_string();
+    assert_eq!(s["turns"], 1);
+    assert_eq!(s["state"], "idle");
+    assert_eq!(s["driver_attached"], false);
+    assert!(
+        s["title"]
+            .as_str()
+            .expect("title")
+            .starts_with("Ship v2 to prod"),
+        "{s}"
+    );
+    assert!(
+        s["last_activity"].as_str().expect("ts").ends_with('Z'),
+        "{s}"
+    );
+
+    run(&["sessions", "rename", &id, "Release v2", "--ssh", &dest]);
+    assert_eq!(list(&[])[0]["title"], "Release v2");
+    run(&["sessions", "delete", &id, "--ssh", &dest]);
+    assert!(list(&[]).is_empty());
+    let trash = list(&["--trash"]);
+    assert_eq!(trash.len(), 1);
+    assert_eq!(trash[0]["info"]["title"], "Release v2");
+    run(&["sessions", "restore", &id, "--ssh", &dest]);
+    let back = list(&[]);
+    assert_eq!(
+        (back[0]["id"].as_str(), back[0]["title"].as_str()),
+        (Some(id.as_str()), Some("Release v2"))
+    );
+
+    // `--session ID` resumes it: the provider sees the first turn again.
+    run(&["run", "--ssh", &dest, "--session", &id, "and tag it"]);
+    let second = mock.requests()[1].messages();
+    let users: Vec<String> = second
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        users.iter().any(|u| u.contains("Ship v2 to prod")),
+        "{users:?}"
+    );
+    assert!(users.iter().any(|u| u.contains("and tag it")), "{users:?}");
+    assert_eq!(list(&[])[0]["turns"], 2);
+    let host = format!("{}@127.0.0.1", user.name);
+    run(&["remote", "stop", "--all", &host]);
+}

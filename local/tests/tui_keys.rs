@@ -370,6 +370,9 @@ fn new_and_sessions_open_the_right_session() {
             last_seq: 3,
             title: "one".into(),
             state: TurnState::Idle,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
         reasonix_forward::proto::SessionInfo {
             id: "b".into(),
@@ -378,6 +381,9 @@ fn new_and_sessions_open_the_right_session() {
             last_seq: 9,
             title: "two".into(),
             state: TurnState::Idle,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
@@ -857,4 +863,70 @@ async fn upgrade_question_offers_upgrade_read_only_and_wait() {
     // A dropped UI never upgrades.
     drop(prompts);
     assert_eq!(prompter.upgrade(&q).await, UpgradeAnswer::Refuse);
+}
+
+#[test]
+fn a_custom_command_submits_its_expansion() {
+    use reasonix_forward::proto::CommandFile;
+    let mut app = busy_app();
+    let set = reasonix_local::commands::CommandSet::merge(
+        Vec::new(),
+        Vec::new(),
+        vec![CommandFile {
+            name: "git:review".into(),
+            path: ".reasonix/commands/git/review.md".into(),
+            text: "Review $1 (all: $ARGUMENTS) for $$2".into(),
+        }],
+        Vec::new(),
+        &[],
+    );
+    app.handle(AppEvent::Commands(set));
+    type_str(&mut app, "/git:review src/a.rs \"edge cases\"");
+    let actions = app.handle_key(enter());
+    let shown = format!("{actions:?}");
+    assert!(
+        shown.contains(r#"Review src/a.rs (all: src/a.rs \"edge cases\") for $2"#),
+        "{shown}"
+    );
+}
+
+#[test]
+fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
+    let info = |id: &str| reasonix_forward::proto::SessionInfo {
+        id: id.into(),
+        created: "2026-05-01T10:00:00Z".into(),
+        turns: 1,
+        last_seq: 3,
+        title: id.into(),
+        state: TurnState::Idle,
+        last_activity: "2026-05-01T10:05:00Z".into(),
+        driver_attached: false,
+        clients: 0,
+    };
+    let mut app = busy_app();
+    let open = app
+        .session_id()
+        .expect("busy app has a session")
+        .to_string();
+    type_str(&mut app, "/sessions");
+    app.handle_key(enter());
+    app.handle(AppEvent::Sessions(vec![info(&open), info("other")]));
+    // The open session is not deleted (the host would refuse it too).
+    assert!(app.handle_key(key(KeyCode::Char('d'))).is_empty());
+    app.handle_key(key(KeyCode::Down));
+    let a = app.handle_key(key(KeyCode::Char('d')));
+    assert!(
+        matches!(a.as_slice(), [Action::DeleteSession { session }] if session == "other"),
+        "{a:?}"
+    );
+    // Deleted: a notice, and the open overlay lists again.
+    let a = app.handle(AppEvent::SessionDeleted("other".into()));
+    assert!(matches!(a.as_slice(), [Action::ListSessions]), "{a:?}");
+    app.handle_key(key(KeyCode::Esc));
+    type_str(&mut app, "/rename Release prep");
+    let a = app.handle_key(enter());
+    assert!(
+        matches!(a.as_slice(), [Action::RenameSession { session, title }] if *session == open && title == "Release prep"),
+        "{a:?}"
+    );
 }

@@ -345,6 +345,9 @@ fn help_status_sessions_and_model_overlays() {
             last_seq: 14,
             title: "Fix the off-by-one in src/range.rs and run the tests".into(),
             state: TurnState::Running,
+            last_activity: "2026-05-01T10:05:00Z".into(),
+            driver_attached: true,
+            clients: 0,
         },
         SessionInfo {
             id: "20260430-162210-1b2c".into(),
@@ -353,6 +356,9 @@ fn help_status_sessions_and_model_overlays() {
             last_seq: 210,
             title: "Add retries with backoff to the HTTP client".into(),
             state: TurnState::Idle,
+            last_activity: "2026-04-30T18:40:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
         SessionInfo {
             id: "20260429-091500-99aa".into(),
@@ -361,6 +367,9 @@ fn help_status_sessions_and_model_overlays() {
             last_seq: 31,
             title: "Explain the build".into(),
             state: TurnState::Idle,
+            last_activity: "2026-04-29T09:31:00Z".into(),
+            driver_attached: false,
+            clients: 0,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
@@ -482,4 +491,48 @@ fn streaming_reasoning_and_paused_turn() {
         detail: None,
     });
     snap("paused_turn", &app);
+}
+
+fn with_custom_commands(app: &mut App) {
+    use reasonix_forward::proto::{CommandFile, CommandFileProblem};
+    let file = |name: &str, path: &str, text: &str| CommandFile {
+        name: name.into(),
+        path: path.into(),
+        text: text.into(),
+    };
+    let set = reasonix_local::commands::CommandSet::merge(
+        vec![file(
+            "standup",
+            "~/.reasonix/commands/standup.md",
+            "---\ndescription: Summarise yesterday's commits\n---\nSummarise the commits since $1",
+        )],
+        Vec::new(),
+        vec![
+            file(
+                "review",
+                ".reasonix/commands/review.md",
+                "---\ndescription: Review a file\nargument-hint: FILE [FOCUS]\n---\nReview $1, focus $2",
+            ),
+            file("broken", ".reasonix/commands/broken.md", "---\nno end"),
+        ],
+        vec![CommandFileProblem {
+            path: ".reasonix/commands/huge.md".into(),
+            problem: "70000 bytes, more than the 65536 a command file may have".into(),
+        }],
+        &["help", "sessions", "status"],
+    );
+    app.handle(AppEvent::Commands(set));
+}
+
+#[test]
+fn custom_commands_in_completion_help_and_notices() {
+    let mut app = busy_app();
+    with_custom_commands(&mut app);
+    type_str(&mut app, "/re");
+    snap("composer_custom_command_completion", &app);
+    let mut app = busy_app();
+    with_custom_commands(&mut app);
+    type_str(&mut app, "/help");
+    app.handle_key(key(KeyCode::Enter));
+    snap("overlay_help_custom_commands", &app);
 }

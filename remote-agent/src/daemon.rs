@@ -411,6 +411,13 @@ impl Daemon {
         std::fs::set_permissions(&self.paths.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io_ctx("chmod socket"))?;
         self.write_marker(false);
+        // Deleted sessions older than the keep period go at each start (and at each trash
+        // listing), so a daemon that rarely lists the trash still purges it.
+        for id in crate::catalog::Catalog::new(&self.paths.sessions_dir)
+            .expire(crate::catalog::now_secs())
+        {
+            tracing::info!("session {id} purged from the trash after its keep period");
+        }
         tracing::info!(socket = %self.paths.socket.display(), "daemon listening");
         let my_uid = unsafe { libc::getuid() };
         let mut tick = tokio::time::interval(Duration::from_secs(1).min(self.config.idle_timeout));
@@ -708,15 +715,24 @@ impl Daemon {
         let dir = self.paths.sessions_dir.clone();
         let mut out = Vec::with_capacity(ids.len());
         let mut closed = Vec::new();
+        let catalog = crate::catalog::Catalog::new(&self.paths.sessions_dir);
         for (id, _) in ids {
             match open.get(&id) {
-                Some(s) => out.push(Some(s.info())),
+                Some(s) => {
+                    let mut info = s.info();
+                    (info.driver_attached, info.clients) = self.attachment(s);
+                    if let Some(t) = catalog.title(&id) {
+                        info.title = t;
+                    }
+                    out.push(Some(info));
+                }
                 None => {
                     closed.push((out.len(), id));
                     out.push(None);
                 }
             }
         }
+        let catalog = catalog.clone();
         let read = tokio::task::spawn_blocking(move || {
             closed
                 .into_iter()
@@ -725,12 +741,15 @@ impl Daemon {
                         Ok(sum) => Some((
                             slot,
                             reasonix_forward::proto::SessionInfo {
+                                title: catalog.title(&id).unwrap_or(sum.title),
                                 id,
                                 created: sum.created,
                                 turns: sum.turns,
                                 last_seq: sum.last_seq,
-                                title: sum.title,
                                 state: reasonix_forward::proto::TurnState::Idle,
+                                last_activity: sum.last_ts,
+                                driver_attached: false,
+                                clients: 0,
                             },
                         )),
                         Err(e) => {
@@ -747,6 +766,116 @@ impl Daemon {
             out[slot] = Some(info);
         }
         out.into_iter().flatten().collect()
+    }
+
+    /// Whether a client with a live link drives `session`, and how many links have it open.
+    fn attachment(&self, session: &Arc<Session>) -> (bool, u32) {
+        let driver = session.driver_id();
+        let links: Vec<Arc<Conn>> = lock(&self.links).values().cloned().collect();
+        let mut driver_live = false;
+        let mut clients = 0;
+        for c in links {
+            let has = lock(&c.session)
+                .as_ref()
+                .map(|(s, _)| Arc::ptr_eq(s, session))
+                .unwrap_or(false);
+            // A link in its reconnect grace (the client exited or lost the network) does not
+            // count: a `run` that just ended must not block a delete.
+            if has && c.link.is_connected() {
+                clients += 1;
+                if Some(c.id) == driver {
+                    driver_live = true;
+                }
+            }
+        }
+        (driver_live, clients)
+    }
+
+    /// `DeleteSession`: refused while a turn runs (the user cancels it first: a delete never
+    /// stops work by itself) and while any client has the session open (it would keep
+    /// writing a journal that is gone from the listing).
+    async fn delete_session(&self, id: String) -> Result<Response, RpcError> {
+        crate::catalog::check_id(&id).map_err(|e| RpcError::new("bad_request", e.to_string()))?;
+        // No load of any session runs meanwhile (it would read a journal being moved).
+        let _loading = self.loading.lock().await;
+        // Held across the check and the move: an open of this id waits for it (the open
+        // then finds no journal and answers `not_found`).
+        let mut sessions = lock(&self.sessions);
+        if let Some(s) = sessions.get(&id).cloned() {
+            let state = s.state();
+            if reasonix_forward::workspaces::state_busy(state) || s.jobs_running() {
+                return Err(RpcError::new(
+                    "busy",
+                    format!("session {id} is running a turn or a background job ({state:?}); cancel it first (Esc in the TUI), then delete it"),
+                ));
+            }
+            let (_, clients) = self.attachment(&s);
+            if clients > 0 {
+                return Err(RpcError::new(
+                    "attached",
+                    format!("session {id} is open in {clients} client(s); switch them to another session or close them, then delete it"),
+                ));
+            }
+            // Links in their grace let go of it; one that resumes later finds no session
+            // open and opens another.
+            for c in lock(&self.links).values() {
+                let mut open = lock(&c.session);
+                if open.as_ref().is_some_and(|(x, _)| Arc::ptr_eq(x, &s)) {
+                    *open = None;
+                    s.release_driver(c.id);
+                }
+            }
+            sessions.remove(&id);
+        }
+        let catalog = crate::catalog::Catalog::new(&self.paths.sessions_dir);
+        let result = catalog.trash(&id, crate::catalog::now_secs());
+        drop(sessions);
+        result.map(|()| Response::Ok).map_err(catalog_error)
+    }
+
+    /// `ListTrash`: purges what is older than the keep period first, then lists the rest
+    /// from each journal's head and tail.
+    async fn list_trash(&self) -> Result<Response, RpcError> {
+        use reasonix_forward::proto::{SessionInfo, TrashedSession, TurnState, TRASH_KEEP_DAYS};
+        let catalog = crate::catalog::Catalog::new(&self.paths.sessions_dir);
+        let sessions = tokio::task::spawn_blocking(move || {
+            let now = crate::catalog::now_secs();
+            for id in catalog.expire(now) {
+                tracing::info!("session {id} purged from the trash after {TRASH_KEEP_DAYS} days");
+            }
+            catalog
+                .list_trash()
+                .into_iter()
+                .filter_map(|e| {
+                    let sum = match crate::journal::summarize(&e.journal) {
+                        Ok(sum) => sum,
+                        Err(err) => {
+                            tracing::warn!("trashed session {} left out: {err}", e.id);
+                            return None;
+                        }
+                    };
+                    let rfc = |secs: u64| crate::journal::format_rfc3339(secs as i64, 0);
+                    Some(TrashedSession {
+                        info: SessionInfo {
+                            title: catalog.trashed_title(&e.id).unwrap_or(sum.title),
+                            id: e.id,
+                            created: sum.created,
+                            turns: sum.turns,
+                            last_seq: sum.last_seq,
+                            state: TurnState::Idle,
+                            last_activity: sum.last_ts,
+                            driver_attached: false,
+                            clients: 0,
+                        },
+                        deleted: rfc(e.deleted),
+                        purge_after: rfc(e.deleted + TRASH_KEEP_DAYS * 86_400),
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| RpcError::new("internal", format!("trash listing failed: {e}")))?;
+        Ok(Response::Trash { sessions })
     }
 
     /// The session `id`, loaded from its journal if it is not open yet. Reading a journal
@@ -881,6 +1010,33 @@ impl Daemon {
                     .await
             }
             Request::ListDir { path } => self.list_dir(&path),
+            Request::RenameSession { session, title } => {
+                crate::catalog::Catalog::new(&self.paths.sessions_dir)
+                    .set_title(&session, &title)
+                    .map(|()| Response::Ok)
+                    .map_err(catalog_error)
+            }
+            Request::DeleteSession { session } => self.delete_session(session).await,
+            Request::RestoreSession { session } => {
+                crate::catalog::Catalog::new(&self.paths.sessions_dir)
+                    .restore(&session)
+                    .map(|()| Response::Ok)
+                    .map_err(catalog_error)
+            }
+            Request::PurgeSessions { session } => {
+                crate::catalog::Catalog::new(&self.paths.sessions_dir)
+                    .purge(session.as_deref())
+                    .map(|sessions| Response::Purged { sessions })
+                    .map_err(catalog_error)
+            }
+            Request::ListTrash => self.list_trash().await,
+            Request::ListCommandFiles => {
+                let workspace = self.paths.workspace.clone();
+                tokio::task::spawn_blocking(move || crate::commands::read_command_files(&workspace))
+                    .await
+                    .map(|(files, skipped)| Response::CommandFiles { files, skipped })
+                    .map_err(|e| RpcError::new("internal", format!("command listing failed: {e}")))
+            }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
             Request::FetchContent {
                 sha256,
@@ -1167,6 +1323,17 @@ async fn probe_laptop_mcp(conn: &Arc<Conn>, names: &[String]) -> Vec<crate::mcp:
     let status = manager.status();
     manager.shutdown().await;
     status
+}
+
+fn catalog_error(e: crate::catalog::CatalogError) -> RpcError {
+    use crate::catalog::CatalogError;
+    let code = match &e {
+        CatalogError::BadId(_) => "bad_request",
+        CatalogError::NotFound(_) => "not_found",
+        CatalogError::Exists(_) => "exists",
+        CatalogError::Io { .. } => "io",
+    };
+    RpcError::new(code, e.to_string())
 }
 
 fn no_session() -> RpcError {

@@ -3,7 +3,9 @@
 
 pub mod agent;
 pub mod attach;
+pub mod catalog;
 pub mod checkpoint;
+pub mod commands;
 pub mod compaction;
 pub mod content;
 pub mod daemon;

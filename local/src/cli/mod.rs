@@ -6,6 +6,7 @@ mod acp;
 mod error;
 mod headless;
 mod remote;
+mod sessions;
 mod term;
 mod tui;
 
@@ -88,6 +89,15 @@ enum Cmd {
     /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
     /// running on the host and `reasonix term` shows it again.
     Term(term::TermArgs),
+    /// The workspace's sessions: id, title, turns, last activity, state, driver; `rename`,
+    /// `delete` (to a trash kept 7 days), `restore`, `purge`.
+    #[command(args_conflicts_with_subcommands = true)]
+    Sessions {
+        #[command(subcommand)]
+        action: Option<sessions::SessionsCmd>,
+        #[command(flatten)]
+        list: sessions::SessionsListArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -286,6 +296,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Rewind(args)) => headless::rewind(args).await,
         Some(Cmd::Acp(args)) => acp::acp(args).await,
         Some(Cmd::Term(args)) => term::term(args).await,
+        Some(Cmd::Sessions { action, list }) => sessions::sessions(action, list).await,
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,

@@ -31,6 +31,11 @@ pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest, Pty
 pub use fullout::OutputRequest;
 pub use keybytes::{key_bytes, paste_bytes};
 pub use mcp::mcp_table;
+
+/// Built-in slash command names and aliases (custom command files cannot take these).
+pub fn builtin_command_names() -> Vec<&'static str> {
+    app::SlashCommand::reserved_names()
+}
 pub use prompter::{prompter_channel, TuiPrompter, TuiPrompts};
 pub use render::render;
 pub use runner::{app_settings, run_tui, TuiOptions};

@@ -236,6 +236,15 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     if let Ok((cols, rows)) = crossterm::terminal::size() {
         let _ = app.set_screen_size(cols, rows);
     }
+    {
+        // Custom commands: the user's files and the workspace's (asked from the host).
+        let (client, home, tx) = (client.clone(), ctx.config.home.clone(), app_tx.clone());
+        tokio::spawn(async move {
+            let set =
+                crate::commands::load(&client, &home, &crate::tui::builtin_command_names()).await;
+            let _ = tx.send(AppEvent::Commands(set));
+        });
+    }
     let start = Instant::now();
     let new = opts.session.is_none() && !opts.continue_last;
     let first = app.open(opts.session.clone(), new, opts.takeover);
@@ -503,6 +512,36 @@ impl Exec {
                     Response::Sessions { sessions } => Some(AppEvent::Sessions(sessions)),
                     _ => None,
                 });
+            }
+            Action::RenameSession { session, title } => {
+                let (s, t) = (session.clone(), title.clone());
+                self.request(
+                    "rename session",
+                    Request::RenameSession {
+                        session: session.clone(),
+                        title: title.clone(),
+                    },
+                    move |r| match r {
+                        Response::Ok => Some(AppEvent::SessionRenamed {
+                            session: s.clone(),
+                            title: t.clone(),
+                        }),
+                        _ => None,
+                    },
+                );
+            }
+            Action::DeleteSession { session } => {
+                let s = session.clone();
+                self.request(
+                    "delete session",
+                    Request::DeleteSession {
+                        session: session.clone(),
+                    },
+                    move |r| match r {
+                        Response::Ok => Some(AppEvent::SessionDeleted(s.clone())),
+                        _ => None,
+                    },
+                );
             }
             Action::ListDir { path } => {
                 let p = path.clone();

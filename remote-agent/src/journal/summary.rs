@@ -21,6 +21,8 @@ pub struct JournalSummary {
     pub last_seq: u64,
     /// First line of the first user turn.
     pub title: String,
+    /// Timestamp of the last whole event.
+    pub last_ts: String,
 }
 
 /// Lines read from the head looking for the first user turn (it is the second event of a
@@ -34,6 +36,8 @@ struct SeqTurn {
     seq: u64,
     #[serde(default)]
     turn: u64,
+    #[serde(default)]
+    ts: String,
 }
 
 /// Read the summary of the journal at `path`: a few lines from the head, a window from the
@@ -84,6 +88,7 @@ pub fn summarize(path: &Path) -> Result<JournalSummary, JournalError> {
         if let Some(last) = last {
             out.last_seq = last.seq;
             out.turns = last.turn;
+            out.last_ts = last.ts;
             break;
         }
         if window == len {
@@ -137,6 +142,11 @@ mod tests {
         assert_eq!(s.last_seq, 3);
         assert_eq!(s.turns, 3);
         assert!(s.created.ends_with('Z'), "{}", s.created);
+        assert!(
+            s.last_ts.ends_with('Z') && s.last_ts >= s.created,
+            "{}",
+            s.last_ts
+        );
     }
 
     #[test]

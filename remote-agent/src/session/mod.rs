@@ -391,6 +391,14 @@ impl Session {
             last_seq: inner.journal.last_seq(),
             title: inner.title.clone(),
             state: inner.state,
+            last_activity: inner
+                .events
+                .last()
+                .map(|e| e.ts.clone())
+                .unwrap_or_default(),
+            // The daemon knows the links; it fills these in.
+            driver_attached: false,
+            clients: 0,
         }
     }
 

@@ -86,6 +86,21 @@ impl App {
                             is_dir: false,
                         },
                     )
+                    .chain(
+                        self.custom_commands
+                            .commands
+                            .iter()
+                            .filter(|c| c.name.starts_with(prefix))
+                            .map(|c| CompItem {
+                                label: if c.argument_hint.is_empty() {
+                                    format!("/{}", c.name)
+                                } else {
+                                    format!("/{} {}", c.name, c.argument_hint)
+                                },
+                                detail: format!("{} ({})", c.description, c.source.label()),
+                                is_dir: false,
+                            }),
+                    )
                     .collect();
                 let end = text.find(char::is_whitespace).unwrap_or(text.len());
                 self.completion = (!items.is_empty()).then(|| Completion {

@@ -29,6 +29,33 @@ impl App {
                 Vec::new()
             }
             AppEvent::SteerRefused { text } => self.steer_refused(text),
+            AppEvent::SessionRenamed { session, title } => {
+                self.transcript.notice(
+                    format!("session {session} renamed to {:?}", title.trim()),
+                    Level::Info,
+                );
+                Vec::new()
+            }
+            AppEvent::SessionDeleted(session) => {
+                self.transcript.notice(
+                    format!(
+                        "session {session} moved to the trash; `reasonix sessions restore {session}` brings it back within {} days",
+                        reasonix_forward::proto::TRASH_KEEP_DAYS
+                    ),
+                    Level::Info,
+                );
+                match self.overlay {
+                    Some(Overlay::Sessions { .. }) => vec![Action::ListSessions],
+                    _ => Vec::new(),
+                }
+            }
+            AppEvent::Commands(set) => {
+                for n in &set.notices {
+                    self.transcript.notice(n.clone(), Level::Warn);
+                }
+                self.custom_commands = set;
+                Vec::new()
+            }
             AppEvent::Sessions(list) => {
                 if let Some(Overlay::Sessions { list: l, sel }) = &mut self.overlay {
                     *l = Some(list);

@@ -425,6 +425,29 @@ impl App {
                             return self.switch_session(Some(id), false);
                         }
                     }
+                    // Delete (to the host's trash). The open session is refused here: the
+                    // host would refuse it too (a client has it open).
+                    KeyCode::Delete | KeyCode::Char('d') => {
+                        let id = list
+                            .as_ref()
+                            .and_then(|l| l.get(*sel))
+                            .map(|s| s.id.clone());
+                        if let Some(id) = id {
+                            if self.session.as_deref() == Some(id.as_str()) {
+                                self.set_hint(
+                                    "this is the open session: switch to another one first, then delete it",
+                                );
+                            } else {
+                                return vec![Action::DeleteSession { session: id }];
+                            }
+                        }
+                    }
+                    KeyCode::Char('r') => {
+                        self.overlay = None;
+                        self.composer.take();
+                        self.composer.replace_range(0..0, "/rename ");
+                        self.set_hint("/rename TITLE renames the open session");
+                    }
                     _ => {}
                 }
                 Vec::new()

@@ -114,6 +114,18 @@ pub enum Action {
     },
     /// Send `Request::ListSessions`.
     ListSessions,
+    /// Send `Request::RenameSession` (session management, issue 16).
+    RenameSession {
+        /// Session id.
+        session: String,
+        /// New title.
+        title: String,
+    },
+    /// Send `Request::DeleteSession` (to the host's trash).
+    DeleteSession {
+        /// Session id.
+        session: String,
+    },
     /// Send `Request::ListDir` (path relative to the workspace; `""` is the root).
     ListDir {
         /// Directory.
@@ -201,6 +213,17 @@ pub enum AppEvent {
     SessionOpened(SessionOpened),
     /// Answer to `ListSessions`.
     Sessions(Vec<SessionInfo>),
+    /// A session was renamed (answer to `RenameSession`).
+    SessionRenamed {
+        /// Session id.
+        session: String,
+        /// The new title.
+        title: String,
+    },
+    /// A session was moved to the trash (answer to `DeleteSession`).
+    SessionDeleted(String),
+    /// The custom commands (user and workspace files) and the files skipped.
+    Commands(crate::commands::CommandSet),
     /// Answer to `ListDir`.
     DirEntries {
         /// The directory asked for.
@@ -387,6 +410,8 @@ pub struct App {
     pub(crate) completion: Option<Completion>,
     completion_dismissed: Option<String>,
     dir_cache: HashMap<String, Vec<DirEntry>>,
+    /// Custom slash commands from command files (see [`crate::commands`]).
+    pub(crate) custom_commands: crate::commands::CommandSet,
     dir_pending: HashSet<String>,
     pub(crate) conn: ConnView,
     was_connected: bool,
@@ -475,6 +500,7 @@ impl App {
             completion: None,
             completion_dismissed: None,
             dir_cache: HashMap::new(),
+            custom_commands: crate::commands::CommandSet::default(),
             dir_pending: HashSet::new(),
             conn: ConnView::Connecting,
             was_connected: false,

@@ -21,6 +21,7 @@ pub(crate) enum SlashCommand {
     Compact,
     Mcp,
     Shell,
+    Rename,
     Quit,
 }
 
@@ -54,6 +55,7 @@ impl SlashCommand {
         Self::Compact,
         Self::Mcp,
         Self::Shell,
+        Self::Rename,
         Self::Quit,
     ];
 
@@ -66,7 +68,7 @@ impl SlashCommand {
                 "sessions",
                 &["resume"],
                 "",
-                "pick a session of this workspace and resume it",
+                "sessions of this workspace: resume, delete (to the trash), rename",
             ),
             Self::Model => ("model", &[], "[name]", "choose the model"),
             Self::Status => (
@@ -125,6 +127,12 @@ impl SlashCommand {
                 "[N|close N]",
                 "open a host terminal tab (N shows terminal N; Ctrl-T switches tabs)",
             ),
+            Self::Rename => (
+                "rename",
+                &[],
+                "TITLE",
+                "rename the open session (every client lists the new title)",
+            ),
             Self::Quit => (
                 "quit",
                 &["exit", "q"],
@@ -138,6 +146,17 @@ impl SlashCommand {
             args,
             description,
         }
+    }
+
+    /// Every built-in name and alias (custom command files cannot take these).
+    pub(crate) fn reserved_names() -> Vec<&'static str> {
+        Self::ALL
+            .iter()
+            .flat_map(|c| {
+                let spec = c.spec();
+                std::iter::once(spec.name).chain(spec.aliases.iter().copied())
+            })
+            .collect()
     }
 
     /// The command a typed name (or alias) runs.
@@ -269,6 +288,10 @@ impl App {
             None => (line, ""),
         };
         let Some(cmd) = SlashCommand::parse(name) else {
+            if let Some(custom) = self.custom_commands.get(name) {
+                let text = crate::commands::expand(&custom.body, arg);
+                return self.submit(text);
+            }
             self.set_hint(format!("unknown command /{name}; /help lists them"));
             return Vec::new();
         };
@@ -279,6 +302,20 @@ impl App {
                 Vec::new()
             }
             SlashCommand::New => self.switch_session(None, true),
+            SlashCommand::Rename => match &self.session {
+                Some(s) if !arg.is_empty() => vec![Action::RenameSession {
+                    session: s.clone(),
+                    title: arg.to_string(),
+                }],
+                Some(_) => {
+                    self.set_hint("usage: /rename TITLE");
+                    Vec::new()
+                }
+                None => {
+                    self.set_hint("no session open yet");
+                    Vec::new()
+                }
+            },
             SlashCommand::Sessions => {
                 self.overlay = Some(Overlay::Sessions { list: None, sel: 0 });
                 vec![Action::ListSessions]

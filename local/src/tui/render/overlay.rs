@@ -14,8 +14,24 @@ pub(super) fn render_overlay(
     match ov {
         Overlay::Help { scroll } => {
             let mut lines = vec![Line::from(Span::styled("Commands", theme::heading()))];
-            for spec in SlashCommand::ALL.iter().map(|c| c.spec()) {
-                let (name, arg, desc) = (spec.name, spec.args, spec.description);
+            let builtin = SlashCommand::ALL.iter().map(|c| {
+                let spec = c.spec();
+                (
+                    spec.name.to_string(),
+                    spec.args.to_string(),
+                    spec.description.to_string(),
+                )
+            });
+            // Custom commands follow the built-ins, each with where it came from.
+            let custom = app.custom_commands.commands.iter().map(|c| {
+                (
+                    c.name.clone(),
+                    c.argument_hint.clone(),
+                    format!("{} ({})", c.description, c.source.label()),
+                )
+            });
+            for (name, arg, desc) in builtin.chain(custom) {
+                let (arg, desc) = (arg.as_str(), desc.as_str());
                 let cmd = if arg.is_empty() {
                     format!("/{name}")
                 } else {
@@ -216,10 +232,22 @@ pub(super) fn render_overlay(
                             Style::default()
                         };
                         let current = app.session.as_deref() == Some(s.id.as_str());
+                        let when = if s.last_activity.is_empty() {
+                            &s.created
+                        } else {
+                            &s.last_activity
+                        };
+                        let state = match s.state {
+                            TurnState::Idle | TurnState::Paused if !s.driver_attached => {
+                                String::new()
+                            }
+                            TurnState::Idle | TurnState::Paused => "attached · ".into(),
+                            other => format!("{} · ", turn_state_label(other)),
+                        };
                         let meta = format!(
-                            "{}{} · {} · ",
+                            "{}{} · {} · {state}",
                             if current { "* " } else { "  " },
-                            s.created.get(..16).unwrap_or(&s.created).replace('T', " "),
+                            when.get(..16).unwrap_or(when).replace('T', " "),
                             theme::plural(s.turns, "turn", "turns")
                         );
                         let title = truncate(&s.title, iw.saturating_sub(text_width(&meta)));
@@ -234,7 +262,7 @@ pub(super) fn render_overlay(
             }
             lines.push(Line::default());
             lines.push(Line::from(Span::styled(
-                "↑/↓ choose · Enter resume · Esc close",
+                "↑/↓ choose · Enter resume · d delete (trash) · r rename open · Esc close",
                 theme::dim(),
             )));
             show_modal(
@@ -400,4 +428,15 @@ pub(super) fn mcp_lines(
         }
     }
     lines
+}
+
+/// A session's turn state as the sessions overlay shows it.
+fn turn_state_label(state: TurnState) -> &'static str {
+    match state {
+        TurnState::Idle => "idle",
+        TurnState::Running => "running",
+        TurnState::WaitingForLaptop => "waiting for laptop",
+        TurnState::WaitingForApproval => "waiting for approval",
+        TurnState::Paused => "paused",
+    }
 }

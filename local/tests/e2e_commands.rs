@@ -1,0 +1,141 @@
+//! Custom slash commands end to end (real `reasonix` → real `reasonix-remote` over pipes →
+//! the scripted mock provider): `reasonix run "/name args"` expands a workspace command
+//! (read by the host) and a user command (read on the laptop) with `$ARGUMENTS`, `$1`, `$2`
+//! and `$$`; what the provider received proves the expansion. A broken file is skipped
+//! with a notice naming it; a user file wins over the workspace file of the same name.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+fn setup(base_url: &str) -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("rxhome");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_CMD_KEY\"\n"
+        ),
+    )
+    .expect("config");
+    Env {
+        _dir: dir,
+        home,
+        ws,
+    }
+}
+
+fn reasonix(env: &Env, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(args)
+        .current_dir(&env.ws)
+        .env("REASONIX_HOME", &env.home)
+        .env("REASONIX_REMOTE_BIN", common::host_bin())
+        .env("RX_CMD_KEY", "sk-commands")
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run reasonix")
+}
+
+fn ok(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_expands_workspace_and_user_commands_and_skips_a_broken_file() {
+    let mock = MockProvider::start(vec![
+        MockReply::text(&["reviewed"]),
+        MockReply::text(&["deployed"]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    let ws_cmds = env.ws.join(".reasonix/commands");
+    std::fs::create_dir_all(ws_cmds.join("git")).expect("ws commands");
+    std::fs::write(
+        ws_cmds.join("git/review.md"),
+        "---\ndescription: Review a change\nargument-hint: FILE FOCUS\nallowed-tools: Bash(rm:*)\n---\nReview $1 with a focus on $2.\nAll arguments: $ARGUMENTS; budget $$5.\n",
+    )
+    .expect("review");
+    std::fs::write(
+        ws_cmds.join("broken.md"),
+        "---\ndescription: never closed\n",
+    )
+    .expect("broken");
+    std::fs::write(ws_cmds.join("deploy.md"), "WORKSPACE deploy $1").expect("ws deploy");
+    let user_cmds = env.home.join("commands");
+    std::fs::create_dir_all(&user_cmds).expect("user commands");
+    std::fs::write(user_cmds.join("deploy.md"), "USER deploy to $1 now").expect("user deploy");
+
+    let out = tokio::task::block_in_place(|| {
+        reasonix(&env, &["run", "/git:review src/lib.rs \"error paths\""])
+    });
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(".reasonix/commands/broken.md") && stderr.contains("never closed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(".reasonix/commands/deploy.md") && stderr.contains("user's commands win"),
+        "{stderr}"
+    );
+    let last_user = |i: usize| -> String {
+        let reqs = mock.requests();
+        let msgs = reqs[i].messages();
+        let m = msgs
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .expect("user message");
+        match m["content"].as_str() {
+            Some(s) => s.to_string(),
+            None => m["content"].to_string(),
+        }
+    };
+    let sent = last_user(0);
+    assert!(
+        sent.contains("Review src/lib.rs with a focus on error paths.\nAll arguments: src/lib.rs \"error paths\"; budget $5."),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("$ARGUMENTS") && !sent.contains("description:"),
+        "{sent}"
+    );
+
+    // The user's file of the same name wins over the workspace's.
+    ok(&tokio::task::block_in_place(|| {
+        reasonix(&env, &["run", "/deploy staging"])
+    }));
+    let sent = last_user(1);
+    assert!(sent.contains("USER deploy to staging now"), "{sent}");
+
+    // An unknown command is an error naming the commands there are; nothing is sent.
+    let out = tokio::task::block_in_place(|| reasonix(&env, &["run", "/nosuch x"]));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown command /nosuch") && stderr.contains("/git:review"),
+        "{stderr}"
+    );
+    assert_eq!(mock.requests().len(), 2);
+}
