@@ -165,6 +165,7 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::Usage { .. } => "usage",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::Notice { .. } => "notice",
+        EventKind::ProviderRetry(_) => "provider_retry",
         EventKind::Checkpoint { .. } => "checkpoint",
         EventKind::Compacted { .. } => "compacted",
     }

@@ -448,6 +448,9 @@ impl Transcript {
                 }
             }
             EventKind::Notice { text } => self.notice(text.clone(), Level::Info),
+            EventKind::ProviderRetry(r) => {
+                self.notice(r.describe(r.delay_ms.div_ceil(1000)), Level::Warn)
+            }
             EventKind::Compacted {
                 kind,
                 trigger,

@@ -325,6 +325,7 @@ impl App {
                     self.last_seq = e.seq;
                 }
                 let mut actions = Vec::new();
+                self.track_retry(&e.kind);
                 match &e.kind {
                     EventKind::Usage {
                         usage,
@@ -408,6 +409,7 @@ impl App {
                     | EventKind::ToolStarted { .. }
                     | EventKind::ToolFinished { .. }
                     | EventKind::Notice { .. }
+                    | EventKind::ProviderRetry(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. } => {}
                 }

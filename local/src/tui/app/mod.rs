@@ -5,6 +5,7 @@
 mod completion;
 mod events;
 mod keys;
+mod retry;
 mod slash;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -379,6 +380,8 @@ pub struct App {
     pub(crate) mono_ms: i64,
     pub(crate) wall_ms: i64,
     quit: bool,
+    /// The model-request retry in progress (#15), for the status line.
+    pub(crate) retry: Option<retry::RetryView>,
 }
 
 fn rid(prefix: &str) -> String {
@@ -462,6 +465,7 @@ impl App {
             mono_ms: 0,
             wall_ms: 0,
             quit: false,
+            retry: None,
         }
     }
 
