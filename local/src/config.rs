@@ -175,6 +175,11 @@ pub struct AgentConfig {
     pub compact_tail_tokens: u64,
     /// Model steps per turn before the turn pauses.
     pub max_steps: u32,
+    /// Retries of a model request the provider did not accept (HTTP 408/429/5xx,
+    /// timeouts; connection errors get at most 3).
+    pub provider_retries: u32,
+    /// Time budget, in seconds, of those retries together (waits and attempts).
+    pub provider_retry_seconds: u64,
 }
 
 impl Default for AgentConfig {
@@ -186,6 +191,8 @@ impl Default for AgentConfig {
             compact_force_ratio: 0.9,
             compact_tail_tokens: 16_384,
             max_steps: 50,
+            provider_retries: crate::gateway::retry::DEFAULT_RETRIES,
+            provider_retry_seconds: crate::gateway::retry::DEFAULT_BUDGET_SECS,
         }
     }
 }
@@ -364,6 +371,10 @@ pub struct Config {
     /// The policy part of `warnings`, as [`reasonix_forward::policy::tighten`] reported it
     /// (the host reports the same list when it applies the same file).
     ignored: Vec<Ignored>,
+    /// `[workspaces."<workspace>"]` tables of the user config (#15 "always allow" scope).
+    pub workspaces: BTreeMap<String, crate::always_scope::WorkspaceFile>,
+    /// The workspace whose table was merged by [`Config::apply_workspace`].
+    pub workspace_key: Option<String>,
 }
 
 impl Config {
@@ -391,6 +402,8 @@ impl Config {
             sources: Vec::new(),
             warnings: Vec::new(),
             ignored: Vec::new(),
+            workspaces: BTreeMap::new(),
+            workspace_key: None,
         }
     }
 
@@ -440,6 +453,23 @@ impl Config {
         cfg.apply_overrides(&opts.overrides);
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Merge the user config's rules for `workspace` (as the status line names it:
+    /// `local:/path`, `[user@]host:path`) into the permissions, and remember the name so
+    /// "always allow" answers are stored under it. The user's own file is trusted, so these
+    /// may allow more; a project file's `ask`/`deny` still win (deny > ask > allow), and the
+    /// host tightens the result with the workspace's project file again.
+    pub fn apply_workspace(&mut self, workspace: &str) {
+        let key = crate::always_scope::workspace_key(workspace);
+        let workspace = key.as_str();
+        if let Some(w) = self.workspaces.get(workspace) {
+            let p = &w.permissions;
+            self.permissions.allow.extend(p.allow.iter().cloned());
+            self.permissions.ask.extend(p.ask.iter().cloned());
+            self.permissions.deny.extend(p.deny.iter().cloned());
+        }
+        self.workspace_key = Some(workspace.to_string());
     }
 
     /// Settings from the project file that were ignored, one human-readable line each.
@@ -597,6 +627,11 @@ impl Config {
         );
         set(&mut self.agent.compact_force_ratio, a.compact_force_ratio);
         set(&mut self.agent.compact_tail_tokens, a.compact_tail_tokens);
+        set(&mut self.agent.provider_retries, a.provider_retries);
+        set(
+            &mut self.agent.provider_retry_seconds,
+            a.provider_retry_seconds,
+        );
         let t = file.tools;
         set(&mut self.tools.enabled, t.enabled.map(Some));
         set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
@@ -609,6 +644,7 @@ impl Config {
         self.permissions.allow.extend(p.allow.unwrap_or_default());
         self.permissions.ask.extend(p.ask.unwrap_or_default());
         self.permissions.deny.extend(p.deny.unwrap_or_default());
+        self.workspaces.extend(file.workspaces);
         let s = file.sandbox;
         set(&mut self.sandbox.workspace_root, s.workspace_root.map(Some));
         self.sandbox
@@ -745,6 +781,11 @@ impl Config {
             set(&mut existing.prices, pf.prices.map(Some));
         }
         warns.extend(provider_notes);
+        if !file.workspaces.is_empty() {
+            warns.push(
+                "ignored [workspaces]: workspace rules belong in your user config (a project file cannot allow anything)".into(),
+            );
+        }
 
         if let Some(m) = file.default_model {
             self.default_model = Some(m);
@@ -761,6 +802,11 @@ impl Config {
         );
         set(&mut self.agent.compact_force_ratio, a.compact_force_ratio);
         set(&mut self.agent.compact_tail_tokens, a.compact_tail_tokens);
+        set(&mut self.agent.provider_retries, a.provider_retries);
+        set(
+            &mut self.agent.provider_retry_seconds,
+            a.provider_retry_seconds,
+        );
 
         let t = &file.tools;
         if let Some(list) = t.enabled.clone() {
@@ -887,6 +933,15 @@ impl Config {
                 ));
             }
         }
+        if !(1..=600).contains(&self.agent.provider_retry_seconds) {
+            return Err(invalid(
+                "agent.provider_retry_seconds",
+                format!(
+                    "must be between 1 and 600, got {}",
+                    self.agent.provider_retry_seconds
+                ),
+            ));
+        }
         if self.agent.max_steps == 0 {
             return Err(invalid("agent.max_steps", "must be at least 1".into()));
         }
@@ -996,6 +1051,8 @@ struct FileConfig {
     sandbox: SandboxLayer,
     #[serde(default)]
     mcp: Vec<McpServerConfig>,
+    #[serde(default)]
+    workspaces: BTreeMap<String, crate::always_scope::WorkspaceFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1021,6 +1078,8 @@ struct AgentFile {
     compact_force_ratio: Option<f64>,
     compact_tail_tokens: Option<u64>,
     max_steps: Option<u32>,
+    provider_retries: Option<u32>,
+    provider_retry_seconds: Option<u64>,
 }
 
 /// Field names that only ever hold secrets.

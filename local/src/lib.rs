@@ -3,6 +3,7 @@
 
 pub mod acp;
 mod by_ref;
+pub mod always_scope;
 pub mod client;
 pub mod commands;
 pub mod config;

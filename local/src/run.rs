@@ -43,6 +43,10 @@ pub struct RunOutcome {
 
 /// Run one turn against the host behind `connector`.
 pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOptions) -> RunOutcome {
+    // The user's rules for this workspace apply (#15 "always allow" scope).
+    let mut config = config.clone();
+    config.apply_workspace(&connector.describe());
+    let config = &config;
     let gateway = Arc::new(Gateway::new(config));
     let (client_opts, laptop_mcp) = crate::client::options_for(config);
     let (client, mut events) = Client::start(connector, gateway, client_opts);
@@ -578,6 +582,10 @@ impl Printer {
                     json!({"type": "approval_requested", "tool": tool, "arguments": arguments, "reason": reason})
                 }
                 EventKind::Notice { text } => json!({"type": "notice", "text": text}),
+                EventKind::ProviderRetry(r) => json!({"type": "provider_retry",
+                    "phase": r.phase, "attempt": r.attempt, "max_attempts": r.max_attempts,
+                    "delay_ms": r.delay_ms, "reason": r.reason,
+                    "text": r.describe(r.delay_ms.div_ceil(1000))}),
                 EventKind::Compacted {
                     kind,
                     trigger,
@@ -624,6 +632,10 @@ impl Printer {
                 eprintln!("[tool] {name} failed: {}", terminal_safe(&summary(output)));
             }
             EventKind::Notice { text } => eprintln!("[reasonix] {}", terminal_safe(text)),
+            EventKind::ProviderRetry(r) => eprintln!(
+                "[reasonix] {}",
+                terminal_safe(&r.describe(r.delay_ms.div_ceil(1000)))
+            ),
             EventKind::Compacted {
                 kind,
                 trigger,

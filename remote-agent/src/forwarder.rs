@@ -198,6 +198,7 @@ fn may_be_big(kind: &EventKind) -> bool {
         | EventKind::Usage { .. }
         | EventKind::TurnFinished { .. }
         | EventKind::SessionStarted { .. }
+        | EventKind::ProviderRetry(_)
         | EventKind::ApprovalAnswered { .. } => false,
         EventKind::UserTurn { .. }
         | EventKind::AssistantMessage { .. }
@@ -232,6 +233,7 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::Usage { .. } => "usage",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::Notice { .. } => "notice",
+        EventKind::ProviderRetry(_) => "provider_retry",
         EventKind::Checkpoint { .. } => "checkpoint",
         EventKind::Compacted { .. } => "compacted",
         EventKind::Steer { .. } => "steer",

@@ -324,6 +324,7 @@ impl App {
                     self.last_seq = e.seq;
                 }
                 let mut actions = Vec::new();
+                self.track_retry(&e.kind);
                 match &e.kind {
                     EventKind::Usage {
                         usage,
@@ -367,6 +368,7 @@ impl App {
                         arguments,
                         reason,
                         preview,
+                        always_rule,
                     } => {
                         if !self.answered.contains(approval_id)
                             && !self.approvals.iter().any(|a| a.approval_id == *approval_id)
@@ -377,6 +379,7 @@ impl App {
                                 arguments: arguments.clone(),
                                 reason: reason.clone(),
                                 preview: preview.clone(),
+                                always_rule: always_rule.clone(),
                             });
                             if self.approvals.len() == 1 {
                                 self.approval_sel = 0;
@@ -407,6 +410,7 @@ impl App {
                     | EventKind::ToolStarted { .. }
                     | EventKind::ToolFinished { .. }
                     | EventKind::Notice { .. }
+                    | EventKind::ProviderRetry(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }
