@@ -48,6 +48,12 @@ pub fn settings() -> AppSettings {
         prices,
         mode: "ask".into(),
         build: "0.1.0-3f9c2e1a0b7d".into(),
+        context_windows: [
+            ("deepseek/deepseek-chat".to_string(), 128_000),
+            ("deepseek-chat".to_string(), 128_000),
+        ]
+        .into_iter()
+        .collect(),
     }
 }
 

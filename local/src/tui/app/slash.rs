@@ -19,6 +19,7 @@ pub(crate) enum SlashCommand {
     Reconnect,
     Rewind,
     Compact,
+    Context,
     Mcp,
     Quit,
 }
@@ -51,6 +52,7 @@ impl SlashCommand {
         Self::Reconnect,
         Self::Rewind,
         Self::Compact,
+        Self::Context,
         Self::Mcp,
         Self::Quit,
     ];
@@ -108,8 +110,14 @@ impl SlashCommand {
             Self::Compact => (
                 "compact",
                 &[],
+                "[focus]",
+                "summarise the older conversation now (focus: what to keep)",
+            ),
+            Self::Context => (
+                "context",
+                &[],
                 "",
-                "summarise the conversation (not available yet)",
+                "context window split, cache-hit ratio and cost so far",
             ),
             Self::Mcp => (
                 "mcp",
@@ -354,13 +362,8 @@ impl App {
                 });
                 vec![Action::McpStatus]
             }
-            SlashCommand::Compact => {
-                self.transcript.notice(
-                    format!("/{} is not available yet in this build", cmd.spec().name),
-                    Level::Warn,
-                );
-                Vec::new()
-            }
+            SlashCommand::Compact => self.compact_command(arg),
+            SlashCommand::Context => self.context_command(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Drawing the [`App`] into a ratatui frame. Pure: reads the state, writes cells.
 
 mod composer;
+mod context;
 mod modal;
 mod overlay;
 mod status;
