@@ -16,15 +16,11 @@ pub(super) fn render_context(
     max_w: u16,
     iw: usize,
 ) {
+    let max_w = max_w.min(78);
+    // The panel is narrower than other overlays: its text width follows.
+    let iw = iw.min(usize::from(max_w).saturating_sub(4));
     let lines = context_lines(app, report, error, iw);
-    show_modal(
-        frame,
-        area,
-        "Context",
-        theme::border_active(),
-        lines,
-        max_w.min(78),
-    );
+    show_modal(frame, area, "Context", theme::border_active(), lines, max_w);
 }
 
 fn pct(part: u64, whole: u64) -> String {
