@@ -395,6 +395,10 @@ pub enum Response {
     CompactDone {
         /// What happened, as the user should read it.
         summary: String,
+        /// Seq of the session's last event when it ended: the `compacted` events are at or
+        /// before it (they may reach the client after this answer).
+        #[serde(default)]
+        last_seq: u64,
     },
     /// Answer to [`Request::ContextReport`].
     Context(ContextReport),

@@ -91,7 +91,11 @@ fn report() -> ContextReport {
 fn status_bar_shows_context_used_and_cache_hit() {
     let app = long_session();
     let bar = draw(&app, 120, 40);
-    let last = bar.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let last = bar
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     // 96,000 of 128,000 tokens; (30,000 + 92,160) hit of 136,000 prompt tokens.
     assert!(last.contains("ctx 75%"), "{last}");
     assert!(last.contains("cache 90%"), "{last}");
@@ -118,7 +122,11 @@ fn a_compaction_updates_the_context_figure() {
         },
     );
     let bar = draw(&app, 120, 40);
-    let last = bar.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let last = bar
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     assert!(last.contains("ctx 15%"), "{last}");
 }
 

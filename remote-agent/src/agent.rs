@@ -73,7 +73,10 @@ pub fn instruction_bytes(system: &str) -> usize {
     let mut rest = system;
     while let Some(start) = rest.find(OPEN) {
         let block = &rest[start..];
-        let end = block.find(CLOSE).map(|e| e + CLOSE.len()).unwrap_or(block.len());
+        let end = block
+            .find(CLOSE)
+            .map(|e| e + CLOSE.len())
+            .unwrap_or(block.len());
         // Escaped length minus the two quotes JSON adds around a string.
         total += Value::String(block[..end].to_string()).to_string().len() - 2;
         rest = &block[end..];

@@ -832,7 +832,10 @@ impl Daemon {
                 let session = self.driven_session(conn)?;
                 let focus = focus.filter(|f| !f.trim().is_empty());
                 match session.compact_now(&request_id, focus.as_deref()).await {
-                    Ok(Some(summary)) => Ok(Response::CompactDone { summary }),
+                    Ok(Some(summary)) => Ok(Response::CompactDone {
+                        summary,
+                        last_seq: session.last_seq(),
+                    }),
                     Ok(None) => Ok(Response::Duplicate),
                     Err(e) => Err(RpcError::new("busy", e)),
                 }

@@ -36,8 +36,9 @@ pub async fn compact(
     let open = OpenSession {
         session: opts.session.clone(),
         new: false,
-        // No catch-up: only what the compaction does is printed.
-        since: u64::MAX,
+        // The daemon sends live events only past `since`, and the last seq is not known
+        // before the open: catch up and skip what the answer says was there already.
+        since: 0,
         read_only: false,
         takeover: false,
         settings: SessionSettings {
@@ -57,6 +58,8 @@ pub async fn compact(
         out.notice(n);
     }
     out.session(&opened.session, &opened.sandbox);
+    let seen = opened.last_seq;
+    let mut latest = seen;
     let mut tally = Tally {
         prices: config
             .resolve_model(opts.model.as_deref())
@@ -75,16 +78,28 @@ pub async fn compact(
     loop {
         tokio::select! {
             r = &mut answer => {
-                // Events journaled before the answer may still be queued: print them first.
-                while let Ok(ev) = events.try_recv() {
-                    print_event(&mut out, ev, &mut usage, &mut tally);
-                }
                 let r = match r {
                     Ok(r) => r,
                     Err(e) => return fail(&mut out, format!("the compact task failed: {e}")),
                 };
+                if let Ok(Response::CompactDone { last_seq, .. }) = &r {
+                    // The events travel apart from the answer: print them up to `last_seq`
+                    // first (bounded, in case the link drops meanwhile).
+                    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while latest < *last_seq {
+                        match tokio::time::timeout_at(until, events.recv()).await {
+                            Ok(Some(ev)) => {
+                                if let ClientEvent::Event(e) = &ev {
+                                    latest = latest.max(e.seq);
+                                }
+                                print_event(&mut out, ev, seen, &mut usage, &mut tally);
+                            }
+                            Ok(None) | Err(_) => break,
+                        }
+                    }
+                }
                 return match r {
-                    Ok(Response::CompactDone { summary }) => {
+                    Ok(Response::CompactDone { summary, .. }) => {
                         if out.json {
                             out.line(json!({"type": "compact_finished", "summary": summary,
                                 "usage": {"prompt_tokens": usage.prompt_tokens,
@@ -106,16 +121,29 @@ pub async fn compact(
                 Some(ClientEvent::Connection(ConnState::Failed { reason })) => {
                     return fail_with(&mut out, Exit::Connection, reason)
                 }
-                Some(ev) => print_event(&mut out, ev, &mut usage, &mut tally),
+                Some(ev) => {
+                    if let ClientEvent::Event(e) = &ev {
+                        latest = latest.max(e.seq);
+                    }
+                    print_event(&mut out, ev, seen, &mut usage, &mut tally)
+                }
                 None => return fail(&mut out, "the client stopped unexpectedly".into()),
             },
         }
     }
 }
 
-fn print_event(out: &mut Printer, ev: ClientEvent, usage: &mut Usage, tally: &mut Tally) {
+/// Print what the compaction does; events up to `seen` are the catch-up (already there).
+fn print_event(
+    out: &mut Printer,
+    ev: ClientEvent,
+    seen: u64,
+    usage: &mut Usage,
+    tally: &mut Tally,
+) {
     match ev {
         ClientEvent::Connection(state) => out.connection(&state),
+        ClientEvent::Event(e) if e.seq > 0 && e.seq <= seen => {}
         ClientEvent::Event(e) => match &e.kind {
             EventKind::Usage { usage: u, .. } => {
                 usage.prompt_tokens += u.prompt_tokens;
@@ -135,9 +163,8 @@ fn print_event(out: &mut Printer, ev: ClientEvent, usage: &mut Usage, tally: &mu
             _ => {}
         },
         ClientEvent::Reattached { reason } => out.notice(&reason),
-        ClientEvent::State { .. }
-        | ClientEvent::Role { .. }
-        | ClientEvent::ToolProgress { .. } => {}
+        ClientEvent::State { .. } | ClientEvent::Role { .. } | ClientEvent::ToolProgress { .. } => {
+        }
     }
 }
 
@@ -148,7 +175,10 @@ mod tests {
     #[test]
     fn the_compact_command_and_its_focus() {
         assert_eq!(compact_command("/compact"), Some(""));
-        assert_eq!(compact_command("  /compact  the API design "), Some("the API design"));
+        assert_eq!(
+            compact_command("  /compact  the API design "),
+            Some("the API design")
+        );
         assert_eq!(compact_command("/compaction please"), None);
         assert_eq!(compact_command("please /compact"), None);
     }

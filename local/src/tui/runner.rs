@@ -497,7 +497,9 @@ impl Exec {
                     "compact",
                     Request::Compact { request_id, focus },
                     |r| match r {
-                        Response::CompactDone { summary } => Some(AppEvent::CompactDone(summary)),
+                        Response::CompactDone { summary, .. } => {
+                            Some(AppEvent::CompactDone(summary))
+                        }
                         _ => None,
                     },
                 );

@@ -162,7 +162,11 @@ impl Session {
         let prefix = self.prefix();
         let est = &inner.context.estimator;
         let system_bytes = request_bytes_of(&prefix, &[])
-            - prefix.tools.iter().map(|t| t.to_string().len()).sum::<usize>();
+            - prefix
+                .tools
+                .iter()
+                .map(|t| t.to_string().len())
+                .sum::<usize>();
         let instructions_bytes = crate::agent::instruction_bytes(&prefix.system).min(system_bytes);
         let tools_bytes: usize = prefix.tools.iter().map(|t| t.to_string().len()).sum();
         let (mut conversation, mut results) = (0usize, 0usize);
