@@ -190,6 +190,20 @@ pub enum Request {
     },
     /// Host terminals: open, list, attach, detach, close (see [`crate::pty`]).
     Pty(PtyRequest),
+    // ---- #14 long sessions: `/compact` and `/context` ----
+    /// Compact the open session now (`/compact [focus]`): snip old tool results and have the
+    /// model summarise the older part, `focus` steering what the summary keeps. Answered
+    /// with [`Response::CompactDone`] when the rewrite is journaled (or found unnecessary).
+    Compact {
+        /// Client-chosen id; a repeat with the same id does not compact twice.
+        request_id: String,
+        /// What the summary should keep above all (the text after `/compact`).
+        #[serde(default)]
+        focus: Option<String>,
+    },
+    /// The open session's context window split (`/context`). Answered with
+    /// [`Response::Context`].
+    ContextReport,
 
     // ---- steer, `!` shell and prompt history (issue 16) ----
     /// Steer the running turn of the open session: the text is journaled at once
@@ -469,6 +483,18 @@ pub enum Response {
         /// Files that could not be read (too big, not UTF-8, unreadable), with the problem.
         skipped: Vec<CommandFileProblem>,
     },
+    // ---- #14 long sessions: `/compact` and `/context` ----
+    /// Answer to [`Request::Compact`].
+    CompactDone {
+        /// What happened, as the user should read it.
+        summary: String,
+        /// Seq of the session's last event when it ended: the `compacted` events are at or
+        /// before it (they may reach the client after this answer).
+        #[serde(default)]
+        last_seq: u64,
+    },
+    /// Answer to [`Request::ContextReport`].
+    Context(ContextReport),
 }
 
 /// Days a deleted session stays restorable in the trash before the host purges it.
@@ -504,6 +530,41 @@ pub struct CommandFileProblem {
     pub path: String,
     /// What is wrong and what to do.
     pub problem: String,
+}
+
+/// The next request's prompt as the host would send it, split by part (estimated tokens:
+/// bytes × the session's calibrated ratio).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ContextReport {
+    /// The session's context settings (window 0: compaction disabled).
+    pub settings: ContextSettings,
+    /// The base system prompt (without standing instructions).
+    pub system_tokens: u64,
+    /// Standing instructions (`REASONIX.md`, `AGENTS.md`, `CLAUDE.md`) in the system prompt.
+    pub instructions_tokens: u64,
+    /// Tool schemas.
+    pub tools_tokens: u64,
+    /// User and assistant messages (including compaction summaries).
+    pub conversation_tokens: u64,
+    /// Tool results (snipped ones count as their placeholders).
+    pub tool_result_tokens: u64,
+    /// Messages in the conversation.
+    pub messages: u64,
+    /// Compactions journaled in this session (snips, summaries).
+    pub compactions: (u64, u64),
+    /// Tokens per byte the estimate uses (calibrated from the provider's reports).
+    pub tokens_per_byte: f64,
+}
+
+impl ContextReport {
+    /// Estimated tokens of the whole next request.
+    pub fn total(&self) -> u64 {
+        self.system_tokens
+            + self.instructions_tokens
+            + self.tools_tokens
+            + self.conversation_tokens
+            + self.tool_result_tokens
+    }
 }
 
 /// One MCP server as `/mcp` and `reasonix mcp list` show it.

@@ -14,6 +14,9 @@ use crate::connect::Connector;
 use crate::exit::Exit;
 use crate::gateway::Gateway;
 
+mod compact;
+pub use compact::compact_command;
+
 /// Options of a headless run.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -47,6 +50,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     let mut config = config.clone();
     config.apply_workspace(&connector.describe());
     let config = &config;
+    // `run "/compact [focus]"` compacts the session instead of sending the text as a turn.
+    if let Some(focus) = compact_command(&opts.prompt) {
+        return compact::compact(config, connector, &opts, focus).await;
+    }
     let gateway = Arc::new(Gateway::new(config));
     let (client_opts, laptop_mcp) = crate::client::options_for(config);
     let (client, mut events) = Client::start(connector, gateway, client_opts);

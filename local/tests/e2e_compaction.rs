@@ -583,3 +583,94 @@ async fn bench_long_session() {
         100.0 * (1.0 - ours / naive)
     );
 }
+
+/// `reasonix run --continue "/compact <focus>"`: the host snips and asks the model for a
+/// summary through this client's gateway; the focus text reaches the provider inside the
+/// summary request, exactly one summary request is made, one `compacted` (summary, user)
+/// event is printed and journaled, and the next turn's requests start with the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_with_a_focus_sends_it_in_the_one_summary_request() {
+    const FOCUS: &str = "keep the fox line numbers of f3.txt";
+    let mock = MockProvider::start_with(chooser(2)).await;
+    mock.enable_prompt_cache(Some(WINDOW));
+    let env = setup(&mock.base_url());
+    // Two short turns: well under every threshold, so only `/compact` rewrites.
+    for t in 0..2 {
+        let lines = run_turn(&env, t, t == 0);
+        assert!(lines.iter().all(|l| l["type"] != "compacted"), "{lines:?}");
+    }
+    assert!(!mock.requests().iter().any(is_summary_request));
+    let out = reasonix(
+        &env,
+        &["run", "--json", "--continue", &format!("/compact {FOCUS}")],
+    );
+    assert!(
+        out.status.success(),
+        "/compact failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    let summaries: Vec<RecordedRequest> = mock
+        .requests()
+        .into_iter()
+        .filter(is_summary_request)
+        .collect();
+    assert_eq!(summaries.len(), 1, "one summary request");
+    let asked = content(summaries[0].messages().last().expect("a message")).to_string();
+    assert!(
+        asked.contains(&format!("focus on: {FOCUS}")),
+        "the focus is in the summary request: {asked}"
+    );
+    let compacted: Vec<&Value> = lines.iter().filter(|l| l["type"] == "compacted").collect();
+    assert!(
+        compacted
+            .iter()
+            .any(|l| l["kind"] == "summary" && l["trigger"] == "user"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        compacted.iter().filter(|l| l["kind"] == "summary").count(),
+        1,
+        "{lines:?}"
+    );
+    let done = lines
+        .iter()
+        .find(|l| l["type"] == "compact_finished")
+        .unwrap_or_else(|| panic!("no compact_finished line: {lines:?}"));
+    assert!(
+        done["summary"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("compacted: about"),
+        "{done}"
+    );
+    assert_eq!(done["requests"], 1, "{done}");
+    let journal = events(&journal_of(&env.home));
+    assert_eq!(
+        journal
+            .iter()
+            .filter(|e| e["type"] == "compacted" && e["kind"] == "summary")
+            .count(),
+        1
+    );
+    // The next turn's first request carries the summary in place of the old middle.
+    let before = mock.requests().len();
+    run_turn(&env, 2, false);
+    let next = &mock.requests()[before];
+    assert!(next
+        .messages()
+        .iter()
+        .any(|m| content(m).starts_with("<compaction-summary>")));
+    // Turn 0's tool results were summarised away (its normal-sized prompt stays verbatim).
+    assert!(!next
+        .messages()
+        .iter()
+        .any(|m| m["tool_call_id"].as_str().unwrap_or("").starts_with("t0-")));
+    // Without a session to compact, the command is refused as bad input (exit 2).
+    let fresh = setup(&mock.base_url());
+    let out = reasonix(&fresh, &["run", "/compact"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--continue"));
+    stop_daemon(&env.home);
+}

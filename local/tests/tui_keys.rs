@@ -239,11 +239,17 @@ fn slash_completion_and_commands() {
         Some("/usr/bin/env fails here")
     );
 
-    // /compact is reserved.
+    // /compact asks the host to compact (tui_context covers focus, refusals and answers).
     type_str(&mut app, "/compact");
     app.handle_key(key(KeyCode::Esc));
-    app.handle_key(enter());
-    assert!(draw(&app, 80, 24).contains("/compact is not available yet"));
+    let actions = app.handle_key(enter());
+    assert!(
+        matches!(
+            actions.as_slice(),
+            [reasonix_local::tui::Action::Compact { focus: None, .. }]
+        ),
+        "{actions:?}"
+    );
 }
 
 fn mcp_server(name: &str, run_on: &str, state: &str, reason: Option<&str>) -> McpServerInfo {

@@ -64,6 +64,26 @@ impl Prefix {
     }
 }
 
+/// Bytes (as sent, JSON-escaped) of the standing-instruction blocks in a system prompt
+/// built by [`Prefix::build`] (what `/context` reports apart from the base prompt).
+pub fn instruction_bytes(system: &str) -> usize {
+    const OPEN: &str = "\n<standing-instructions file=";
+    const CLOSE: &str = "</standing-instructions>\n";
+    let mut total = 0;
+    let mut rest = system;
+    while let Some(start) = rest.find(OPEN) {
+        let block = &rest[start..];
+        let end = block
+            .find(CLOSE)
+            .map(|e| e + CLOSE.len())
+            .unwrap_or(block.len());
+        // Escaped length minus the two quotes JSON adds around a string.
+        total += Value::String(block[..end].to_string()).to_string().len() - 2;
+        rest = &block[end..];
+    }
+    total
+}
+
 /// First 16 hex digits of the SHA-256 of `bytes`.
 pub fn short_hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..8])

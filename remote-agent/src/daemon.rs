@@ -1009,6 +1009,27 @@ impl Daemon {
                 self.handle_workbench(conn, WorkbenchRequest::HistoryAppend { text })
                     .await
             }
+            // #14: `/compact` runs on the request's own task (requests are spawned), so the
+            // link keeps carrying the summary's provider stream meanwhile.
+            Request::Compact { request_id, focus } => {
+                let session = self.driven_session(conn)?;
+                let focus = focus.filter(|f| !f.trim().is_empty());
+                match session.compact_now(&request_id, focus.as_deref()).await {
+                    Ok(Some(summary)) => Ok(Response::CompactDone {
+                        summary,
+                        last_seq: session.last_seq(),
+                    }),
+                    Ok(None) => Ok(Response::Duplicate),
+                    Err(e) => Err(RpcError::new("busy", e)),
+                }
+            }
+            Request::ContextReport => {
+                let session = lock(&conn.session)
+                    .as_ref()
+                    .map(|(s, _)| Arc::clone(s))
+                    .ok_or_else(no_session)?;
+                Ok(Response::Context(session.context_report()))
+            }
             Request::ListDir { path } => self.list_dir(&path),
             Request::RenameSession { session, title } => {
                 crate::catalog::Catalog::new(&self.paths.sessions_dir)

@@ -52,10 +52,13 @@ pub struct TuiOptions {
 pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -> AppSettings {
     let mut models = Vec::new();
     let mut prices = HashMap::new();
+    let mut context_windows = HashMap::new();
     for p in &config.providers {
         for m in &p.models {
             let label = format!("{}/{m}", p.name);
             if let Ok(r) = config.resolve_model(Some(&label)) {
+                context_windows.insert(label.clone(), r.context_window);
+                context_windows.entry(m.clone()).or_insert(r.context_window);
                 if let Some(pr) = r.prices {
                     prices.insert(label.clone(), pr);
                     // Usage events carry the bare model name the provider reported.
@@ -78,6 +81,7 @@ pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -
             .display()
             .to_string(),
         workspace_key: config.workspace_key.clone(),
+        context_windows,
     }
 }
 
@@ -585,6 +589,27 @@ impl Exec {
                     Response::McpServers { servers } => Some(AppEvent::McpServers(servers)),
                     other => Some(AppEvent::RequestFailed {
                         what: "mcp".into(),
+                        message: format!("unexpected answer {other:?}"),
+                    }),
+                });
+            }
+            Action::Compact { request_id, focus } => {
+                self.request(
+                    "compact",
+                    Request::Compact { request_id, focus },
+                    |r| match r {
+                        Response::CompactDone { summary, .. } => {
+                            Some(AppEvent::CompactDone(summary))
+                        }
+                        _ => None,
+                    },
+                );
+            }
+            Action::ContextReport => {
+                self.request("context", Request::ContextReport, |r| match r {
+                    Response::Context(report) => Some(AppEvent::Context(report)),
+                    other => Some(AppEvent::RequestFailed {
+                        what: "context".into(),
                         message: format!("unexpected answer {other:?}"),
                     }),
                 });

@@ -50,6 +50,12 @@ pub fn settings() -> AppSettings {
         build: "0.1.0-3f9c2e1a0b7d".into(),
         config_file: "/home/me/.reasonix/config.toml".into(),
         workspace_key: Some("dev@build-box:/home/dev/project".into()),
+        context_windows: [
+            ("deepseek/deepseek-chat".to_string(), 128_000),
+            ("deepseek-chat".to_string(), 128_000),
+        ]
+        .into_iter()
+        .collect(),
     }
 }
 

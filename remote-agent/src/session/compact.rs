@@ -74,33 +74,130 @@ impl Session {
         }
     }
 
-    /// `/compact [focus]`: snip and summarise now, whatever the size.
-    pub async fn compact_now(&self, focus: Option<&str>) -> Result<String, String> {
-        let thresholds = {
-            let inner = self.lock();
-            if !matches!(inner.state, TurnState::Idle | TurnState::Paused) {
+    /// `/compact [focus]`: snip and summarise now, whatever the size; `focus` steers what the
+    /// summary keeps. `Ok(None)` for a repeated `request_id` (nothing runs twice). The
+    /// session is busy meanwhile (a turn submitted now is refused, `/cancel` stops it), and
+    /// the summary request survives a link drop or a new client like a turn's request does.
+    pub async fn compact_now(
+        &self,
+        request_id: &str,
+        focus: Option<&str>,
+    ) -> Result<Option<String>, String> {
+        let cancel = CancellationToken::new();
+        let (thresholds, before, compactions, resume) = {
+            let mut inner = self.lock();
+            if inner.seen_requests.contains(request_id) {
+                return Ok(None);
+            }
+            let resume = inner.state;
+            if !matches!(resume, TurnState::Idle | TurnState::Paused) {
                 return Err("a turn is running; compact after it ends (or cancel it)".into());
             }
+            inner.seen_requests.insert(request_id.to_string());
+            inner.cancel = Some(cancel.clone());
+            self.set_state_locked(
+                &mut inner,
+                TurnState::Running,
+                Some("compacting the context (/compact)".into()),
+            );
             let ctx = inner.settings.context;
-            // Without a configured window `/compact` still works: the tail is the default.
-            Thresholds::of(&ctx).unwrap_or(Thresholds {
+            let before = self.next_request_tokens(&inner).1;
+            // Asked for explicitly, the summary must have something to replace even in a
+            // conversation shorter than the configured tail: the tail kept verbatim is then
+            // at most a quarter of what the conversation holds.
+            let conversation = before.saturating_sub(
+                inner
+                    .context
+                    .estimator
+                    .tokens(request_bytes_of(&self.prefix(), &[])),
+            );
+            let tail = ctx.tail_tokens.min(conversation / 4);
+            let mut t = Thresholds::of(&ctx).unwrap_or(Thresholds {
                 window: u64::MAX,
                 snip: 0,
                 compact: 0,
                 force: u64::MAX,
-                tail: ctx.tail_tokens,
-            })
+                tail,
+            });
+            t.tail = t.tail.min(tail);
+            (t, before, compaction_count(&inner.events), resume)
         };
-        let before = self.next_request_tokens(&self.lock()).1;
         self.snip(&thresholds, CompactionTrigger::User).await;
-        let cancel = CancellationToken::new();
-        let _ = self
+        let ended = self
             .summarise(&thresholds, CompactionTrigger::User, focus, &cancel)
             .await;
-        let after = self.next_request_tokens(&self.lock()).1;
-        Ok(format!(
-            "compacted: about {before} → {after} tokens; the next request misses the cache once"
-        ))
+        let (after, done) = {
+            let mut inner = self.lock();
+            inner.cancel = None;
+            let state = if resume == TurnState::Paused {
+                TurnState::Paused
+            } else {
+                TurnState::Idle
+            };
+            self.set_state_locked(&mut inner, state, None);
+            (
+                self.next_request_tokens(&inner).1,
+                compaction_count(&inner.events) - compactions,
+            )
+        };
+        Ok(Some(match ended {
+            Err(CompactEnd::Cancelled) if done == 0 => {
+                "compaction cancelled; the history stays as it is".to_string()
+            }
+            Err(CompactEnd::Cancelled) => format!(
+                "summary cancelled; old tool results were snipped: about {before} → {after} tokens"
+            ),
+            Ok(()) if done == 0 => format!(
+                "nothing to compact: the conversation (about {before} tokens) has no older part to summarise"
+            ),
+            Ok(()) => format!(
+                "compacted: about {before} → {after} tokens; the next request misses the cache once"
+            ),
+        }))
+    }
+
+    /// `/context`: the next request's prompt split by part, in estimated tokens.
+    pub fn context_report(&self) -> reasonix_forward::proto::ContextReport {
+        let inner = self.lock();
+        let prefix = self.prefix();
+        let est = &inner.context.estimator;
+        let system_bytes = request_bytes_of(&prefix, &[])
+            - prefix
+                .tools
+                .iter()
+                .map(|t| t.to_string().len())
+                .sum::<usize>();
+        let instructions_bytes = crate::agent::instruction_bytes(&prefix.system).min(system_bytes);
+        let tools_bytes: usize = prefix.tools.iter().map(|t| t.to_string().len()).sum();
+        let (mut conversation, mut results) = (0usize, 0usize);
+        for m in &inner.messages {
+            let b = estimate::message_bytes(m);
+            if m.get("role").and_then(Value::as_str) == Some("tool") {
+                results += b;
+            } else {
+                conversation += b;
+            }
+        }
+        let (mut snips, mut summaries) = (0, 0);
+        for e in &inner.events {
+            if let EventKind::Compacted { kind, .. } = &e.kind {
+                match kind {
+                    CompactionKind::Snip => snips += 1,
+                    CompactionKind::Summary => summaries += 1,
+                }
+            }
+        }
+        reasonix_forward::proto::ContextReport {
+            settings: inner.settings.context,
+            system_tokens: est.tokens(system_bytes - instructions_bytes),
+            instructions_tokens: est.tokens(instructions_bytes),
+            tools_tokens: est.tokens(tools_bytes),
+            conversation_tokens: est.tokens(conversation),
+            tool_result_tokens: est.tokens(results),
+            messages: inner.messages.len() as u64,
+            compactions: (snips, summaries),
+            tokens_per_byte: est.tokens_per_byte(),
+        }
     }
 
     /// Snip old tool results outside the tail. Archive first (durably), then journal.
@@ -314,71 +411,99 @@ impl Session {
 
     /// Run the summary request through the driving gateway and collect its text. The
     /// stream survives a link drop (the laptop keeps reading it and the link replays it), so
-    /// a drop never issues the request twice; when the gateway is gone for good the
-    /// compaction is given up for now (the next request tries again).
+    /// a drop never issues the request twice. When the gateway is gone for good (the client
+    /// died) nothing of the partial summary was used: the request is issued again, once,
+    /// through the next client that attaches, like a turn's model request.
     async fn summary_stream(
         &self,
-        mut request: ProviderRequest,
+        request: ProviderRequest,
         stream_id: String,
         cancel: &CancellationToken,
     ) -> Result<String, SummaryEnd> {
-        let Some(gateway) = self.wait_gateway(cancel).await else {
-            return Err(SummaryEnd::Cancelled);
-        };
-        request.stream_id = stream_id;
-        let mut stream = gateway.start_stream(request);
-        let mut text = String::new();
+        let mut attempt = 0u32;
         loop {
-            let chunk = tokio::select! {
-                _ = cancel.cancelled() => return Err(SummaryEnd::Cancelled),
-                chunk = stream.recv() => chunk,
+            attempt += 1;
+            let Some(gateway) = self.wait_gateway(cancel).await else {
+                return Err(SummaryEnd::Cancelled);
             };
-            match chunk {
-                None => {
-                    self.release_driver(gateway.conn_id());
-                    return Err(SummaryEnd::Failed(
-                        "the laptop disconnected during the summary request".into(),
-                    ));
-                }
-                Some(ProviderChunk::Text { text: t }) => text.push_str(&t),
-                Some(ProviderChunk::Reasoning { .. }) | Some(ProviderChunk::ToolCall(_)) => {}
-                Some(ProviderChunk::Retrying(r)) => {
-                    self.record(EventKind::ProviderRetry(r));
-                }
-                Some(ProviderChunk::Usage(u)) => {
-                    let mut inner = self.lock();
-                    let model = inner.settings.model.clone().unwrap_or_default();
-                    self.emit(
-                        &mut inner,
-                        EventKind::Usage {
-                            usage: u,
-                            model,
-                            system_hash: self.prefix().system_hash.clone(),
-                            tools_hash: self.prefix().tools_hash.clone(),
-                            cache_note: Some("summary request of a compaction".into()),
-                        },
-                    );
-                }
-                Some(ProviderChunk::Done { .. }) => break,
-                Some(ProviderChunk::Error { message, .. }) => {
-                    return Err(SummaryEnd::Failed(format!(
-                        "the model refused it: {message}"
-                    )))
+            self.set_state(
+                TurnState::Running,
+                Some(
+                    "compacting the context: the model is summarising the older part of the session"
+                        .into(),
+                ),
+            );
+            let mut req = request.clone();
+            // Attempt 1 keeps the historic id; a re-issue gets a fresh one.
+            req.stream_id = if attempt == 1 {
+                stream_id.clone()
+            } else {
+                format!("{stream_id}-{attempt}")
+            };
+            let mut stream = gateway.start_stream(req);
+            let mut text = String::new();
+            loop {
+                let chunk = tokio::select! {
+                    _ = cancel.cancelled() => return Err(SummaryEnd::Cancelled),
+                    chunk = stream.recv() => chunk,
+                };
+                match chunk {
+                    None => {
+                        self.record(EventKind::Notice {
+                            text: "the laptop disconnected during the summary request of a compaction; it will be re-issued when a client attaches".into(),
+                        });
+                        self.release_driver(gateway.conn_id());
+                        break;
+                    }
+                    Some(ProviderChunk::Text { text: t }) => text.push_str(&t),
+                    Some(ProviderChunk::Reasoning { .. }) | Some(ProviderChunk::ToolCall(_)) => {}
+                    Some(ProviderChunk::Retrying(r)) => {
+                        self.record(EventKind::ProviderRetry(r));
+                    }
+                    Some(ProviderChunk::Usage(u)) => {
+                        let mut inner = self.lock();
+                        let model = inner.settings.model.clone().unwrap_or_default();
+                        self.emit(
+                            &mut inner,
+                            EventKind::Usage {
+                                usage: u,
+                                model,
+                                system_hash: self.prefix().system_hash.clone(),
+                                tools_hash: self.prefix().tools_hash.clone(),
+                                cache_note: Some("summary request of a compaction".into()),
+                            },
+                        );
+                    }
+                    Some(ProviderChunk::Done { .. }) => {
+                        if text.trim().is_empty() {
+                            return Err(SummaryEnd::Failed(
+                                "the model returned an empty summary".into(),
+                            ));
+                        }
+                        return Ok(text);
+                    }
+                    Some(ProviderChunk::Error { message, .. }) => {
+                        return Err(SummaryEnd::Failed(format!(
+                            "the model refused it: {message}"
+                        )))
+                    }
                 }
             }
         }
-        if text.trim().is_empty() {
-            return Err(SummaryEnd::Failed(
-                "the model returned an empty summary".into(),
-            ));
-        }
-        Ok(text)
     }
 }
 
 enum SummaryEnd {
     Cancelled,
     Failed(String),
+}
+
+/// Compaction events in the journal so far.
+fn compaction_count(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Compacted { .. }))
+        .count()
 }
 
 /// A tag unique within the session's archive (ids survive rewinds, which never delete

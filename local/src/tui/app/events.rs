@@ -130,6 +130,15 @@ impl App {
                 self.transcript.notice(text, Level::Info);
                 Vec::new()
             }
+            AppEvent::CompactDone(summary) => {
+                self.set_hint(summary.clone());
+                self.transcript.notice(summary, Level::Info);
+                Vec::new()
+            }
+            AppEvent::Context(report) => {
+                self.context_report(report);
+                Vec::new()
+            }
             AppEvent::TookOver => {
                 self.role = Some(ClientRole::Driver);
                 self.transcript
@@ -144,6 +153,12 @@ impl App {
                 }
                 if what == "submit" {
                     self.sending = None;
+                }
+                if what == "context" {
+                    if let Some(Overlay::Context { error, .. }) = &mut self.overlay {
+                        *error = Some(message);
+                        return Vec::new();
+                    }
                 }
                 if what == "mcp" {
                     if let Some(Overlay::Mcp { error, .. }) = &mut self.overlay {
@@ -338,6 +353,10 @@ impl App {
                         t.cache_hit += usage.cache_hit_tokens;
                         t.cache_miss += usage.cache_miss_tokens;
                         t.requests += 1;
+                        // A compaction's summary request is not the conversation's size.
+                        if cache_note.as_deref() != Some("summary request of a compaction") {
+                            t.context = Some(usage.prompt_tokens);
+                        }
                         if let Some(p) = self.settings.prices.get(model) {
                             let uncached = if usage.cache_hit_tokens + usage.cache_miss_tokens > 0 {
                                 usage.cache_miss_tokens
@@ -416,6 +435,9 @@ impl App {
                     | EventKind::Steer { .. }
                     | EventKind::SteerInjected { .. }
                     | EventKind::ShellRan { .. } => {}
+                }
+                if let EventKind::Compacted { tokens_after, .. } = &e.kind {
+                    self.totals.context = Some(*tokens_after);
                 }
                 self.transcript.apply(&e.kind, parse_ts(&e.ts), e.turn);
                 actions

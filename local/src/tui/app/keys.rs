@@ -389,6 +389,14 @@ impl App {
                 }
                 Vec::new()
             }
+            Overlay::Context { .. } => {
+                match key.code {
+                    KeyCode::Enter => self.overlay = None,
+                    KeyCode::Char('r') => return self.context_command(),
+                    _ => {}
+                }
+                Vec::new()
+            }
             Overlay::Status => {
                 if key.code == KeyCode::Enter {
                     self.overlay = None;

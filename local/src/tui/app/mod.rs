@@ -3,6 +3,7 @@
 //! clipboard, quitting) comes back as [`Action`]s for the runner to execute on tasks.
 
 mod completion;
+mod context;
 mod events;
 mod keys;
 mod retry;
@@ -56,6 +57,9 @@ pub struct AppSettings {
     pub config_file: String,
     /// The workspace "always allow" rules are stored under (`None`: only global rules).
     pub workspace_key: Option<String>,
+    /// Context windows in tokens by `provider/model` label and by model name (for the
+    /// status bar's context-used %; a model without one shows no %).
+    pub context_windows: HashMap<String, u64>,
 }
 
 /// What to open: the parameters of a `Request::OpenSession` the runner builds.
@@ -142,6 +146,15 @@ pub enum Action {
     Status,
     /// Send `Request::McpStatus`.
     McpStatus,
+    /// Send `Request::Compact` (`/compact [focus]`).
+    Compact {
+        /// Deduplication id.
+        request_id: String,
+        /// What the summary should keep above all.
+        focus: Option<String>,
+    },
+    /// Send `Request::ContextReport` (`/context`).
+    ContextReport,
     /// Put this text on the clipboard with OSC 52.
     Copy(String),
     /// Save a tool's complete output to a file (fetching it from the host if needed).
@@ -244,6 +257,10 @@ pub enum AppEvent {
     McpServers(Vec<McpServerInfo>),
     /// `Takeover` succeeded.
     TookOver,
+    /// Answer to `Compact`.
+    CompactDone(String),
+    /// Answer to `ContextReport`.
+    Context(reasonix_forward::proto::ContextReport),
     /// Answer to `Rewind`.
     Rewound {
         /// What was (or would be) restored.
@@ -344,6 +361,11 @@ pub(crate) enum Overlay {
     Models {
         sel: usize,
     },
+    /// `/context`: `report` is `None` until the host answers.
+    Context {
+        report: Option<reasonix_forward::proto::ContextReport>,
+        error: Option<String>,
+    },
     /// `/mcp`: `list` is `None` while the host starts and lists the servers.
     Mcp {
         list: Option<Vec<McpServerInfo>>,
@@ -395,6 +417,8 @@ pub(crate) struct Totals {
     pub(crate) cache_miss: u64,
     pub(crate) cost: Option<f64>,
     pub(crate) requests: u64,
+    /// Prompt tokens of the conversation as of the last request (or compaction).
+    pub(crate) context: Option<u64>,
 }
 
 impl Totals {

@@ -19,6 +19,7 @@ pub(crate) enum SlashCommand {
     Reconnect,
     Rewind,
     Compact,
+    Context,
     Mcp,
     Shell,
     Rename,
@@ -53,6 +54,7 @@ impl SlashCommand {
         Self::Reconnect,
         Self::Rewind,
         Self::Compact,
+        Self::Context,
         Self::Mcp,
         Self::Shell,
         Self::Rename,
@@ -112,8 +114,14 @@ impl SlashCommand {
             Self::Compact => (
                 "compact",
                 &[],
+                "[focus]",
+                "summarise the older conversation now (focus: what to keep)",
+            ),
+            Self::Context => (
+                "context",
+                &[],
                 "",
-                "summarise the conversation (not available yet)",
+                "context window split, cache-hit ratio and cost so far",
             ),
             Self::Mcp => (
                 "mcp",
@@ -400,13 +408,8 @@ impl App {
                 vec![Action::McpStatus]
             }
             SlashCommand::Shell => self.shell_command(arg),
-            SlashCommand::Compact => {
-                self.transcript.notice(
-                    format!("/{} is not available yet in this build", cmd.spec().name),
-                    Level::Warn,
-                );
-                Vec::new()
-            }
+            SlashCommand::Compact => self.compact_command(arg),
+            SlashCommand::Context => self.context_command(),
         }
     }
 }

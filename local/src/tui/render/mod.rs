@@ -2,6 +2,7 @@
 
 mod always;
 mod composer;
+mod context;
 mod modal;
 mod overlay;
 mod status;

@@ -274,6 +274,15 @@ pub(super) fn render_overlay(
                 max_w,
             );
         }
+        Overlay::Context { report, error } => super::context::render_context(
+            app,
+            report.as_ref(),
+            error.as_deref(),
+            frame,
+            area,
+            max_w,
+            iw,
+        ),
         Overlay::Mcp {
             list,
             error,

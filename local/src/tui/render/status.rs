@@ -90,6 +90,14 @@ pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
             theme::dim(),
         ),
     ];
+    if let Some(p) = app.context_pct() {
+        let style = if p >= 80.0 {
+            theme::warn()
+        } else {
+            theme::dim()
+        };
+        segs.push((3, format!("ctx {p:.0}%"), style));
+    }
     if let Some(p) = t.cache_pct() {
         segs.push((4, format!("cache {p:.0}%"), theme::dim()));
     }
