@@ -190,3 +190,93 @@ async fn terminal_tab_runs_vim_survives_the_tui_and_attaches_with_at_term() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The same over a real sshd: the tab's shell runs on the host as the SSH user, through
+/// the TUI's one SSH connection, and survives the TUI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_tab_over_ssh_runs_on_the_host_and_survives_the_tui() {
+    use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
+    let host_bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/x86_64-unknown-linux-musl/debug/reasonix-remote");
+    assert!(host_bin.is_file(), "build the static host binary first");
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("proj/README", "hi\n", 0o644)
+        .expect("workspace");
+    let mock = MockProvider::start(vec![]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let laptop_home = dir.path().join("home");
+    std::fs::create_dir_all(laptop_home.join(".ssh")).expect("ssh");
+    std::fs::write(
+        laptop_home.join(".ssh/known_hosts"),
+        sshd.known_hosts_line(),
+    )
+    .expect("kh");
+    let key = ClientKey::generate(&laptop_home.join(".ssh"), "id_tab", None).expect("key");
+    user.authorize(&key.public).expect("authorize");
+    let rx = dir.path().join("rx");
+    write_config(&rx, &mock.base_url());
+    let cmd = format!(
+        "cd {} && exec env -u SSH_AUTH_SOCK HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL={} {} ssh {}@127.0.0.1:proj -p {} -F none -i {} -o IdentityAgent=none",
+        sh_quote(&dir.path().display().to_string()),
+        sh_quote(&laptop_home.display().to_string()),
+        sh_quote(&rx.display().to_string()),
+        sh_quote(&host_bin.display().to_string()),
+        sh_quote(env!("CARGO_BIN_EXE_reasonix")),
+        user.name,
+        sshd.port(),
+        sh_quote(&key.private.display().to_string()),
+    );
+    tokio::task::block_in_place(|| {
+        let t = Tmux::start(dir.path(), &cmd, 100, 30, 2000);
+        t.wait_screen(GUARD, "connected", |s| s.contains("connected"));
+        t.send_keys(&["C-t"]);
+        t.wait_screen(GUARD, "the tab bar", |s| s.contains("chat │ 1 "));
+        t.line("echo PID=$$ USER=$(id -un) DIR=$(basename $(pwd))");
+        let screen = t.wait_screen(GUARD, "PID", |s| {
+            value_of(s, "PID=").is_some() || s.contains("DIR=proj")
+        });
+        assert!(
+            screen.contains(&format!("USER={} DIR=proj", user.name)),
+            "the shell is the SSH user's, in the workspace:\n{screen}"
+        );
+        let pid: String = screen
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("PID="))
+            .and_then(|r| r.split_whitespace().next())
+            .expect("pid")
+            .to_string();
+        t.line("printf 'typed over ssh\\n' > f.txt");
+        let f = user.home.join("proj/f.txt");
+        t.wait_screen(GUARD, "f.txt on the host", |_| f.is_file());
+        t.send_keys(&["C-t"]);
+        t.wait_screen(GUARD, "the conversation", |s| s.contains("Ask Reasonix"));
+        t.send_keys(&["C-c"]);
+        t.send_keys(&["C-c"]);
+        t.wait_screen(GUARD, "the TUI to quit", |_| t.pane_dead());
+        drop(t);
+
+        let t = Tmux::start(dir.path(), &cmd, 100, 30, 2000);
+        t.wait_screen(GUARD, "the terminal listed again", |s| {
+            s.contains("still running")
+        });
+        t.send_keys(&["C-t"]);
+        t.line("echo AGAIN=$$");
+        let again = value_of(
+            &t.wait_screen(GUARD, "AGAIN", |s| value_of(s, "AGAIN=").is_some()),
+            "AGAIN=",
+        );
+        assert_eq!(again.as_deref(), Some(pid.as_str()), "same host shell");
+        // End the shell from the TUI: its tab goes.
+        t.send_keys(&["C-t"]);
+        t.type_text("/shell close 1");
+        t.send_keys(&["Enter"]);
+        t.wait_screen(GUARD, "the tab to go", |s| !s.contains("chat │ 1 "));
+        t.send_keys(&["C-c"]);
+        t.send_keys(&["C-c"]);
+    });
+    assert_eq!(
+        std::fs::read_to_string(user.home.join("proj/f.txt")).expect("f.txt"),
+        "typed over ssh\n"
+    );
+}

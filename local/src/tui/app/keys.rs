@@ -83,6 +83,10 @@ impl App {
 
     /// Handle the mouse (wheel scrolling).
     pub fn handle_mouse(&mut self, ev: MouseEvent) -> Vec<Action> {
+        if self.terms.active_tab().is_some() {
+            // Mouse reporting to the PTY is not built; the hidden transcript stays put.
+            return Vec::new();
+        }
         match ev.kind {
             MouseEventKind::ScrollUp => self.scroll_by(-3),
             MouseEventKind::ScrollDown => self.scroll_by(3),
