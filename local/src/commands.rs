@@ -439,16 +439,16 @@ mod tests {
         assert_eq!(c.description, "Just the body");
         assert!(
             parse("x", "x.md", "---\ndescription: a\nbody", Source::User)
-                .unwrap_err()
+                .expect_err("malformed")
                 .contains("never closed")
         );
         assert!(
             parse("x", "x.md", "---\nnot a pair\n---\nbody", Source::User)
-                .unwrap_err()
+                .expect_err("malformed")
                 .contains("line 2")
         );
         assert!(parse("x", "x.md", "---\n---\n  \n", Source::User)
-            .unwrap_err()
+            .expect_err("malformed")
             .contains("no text"));
     }
 
