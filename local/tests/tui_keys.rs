@@ -942,6 +942,8 @@ fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
         matches!(a.as_slice(), [Action::RenameSession { session, title }] if *session == open && title == "Release prep"),
         "{a:?}"
     );
+}
+
 fn steered(actions: &[Action]) -> Option<String> {
     actions.iter().find_map(|a| match a {
         Action::Steer { text, .. } => Some(text.clone()),

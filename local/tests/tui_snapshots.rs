@@ -595,6 +595,8 @@ fn status_provider_retry() {
         status.contains("connected") && !status.contains("retrying"),
         "{status}"
     );
+}
+
 #[test]
 fn steer_shell_and_history_search() {
     // A steer waiting for the next step and one delivered, during a running turn.

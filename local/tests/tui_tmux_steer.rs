@@ -248,7 +248,7 @@ async fn two_laptops_over_ssh_share_the_prompt_history() {
     let file = std::fs::read_dir(user.home.join(".reasonix/sessions"))
         .expect("sessions on the host")
         .flatten()
-        .map(|d| d.path().join("prompt-history.jsonl"))
+        .map(|d| d.path().join("prompt-history.ndjson"))
         .find(|p| p.exists())
         .expect("history file on the host");
     let body = std::fs::read_to_string(&file).expect("history");
