@@ -104,7 +104,7 @@ fn journal_lines(home: &Path) -> Vec<Value> {
             .flatten()
         {
             let name = f.file_name().to_string_lossy().to_string();
-            if name.ends_with(".jsonl") && name != "prompt-history.jsonl" {
+            if name.ends_with(".jsonl") && name != "prompt-history.ndjson" {
                 for l in std::fs::read_to_string(f.path()).expect("journal").lines() {
                     out.push(serde_json::from_str(l).expect("whole line"));
                 }
@@ -430,7 +430,7 @@ async fn prompt_history_is_the_workspaces_shared_by_clients_and_private() {
     let file = std::fs::read_dir(rig.home.join("sessions"))
         .expect("sessions")
         .flatten()
-        .map(|d| d.path().join("prompt-history.jsonl"))
+        .map(|d| d.path().join("prompt-history.ndjson"))
         .find(|p| p.exists())
         .expect("history file");
     use std::os::unix::fs::PermissionsExt;

@@ -168,15 +168,16 @@ fn spectators_cannot_cancel_or_send() {
 }
 
 #[test]
-fn messages_typed_during_a_turn_are_queued_and_sent_once_when_it_ends() {
+fn messages_queued_with_tab_during_a_turn_are_sent_once_when_it_ends() {
     let mut app = busy_app();
     type_str(&mut app, "next");
     assert!(
-        app.handle_key(enter()).is_empty(),
+        submitted(&app.handle_key(key(KeyCode::Tab))).is_none(),
         "nothing is sent while the turn runs"
     );
     type_str(&mut app, "and more");
-    assert!(app.handle_key(enter()).is_empty());
+    assert!(submitted(&app.handle_key(key(KeyCode::Tab))).is_none());
+    assert!(app.composer_text().is_empty());
     let ev = reasonix_forward::proto::Event {
         seq: app.last_seq() + 1,
         ts: ts(9.0),
@@ -607,8 +608,8 @@ fn copy_and_reasoning_toggle() {
         )]
     );
     app.handle_key(key(KeyCode::Home));
-    assert!(draw(&app, 120, 40).contains("thought · 3 lines (Ctrl-R to show)"));
-    app.handle_key(ctrl('r'));
+    assert!(draw(&app, 120, 40).contains("thought · 3 lines (Ctrl-O to show)"));
+    app.handle_key(ctrl('o'));
     let s = draw(&app, 120, 40);
     assert!(s.contains("┊ I should read the file first,"), "{s}");
 }
@@ -941,4 +942,176 @@ fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
         matches!(a.as_slice(), [Action::RenameSession { session, title }] if *session == open && title == "Release prep"),
         "{a:?}"
     );
+}
+
+fn steered(actions: &[Action]) -> Option<String> {
+    actions.iter().find_map(|a| match a {
+        Action::Steer { text, .. } => Some(text.clone()),
+        _ => None,
+    })
+}
+
+fn history_appended(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::HistoryAppend { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn enter_during_a_turn_steers_and_esc_cancels_it() {
+    let mut app = busy_app();
+    assert!(draw(&app, 100, 30).contains("Enter steer · Tab queue · Esc cancel"));
+    type_str(&mut app, "use tabs");
+    let a = app.handle_key(enter());
+    assert_eq!(steered(&a).as_deref(), Some("use tabs"));
+    assert!(submitted(&a).is_none());
+    assert_eq!(history_appended(&a), vec!["use tabs".to_string()]);
+    // The host journals it; the transcript shows it as a steer, then as delivered.
+    let mut f = Feed::new();
+    f.seq = app.last_seq();
+    f.ev(
+        &mut app,
+        5.0,
+        EventKind::Steer {
+            request_id: "steer-1".into(),
+            text: "use tabs".into(),
+        },
+    );
+    assert!(draw(&app, 100, 30).contains("steer · waiting for the next model step"));
+    f.ev(
+        &mut app,
+        5.5,
+        EventKind::SteerInjected {
+            request_ids: vec!["steer-1".into()],
+            est_tokens: 2,
+        },
+    );
+    let s = draw(&app, 100, 30);
+    assert!(s.contains("» use tabs"), "{s}");
+    assert!(
+        s.contains("steer · given to the model before its next step"),
+        "{s}"
+    );
+    // A steer that found the turn over is sent as a message.
+    let back = app.handle(AppEvent::SteerRefused {
+        text: "late".into(),
+    });
+    assert!(submitted(&back).is_none(), "still busy here: queued");
+    // Esc cancels the running turn.
+    let a = app.handle_key(key(KeyCode::Esc));
+    assert!(matches!(a.as_slice(), [Action::Cancel { .. }]), "{a:?}");
+}
+
+#[test]
+fn bang_lines_run_on_the_host_and_double_bang_keeps_the_output_private() {
+    let (mut app, _) = ready_app();
+    type_str(&mut app, "!ls -la");
+    let a = app.handle_key(enter());
+    assert!(
+        a.iter().any(|x| matches!(x,
+        Action::Shell { command, add_to_context: true, .. } if command == "ls -la")),
+        "{a:?}"
+    );
+    type_str(&mut app, "!!env");
+    let a = app.handle_key(enter());
+    assert!(
+        a.iter().any(|x| matches!(x,
+        Action::Shell { command, add_to_context: false, .. } if command == "env")),
+        "{a:?}"
+    );
+    let mut f = Feed::new();
+    f.ev(
+        &mut app,
+        1.0,
+        EventKind::ShellRan {
+            request_id: "shell-1".into(),
+            command: "ls -la".into(),
+            is_error: false,
+            output: "total 0\nfile.txt\n".into(),
+            added_to_context: true,
+        },
+    );
+    let s = draw(&app, 100, 30);
+    assert!(s.contains("! ls -la"), "{s}");
+    assert!(s.contains("│ file.txt"), "{s}");
+    assert!(
+        s.contains("output goes to the model with your next message"),
+        "{s}"
+    );
+}
+
+#[test]
+fn ctrl_r_searches_the_hosts_history_and_esc_restores_the_draft() {
+    let (mut app, _) = ready_app();
+    let opened = app.handle(AppEvent::History(vec![
+        "fix the build".into(),
+        "write tests for parser".into(),
+        "fix the parser".into(),
+    ]));
+    assert!(opened.is_empty());
+    type_str(&mut app, "draft");
+    app.handle_key(ctrl('r'));
+    type_str(&mut app, "fix");
+    assert_eq!(app.composer_text(), "fix the parser");
+    assert!(draw(&app, 100, 30).contains("search: fix"));
+    app.handle_key(ctrl('r'));
+    assert_eq!(app.composer_text(), "fix the build");
+    type_str(&mut app, "zzz");
+    assert!(draw(&app, 100, 30).contains("(no match)"));
+    app.handle_key(key(KeyCode::Esc));
+    assert_eq!(app.composer_text(), "draft");
+    // Enter takes the match for editing; a second Enter sends it.
+    app.handle_key(ctrl('u'));
+    app.handle_key(ctrl('r'));
+    type_str(&mut app, "tests");
+    assert!(submitted(&app.handle_key(enter())).is_none());
+    assert_eq!(app.composer_text(), "write tests for parser");
+    let a = app.handle_key(enter());
+    assert_eq!(
+        submitted(&a).map(|s| s.1).as_deref(),
+        Some("write tests for parser")
+    );
+    // Up walks the host's history too.
+    app.handle_key(key(KeyCode::Up));
+    assert_eq!(app.composer_text(), "write tests for parser");
+}
+
+#[tokio::test]
+async fn secrets_typed_into_prompts_never_reach_the_history() {
+    let (mut app, _) = ready_app();
+    let (prompter, mut prompts) = prompter_channel();
+    let task = tokio::spawn(async move {
+        prompter
+            .secret(&SecretPrompt {
+                prompt: "Password: ".into(),
+                echo: false,
+                purpose: SecretPurpose::Password {
+                    user: "u".into(),
+                    host: "h".into(),
+                },
+            })
+            .await
+            .map(|s| s.to_string())
+    });
+    let Ok(Some(ev)) =
+        tokio::time::timeout(std::time::Duration::from_secs(10), prompts.recv()).await
+    else {
+        panic!("no prompt event")
+    };
+    app.handle(ev);
+    let mut actions = type_str(&mut app, "hunter2-secret");
+    actions.extend(app.handle_key(enter()));
+    assert_eq!(task.await.ok().flatten().as_deref(), Some("hunter2-secret"));
+    assert!(history_appended(&actions).is_empty(), "{actions:?}");
+    assert!(
+        !actions.iter().any(|a| format!("{a:?}").contains("hunter2")),
+        "{actions:?}"
+    );
+    // The composer's own history has nothing of it either.
+    app.handle_key(key(KeyCode::Up));
+    assert!(!app.composer_text().contains("hunter2"));
 }

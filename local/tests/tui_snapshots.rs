@@ -45,7 +45,7 @@ fn transcript_with_markdown_reasoning_tools_and_diff() {
 #[test]
 fn transcript_with_reasoning_expanded_and_scrolled_up() {
     let mut app = busy_app();
-    app.handle_key(ctrl('r'));
+    app.handle_key(ctrl('o'));
     draw(&app, 120, 40);
     app.handle_key(key(KeyCode::PageUp));
     snap("transcript_reasoning_scrolled", &app);
@@ -595,4 +595,66 @@ fn status_provider_retry() {
         status.contains("connected") && !status.contains("retrying"),
         "{status}"
     );
+}
+
+#[test]
+fn steer_shell_and_history_search() {
+    // A steer waiting for the next step and one delivered, during a running turn.
+    let mut app = busy_app();
+    let mut seq = app.last_seq();
+    let mut ev = |app: &mut App, kind: EventKind| {
+        seq += 1;
+        app.handle_event(ClientEvent::Event(reasonix_forward::proto::Event {
+            seq,
+            ts: ts(20.0),
+            turn: 1,
+            kind,
+        }));
+    };
+    ev(
+        &mut app,
+        EventKind::Steer {
+            request_id: "s1".into(),
+            text: "use tabs, not spaces".into(),
+        },
+    );
+    ev(
+        &mut app,
+        EventKind::SteerInjected {
+            request_ids: vec!["s1".into()],
+            est_tokens: 6,
+        },
+    );
+    ev(
+        &mut app,
+        EventKind::Steer {
+            request_id: "s2".into(),
+            text: "and keep the tests green".into(),
+        },
+    );
+    snap("steer", &app);
+
+    // A `!` command between turns, with its output.
+    let mut app = App::new(settings());
+    connected(&mut app, ClientRole::Driver);
+    app.handle_event(ClientEvent::Event(reasonix_forward::proto::Event {
+        seq: app.last_seq() + 1,
+        ts: ts(3.0),
+        turn: 0,
+        kind: EventKind::ShellRan {
+            request_id: "sh1".into(),
+            command: "git status --short".into(),
+            is_error: false,
+            output: " M src/lib.rs\n?? notes.txt\n".into(),
+            added_to_context: true,
+        },
+    }));
+    // Ctrl-R over the host's history.
+    app.handle(AppEvent::History(vec![
+        "fix the build".into(),
+        "fix the parser".into(),
+    ]));
+    app.handle_key(ctrl('r'));
+    type_str(&mut app, "build");
+    snap("shell_and_history_search", &app);
 }

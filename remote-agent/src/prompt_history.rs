@@ -1,7 +1,7 @@
 //! The workspace's prompt history: what users sent from the composer, shared by every
 //! client that attaches to the workspace's daemon (two laptops see the same history).
 //!
-//! One JSON string per line in `prompt-history.jsonl` in the workspace's state directory
+//! One JSON string per line in `prompt-history.ndjson` in the workspace's state directory
 //! (0700), the file 0600. Bounded to [`MAX_ENTRIES`] entries and [`MAX_BYTES`] bytes, the
 //! oldest dropped first; rewritten atomically (temp file + rename) on every append. Only
 //! composer submissions are stored: host-key answers, passwords and passphrases are typed
@@ -19,8 +19,9 @@ pub const MAX_BYTES: usize = 1024 * 1024;
 /// Longest single entry stored; longer prompts (pasted logs) are not kept.
 pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
 
-/// File name inside the workspace's state directory.
-pub const FILE_NAME: &str = "prompt-history.jsonl";
+/// File name inside the workspace's state directory (not `.jsonl`: that suffix names session
+/// journals there).
+pub const FILE_NAME: &str = "prompt-history.ndjson";
 
 /// Errors of the history store.
 #[derive(Debug, thiserror::Error)]

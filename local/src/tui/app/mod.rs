@@ -591,6 +591,11 @@ impl App {
         self.quit
     }
 
+    /// The composer's text.
+    pub fn composer_text(&self) -> &str {
+        self.composer.text()
+    }
+
     /// Highest journal seq seen (for re-opening after a reattach).
     pub fn last_seq(&self) -> u64 {
         self.last_seq

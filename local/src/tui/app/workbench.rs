@@ -29,15 +29,12 @@ impl App {
             } else {
                 " (no match)"
             };
-            return format!(
-                " history search: {}{state} · Ctrl-R older · Enter take · Esc cancel ",
-                s.query
-            );
+            return format!(" search: {}{state} · Ctrl-R older · Esc cancel ", s.query);
         }
         if self.turn_busy() && self.role != Some(ClientRole::Spectator) {
-            return " Enter steer · Tab queue for after the turn · Esc cancel turn ".into();
+            return " Enter steer · Tab queue · Esc cancel ".into();
         }
-        " Enter send · Shift+Enter newline · !cmd shell · /help ".into()
+        " Enter send · Shift+Enter newline · /help ".into()
     }
 
     /// Enter while a turn runs: steer it.

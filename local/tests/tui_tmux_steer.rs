@@ -1,0 +1,259 @@
+//! Steering, `!` and the shared prompt history in the real `reasonix` TUI under tmux: Enter
+//! mid-turn steers (the provider receives it in the same turn), and over a real sshd a second
+//! laptop finds the first one's prompts with Up and Ctrl-R.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
+use serde_json::json;
+
+struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str) -> Tmux {
+        let socket = format!("rxtest{:08x}", rand_u32());
+        let session = "rx".to_string();
+        let st = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "new-session",
+                "-d",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                "-s",
+                &session,
+                cmd,
+            ])
+            .status()
+            .expect("tmux installed");
+        assert!(st.success(), "tmux new-session failed");
+        Tmux { socket, session }
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let st = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .expect("send-keys");
+        assert!(st.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-t",
+                &self.session,
+            ])
+            .output()
+            .expect("capture-pane");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// Wait until the screen contains `needle` (hang guard: 60 s).
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = self.screen();
+            if s.contains(needle) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "screen never showed {needle:?}:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+fn rand_u32() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    t.subsec_nanos() ^ std::process::id()
+}
+
+fn write_config(home: &Path, base_url: &str) {
+    std::fs::create_dir_all(home).expect("home");
+    std::fs::write(
+        home.join("config.toml"),
+        format!("default_model = \"mock/m\"\n[permissions]\nmode = \"yolo\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_TUI_KEY\"\n"),
+    )
+    .expect("config");
+    std::fs::write(home.join(".env"), "RX_TUI_KEY=sk-tui\n").expect(".env");
+}
+
+fn stop_daemons(home: &Path) {
+    if let Ok(rd) = std::fs::read_dir(home.join("sessions")) {
+        for e in rd.flatten() {
+            if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&b) {
+                    if let Some(pid) = v["pid"].as_u64() {
+                        // SAFETY: kill(2) of the daemon this test started.
+                        unsafe {
+                            libc::kill(pid as i32, libc::SIGTERM);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tui_enter_mid_turn_steers_the_running_turn() {
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "c1",
+                "bash",
+                &json!({"command": "while [ ! -e go ]; do sleep 0.05; done; echo held-done"})
+                    .to_string(),
+            )],
+            16,
+        ),
+        MockReply::text(&["steered-answer"]),
+    ])
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let rx_home = dir.path().join("rxhome");
+    write_config(&rx_home, &mock.base_url());
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let host = bin.parent().expect("bin dir").join("reasonix-remote");
+    let cmd = format!(
+        "cd {} && env HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
+        ws.display(),
+        dir.path().display(),
+        rx_home.display(),
+        host.display(),
+        bin.display()
+    );
+    let t = Tmux::start(&cmd);
+    tokio::task::block_in_place(|| {
+        t.wait_for("connected");
+        t.send(&["indent it", "Enter"]);
+        t.wait_for("Enter steer");
+        t.send(&["use tabs please", "Enter"]);
+        t.wait_for("steer · waiting for the next model step");
+        std::fs::write(ws.join("go"), "").expect("gate");
+        let s = t.wait_for("steered-answer");
+        assert!(s.contains("steer · given to the model"), "{s}");
+    });
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2, "one turn, two steps");
+    let last = reqs[1].messages();
+    let m = last.last().expect("message");
+    assert_eq!(m["role"], "user");
+    assert_eq!(m["content"], "use tabs please");
+    t.send(&["C-c"]);
+    t.send(&["C-c"]);
+    stop_daemons(&rx_home);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_laptops_over_ssh_share_the_prompt_history() {
+    let host_bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/x86_64-unknown-linux-musl/debug/reasonix-remote");
+    assert!(host_bin.is_file(), "build the static host binary first");
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("proj/README", "x\n", 0o644)
+        .expect("workspace");
+    let mock = MockProvider::start(vec![MockReply::text(&["answer-from-a"])]).await;
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let laptop = |name: &str| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).expect("ssh");
+        std::fs::write(home.join(".ssh/known_hosts"), sshd.known_hosts_line()).expect("kh");
+        let key = ClientKey::generate(&home.join(".ssh"), name, None).expect("key");
+        user.authorize(&key.public).expect("authorize");
+        let rx_home = dir.path().join("rxhome");
+        write_config(&rx_home, &mock.base_url());
+        let cmd = format!(
+            "cd {} && env -u SSH_AUTH_SOCK HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL={} {} ssh {}@127.0.0.1:proj -p {} -F none -i {} -o IdentityAgent=none",
+            dir.path().display(),
+            home.display(),
+            rx_home.display(),
+            host_bin.display(),
+            bin.display(),
+            user.name,
+            sshd.port(),
+            key.private.display()
+        );
+        (dir, cmd)
+    };
+    let (_a_dir, a_cmd) = laptop("id_a");
+    let (_b_dir, b_cmd) = laptop("id_b");
+    let a = Tmux::start(&a_cmd);
+    tokio::task::block_in_place(|| {
+        a.wait_for("connected");
+        a.send(&["alpha prompt from laptop a", "Enter"]);
+        a.wait_for("answer-from-a");
+    });
+    a.send(&["C-c"]);
+    a.send(&["C-c"]);
+    drop(a);
+    let b = Tmux::start(&b_cmd);
+    tokio::task::block_in_place(|| {
+        b.wait_for("connected");
+        // Up recalls laptop a's prompt (loaded from the host at open).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            b.send(&["Up"]);
+            std::thread::sleep(Duration::from_millis(200));
+            if b.screen().contains("> alpha prompt from laptop a") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Up never recalled a's prompt:\n{}",
+                b.screen()
+            );
+        }
+        b.send(&["C-u"]);
+        b.send(&["C-r"]);
+        b.send(&["from laptop"]);
+        let s = b.wait_for("search: from laptop");
+        assert!(s.contains("> alpha prompt from laptop a"), "{s}");
+        b.send(&["Escape"]);
+    });
+    b.send(&["C-c"]);
+    b.send(&["C-c"]);
+    // The history file is on the host, private to the user.
+    let file = std::fs::read_dir(user.home.join(".reasonix/sessions"))
+        .expect("sessions on the host")
+        .flatten()
+        .map(|d| d.path().join("prompt-history.ndjson"))
+        .find(|p| p.exists())
+        .expect("history file on the host");
+    let body = std::fs::read_to_string(&file).expect("history");
+    assert_eq!(body, "\"alpha prompt from laptop a\"\n");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
