@@ -2,8 +2,8 @@
 //! holds an API key) and the client that keeps the link to the host alive.
 
 pub mod acp;
-mod by_ref;
 pub mod always_scope;
+mod by_ref;
 pub mod client;
 pub mod commands;
 pub mod config;
