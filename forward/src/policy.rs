@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 
 /// Default timeout of one foreground `bash` call, in seconds.
 pub const DEFAULT_BASH_TIMEOUT_SECS: u64 = 120;
+/// Default timeout of one MCP `tools/call`, in seconds.
+pub const DEFAULT_MCP_CALL_TIMEOUT_SECS: u64 = 300;
 /// Name of the project file, as notices name it.
 pub const PROJECT_FILE: &str = "reasonix.toml";
 
@@ -218,12 +220,21 @@ impl Default for SandboxPolicy {
 pub struct Timeouts {
     /// One foreground `bash` call, seconds (at least 1).
     pub bash_seconds: u64,
+    /// One MCP `tools/call`, seconds (at least 1). A server's or tool's own timeout in a
+    /// workspace file can only be shorter: the host takes the smaller of the two.
+    #[serde(default = "default_mcp_call_seconds")]
+    pub mcp_call_seconds: u64,
+}
+
+fn default_mcp_call_seconds() -> u64 {
+    DEFAULT_MCP_CALL_TIMEOUT_SECS
 }
 
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
             bash_seconds: DEFAULT_BASH_TIMEOUT_SECS,
+            mcp_call_seconds: DEFAULT_MCP_CALL_TIMEOUT_SECS,
         }
     }
 }
@@ -300,7 +311,7 @@ pub struct ToolsLayer {
     pub enabled: Option<Vec<String>>,
     /// `bash_timeout_seconds`.
     pub bash_timeout_seconds: Option<u64>,
-    /// `mcp_call_timeout_seconds` (per daemon on the host today; not part of the policy).
+    /// `mcp_call_timeout_seconds`.
     pub mcp_call_timeout_seconds: Option<u64>,
 }
 
@@ -427,10 +438,19 @@ pub fn tighten(base: &SessionPolicy, project: &ProjectLayer) -> Tightened {
         }
     }
 
-    let key = "tools.bash_timeout_seconds";
-    let slot = &mut p.timeouts.bash_seconds;
-    {
-        match project.tools.bash_timeout_seconds {
+    for (key, wanted, slot) in [
+        (
+            "tools.bash_timeout_seconds",
+            project.tools.bash_timeout_seconds,
+            &mut p.timeouts.bash_seconds,
+        ),
+        (
+            "tools.mcp_call_timeout_seconds",
+            project.tools.mcp_call_timeout_seconds,
+            &mut p.timeouts.mcp_call_seconds,
+        ),
+    ] {
+        match wanted {
             Some(0) => refuse(key, "0".into(), "must be at least 1 second".into()),
             Some(v) if v <= *slot => *slot = v,
             Some(v) => refuse(
@@ -487,7 +507,7 @@ mod tests {
             tools: ToolsLayer {
                 enabled: None,
                 bash_timeout_seconds: Some(100_000),
-                mcp_call_timeout_seconds: Some(10),
+                mcp_call_timeout_seconds: Some(100_000),
             },
             laptop_mcp: vec!["evil".into()],
         }
@@ -512,6 +532,10 @@ mod tests {
         assert!(out.policy.sandbox.allow_write.is_empty());
         assert_eq!(out.policy.sandbox.forbid_read, [PathBuf::from("secrets")]);
         assert_eq!(out.policy.timeouts.bash_seconds, DEFAULT_BASH_TIMEOUT_SECS);
+        assert_eq!(
+            out.policy.timeouts.mcp_call_seconds,
+            DEFAULT_MCP_CALL_TIMEOUT_SECS
+        );
         let keys: Vec<&str> = out.ignored.iter().map(|i| i.key.as_str()).collect();
         assert_eq!(
             keys,
@@ -525,6 +549,7 @@ mod tests {
                 "sandbox.allow_write",
                 "sandbox.allow_write",
                 "tools.bash_timeout_seconds",
+                "tools.mcp_call_timeout_seconds",
                 "[[mcp]] `evil` run_on",
             ]
         );
@@ -571,6 +596,7 @@ mod tests {
                                 || p.sandbox.bash == BashSandbox::Enforce
                         );
                         assert!(p.timeouts.bash_seconds <= base.timeouts.bash_seconds);
+                        assert!(p.timeouts.mcp_call_seconds <= base.timeouts.mcp_call_seconds);
                     }
                 }
             }
@@ -599,6 +625,7 @@ mod tests {
             },
             tools: ToolsLayer {
                 bash_timeout_seconds: Some(5),
+                mcp_call_timeout_seconds: Some(7),
                 ..ToolsLayer::default()
             },
             laptop_mcp: Vec::new(),
@@ -609,6 +636,7 @@ mod tests {
         assert_eq!(out.policy.sandbox.bash, BashSandbox::Enforce);
         assert!(!out.policy.sandbox.network);
         assert_eq!(out.policy.timeouts.bash_seconds, 5);
+        assert_eq!(out.policy.timeouts.mcp_call_seconds, 7);
     }
 
     #[test]

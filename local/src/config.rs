@@ -284,6 +284,16 @@ pub struct McpServerConfig {
     /// the workspace). After loading it is always set.
     #[serde(default)]
     pub run_on: Option<McpRunOn>,
+    /// `tools/call` timeout of this server in seconds. The session's
+    /// `[tools] mcp_call_timeout_seconds` caps it: it can only shorten a call's limit.
+    #[serde(default, alias = "call_timeout_seconds")]
+    pub timeout_seconds: Option<u64>,
+    /// Startup (`initialize` + `tools/list`) timeout in seconds (default 30).
+    #[serde(default)]
+    pub startup_timeout_seconds: Option<u64>,
+    /// Per-tool call timeouts in seconds (capped like `timeout_seconds`).
+    #[serde(default)]
+    pub tool_timeouts: BTreeMap<String, u64>,
 }
 
 impl McpServerConfig {
@@ -501,6 +511,7 @@ impl Config {
             },
             timeouts: Timeouts {
                 bash_seconds: self.tools.bash_timeout_seconds,
+                mcp_call_seconds: self.tools.mcp_call_timeout_seconds,
             },
         }
     }
@@ -824,11 +835,6 @@ impl Config {
                 }
             }
         }
-        set(
-            &mut self.tools.mcp_call_timeout_seconds,
-            t.mcp_call_timeout_seconds,
-        );
-
         if let Some(root) = &file.sandbox.workspace_root {
             let abs = absolutize(root, workspace_root);
             if abs.starts_with(workspace_root) {
@@ -865,6 +871,7 @@ impl Config {
         self.sandbox.allow_write = p.sandbox.allow_write;
         self.sandbox.forbid_read = p.sandbox.forbid_read;
         self.tools.bash_timeout_seconds = p.timeouts.bash_seconds;
+        self.tools.mcp_call_timeout_seconds = p.timeouts.mcp_call_seconds;
 
         // Workspace servers run on the host; one asking for the laptop was reported above
         // and runs on the host too (the laptop only starts servers of the user config).

@@ -361,3 +361,51 @@ fn session_load_replays_a_session_made_with_run_and_continues_it() {
     assert_eq!(report["unknownLoad"]["code"], -32002, "{report:#}");
     assert_eq!(report["unknownPrompt"]["code"], -32002);
 }
+
+#[test]
+fn editor_stdio_mcp_servers_run_on_the_laptop_and_other_transports_are_declined() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new("c-hello", "mcp__ed__hello", "{}")],
+            2,
+        ),
+        MockReply::text(&["done"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), "RX_ACP_MCP_KEY", "sk-acp-mcp-1");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_script_server.js");
+    let report = drive(&rig, "mcp", Some(&server.display().to_string()));
+    assert_eq!(report["stopReason"], "end_turn", "{report:#}");
+    let requests = mock.requests();
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"mcp__ed__hello"), "{tools:?}");
+    assert!(
+        !tools.iter().any(|t| t.starts_with("mcp__web__")),
+        "{tools:?}"
+    );
+    let results: Vec<String> = requests[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        results.iter().any(|c| c.contains("hello from ed")),
+        "the editor's server answered the call: {results:?}"
+    );
+    let log = std::fs::read_to_string(rig.dir.path().join("ed-starts.log")).expect("starts log");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    let notice = report["log"]
+        .as_array()
+        .expect("log")
+        .iter()
+        .map(|e| e.to_string())
+        .find(|t| t.contains("editor MCP servers not used"))
+        .unwrap_or_else(|| panic!("no notice about the HTTP server: {report:#}"));
+    assert!(notice.contains("`web` (HTTP)"), "{notice}");
+}

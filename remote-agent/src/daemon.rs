@@ -880,7 +880,8 @@ impl Daemon {
 
     /// The session `id`, loaded from its journal if it is not open yet. Reading a journal
     /// (and repairing what a crash left) is file I/O on a blocking thread, not a runtime
-    /// worker.
+    /// worker. A session brought into memory now gets the workspace MCP servers as declared
+    /// now; one already in memory keeps its own.
     async fn load_session(&self, id: &str) -> Result<(Arc<Session>, Option<String>), RpcError> {
         if let Some(s) = lock(&self.sessions).get(id) {
             return Ok((Arc::clone(s), None));
@@ -892,6 +893,7 @@ impl Daemon {
             ));
         }
         let _loading = self.loading.lock().await;
+        let snapshot = self.runtime.mcp.refresh().await;
         // Another link may have loaded it while this one waited.
         if let Some(s) = lock(&self.sessions).get(id) {
             return Ok((Arc::clone(s), None));
@@ -900,7 +902,7 @@ impl Daemon {
         let (runtime, workspace) = (Arc::clone(&self.runtime), self.paths.workspace.clone());
         let owned_id = id.to_string();
         let (session, notice) = tokio::task::spawn_blocking(move || {
-            Session::open(&owned_id, &path, runtime, &workspace)
+            Session::open(&owned_id, &path, runtime, &workspace, snapshot.manager)
         })
         .await
         .map_err(|e| RpcError::new("journal", format!("loading the session failed: {e}")))?
@@ -1110,19 +1112,20 @@ impl Daemon {
         }
     }
 
-    /// `/mcp` and `reasonix mcp list`: the host servers, then the laptop servers of the open
-    /// session, or (no session open) the laptop servers `laptop` started through this link
-    /// for this answer only.
+    /// `/mcp` and `reasonix mcp list`: the host servers and the laptop servers of the open
+    /// session (the set it was opened with), or, with no session open, the host servers a
+    /// session opened now would get and the laptop servers `laptop` started through this
+    /// link for this answer only.
     async fn mcp_status(&self, conn: &Arc<Conn>, laptop: &[String]) -> Response {
-        self.runtime.mcp.start_pending().await;
-        let mut servers: Vec<McpServerInfo> = self
-            .runtime
-            .mcp
-            .status()
-            .iter()
-            .map(|s| s.to_info())
-            .collect();
         let session = lock(&conn.session).as_ref().map(|(s, _)| Arc::clone(s));
+        let host_status = match &session {
+            Some(session) => session.workspace_mcp_status().await,
+            None => {
+                // No session: the servers a session opened now would get.
+                self.runtime.mcp.refresh().await.manager.status()
+            }
+        };
+        let mut servers: Vec<McpServerInfo> = host_status.iter().map(|s| s.to_info()).collect();
         let laptop_status = match session {
             Some(session) => session.laptop_mcp_status().await,
             None => probe_laptop_mcp(conn, laptop).await,

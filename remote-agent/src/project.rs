@@ -183,6 +183,7 @@ pub fn enforce(
     tool_ctx.allow_write = sandbox_config.allow_write.clone();
     tool_ctx.forbid_read = sandbox_config.forbid_read.clone();
     tool_ctx.bash_timeout = Duration::from_secs(policy.timeouts.bash_seconds.max(1));
+    tool_ctx.mcp_call_timeout = Duration::from_secs(policy.timeouts.mcp_call_seconds.max(1));
     tool_ctx.sandbox = sandbox;
     tool_ctx.read_filter = Arc::new(rules.read_filter());
     Ok(Enforced {

@@ -9,14 +9,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::checkpoint::{default_state_dir, CheckpointStore};
-use crate::mcp::{load_workspace_servers, McpManager, McpSettings};
+use crate::mcp::{McpSettings, WorkspaceMcp};
 use crate::paths::HostPaths;
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::session::Runtime;
 use crate::tools::{ToolContext, ToolRegistry};
 
-/// Build the runtime for `workspace`: probe the sandbox, start the workspace's MCP servers
-/// (`reasonix.toml` `[[mcp]]` and `.mcp.json`) and register their tools next to the built-ins.
+/// Build the runtime for `workspace`: probe the sandbox and start the workspace's MCP servers
+/// (`reasonix.toml` `[[mcp]]` and `.mcp.json`) so the first session finds them ready. Each
+/// session open re-reads that declaration ([`WorkspaceMcp::refresh`]).
 pub async fn build(paths: &HostPaths) -> Runtime {
     let workspace: &Path = &paths.workspace;
     // The daemon's own sandbox (defaults) only reports whether bwrap works and serves as the
@@ -24,25 +25,9 @@ pub async fn build(paths: &HostPaths) -> Runtime {
     // limits from the policy it was sent (see `crate::project::enforce`).
     let sandbox = Arc::new(Sandbox::probe_async(SandboxConfig::default(), workspace).await);
     let tool_ctx = ToolContext::new(workspace, sandbox);
-    let mut registry = ToolRegistry::builtin();
-    let mut mcp = McpManager::new(McpSettings::default());
-    match load_workspace_servers(workspace) {
-        Ok(cfg) => {
-            for w in &cfg.warnings {
-                tracing::warn!("mcp config: {w}");
-            }
-            for spec in cfg.servers {
-                mcp.add_host(spec, workspace);
-            }
-        }
-        Err(e) => tracing::warn!("ignoring the workspace MCP configuration: {e}"),
-    }
-    mcp.start_all().await;
-    let registered = mcp.register_tools(&mut registry);
-    for s in mcp.status() {
-        tracing::info!(server = %s.name, state = ?s.state, tools = s.tools.len(), "mcp server");
-    }
-    tracing::info!(registered, "mcp tools registered");
+    let registry = ToolRegistry::builtin();
+    let mcp = WorkspaceMcp::new(workspace.to_path_buf(), McpSettings::default());
+    mcp.refresh().await;
     let checkpoints =
         match CheckpointStore::open(workspace, &default_state_dir(&paths.home, &paths.key)) {
             Ok(store) => {
@@ -57,7 +42,7 @@ pub async fn build(paths: &HostPaths) -> Runtime {
     Runtime {
         registry,
         tool_ctx,
-        mcp: Arc::new(mcp),
+        mcp,
         checkpoints,
     }
 }

@@ -64,7 +64,7 @@ where
                     ),
                     "session/new" => match parse::<acp::NewSessionRequest>(params) {
                         Ok(req) => {
-                            let spec = match factory(&req.cwd) {
+                            let mut spec = match factory(&req.cwd) {
                                 Ok(s) => s,
                                 Err(e) => {
                                     peer.respond(id, Err(acp::Error::invalid_params().data(e)));
@@ -72,7 +72,7 @@ where
                                 }
                             };
                             let sessions = Arc::clone(&sessions);
-                            let unused = mcp_notice(&req.mcp_servers);
+                            let unused = editor_mcp(&mut spec, &req.mcp_servers);
                             tokio::spawn(async move {
                                 match session::open(spec, Opening::New, peer.clone(), notices).await
                                 {
@@ -92,7 +92,7 @@ where
                     },
                     "session/load" => match parse::<acp::LoadSessionRequest>(params) {
                         Ok(req) => {
-                            let spec = match factory(&req.cwd) {
+                            let mut spec = match factory(&req.cwd) {
                                 Ok(s) => s,
                                 Err(e) => {
                                     peer.respond(id, Err(acp::Error::invalid_params().data(e)));
@@ -100,7 +100,7 @@ where
                                 }
                             };
                             let sessions = Arc::clone(&sessions);
-                            let unused = mcp_notice(&req.mcp_servers);
+                            let unused = editor_mcp(&mut spec, &req.mcp_servers);
                             let wanted = req.session_id.0.to_string();
                             tokio::spawn(async move {
                                 let opened = session::open(
@@ -176,7 +176,7 @@ fn parse<T: DeserializeOwned>(params: Value) -> Result<T, acp::Error> {
 }
 
 /// What this agent advertises: history loading, prompts with embedded context (inlined as
-/// text), no images or audio, no editor-side MCP servers, no authentication.
+/// text), no images or audio, editor MCP servers over stdio only, no authentication.
 pub fn initialize_response() -> acp::InitializeResponse {
     acp::InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
         .agent_capabilities(
@@ -212,11 +212,48 @@ fn announce(peer: &Peer, session: &str, unused_mcp: Option<String>) {
     }
 }
 
-fn mcp_notice(servers: &[acp::McpServer]) -> Option<String> {
-    (!servers.is_empty()).then(|| {
+/// Adds the editor's stdio MCP servers to the session as laptop servers (they run next to the
+/// editor, like user-config `[[mcp]]` entries, tunnelled to the host); returns a notice for
+/// those that are not used: HTTP and SSE servers (not advertised in `initialize`) and names
+/// the user config already declares (the user's entry wins).
+fn editor_mcp(spec: &mut session::SessionSpec, servers: &[acp::McpServer]) -> Option<String> {
+    let mut unused = Vec::new();
+    for server in servers {
+        match server {
+            acp::McpServer::Stdio(s) => {
+                if spec.config.mcp.iter().any(|m| m.name == s.name) {
+                    unused.push(format!(
+                        "`{}` (your reasonix config declares a server of that name)",
+                        s.name
+                    ));
+                    continue;
+                }
+                spec.config.mcp.push(crate::config::McpServerConfig {
+                    name: s.name.clone(),
+                    command: Some(s.command.display().to_string()),
+                    args: s.args.clone(),
+                    env: s
+                        .env
+                        .iter()
+                        .map(|e| (e.name.clone(), e.value.clone()))
+                        .collect(),
+                    url: None,
+                    headers: Default::default(),
+                    run_on: Some(crate::config::McpRunOn::Laptop),
+                    timeout_seconds: None,
+                    startup_timeout_seconds: None,
+                    tool_timeouts: Default::default(),
+                });
+            }
+            acp::McpServer::Http(h) => unused.push(format!("`{}` (HTTP)", h.name)),
+            acp::McpServer::Sse(h) => unused.push(format!("`{}` (SSE)", h.name)),
+            _ => unused.push("a server of a transport reasonix does not support".into()),
+        }
+    }
+    (!unused.is_empty()).then(|| {
         format!(
-            "[reasonix] the editor's {} MCP server(s) are not used: declare MCP servers in the reasonix config (`[[mcp]]`), where they run on the laptop or the host\n",
-            servers.len()
+            "[reasonix] editor MCP servers not used: {}; stdio servers run on the laptop, other transports are not supported (declare them in the reasonix config `[[mcp]]`)\n",
+            unused.join(", ")
         )
     })
 }

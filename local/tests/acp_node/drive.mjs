@@ -2,7 +2,7 @@
 // local/tests/acp_node.rs. It runs one scenario and prints one JSON report on stdout; the
 // Rust test asserts on the report and on the files. Any protocol error exits non-zero.
 //
-//   node drive.mjs <scenario> [arg]      scenarios: edit | cancel | load <session-id>
+//   node drive.mjs <scenario> [arg]      scenarios: edit | cancel | load <session-id> | mcp <script-server>
 //
 // Environment: REASONIX_BIN (the binary), WS (the editor's folder), AGENT_ARGV (the
 // arguments, a JSON array, taken from the Zed example in docs/ACP.md), plus whatever the
@@ -71,6 +71,22 @@ async function run(ctx) {
     const r = await ctx.request(acp.methods.agent.session.prompt, {
       sessionId,
       prompt: [{ type: "text", text: "change a.txt" }],
+    });
+    report.stopReason = r.stopReason;
+  } else if (scenario === "mcp") {
+    // An editor-provided stdio MCP server (arg: the script server's path) and an HTTP one,
+    // which is declined with a notice.
+    const { sessionId } = await ctx.request(acp.methods.agent.session.new, {
+      cwd: ws,
+      mcpServers: [
+        { name: "ed", command: process.execPath, args: [arg, "ed"], env: [{ name: "MCP_STARTS_LOG", value: `${ws}/../ed-starts.log` }] },
+        { type: "http", name: "web", url: "http://127.0.0.1:9/mcp", headers: [] },
+      ],
+    });
+    report.sessionId = sessionId;
+    const r = await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "say hello through the editor's server" }],
     });
     report.stopReason = r.stopReason;
   } else if (scenario === "cancel") {

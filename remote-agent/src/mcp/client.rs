@@ -1,7 +1,7 @@
 //! One JSON-RPC session with one server over an [`McpConnection`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -140,6 +140,10 @@ struct Shared {
     diagnostics: Arc<Diagnostics>,
     next_id: AtomicU64,
     malformed: AtomicU64,
+    /// The roots answered to `roots/list` (`file://` URIs); `None` = no `roots` capability.
+    roots: Option<Vec<Value>>,
+    /// Set by `notifications/tools/list_changed`; read by [`McpClient::take_tools_changed`].
+    tools_changed: AtomicBool,
 }
 
 /// A live session with one server. Cheap to share behind an `Arc`; dropping the last handle
@@ -165,6 +169,33 @@ impl McpClient {
         conn: McpConnection,
         timeout: Duration,
     ) -> Result<Self, McpError> {
+        Self::connect_with_roots(label, conn, timeout, None).await
+    }
+
+    /// [`connect`](Self::connect), advertising the `roots` capability when `roots` is set:
+    /// the server's `roots/list` is answered with those directories (the workspace root).
+    pub async fn connect_with_roots(
+        label: &str,
+        conn: McpConnection,
+        timeout: Duration,
+        roots: Option<&[std::path::PathBuf]>,
+    ) -> Result<Self, McpError> {
+        let roots: Option<Vec<Value>> = roots.map(|dirs| {
+            dirs.iter()
+                .map(|d| {
+                    json!({
+                        "uri": file_uri(d),
+                        "name": d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    })
+                })
+                .collect()
+        });
+        let capabilities = if roots.is_some() {
+            // The list is fixed for the connection's life, so no list_changed.
+            json!({"roots": {"listChanged": false}})
+        } else {
+            json!({})
+        };
         let (tx, rx, diagnostics, keepalive) = conn.into_parts();
         let shared = Arc::new(Shared {
             label: label.to_string(),
@@ -175,6 +206,8 @@ impl McpClient {
             diagnostics,
             next_id: AtomicU64::new(1),
             malformed: AtomicU64::new(0),
+            roots,
+            tools_changed: AtomicBool::new(false),
         });
         let reader = tokio::spawn(read_loop(shared.clone(), rx));
         let mut client = Self {
@@ -190,7 +223,7 @@ impl McpClient {
         };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": {"name": "reasonix", "version": env!("CARGO_PKG_VERSION")},
         });
         let r = client.request("initialize", params, timeout, None).await?;
@@ -218,6 +251,12 @@ impl McpClient {
         };
         client.notify("notifications/initialized", None).await?;
         Ok(client)
+    }
+
+    /// True (once) when the server sent `notifications/tools/list_changed` since the last
+    /// call. The caller decides what a change means; a running session's tools never change.
+    pub fn take_tools_changed(&self) -> bool {
+        self.shared.tools_changed.swap(false, Ordering::Relaxed)
     }
 
     /// What the server said about itself.
@@ -450,10 +489,11 @@ async fn handle_message(shared: &Shared, v: Value) {
     let id = m.get("id").filter(|id| !id.is_null());
     match (method, id) {
         (Some(method), Some(id)) => {
-            // A request from the server. We offer no client capabilities, so only ping is
-            // answered positively.
+            // A request from the server: ping, and roots/list when we advertised roots.
             let reply = if method == "ping" {
                 json!({"jsonrpc": "2.0", "id": id, "result": {}})
+            } else if let (Some(roots), "roots/list") = (&shared.roots, method) {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"roots": roots}})
             } else {
                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("method `{method}` is not supported by this client")}})
             };
@@ -474,6 +514,10 @@ async fn handle_message(shared: &Shared, v: Value) {
                     message: p.get("message").and_then(Value::as_str).map(str::to_string),
                 });
             }
+        }
+        (Some("notifications/tools/list_changed"), None) => {
+            tracing::info!(target: "mcp", server = %shared.label, "MCP server changed its tool list");
+            shared.tools_changed.store(true, Ordering::Relaxed);
         }
         (Some(method), None) => {
             tracing::debug!(target: "mcp", server = %shared.label, method, "notification from MCP server ignored");
@@ -507,4 +551,17 @@ async fn handle_message(shared: &Shared, v: Value) {
             "neither a request, a notification nor a response",
         ),
     }
+}
+
+/// `file://` URI of an absolute path, percent-encoding what RFC 3986 does not allow in a path.
+fn file_uri(path: &std::path::Path) -> String {
+    let mut out = String::from("file://");
+    for b in path.to_string_lossy().bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

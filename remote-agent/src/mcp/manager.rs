@@ -1,7 +1,7 @@
 //! The servers of a session: start, restart on next use after a crash, status, tools.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +17,9 @@ use crate::tools::ToolRegistry;
 /// Session-wide MCP limits (overridden per server and per tool by the spec).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct McpSettings {
-    /// `tools/call` timeout (`[tools] mcp_call_timeout_seconds`, default 300 s).
+    /// `tools/call` timeout of direct [`McpTool::call`]s (default 300 s). Calls made as a
+    /// session's tool take the session policy's limit instead
+    /// ([`ToolContext::mcp_call_timeout`](crate::tools::ToolContext::mcp_call_timeout)).
     pub call_timeout: Duration,
     /// Spawn to listed tools (default 30 s).
     pub startup_timeout: Duration,
@@ -94,9 +96,48 @@ pub(crate) struct Server {
     starts: AtomicU32,
     startup_timeout: Duration,
     call_timeout: Duration,
+    /// Directories answered to the server's `roots/list` (the workspace, for host servers).
+    roots: Option<Vec<std::path::PathBuf>>,
+    /// How many `notifications/tools/list_changed` were seen, and how many of them the
+    /// current `tools` already reflect.
+    changes: AtomicU64,
+    listed_at: AtomicU64,
 }
 
 impl Server {
+    /// The number of tool-list changes the server announced so far.
+    pub(crate) fn poll_changes(&self) -> u64 {
+        if let Ok(slot) = self.slot.try_lock() {
+            if slot.as_ref().is_some_and(|c| c.take_tools_changed()) {
+                self.changes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.changes.load(Ordering::Relaxed)
+    }
+
+    /// Lists the tools again when the server announced a change since the last listing (for
+    /// sessions opened from now on; a session already open keeps its own tool objects).
+    async fn relist_if_changed(&self) {
+        let changes = self.poll_changes();
+        if changes == self.listed_at.load(Ordering::Relaxed) {
+            return;
+        }
+        let client = self.slot.lock().await.clone();
+        let Some(client) = client.filter(|c| c.is_alive()) else {
+            return;
+        };
+        match client.list_tools(self.startup_timeout).await {
+            Ok(tools) => {
+                tracing::info!(target: "mcp", server = %self.spec.name, tools = tools.len(), "MCP tools listed again after a change");
+                *lock(&self.tools) = Some(tools);
+                self.listed_at.store(changes, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::warn!(target: "mcp", server = %self.spec.name, "listing the changed tools failed: {e}");
+            }
+        }
+    }
+
     fn set_state(&self, s: McpServerState) {
         *lock(&self.state) = s;
     }
@@ -116,7 +157,9 @@ impl Server {
         let limit = self.startup_timeout;
         let started = tokio::time::timeout(limit, async {
             let conn = self.transport.open().await?;
-            let client = McpClient::connect(&self.spec.name, conn, limit).await?;
+            let client =
+                McpClient::connect_with_roots(&self.spec.name, conn, limit, self.roots.as_deref())
+                    .await?;
             let tools = client.list_tools(limit).await?;
             Ok::<_, McpError>((client, tools))
         })
@@ -157,14 +200,23 @@ impl Server {
         }
     }
 
-    fn tool_timeout(&self, default: Duration, tool: &str) -> Duration {
+    /// The server's or tool's own call timeout, when its spec sets one.
+    fn tool_timeout(&self, tool: &str) -> Option<Duration> {
         if let Some(s) = self.spec.tool_timeouts.get(tool) {
-            return Duration::from_secs(*s);
+            return Some(Duration::from_secs(*s));
         }
-        self.spec
-            .timeout_seconds
-            .map(Duration::from_secs)
-            .unwrap_or(default)
+        self.spec.timeout_seconds.map(Duration::from_secs)
+    }
+
+    /// True when a new session should (re)try starting it: never started, or its start
+    /// failed before it ever listed tools (a server that was ready once restarts on its next
+    /// call instead).
+    fn needs_start(&self) -> bool {
+        match &*lock(&self.state) {
+            McpServerState::Starting => true,
+            McpServerState::Failed { .. } => lock(&self.tools).is_none(),
+            McpServerState::Ready => false,
+        }
     }
 }
 
@@ -201,6 +253,16 @@ impl McpManager {
     /// Adds a server reached through `transport` (a later server of the same name replaces an
     /// earlier one). Laptop servers come in this way with a [`ChannelTransport`](super::ChannelTransport).
     pub fn add(&mut self, spec: McpServerSpec, transport: Arc<dyn McpTransport>) {
+        self.add_with_roots(spec, transport, None);
+    }
+
+    /// [`add`](Self::add), answering the server's `roots/list` with `roots`.
+    pub fn add_with_roots(
+        &mut self,
+        spec: McpServerSpec,
+        transport: Arc<dyn McpTransport>,
+        roots: Option<Vec<std::path::PathBuf>>,
+    ) {
         let startup_timeout = spec
             .startup_timeout_seconds
             .map(Duration::from_secs)
@@ -213,6 +275,9 @@ impl McpManager {
             starts: AtomicU32::new(0),
             startup_timeout,
             call_timeout: self.settings.call_timeout,
+            roots,
+            changes: AtomicU64::new(0),
+            listed_at: AtomicU64::new(0),
             spec,
         });
         self.servers.retain(|s| s.spec.name != server.spec.name);
@@ -234,7 +299,53 @@ impl McpManager {
                 },
             }),
         };
-        self.add(spec, transport);
+        // Host servers run in the workspace: it is their one root.
+        let root = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        self.add_with_roots(spec, transport, Some(vec![root]));
+    }
+
+    /// Per server, how many tool-list changes it announced so far (`notifications/tools/
+    /// list_changed`). A session compares this with what it saw to tell the user.
+    pub fn tool_list_changes(&self) -> Vec<(String, u64)> {
+        self.servers
+            .iter()
+            .map(|s| (s.spec.name.clone(), s.poll_changes()))
+            .collect()
+    }
+
+    /// Lists again the tools of servers that announced a change (a new session gets them).
+    pub(crate) async fn relist_changed(&self) {
+        for s in &self.servers {
+            s.relist_if_changed().await;
+        }
+    }
+
+    /// The server of this exact spec, to share with another manager (a session opened
+    /// after a config edit keeps the servers whose declaration did not change).
+    pub(crate) fn server_with_spec(&self, spec: &McpServerSpec) -> Option<Arc<Server>> {
+        self.servers.iter().find(|s| s.spec == *spec).cloned()
+    }
+
+    /// Adds a server another manager already runs (same process, same tools).
+    pub(crate) fn add_shared(&mut self, server: Arc<Server>) {
+        self.servers.retain(|s| s.spec.name != server.spec.name);
+        self.servers.push(server);
+    }
+
+    /// Starts, concurrently, the servers never started and those whose start failed before
+    /// they listed any tools. Used when a session opens.
+    pub(crate) async fn start_needed(&self) {
+        let mut set = tokio::task::JoinSet::new();
+        for s in &self.servers {
+            if !s.needs_start() {
+                continue;
+            }
+            let s = s.clone();
+            set.spawn(async move {
+                let _ = s.client().await;
+            });
+        }
+        while set.join_next().await.is_some() {}
     }
 
     /// Starts every server that is not running, concurrently, each within its startup timeout.
@@ -316,8 +427,8 @@ impl McpManager {
             .into_iter()
             .zip(names)
             .map(|((server, info), name)| {
-                let timeout = server.tool_timeout(server.call_timeout, &info.name);
-                Arc::new(McpTool::new(&name, &info, timeout, server))
+                let own = server.tool_timeout(&info.name);
+                Arc::new(McpTool::new(&name, &info, own, server.call_timeout, server))
             })
             .collect()
     }

@@ -13,11 +13,14 @@
 //! - [`McpManager`] owns the configured servers, starts them, restarts a crashed one on its next
 //!   use, reports [`McpServerStatus`] and hands out [`McpTool`]s for the
 //!   [`ToolRegistry`](crate::tools::ToolRegistry).
+//! - [`WorkspaceMcp`] re-reads the workspace's declarations at every session open and gives
+//!   the session a manager of its own, sharing the servers whose declaration is unchanged.
 
 mod client;
 mod config;
 mod http;
 mod manager;
+mod pool;
 mod stdio;
 mod tool;
 mod transport;
@@ -31,6 +34,7 @@ pub use config::{
 };
 pub use http::HttpTransport;
 pub use manager::{McpManager, McpServerState, McpServerStatus, McpSettings};
+pub use pool::{McpSnapshot, WorkspaceMcp};
 pub use stdio::StdioTransport;
 pub use tool::{exposed_names, sanitize_name, with_progress, McpTool};
 pub use transport::{

@@ -115,7 +115,10 @@ pub struct McpTool {
     parameters: Value,
     read_only: bool,
     remote_name: String,
-    timeout: Duration,
+    /// The server's or tool's own timeout from its spec, if any.
+    own_timeout: Option<Duration>,
+    /// The manager's default, for direct [`call`](McpTool::call)s.
+    default_timeout: Duration,
     server: Arc<Server>,
 }
 
@@ -123,7 +126,8 @@ impl McpTool {
     pub(crate) fn new(
         exposed: &str,
         info: &McpToolInfo,
-        timeout: Duration,
+        own_timeout: Option<Duration>,
+        default_timeout: Duration,
         server: Arc<Server>,
     ) -> Self {
         let description = if info.description.trim().is_empty() {
@@ -137,7 +141,8 @@ impl McpTool {
             parameters: canonical_schema(&info.input_schema),
             read_only: info.read_only,
             remote_name: info.name.clone(),
-            timeout,
+            own_timeout,
+            default_timeout,
             server,
         }
     }
@@ -152,14 +157,36 @@ impl McpTool {
         &self.remote_name
     }
 
-    /// The call timeout that applies (tool override, server override or default).
+    /// The call timeout of a direct [`call`](Self::call) (tool override, server override or
+    /// the manager's default).
     pub fn timeout(&self) -> Duration {
-        self.timeout
+        self.own_timeout.unwrap_or(self.default_timeout)
     }
 
-    /// Calls the tool; progress goes to `progress`. Starts (or restarts) the server first when
-    /// it is not running. Failures of any kind come back as an error result for the model.
+    /// The call timeout under a session whose policy allows `limit`: the server's or tool's
+    /// own timeout when it is shorter, else `limit`. A workspace file declares the server, so
+    /// its timeouts may only shorten what the session allows (tighten-only, like every
+    /// project setting).
+    pub fn timeout_within(&self, limit: Duration) -> Duration {
+        match self.own_timeout {
+            Some(own) => own.min(limit),
+            None => limit,
+        }
+    }
+
+    /// Calls the tool with [`timeout`](Self::timeout); progress goes to `progress`. Starts
+    /// (or restarts) the server first when it is not running. Failures of any kind come back
+    /// as an error result for the model.
     pub async fn call(&self, args: Value, progress: Option<ProgressSink>) -> ToolOutput {
+        self.call_with_timeout(args, progress, self.timeout()).await
+    }
+
+    async fn call_with_timeout(
+        &self,
+        args: Value,
+        progress: Option<ProgressSink>,
+        timeout: Duration,
+    ) -> ToolOutput {
         let server = &self.server;
         let sname = &server.spec.name;
         let client = match server.client().await {
@@ -172,7 +199,7 @@ impl McpTool {
             }
         };
         match client
-            .call_tool(&self.remote_name, args, self.timeout, progress)
+            .call_tool(&self.remote_name, args, timeout, progress)
             .await
         {
             Ok(r) => {
@@ -228,9 +255,10 @@ impl Tool for McpTool {
         self.read_only
     }
 
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> ToolOutput {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolOutput {
         let progress = PROGRESS.try_with(Arc::clone).ok();
-        self.call(args, progress).await
+        let timeout = self.timeout_within(ctx.mcp_call_timeout);
+        self.call_with_timeout(args, progress, timeout).await
     }
 }
 

@@ -122,12 +122,12 @@ struct Inner {
 
 /// Shared, per-daemon things a session needs to run tools.
 pub struct Runtime {
-    /// Registered tools.
+    /// The built-in tools (each session adds its MCP tools to a copy).
     pub registry: ToolRegistry,
     /// Context handed to tools.
     pub tool_ctx: ToolContext,
-    /// The workspace's MCP servers (their tools are in `registry`).
-    pub mcp: Arc<crate::mcp::McpManager>,
+    /// The workspace's MCP servers, re-read at every session open.
+    pub mcp: crate::mcp::WorkspaceMcp,
     /// Per-turn checkpoints (None when the store could not be opened).
     pub checkpoints: Option<Arc<crate::checkpoint::CheckpointStore>>,
 }
@@ -143,6 +143,13 @@ pub struct Session {
     workspace: std::path::PathBuf,
     laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
     laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
+    /// Built-ins plus the workspace MCP tools as they were when the session was opened in
+    /// this daemon: fixed for the session's life, since the tool list is part of its prefix.
+    tools: Arc<ToolRegistry>,
+    /// The workspace MCP servers of that snapshot (for `/mcp`).
+    workspace_mcp: Arc<crate::mcp::McpManager>,
+    /// Per server, the tool-list changes the user was already told about.
+    mcp_changes_told: Mutex<HashMap<String, u64>>,
     runtime: Arc<Runtime>,
     /// Rebuilt from the driver's policy at every open and takeover.
     tool_ctx: Mutex<ToolContext>,
@@ -165,9 +172,13 @@ impl Session {
         journal_path: &std::path::Path,
         runtime: Arc<Runtime>,
         workspace: &std::path::Path,
+        workspace_mcp: Arc<crate::mcp::McpManager>,
     ) -> Result<(Arc<Session>, Option<String>), SessionError> {
         let (mut journal, mut events) = Journal::open(journal_path)?;
-        let prefix = Prefix::build(workspace, runtime.registry.schemas());
+        let mut tools = runtime.registry.clone();
+        workspace_mcp.register_tools(&mut tools);
+        let tools = Arc::new(tools);
+        let prefix = Prefix::build(workspace, tools.schemas());
         let mut notice = None;
         if events.is_empty() {
             let ev = journal.append(
@@ -278,6 +289,9 @@ impl Session {
             workspace: workspace.to_path_buf(),
             laptop_tools: Mutex::new(None),
             laptop_mcp: tokio::sync::Mutex::new(None),
+            tools,
+            workspace_mcp,
+            mcp_changes_told: Mutex::new(HashMap::new()),
             runtime,
             tool_ctx: Mutex::new(tool_ctx),
             journal_path: journal_path.to_path_buf(),
@@ -340,7 +354,7 @@ impl Session {
         manager.start_all().await;
         let mut registry = ToolRegistry::new();
         manager.register_tools(&mut registry);
-        let mut tools = self.runtime.registry.schemas();
+        let mut tools = self.tools.schemas();
         tools.extend(registry.schemas());
         tools.sort_by(|a, b| {
             a["function"]["name"]
@@ -362,6 +376,41 @@ impl Session {
             });
         }
         *slot = Some(Arc::new(manager));
+    }
+
+    /// The workspace MCP servers this session was opened with (its tools are in its
+    /// prefix), started where needed.
+    pub async fn workspace_mcp_status(&self) -> Vec<crate::mcp::McpServerStatus> {
+        self.workspace_mcp.start_pending().await;
+        self.workspace_mcp.status()
+    }
+
+    /// Tells the user, once per announcement, that a workspace MCP server changed its tool
+    /// list (`notifications/tools/list_changed`). The session's tool list is part of its
+    /// cached prefix and does not change; the new tools join at the next session.
+    pub(crate) fn notice_mcp_tool_changes(&self) {
+        let changes = self.workspace_mcp.tool_list_changes();
+        let mut fresh = Vec::new();
+        {
+            let mut told = self
+                .mcp_changes_told
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for (server, n) in changes {
+                let seen = told.entry(server.clone()).or_insert(0);
+                if n > *seen {
+                    *seen = n;
+                    fresh.push(server);
+                }
+            }
+        }
+        for server in fresh {
+            self.record(EventKind::Notice {
+                text: format!(
+                    "MCP server `{server}` changed its tool list; this session keeps the tools it started with (its prompt prefix stays cached), the new list applies to the next session"
+                ),
+            });
+        }
     }
 
     /// The session's laptop-side MCP servers (empty when the driver configured none). Waits

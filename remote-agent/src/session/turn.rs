@@ -13,6 +13,7 @@ impl Session {
         let mut admitted = admitted;
         let barrier = loop {
             let (outcome, detail) = self.turn_steps(&cancel, admitted.take()).await;
+            self.notice_mcp_tool_changes();
             if let Some(barrier) = self.end_turn(outcome, detail) {
                 break barrier;
             }
@@ -421,8 +422,7 @@ impl Session {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let tool = self
-            .runtime
-            .registry
+            .tools
             .get(&call.name)
             .or_else(|| laptop.and_then(|r| r.get(&call.name)));
         let Some(tool) = tool else {

@@ -105,6 +105,9 @@ pub struct ToolContext {
     pub forbid_read: Vec<PathBuf>,
     /// Foreground bash timeout (`tools.bash_timeout_seconds`, default 120 s).
     pub bash_timeout: Duration,
+    /// Limit of one MCP `tools/call` (the session policy's `timeouts.mcp_call_seconds`,
+    /// default 300 s); a server's own timeout may only be shorter.
+    pub mcp_call_timeout: Duration,
     /// How bash commands are confined.
     pub sandbox: Arc<Sandbox>,
     /// Background bash jobs; owned by the daemon session so they outlive client links.
@@ -148,6 +151,9 @@ impl ToolContext {
             forbid_read: sandbox.config().forbid_read.clone(),
             workspace,
             bash_timeout: Duration::from_secs(DEFAULT_BASH_TIMEOUT_SECS),
+            mcp_call_timeout: Duration::from_secs(
+                reasonix_forward::policy::DEFAULT_MCP_CALL_TIMEOUT_SECS,
+            ),
             sandbox,
             jobs: Arc::new(JobTable::new()),
             mutation_hook: Arc::new(NoopHook),
