@@ -672,9 +672,58 @@ pub enum ProviderChunk {
     Error {
         /// What went wrong and what to do.
         message: String,
-        /// True when re-issuing the same request may succeed.
+        /// True when re-issuing the same request may succeed: the failure came after the
+        /// provider accepted the request (a broken or stalled stream). An error after the
+        /// gateway spent its own retries is `false`: asking again would only repeat them.
         retryable: bool,
     },
+    // #15 provider failures visible and bounded.
+    /// The gateway's request failed before the stream began and is tried again after
+    /// `delay_ms`; more chunks follow (this is not the end of the stream).
+    Retrying(ProviderRetry),
+}
+
+// #15 provider failures visible and bounded.
+/// One retry of a model request, as the user sees it: "retrying the model request in N s
+/// (attempt k/M, reason)".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderRetry {
+    /// Which bound this retry counts against.
+    pub phase: RetryPhase,
+    /// Number (from 1) of the attempt that comes next.
+    pub attempt: u32,
+    /// Most attempts this phase makes.
+    pub max_attempts: u32,
+    /// Wait before the next attempt, in milliseconds.
+    pub delay_ms: u64,
+    /// Why the last attempt failed (HTTP status, connection error, broken stream).
+    pub reason: String,
+}
+
+/// Where a model request is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryPhase {
+    /// The laptop's gateway, before the provider accepted the request (connection errors,
+    /// HTTP 408/429/5xx), within its attempt count and time budget.
+    Connect,
+    /// The host's turn runner re-asks after a reply broke off mid-stream.
+    Reask,
+}
+
+impl ProviderRetry {
+    /// The status-line text, with the wait given in whole seconds (`secs`).
+    pub fn describe(&self, secs: u64) -> String {
+        let when = if secs == 0 {
+            "now".to_string()
+        } else {
+            format!("in {secs} s")
+        };
+        format!(
+            "retrying the model request {when} (attempt {}/{}, {})",
+            self.attempt, self.max_attempts, self.reason
+        )
+    }
 }
 
 /// A workspace file attached to a user turn.
@@ -862,6 +911,9 @@ pub enum EventKind {
         /// The text.
         text: String,
     },
+    // #15 provider failures visible and bounded.
+    /// A model request failed and is tried again (journaled, so a replay shows it too).
+    ProviderRetry(ProviderRetry),
     /// A checkpoint was taken.
     Checkpoint {
         /// Checkpoint id.

@@ -175,6 +175,11 @@ pub struct AgentConfig {
     pub compact_tail_tokens: u64,
     /// Model steps per turn before the turn pauses.
     pub max_steps: u32,
+    /// Retries of a model request the provider did not accept (HTTP 408/429/5xx,
+    /// timeouts; connection errors get at most 3).
+    pub provider_retries: u32,
+    /// Time budget, in seconds, of those retries together (waits and attempts).
+    pub provider_retry_seconds: u64,
 }
 
 impl Default for AgentConfig {
@@ -186,6 +191,8 @@ impl Default for AgentConfig {
             compact_force_ratio: 0.9,
             compact_tail_tokens: 16_384,
             max_steps: 50,
+            provider_retries: crate::gateway::retry::DEFAULT_RETRIES,
+            provider_retry_seconds: crate::gateway::retry::DEFAULT_BUDGET_SECS,
         }
     }
 }
@@ -597,6 +604,11 @@ impl Config {
         );
         set(&mut self.agent.compact_force_ratio, a.compact_force_ratio);
         set(&mut self.agent.compact_tail_tokens, a.compact_tail_tokens);
+        set(&mut self.agent.provider_retries, a.provider_retries);
+        set(
+            &mut self.agent.provider_retry_seconds,
+            a.provider_retry_seconds,
+        );
         let t = file.tools;
         set(&mut self.tools.enabled, t.enabled.map(Some));
         set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
@@ -761,6 +773,11 @@ impl Config {
         );
         set(&mut self.agent.compact_force_ratio, a.compact_force_ratio);
         set(&mut self.agent.compact_tail_tokens, a.compact_tail_tokens);
+        set(&mut self.agent.provider_retries, a.provider_retries);
+        set(
+            &mut self.agent.provider_retry_seconds,
+            a.provider_retry_seconds,
+        );
 
         let t = &file.tools;
         if let Some(list) = t.enabled.clone() {
@@ -886,6 +903,15 @@ impl Config {
                     format!("must be between 0 and 2, got {t}"),
                 ));
             }
+        }
+        if !(1..=600).contains(&self.agent.provider_retry_seconds) {
+            return Err(invalid(
+                "agent.provider_retry_seconds",
+                format!(
+                    "must be between 1 and 600, got {}",
+                    self.agent.provider_retry_seconds
+                ),
+            ));
         }
         if self.agent.max_steps == 0 {
             return Err(invalid("agent.max_steps", "must be at least 1".into()));
@@ -1021,6 +1047,8 @@ struct AgentFile {
     compact_force_ratio: Option<f64>,
     compact_tail_tokens: Option<u64>,
     max_steps: Option<u32>,
+    provider_retries: Option<u32>,
+    provider_retry_seconds: Option<u64>,
 }
 
 /// Field names that only ever hold secrets.

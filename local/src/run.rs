@@ -528,6 +528,10 @@ impl Printer {
                     json!({"type": "approval_requested", "tool": tool, "arguments": arguments, "reason": reason})
                 }
                 EventKind::Notice { text } => json!({"type": "notice", "text": text}),
+                EventKind::ProviderRetry(r) => json!({"type": "provider_retry",
+                    "phase": r.phase, "attempt": r.attempt, "max_attempts": r.max_attempts,
+                    "delay_ms": r.delay_ms, "reason": r.reason,
+                    "text": r.describe(r.delay_ms.div_ceil(1000))}),
                 EventKind::Compacted {
                     kind,
                     trigger,
@@ -574,6 +578,10 @@ impl Printer {
                 eprintln!("[tool] {name} failed: {}", terminal_safe(&summary(output)));
             }
             EventKind::Notice { text } => eprintln!("[reasonix] {}", terminal_safe(text)),
+            EventKind::ProviderRetry(r) => eprintln!(
+                "[reasonix] {}",
+                terminal_safe(&r.describe(r.delay_ms.div_ceil(1000)))
+            ),
             EventKind::Compacted {
                 kind,
                 trigger,

@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use reasonix_forward::proto::{ProviderChunk, ProviderRequest, ToolCall, Usage};
+use reasonix_forward::proto::{
+    ProviderChunk, ProviderRequest, ProviderRetry, RetryPhase, ToolCall, Usage,
+};
 use reasonix_local::config::{Config, LoadOptions};
 use reasonix_local::gateway::retry::RetryPolicy;
 use reasonix_local::gateway::{fix_reasoning_replay, Gateway, GatewaySettings};
@@ -62,6 +64,7 @@ fn fast() -> GatewaySettings {
             max_retries: 10,
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_secs(15),
+            ..RetryPolicy::default()
         },
         ..Default::default()
     }
@@ -120,6 +123,16 @@ fn calls_of(chunks: &[ProviderChunk]) -> Vec<ToolCall> {
         .iter()
         .filter_map(|c| match c {
             ProviderChunk::ToolCall(tc) => Some(tc.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn retries_of(chunks: &[ProviderChunk]) -> Vec<ProviderRetry> {
+    chunks
+        .iter()
+        .filter_map(|c| match c {
+            ProviderChunk::Retrying(r) => Some(r.clone()),
             _ => None,
         })
         .collect()
@@ -447,9 +460,75 @@ async fn retries_are_bounded() {
     let gw = Gateway::with_settings(&cfg, s);
     let out = collect(&gw, request(user("q"))).await;
     let (msg, retryable) = last_error(&out);
-    assert!(retryable);
-    assert!(msg.contains("502") && msg.contains("3 retries"), "{msg}");
+    // Spent retries are final: the host must not multiply them by re-asking.
+    assert!(!retryable);
+    assert!(msg.contains("502") && msg.contains("4 attempts"), "{msg}");
     assert_eq!(mock.request_count(), 4);
+    // Every retry was announced before its wait, numbered, with the reason.
+    let retries = retries_of(&out);
+    assert_eq!(
+        retries.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        vec![2, 3, 4]
+    );
+    for r in &retries {
+        assert_eq!(r.max_attempts, 4);
+        assert_eq!(r.phase, RetryPhase::Connect);
+        assert!(r.reason.contains("HTTP 502"), "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn retries_stop_at_the_time_budget() {
+    let mock = MockProvider::start_with(|_| MockReply::status(500, None, "down")).await;
+    let (_home, cfg) = setup(&mock.base_url());
+    let mut s = fast();
+    // Waits 50, 100, 200, 400, 800, 1600 ms (+ at most 25 % each) fit in 5 s; the next
+    // one (3.2 s) would end past it, so the 7th attempt is the last.
+    s.retry.base_delay = Duration::from_millis(50);
+    s.retry.budget = Duration::from_secs(5);
+    let gw = Gateway::with_settings(&cfg, s);
+    let out = collect(&gw, request(user("q"))).await;
+    let (msg, retryable) = last_error(&out);
+    assert!(!retryable);
+    assert!(msg.contains("retry budget of 5 s"), "{msg}");
+    assert_eq!(mock.request_count(), 7);
+    let retries = retries_of(&out);
+    assert_eq!(
+        retries.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        (2..=7).collect::<Vec<_>>()
+    );
+    assert!(retries.iter().all(|r| r.max_attempts == 11));
+}
+
+#[test]
+fn retry_bounds_come_from_the_config() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[agent]\nprovider_retries = 2\nprovider_retry_seconds = 7\n",
+    )
+    .unwrap();
+    let cfg = load(home.path());
+    let s = GatewaySettings::from_config(&cfg);
+    assert_eq!(s.retry.max_retries, 2);
+    assert_eq!(
+        s.retry.connect_retries, 2,
+        "never more than provider_retries"
+    );
+    assert_eq!(s.retry.budget, Duration::from_secs(7));
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[agent]\nprovider_retry_seconds = 0\n",
+    )
+    .unwrap();
+    let err = Config::load(&LoadOptions {
+        home: Some(home.path().to_path_buf()),
+        ignore_project: true,
+        ..Default::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("agent.provider_retry_seconds"), "{err}");
 }
 
 #[tokio::test]
@@ -619,14 +698,30 @@ async fn connection_refused_is_retried_then_reported() {
         l.local_addr().unwrap().port()
     };
     let (_home, cfg) = setup(&format!("http://127.0.0.1:{port}"));
-    let mut s = fast();
-    s.retry.max_retries = 2;
-    let gw = Gateway::with_settings(&cfg, s);
+    // Connection errors get their own, smaller retry count (3 by default) even when the
+    // status retries allow more.
+    let gw = Gateway::with_settings(&cfg, fast());
     let out = collect(&gw, request(user("q"))).await;
     let (msg, retryable) = last_error(&out);
-    assert!(retryable);
-    assert!(msg.contains("2 retries"), "{msg}");
+    assert!(!retryable);
+    let url = format!("http://127.0.0.1:{port}/chat/completions");
+    assert!(
+        msg.contains("cannot reach provider `mock`") && msg.contains(&url),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("4 attempts") && msg.contains("base_url"),
+        "{msg}"
+    );
     assert!(!msg.contains(KEY));
+    let retries = retries_of(&out);
+    assert_eq!(
+        retries.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        vec![2, 3, 4]
+    );
+    assert!(retries
+        .iter()
+        .all(|r| r.max_attempts == 4 && r.reason.contains(&url)));
 }
 
 #[tokio::test]

@@ -158,6 +158,7 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
+            | EventKind::ProviderRetry(_)
             | EventKind::Checkpoint { .. } => {}
             EventKind::Compacted {
                 snipped,
@@ -320,6 +321,7 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
+            | EventKind::ProviderRetry(_)
             | EventKind::Checkpoint { .. }
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }

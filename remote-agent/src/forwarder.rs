@@ -205,6 +205,7 @@ fn may_be_big(kind: &EventKind) -> bool {
         | EventKind::ToolFinished { .. }
         | EventKind::ApprovalRequested { .. }
         | EventKind::Notice { .. }
+        | EventKind::ProviderRetry(_)
         | EventKind::Checkpoint { .. }
         | EventKind::Compacted { .. }
         | EventKind::Steer { .. }
@@ -232,6 +233,7 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::Usage { .. } => "usage",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::Notice { .. } => "notice",
+        EventKind::ProviderRetry(_) => "provider_retry",
         EventKind::Checkpoint { .. } => "checkpoint",
         EventKind::Compacted { .. } => "compacted",
         EventKind::Steer { .. } => "steer",

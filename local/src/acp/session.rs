@@ -354,6 +354,7 @@ impl Actor {
                 self.unanswered.remove(approval_id);
             }
             EventKind::Notice { text } => self.notice(text),
+            EventKind::ProviderRetry(r) => self.notice(&r.describe(r.delay_ms.div_ceil(1000))),
             EventKind::TurnFinished { outcome, detail } => {
                 self.paused_turn = (outcome == "paused").then_some(turn);
                 if self.prompt.as_ref().and_then(|p| p.turn) == Some(turn) {

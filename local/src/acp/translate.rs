@@ -181,6 +181,7 @@ impl Translator {
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
+            | EventKind::ProviderRetry(_)
             | EventKind::Compacted { .. }
             | EventKind::Checkpoint { .. }
             | EventKind::SteerInjected { .. }

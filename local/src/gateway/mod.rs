@@ -16,7 +16,7 @@ pub mod think;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reasonix_forward::proto::{ProviderChunk, ProviderRequest};
+use reasonix_forward::proto::{ProviderChunk, ProviderRequest, ProviderRetry, RetryPhase};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -44,10 +44,21 @@ impl Default for GatewaySettings {
     fn default() -> Self {
         Self {
             idle_timeout: Duration::from_secs(300),
-            connect_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(15),
             retry: RetryPolicy::default(),
             channel_capacity: 1 << 16,
         }
+    }
+}
+
+impl GatewaySettings {
+    /// The defaults with the retry bounds the user configured in `[agent]`.
+    pub fn from_config(config: &Config) -> GatewaySettings {
+        let mut s = GatewaySettings::default();
+        s.retry.max_retries = config.agent.provider_retries;
+        s.retry.connect_retries = s.retry.connect_retries.min(s.retry.max_retries);
+        s.retry.budget = Duration::from_secs(config.agent.provider_retry_seconds);
+        s
     }
 }
 
@@ -73,9 +84,10 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    /// A gateway with the default settings (300 s idle timeout, 10 retries).
+    /// A gateway with the default settings (300 s idle timeout) and the retry bounds of
+    /// `[agent]` (`provider_retries`, `provider_retry_seconds`).
     pub fn new(config: &Config) -> Gateway {
-        Gateway::with_settings(config, GatewaySettings::default())
+        Gateway::with_settings(config, GatewaySettings::from_config(config))
     }
 
     /// A gateway with explicit settings.
@@ -186,7 +198,7 @@ async fn run_stream(inner: &Inner, req: ProviderRequest, tx: &mpsc::Sender<Provi
         "{}/chat/completions",
         resolved.base_url.trim_end_matches('/')
     );
-    let resp = match connect(client, &inner.settings, &url, &key, body, &resolved).await {
+    let resp = match connect(client, &inner.settings, &url, &key, body, &resolved, tx).await {
         Ok(r) => r,
         Err(chunk) => {
             let chunk = match chunk {
@@ -251,7 +263,9 @@ pub fn fix_reasoning_replay(messages: &mut [Value]) {
 /// Up to 4 KiB of an error body, for messages.
 const ERROR_BODY_LIMIT: usize = 4096;
 
-/// The connection/header phase, with retries. `Err` carries the final `Error` chunk.
+/// The connection/header phase, with retries. Each retry is announced on `tx` as a
+/// [`ProviderChunk::Retrying`] before its wait, so the user sees it. `Err` carries the final
+/// `Error` chunk.
 async fn connect(
     client: &reqwest::Client,
     settings: &GatewaySettings,
@@ -259,10 +273,14 @@ async fn connect(
     key: &ApiKey,
     body: Vec<u8>,
     model: &ResolvedModel,
+    tx: &mpsc::Sender<ProviderChunk>,
 ) -> Result<reqwest::Response, ProviderChunk> {
     let policy = settings.retry;
-    let mut retry: u32 = 0;
+    let started = tokio::time::Instant::now();
+    let deadline = started + policy.budget;
+    let mut attempts: u32 = 0;
     loop {
+        attempts += 1;
         let attempt = client
             .post(url)
             .header(reqwest::header::ACCEPT, "text/event-stream")
@@ -270,14 +288,16 @@ async fn connect(
             .bearer_auth(key.expose())
             .body(body.clone())
             .send();
-        let (problem, retry_after) = match tokio::time::timeout(settings.idle_timeout, attempt)
-            .await
-        {
+        // The wait for headers ends at the idle timeout or the budget, whichever is first.
+        let wait = settings
+            .idle_timeout
+            .min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let (failure, retry_after) = match tokio::time::timeout(wait, attempt).await {
             Err(_) => (
-                format!(
+                Failure::Other(format!(
                     "no response from {url} within {} s",
-                    settings.idle_timeout.as_secs()
-                ),
+                    wait.as_secs_f64().ceil() as u64
+                )),
                 None,
             ),
             Ok(Err(e)) if e.is_builder() => {
@@ -290,7 +310,8 @@ async fn connect(
                     false,
                 ));
             }
-            Ok(Err(e)) => (describe(&e), None),
+            Ok(Err(e)) if e.is_connect() => (Failure::Connect(describe(&e)), None),
+            Ok(Err(e)) => (Failure::Other(describe(&e)), None),
             Ok(Ok(resp)) if resp.status().is_success() => return Ok(resp),
             Ok(Ok(resp)) => {
                 let status = resp.status().as_u16();
@@ -302,7 +323,10 @@ async fn connect(
                 let text = read_error_body(resp, settings.idle_timeout).await;
                 match classify_status(status, &text) {
                     StatusClass::Retry => (
-                        format!("HTTP {status} from provider `{}`: {}", model.provider, text),
+                        Failure::Other(format!(
+                            "HTTP {status} from provider `{}`: {}",
+                            model.provider, text
+                        )),
                         retry_after,
                     ),
                     StatusClass::Auth => {
@@ -335,22 +359,79 @@ async fn connect(
                 }
             }
         };
-        if retry >= policy.max_retries {
-            return Err(error_chunk(
-                format!("{problem} (gave up after {retry} retries)"),
-                true,
-            ));
-        }
-        retry += 1;
+        let max_retries = match failure {
+            Failure::Connect(_) => policy.connect_retries.min(policy.max_retries),
+            Failure::Other(_) => policy.max_retries,
+        };
+        let retry = attempts; // the retry that would come next, 1-based
         let delay = policy.delay(retry, retry_after);
+        let spent = started.elapsed();
+        let over_budget = tokio::time::Instant::now() + delay >= deadline;
+        if retry > max_retries || over_budget {
+            let why = if retry > max_retries {
+                format!(
+                    "gave up after {attempts} attempts in {:.0} s",
+                    spent.as_secs_f64()
+                )
+            } else {
+                format!(
+                    "gave up after {attempts} attempts: the retry budget of {} s is spent",
+                    policy.budget.as_secs()
+                )
+            };
+            // Exhausted here means "not retryable": the host would only repeat the same
+            // retries and multiply the time a dead provider takes to fail the turn.
+            let message = match failure {
+                Failure::Connect(problem) => format!(
+                    "cannot reach provider `{}` at {url}: {problem} ({why}). Check `base_url` of provider `{}` in your Reasonix config, and that the address is reachable from this machine",
+                    model.provider, model.provider
+                ),
+                Failure::Other(problem) => format!("{problem} ({why})"),
+            };
+            return Err(error_chunk(message, false));
+        }
+        let problem = match &failure {
+            Failure::Connect(p) => format!("cannot connect to {url}: {p}"),
+            Failure::Other(p) => p.clone(),
+        };
+        let problem = key.redact(&problem);
         tracing::warn!(
             provider = %model.provider,
             retry,
             delay_ms = delay.as_millis() as u64,
-            problem = %key.redact(&problem),
+            problem = %problem,
             "provider request failed; retrying"
         );
+        let note = ProviderChunk::Retrying(ProviderRetry {
+            phase: RetryPhase::Connect,
+            attempt: attempts + 1,
+            max_attempts: max_retries + 1,
+            delay_ms: delay.as_millis() as u64,
+            reason: short_reason(&problem),
+        });
+        if !emit(tx, note).await {
+            return Err(error_chunk("the request was abandoned", false));
+        }
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// Why one attempt of the connection/header phase failed.
+enum Failure {
+    /// Connecting failed (refused, DNS, TLS handshake, connect timeout).
+    Connect(String),
+    /// The provider answered with a retryable status, or the wait for headers ran out.
+    Other(String),
+}
+
+/// The reason as the status line shows it: one line, at most 120 characters.
+fn short_reason(problem: &str) -> String {
+    let one_line: String = problem.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= 120 {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(119).collect();
+        format!("{cut}…")
     }
 }
 

@@ -3,24 +3,42 @@
 
 use std::time::Duration;
 
-/// Backoff settings. The defaults match the reference: 10 retries, 500 ms × 2^(n-1) capped at
-/// 15 s, plus up to 25 % jitter; `Retry-After` honoured up to the same cap.
+/// Backoff settings of the connection/header phase (before the provider accepted the
+/// request). Defaults: up to 8 retries of HTTP 408/429/5xx and timeouts, 500 ms × 2^(n-1)
+/// capped at 15 s plus up to 25 % jitter (`Retry-After` honoured up to the same cap); up to 3
+/// retries of connection errors (refused, DNS, TLS), which rarely heal within seconds; and
+/// never more than 90 s in all, so a dead provider fails the turn within about 90 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt.
     pub max_retries: u32,
+    /// Retries after connection errors (connect refused, DNS failure, TLS handshake), at most
+    /// `max_retries`.
+    pub connect_retries: u32,
     /// Delay before the first retry; doubles each time.
     pub base_delay: Duration,
     /// Upper bound of any delay, including a server's `Retry-After`.
     pub max_delay: Duration,
+    /// Time budget of the whole phase, waits and attempts together: no retry starts that
+    /// would end its wait past it, and an attempt's wait for headers is cut at it.
+    pub budget: Duration,
 }
+
+/// Default of [`RetryPolicy::max_retries`] (and `agent.provider_retries`).
+pub const DEFAULT_RETRIES: u32 = 8;
+/// Default of [`RetryPolicy::connect_retries`].
+pub const DEFAULT_CONNECT_RETRIES: u32 = 3;
+/// Default of [`RetryPolicy::budget`] in seconds (and `agent.provider_retry_seconds`).
+pub const DEFAULT_BUDGET_SECS: u64 = 90;
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
-            max_retries: 10,
+            max_retries: DEFAULT_RETRIES,
+            connect_retries: DEFAULT_CONNECT_RETRIES,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(15),
+            budget: Duration::from_secs(DEFAULT_BUDGET_SECS),
         }
     }
 }
@@ -94,6 +112,7 @@ mod tests {
     #[test]
     fn backoff_doubles_and_caps() {
         let p = RetryPolicy::default();
+        assert!(p.connect_retries <= p.max_retries);
         for (n, base) in [
             (1u32, 500u64),
             (2, 1000),

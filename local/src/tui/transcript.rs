@@ -503,6 +503,9 @@ impl Transcript {
                     added_to_context: *added_to_context,
                 });
             }
+            EventKind::ProviderRetry(r) => {
+                self.notice(r.describe(r.delay_ms.div_ceil(1000)), Level::Warn)
+            }
             EventKind::Compacted {
                 kind,
                 trigger,

@@ -342,6 +342,9 @@ impl Session {
                 }
                 Some(ProviderChunk::Text { text: t }) => text.push_str(&t),
                 Some(ProviderChunk::Reasoning { .. }) | Some(ProviderChunk::ToolCall(_)) => {}
+                Some(ProviderChunk::Retrying(r)) => {
+                    self.record(EventKind::ProviderRetry(r));
+                }
                 Some(ProviderChunk::Usage(u)) => {
                     let mut inner = self.lock();
                     let model = inner.settings.model.clone().unwrap_or_default();
@@ -439,6 +442,7 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::Usage { .. }
                     | EventKind::TurnFinished { .. }
                     | EventKind::Notice { .. }
+                    | EventKind::ProviderRetry(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::SteerInjected { .. } => continue,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
     ApprovalDecision, Denied, Event, EventKind, Notification, ProviderChunk, ProviderRequest,
-    SessionInfo, SessionSettings, ToolCall, TurnState, Usage,
+    ProviderRetry, RetryPhase, SessionInfo, SessionSettings, ToolCall, TurnState, Usage,
 };
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};

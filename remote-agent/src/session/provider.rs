@@ -48,7 +48,8 @@ impl ProviderStream {
             Some(ProviderChunk::Text { .. })
             | Some(ProviderChunk::Reasoning { .. })
             | Some(ProviderChunk::ToolCall(_))
-            | Some(ProviderChunk::Usage(_)) => {}
+            | Some(ProviderChunk::Usage(_))
+            | Some(ProviderChunk::Retrying(_)) => {}
         }
         chunk
     }

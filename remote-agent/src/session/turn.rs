@@ -285,6 +285,9 @@ impl Session {
                     Some(ProviderChunk::Error { message, retryable }) => {
                         break Err(Some((message, retryable)))
                     }
+                    Some(ProviderChunk::Retrying(r)) => {
+                        self.record(EventKind::ProviderRetry(r));
+                    }
                 }
             };
             match end {
@@ -297,11 +300,18 @@ impl Session {
                     });
                     self.release_driver(gateway.conn_id());
                 }
+                // Only failures after the provider accepted the request are retryable (the
+                // gateway has already spent its retries on the others), so this re-ask
+                // cannot multiply the gateway's time budget.
                 Err(Some((message, true))) if provider_errors < PROVIDER_REISSUES => {
                     provider_errors += 1;
-                    self.record(EventKind::Notice {
-                        text: format!("model stream failed ({message}); asking again ({provider_errors}/{PROVIDER_REISSUES})"),
-                    });
+                    self.record(EventKind::ProviderRetry(ProviderRetry {
+                        phase: RetryPhase::Reask,
+                        attempt: provider_errors + 1,
+                        max_attempts: PROVIDER_REISSUES + 1,
+                        delay_ms: 0,
+                        reason: format!("the reply broke off: {message}"),
+                    }));
                 }
                 Err(Some((message, _))) => return Err(StepEnd::Failed(message)),
             }

@@ -297,6 +297,7 @@ impl App {
                     self.last_seq = e.seq;
                 }
                 let mut actions = Vec::new();
+                self.track_retry(&e.kind);
                 match &e.kind {
                     EventKind::Usage {
                         usage,
@@ -380,6 +381,7 @@ impl App {
                     | EventKind::ToolStarted { .. }
                     | EventKind::ToolFinished { .. }
                     | EventKind::Notice { .. }
+                    | EventKind::ProviderRetry(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }

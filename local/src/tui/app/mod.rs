@@ -5,6 +5,7 @@
 mod completion;
 mod events;
 mod keys;
+mod retry;
 mod slash;
 mod terminal;
 mod workbench;
@@ -423,6 +424,8 @@ pub struct App {
     quit: bool,
     /// Terminal tabs beside the conversation.
     pub(crate) terms: terminal::Terms,
+    /// The model-request retry in progress (#15), for the status line.
+    pub(crate) retry: Option<retry::RetryView>,
 }
 
 fn rid(prefix: &str) -> String {
@@ -508,6 +511,7 @@ impl App {
             wall_ms: 0,
             quit: false,
             terms: terminal::Terms::default(),
+            retry: None,
         }
     }
 

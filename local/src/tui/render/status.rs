@@ -11,6 +11,25 @@ pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
             let s = format!("{} connecting", spinner(app));
             (s.clone(), s, theme::warn())
         }
+        // A model-request retry (#15) is what the user waits on: it takes the connection's
+        // place while the link itself is fine.
+        ConnView::Connected if app.retry_status().is_some() => {
+            let full = app.retry_status().unwrap_or_default();
+            let short = app
+                .retry
+                .as_ref()
+                .map(|v| {
+                    let left = (v.until_ms - app.mono_ms).max(0) as u64;
+                    format!(
+                        "model retry {}/{} in {}s",
+                        v.retry.attempt,
+                        v.retry.max_attempts,
+                        left.div_ceil(1000)
+                    )
+                })
+                .unwrap_or_default();
+            (full, short, theme::warn())
+        }
         ConnView::Connected => {
             let s = match (app.role, app.turn_state) {
                 (Some(ClientRole::Spectator), _) => "read-only spectator",
