@@ -483,3 +483,60 @@ fn streaming_reasoning_and_paused_turn() {
     });
     snap("paused_turn", &app);
 }
+
+// #15: a model-request retry takes the connection's place in the status line with its
+// countdown, and clears once the model answers.
+#[test]
+fn status_provider_retry() {
+    use reasonix_forward::proto::{ProviderRetry, RetryPhase};
+    let mut app = App::new(settings());
+    app.tick(0, BASE_WALL_MS);
+    connected(&mut app, ClientRole::Driver);
+    let mut f = Feed::new();
+    f.ev(
+        &mut app,
+        0.0,
+        EventKind::UserTurn {
+            attachments: Vec::new(),
+            request_id: "r1".into(),
+            text: "explain the build".into(),
+        },
+    );
+    app.handle_event(ClientEvent::State {
+        state: TurnState::Running,
+        detail: None,
+    });
+    f.ev(
+        &mut app,
+        0.2,
+        EventKind::ProviderRetry(ProviderRetry {
+            phase: RetryPhase::Connect,
+            attempt: 3,
+            max_attempts: 9,
+            delay_ms: 4_000,
+            reason: "HTTP 503 from provider `deepseek`: overloaded".into(),
+        }),
+    );
+    // 1.2 s into the 4 s wait: "in 3 s".
+    app.tick(1_200, BASE_WALL_MS + 1_200);
+    let wide = draw(&app, 120, 40);
+    let status = wide.lines().last().unwrap_or_default().to_string();
+    assert!(
+        status.contains("retrying the model request in 3 s (attempt 3/9, HTTP 503"),
+        "{status}"
+    );
+    snap("status_provider_retry", &app);
+    f.ev(
+        &mut app,
+        4.5,
+        EventKind::TextDelta {
+            text: "The build uses cargo.".into(),
+        },
+    );
+    let wide = draw(&app, 120, 40);
+    let status = wide.lines().last().unwrap_or_default().to_string();
+    assert!(
+        status.contains("connected") && !status.contains("retrying"),
+        "{status}"
+    );
+}

@@ -15,19 +15,26 @@ pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
         // place while the link itself is fine.
         ConnView::Connected if app.retry_status().is_some() => {
             let full = app.retry_status().unwrap_or_default();
-            let short = app
-                .retry
-                .as_ref()
-                .map(|v| {
-                    let left = (v.until_ms - app.mono_ms).max(0) as u64;
-                    format!(
-                        "model retry {}/{} in {}s",
-                        v.retry.attempt,
-                        v.retry.max_attempts,
-                        left.div_ceil(1000)
-                    )
-                })
-                .unwrap_or_default();
+            // The terse form keeps the numbers first and the reason last, where a narrow bar
+            // cuts it; a bar with room for the full text and a shortened workspace shows the
+            // full text rather than token figures.
+            let short = if w >= text_width(&full) + 25 {
+                full.clone()
+            } else {
+                app.retry
+                    .as_ref()
+                    .map(|v| {
+                        let left = (v.until_ms - app.mono_ms).max(0) as u64;
+                        format!(
+                            "model retry {}/{} in {}s: {}",
+                            v.retry.attempt,
+                            v.retry.max_attempts,
+                            left.div_ceil(1000),
+                            v.retry.reason
+                        )
+                    })
+                    .unwrap_or_default()
+            };
             (full, short, theme::warn())
         }
         ConnView::Connected => {
