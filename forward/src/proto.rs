@@ -874,6 +874,11 @@ pub enum EventKind {
         reason: String,
         /// Unified diff preview for file edits.
         preview: Option<String>,
+        // #15 "always allow" scope.
+        /// The rule an "always allow" answer would store (`None`: too dangerous to allow
+        /// forever; "always" then allows for this session only), so the dialog can say it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        always_rule: Option<String>,
     },
     /// An approval was answered.
     ApprovalAnswered {

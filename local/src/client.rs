@@ -15,6 +15,7 @@ use reasonix_forward::proto::{
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
 use tokio::sync::{mpsc, watch};
 
+use crate::always_scope::AlwaysScope;
 use crate::connect::{ConnectError, Connector};
 use crate::gateway::Gateway;
 
@@ -89,6 +90,8 @@ pub struct ClientOptions {
     pub laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
     /// Reasonix home: "always allow" rules are saved to its `config.toml`.
     pub config_home: Option<std::path::PathBuf>,
+    /// The workspace "always allow" rules are stored under by default (`None`: globally).
+    pub workspace_key: Option<String>,
     /// Link tunables.
     pub link: LinkConfig,
     /// First reconnect delay.
@@ -109,6 +112,7 @@ impl Default for ClientOptions {
         Self {
             laptop_mcp: None,
             config_home: None,
+            workspace_key: None,
             link,
             backoff_start: Duration::from_millis(200),
             backoff_cap: Duration::from_millis(1500),
@@ -139,9 +143,10 @@ pub struct Client {
 /// dropped while nobody listens.
 type TerminalSink = Arc<Mutex<Option<mpsc::UnboundedSender<PtyNotification>>>>;
 
-/// Approval ids this client answered with "always allow": only the client whose user
-/// answered saves the rule, never a spectator or a client replaying the journal.
-type AnsweredAlways = Arc<Mutex<std::collections::HashSet<String>>>;
+/// Approval ids this client answered with "always allow", and where each rule goes: only
+/// the client whose user answered saves the rule, never a spectator or a client replaying
+/// the journal. `None` = the default scope (this workspace when known).
+type AnsweredAlways = Arc<Mutex<std::collections::HashMap<String, Option<AlwaysScope>>>>;
 
 impl Client {
     /// Start the supervisor. Events arrive on the returned receiver.
@@ -181,6 +186,15 @@ impl Client {
         )
     }
 
+    /// Store the rule of an "always allow" answer to `approval_id` in `scope` instead of the
+    /// default (this workspace). Call before sending the answer.
+    pub fn remember_always_scope(&self, approval_id: &str, scope: AlwaysScope) {
+        self.answered_always
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(approval_id.to_string(), Some(scope));
+    }
+
     /// Send a request to the host on the current link (waiting for a link if none yet).
     pub async fn request(&self, body: Request) -> Result<Response, CallError> {
         let body = match body {
@@ -202,7 +216,8 @@ impl Client {
             self.answered_always
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(approval_id.clone());
+                .entry(approval_id.clone())
+                .or_insert(None);
         }
         let mut rx = self.rpc.clone();
         let rpc = loop {
@@ -457,6 +472,7 @@ impl Supervisor {
                         self.options.laptop_mcp.clone(),
                         SaveRules {
                             home: self.options.config_home.clone(),
+                            workspace_key: self.options.workspace_key.clone(),
                             answered_always: Arc::clone(&self.answered_always),
                         },
                         Arc::clone(&self.gateway),
@@ -600,6 +616,7 @@ fn open_laptop_mcp(
 /// Where "always allow" rules are saved, and which answers were this client's.
 struct SaveRules {
     home: Option<std::path::PathBuf>,
+    workspace_key: Option<String>,
     answered_always: AnsweredAlways,
 }
 
@@ -626,6 +643,7 @@ async fn serve_incoming(
         std::collections::HashMap::new();
     let SaveRules {
         home: config_home,
+        workspace_key,
         answered_always,
     } = save_rules;
     while let Some(msg) = incoming.recv().await {
@@ -683,12 +701,16 @@ async fn serve_incoming(
                                 .lock()
                                 .unwrap_or_else(|p| p.into_inner())
                                 .remove(approval_id);
-                            if !mine {
+                            let Some(scope) = mine else {
                                 // Another client's answer, or a catch-up of the journal.
                                 let _ = events.send(ClientEvent::Event(e));
                                 continue;
-                            }
-                            match crate::config::persist_allow_rule(home, rule) {
+                            };
+                            let scope = scope.unwrap_or_else(|| match &workspace_key {
+                                Some(k) => AlwaysScope::Workspace(k.clone()),
+                                None => AlwaysScope::Global,
+                            });
+                            match crate::always_scope::persist_rule(home, rule, &scope) {
                                 Ok(true) => tracing::info!("saved permission rule {rule}"),
                                 Ok(false) => {}
                                 Err(err) => tracing::warn!("{err}"),
@@ -854,6 +876,7 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut opts = ClientOptions {
         config_home: Some(config.home.clone()),
+        workspace_key: config.workspace_key.clone(),
         ..ClientOptions::default()
     };
     if !specs.is_empty() {

@@ -371,6 +371,10 @@ pub struct Config {
     /// The policy part of `warnings`, as [`reasonix_forward::policy::tighten`] reported it
     /// (the host reports the same list when it applies the same file).
     ignored: Vec<Ignored>,
+    /// `[workspaces."<workspace>"]` tables of the user config (#15 "always allow" scope).
+    pub workspaces: BTreeMap<String, crate::always_scope::WorkspaceFile>,
+    /// The workspace whose table was merged by [`Config::apply_workspace`].
+    pub workspace_key: Option<String>,
 }
 
 impl Config {
@@ -398,6 +402,8 @@ impl Config {
             sources: Vec::new(),
             warnings: Vec::new(),
             ignored: Vec::new(),
+            workspaces: BTreeMap::new(),
+            workspace_key: None,
         }
     }
 
@@ -447,6 +453,21 @@ impl Config {
         cfg.apply_overrides(&opts.overrides);
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Merge the user config's rules for `workspace` (as the status line names it:
+    /// `local:/path`, `[user@]host:path`) into the permissions, and remember the name so
+    /// "always allow" answers are stored under it. The user's own file is trusted, so these
+    /// may allow more; a project file's `ask`/`deny` still win (deny > ask > allow), and the
+    /// host tightens the result with the workspace's project file again.
+    pub fn apply_workspace(&mut self, workspace: &str) {
+        if let Some(w) = self.workspaces.get(workspace) {
+            let p = &w.permissions;
+            self.permissions.allow.extend(p.allow.iter().cloned());
+            self.permissions.ask.extend(p.ask.iter().cloned());
+            self.permissions.deny.extend(p.deny.iter().cloned());
+        }
+        self.workspace_key = Some(workspace.to_string());
     }
 
     /// Settings from the project file that were ignored, one human-readable line each.
@@ -621,6 +642,7 @@ impl Config {
         self.permissions.allow.extend(p.allow.unwrap_or_default());
         self.permissions.ask.extend(p.ask.unwrap_or_default());
         self.permissions.deny.extend(p.deny.unwrap_or_default());
+        self.workspaces.extend(file.workspaces);
         let s = file.sandbox;
         set(&mut self.sandbox.workspace_root, s.workspace_root.map(Some));
         self.sandbox
@@ -757,6 +779,11 @@ impl Config {
             set(&mut existing.prices, pf.prices.map(Some));
         }
         warns.extend(provider_notes);
+        if !file.workspaces.is_empty() {
+            warns.push(
+                "ignored [workspaces]: workspace rules belong in your user config (a project file cannot allow anything)".into(),
+            );
+        }
 
         if let Some(m) = file.default_model {
             self.default_model = Some(m);
@@ -1022,6 +1049,8 @@ struct FileConfig {
     sandbox: SandboxLayer,
     #[serde(default)]
     mcp: Vec<McpServerConfig>,
+    #[serde(default)]
+    workspaces: BTreeMap<String, crate::always_scope::WorkspaceFile>,
 }
 
 #[derive(Debug, Deserialize)]

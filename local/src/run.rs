@@ -43,6 +43,10 @@ pub struct RunOutcome {
 
 /// Run one turn against the host behind `connector`.
 pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOptions) -> RunOutcome {
+    // The user's rules for this workspace apply (#15 "always allow" scope).
+    let mut config = config.clone();
+    config.apply_workspace(&connector.describe());
+    let config = &config;
     let gateway = Arc::new(Gateway::new(config));
     let (client_opts, laptop_mcp) = crate::client::options_for(config);
     let (client, mut events) = Client::start(connector, gateway, client_opts);

@@ -116,7 +116,10 @@ async fn a_provider_answering_500_forever_fails_the_turn_after_the_announced_ret
     assert_eq!(numbers, vec![2, 3, 4], "{text}");
     for r in &connect {
         assert_eq!(r["max_attempts"], 4, "{text}");
-        assert!(r["reason"].as_str().unwrap_or("").contains("HTTP 500"), "{text}");
+        assert!(
+            r["reason"].as_str().unwrap_or("").contains("HTTP 500"),
+            "{text}"
+        );
         assert!(r["delay_ms"].as_u64().is_some_and(|d| d > 0), "{text}");
         let line = r["text"].as_str().unwrap_or("");
         assert!(

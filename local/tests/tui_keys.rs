@@ -416,6 +416,7 @@ fn with_approval(app: &mut App, id: &str) {
             arguments: c.arguments.clone(),
             reason: "ask".into(),
             preview: None,
+            always_rule: None,
         },
     );
 }
@@ -431,13 +432,17 @@ fn approval_keys_produce_the_right_decision() {
         (KeyCode::Char('a'), ApprovalDecision::AllowAlways),
         (KeyCode::Char('4'), ApprovalDecision::Deny),
         (KeyCode::Char('n'), ApprovalDecision::Deny),
+        (KeyCode::Char('5'), ApprovalDecision::AllowAlways),
+        (KeyCode::Char('g'), ApprovalDecision::AllowAlways),
     ] {
         let mut app = busy_app();
         with_approval(&mut app, "w1");
         assert!(draw(&app, 80, 30).contains("Approval needed"));
         let a = app.handle_key(key(k));
+        // Only 5/g store the rule for every workspace; 3/a keep it to this one (#15).
+        let global = matches!(k, KeyCode::Char('5') | KeyCode::Char('g'));
         assert!(
-            matches!(a.as_slice(), [Action::Approve { approval_id, decision, .. }] if approval_id == "ap-w1" && *decision == want),
+            matches!(a.as_slice(), [Action::Approve { approval_id, decision, everywhere, .. }] if approval_id == "ap-w1" && *decision == want && *everywhere == global),
             "{k:?}: {a:?}"
         );
         // Answered: the modal is gone and the composer is back.
@@ -497,6 +502,7 @@ fn approvals_answered_elsewhere_or_replayed_do_not_reappear() {
             arguments: "{}".into(),
             reason: "ask".into(),
             preview: None,
+            always_rule: None,
         },
     };
     app.handle_event(ClientEvent::Event(ev));

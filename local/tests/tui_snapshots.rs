@@ -126,6 +126,9 @@ fn approval_app(tool: &str, args: serde_json::Value) -> App {
             arguments: c.arguments.clone(),
             reason: format!("{tool} writes files; permission mode is ask"),
             preview: None,
+            // What the host computes: writers store `Edit`; a compound bash line stores
+            // nothing (always = this session only).
+            always_rule: (tool != "bash").then(|| "Edit".to_string()),
         },
     );
     app.handle_event(ClientEvent::State {

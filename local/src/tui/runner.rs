@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use super::app::{Action, App, AppEvent, AppSettings, OpenParams};
 use super::prompter::TuiPrompts;
 use super::{osc52, render};
+use crate::always_scope::AlwaysScope;
 use crate::client::Client;
 use crate::config::Config;
 use crate::connect::Connector;
@@ -71,6 +72,12 @@ pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -
         prices,
         mode: config.permissions.mode.as_str().to_string(),
         build: reasonix_forward::build_id().to_string(),
+        config_file: config
+            .home
+            .join(crate::config::USER_FILE)
+            .display()
+            .to_string(),
+        workspace_key: config.workspace_key.clone(),
     }
 }
 
@@ -156,6 +163,9 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         eprintln!("reasonix: the TUI needs a terminal; use `reasonix run \"PROMPT\"` for scripts");
         return 2;
     }
+    // The user's rules for this workspace apply, and "always allow" is stored under it.
+    let mut config = config;
+    config.apply_workspace(&connector.describe());
     let workspace = if opts.workspace.is_empty() {
         connector.describe()
     } else {
@@ -459,7 +469,12 @@ impl Exec {
                 request_id,
                 approval_id,
                 decision,
+                everywhere,
             } => {
+                if everywhere {
+                    self.client
+                        .remember_always_scope(&approval_id, AlwaysScope::Global);
+                }
                 self.request(
                     "approval",
                     Request::Approve {

@@ -48,6 +48,8 @@ pub fn settings() -> AppSettings {
         prices,
         mode: "ask".into(),
         build: "0.1.0-3f9c2e1a0b7d".into(),
+        config_file: "/home/me/.reasonix/config.toml".into(),
+        workspace_key: Some("dev@build-box:/home/dev/project".into()),
     }
 }
 

@@ -341,6 +341,7 @@ impl App {
                         arguments,
                         reason,
                         preview,
+                        always_rule,
                     } => {
                         if !self.answered.contains(approval_id)
                             && !self.approvals.iter().any(|a| a.approval_id == *approval_id)
@@ -351,6 +352,7 @@ impl App {
                                 arguments: arguments.clone(),
                                 reason: reason.clone(),
                                 preview: preview.clone(),
+                                always_rule: always_rule.clone(),
                             });
                             if self.approvals.len() == 1 {
                                 self.approval_sel = 0;

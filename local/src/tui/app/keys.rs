@@ -55,7 +55,7 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ),
     (
         "1 y / 2 s / 3 a / 4 n",
-        "approval: once / session / always / deny",
+        "approval: once / session / always here / deny / always everywhere",
     ),
 ];
 
@@ -323,17 +323,21 @@ impl App {
     }
 
     pub(super) fn approval_key(&mut self, key: KeyEvent) -> Vec<Action> {
-        const ORDER: [ApprovalDecision; 4] = [
-            ApprovalDecision::AllowOnce,
-            ApprovalDecision::AllowSession,
-            ApprovalDecision::AllowAlways,
-            ApprovalDecision::Deny,
+        // The last row, "always allow everywhere", is the global scope: a separate, explicit
+        // choice after the workspace-scoped "always" (#15).
+        const ORDER: [(ApprovalDecision, bool); 5] = [
+            (ApprovalDecision::AllowOnce, false),
+            (ApprovalDecision::AllowSession, false),
+            (ApprovalDecision::AllowAlways, false),
+            (ApprovalDecision::Deny, false),
+            (ApprovalDecision::AllowAlways, true),
         ];
         let decision = match key.code {
-            KeyCode::Char('1') | KeyCode::Char('y') => Some(ApprovalDecision::AllowOnce),
-            KeyCode::Char('2') | KeyCode::Char('s') => Some(ApprovalDecision::AllowSession),
-            KeyCode::Char('3') | KeyCode::Char('a') => Some(ApprovalDecision::AllowAlways),
-            KeyCode::Char('4') | KeyCode::Char('n') => Some(ApprovalDecision::Deny),
+            KeyCode::Char('1') | KeyCode::Char('y') => Some(ORDER[0]),
+            KeyCode::Char('2') | KeyCode::Char('s') => Some(ORDER[1]),
+            KeyCode::Char('3') | KeyCode::Char('a') => Some(ORDER[2]),
+            KeyCode::Char('4') | KeyCode::Char('n') => Some(ORDER[3]),
+            KeyCode::Char('5') | KeyCode::Char('g') => Some(ORDER[4]),
             KeyCode::Up => {
                 self.approval_sel = self.approval_sel.saturating_sub(1);
                 None
@@ -345,7 +349,7 @@ impl App {
             KeyCode::Enter => ORDER.get(self.approval_sel).copied(),
             _ => None,
         };
-        let Some(decision) = decision else {
+        let Some((decision, everywhere)) = decision else {
             return Vec::new();
         };
         let Some(a) = self.approvals.pop_front() else {
@@ -357,6 +361,7 @@ impl App {
             request_id: rid("approve"),
             approval_id: a.approval_id,
             decision,
+            everywhere,
         }]
     }
 

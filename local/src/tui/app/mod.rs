@@ -52,6 +52,10 @@ pub struct AppSettings {
     pub mode: String,
     /// Build id of this binary (shown by `/status` next to the host's).
     pub build: String,
+    /// The user config file "always allow" rules are saved to.
+    pub config_file: String,
+    /// The workspace "always allow" rules are stored under (`None`: only global rules).
+    pub workspace_key: Option<String>,
 }
 
 /// What to open: the parameters of a `Request::OpenSession` the runner builds.
@@ -99,6 +103,8 @@ pub enum Action {
         approval_id: String,
         /// The answer.
         decision: ApprovalDecision,
+        /// With `AllowAlways`: store the rule for every workspace instead of this one.
+        everywhere: bool,
     },
     /// Send `Request::Takeover`.
     Takeover,
@@ -297,6 +303,8 @@ pub(crate) struct PendingApproval {
     pub(crate) arguments: String,
     pub(crate) reason: String,
     pub(crate) preview: Option<String>,
+    /// The rule "always allow" stores (`None`: this session only).
+    pub(crate) always_rule: Option<String>,
 }
 
 /// Informational overlays (closed with Esc; they hide the composer).

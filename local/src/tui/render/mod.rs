@@ -1,5 +1,6 @@
 //! Drawing the [`App`] into a ratatui frame. Pure: reads the state, writes cells.
 
+mod always;
 mod composer;
 mod modal;
 mod overlay;

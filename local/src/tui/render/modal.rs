@@ -143,8 +143,9 @@ pub(super) fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
         ));
         lines.extend(wrap_text(&a.reason, iw, theme::dim(), &[]));
         lines.push(Line::default());
-        // Room for the preview: the whole screen minus borders, header and options.
-        let fixed = lines.len() + 1 + 4 + 2 + 1;
+        let scope = super::always::scope_lines(app, a, iw);
+        // Room for the preview: the whole screen minus borders, header, options and scope.
+        let fixed = lines.len() + 1 + super::always::ANSWERS.len() + scope.len() + 2 + 1;
         let room = (area.height as usize).saturating_sub(fixed).max(3);
         let rows = match &a.preview {
             Some(p) => Some(diff::rows_from_unified(p)),
@@ -170,15 +171,8 @@ pub(super) fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
             }
         }
         lines.push(Line::default());
-        lines.extend(options(
-            &[
-                ("1 y", "allow once"),
-                ("2 s", "allow for this session"),
-                ("3 a", "always allow (saved as a rule)"),
-                ("4 n", "deny"),
-            ],
-            Some(app.approval_sel),
-        ));
+        lines.extend(options(&super::always::ANSWERS, Some(app.approval_sel)));
+        lines.extend(scope);
         let more = app.approvals.len().saturating_sub(1);
         let title = if more > 0 {
             format!("Approval needed (+{more} more)")
