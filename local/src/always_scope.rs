@@ -12,6 +12,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ConfigError, Rule, USER_FILE};
 
+/// The name a workspace's rules are stored under: the connector's description, with a
+/// relative local path made absolute (so `-w .` and `-w /abs/path` are one workspace).
+pub fn workspace_key(described: &str) -> String {
+    match described.strip_prefix("local:") {
+        Some(p) if !Path::new(p).is_absolute() => match std::env::current_dir() {
+            Ok(cwd) => {
+                let mut abs = std::path::PathBuf::new();
+                for c in cwd.join(p).components() {
+                    match c {
+                        std::path::Component::CurDir => {}
+                        std::path::Component::ParentDir => {
+                            abs.pop();
+                        }
+                        other => abs.push(other.as_os_str()),
+                    }
+                }
+                format!("local:{}", abs.display())
+            }
+            Err(_) => described.to_string(),
+        },
+        _ => described.to_string(),
+    }
+}
+
 /// Where an "always allow" rule goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AlwaysScope {

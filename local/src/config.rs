@@ -461,6 +461,8 @@ impl Config {
     /// may allow more; a project file's `ask`/`deny` still win (deny > ask > allow), and the
     /// host tightens the result with the workspace's project file again.
     pub fn apply_workspace(&mut self, workspace: &str) {
+        let key = crate::always_scope::workspace_key(workspace);
+        let workspace = key.as_str();
         if let Some(w) = self.workspaces.get(workspace) {
             let p = &w.permissions;
             self.permissions.allow.extend(p.allow.iter().cloned());
