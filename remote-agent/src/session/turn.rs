@@ -588,7 +588,7 @@ impl Session {
                     arguments: call.arguments.clone(),
                     reason,
                     preview: None,
-                    always_rule: crate::policy::Policy::always_rule(&call.name, &args),
+                    always_rule: crate::policy::Policy::always_rule(&call.name, args),
                 },
             );
             inner.approvals.insert(
