@@ -394,11 +394,13 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
     // The stuck call ends (well before its 120 s), the turn completes through the new
     // driver, and the new driver's next turn runs the server on its own laptop.
     let mut finished = Vec::new();
+    let mut seen = Vec::new();
     let mut turns_done = 0;
     let mut submitted = false;
     tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(ev) = second_events.recv().await {
             let ClientEvent::Event(e) = ev else { continue };
+            seen.push(format!("{:?}", e.kind).chars().take(120).collect::<String>());
             match e.kind {
                 EventKind::ToolFinished {
                     call_id,
@@ -428,7 +430,12 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("two turns within 60 s; tool results so far: {finished:?}"));
+    .unwrap_or_else(|_| {
+        panic!(
+            "two turns within 60 s; tool results so far: {finished:?}; provider requests: {}; events seen by the new driver: {seen:#?}",
+            mock.request_count()
+        )
+    });
     assert_eq!(finished.len(), 2, "{finished:?}");
     let (id, is_error, output) = &finished[0];
     assert_eq!(id, "slow");

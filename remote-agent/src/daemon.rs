@@ -1161,55 +1161,55 @@ impl Daemon {
         session: &Arc<Session>,
         settings: Option<(SessionSettings, crate::project::Enforced)>,
     ) {
-        let mut dead_driver = None;
-        if let Some(old) = session.driver_id().filter(|id| *id != conn.id) {
-            let old_conn = lock(&self.links).values().find(|c| c.id == old).cloned();
-            if let Some(old_conn) = old_conn {
-                if !old_conn.link.is_connected() {
-                    dead_driver = Some(Arc::clone(&old_conn));
-                }
-                if let Some(entry) = lock(&old_conn.session).as_mut() {
-                    entry.1 = ClientRole::Spectator;
-                }
-                // Laptop MCP servers run on the driver's laptop: close the old driver's
-                // channels, so a call in flight there ends as a tool error at once (never
-                // re-sent: it may have run) instead of waiting for that link to expire, and
-                // the servers start again through the new driver on next use.
-                let routes: Vec<(u64, McpRoute)> = lock(&old_conn.mcp_channels).drain().collect();
-                let reason = "the driving client changed; laptop MCP servers run on the driver's laptop and start again there on next use";
-                for (_, route) in &routes {
-                    route.diagnostics.set_exit(reason);
-                }
-                let rpc = old_conn.rpc.clone();
-                tokio::spawn(async move {
-                    let _ = rpc
-                        .notify(Notification::Role {
-                            role: ClientRole::Spectator,
-                            reason: "another client took over this session; you are now read-only"
-                                .into(),
-                        })
-                        .await;
-                    for (channel, _) in routes {
-                        let _ = rpc
-                            .notify(Notification::McpClosed {
-                                channel,
-                                reason: reason.into(),
-                            })
-                            .await;
-                    }
-                });
+        let old_conn = session
+            .driver_id()
+            .filter(|id| *id != conn.id)
+            .and_then(|old| lock(&self.links).values().find(|c| c.id == old).cloned());
+        if let Some(old_conn) = &old_conn {
+            if let Some(entry) = lock(&old_conn.session).as_mut() {
+                entry.1 = ClientRole::Spectator;
             }
         }
         if let Some(entry) = lock(&conn.session).as_mut() {
             entry.1 = ClientRole::Driver;
         }
+        // The new driver is in place before anything of the old one is ended: a turn woken
+        // by an ended call or stream sends its next request through the new driver, never
+        // through the old one (where it would wait for that link to expire).
         session.set_driver(Some(Arc::new(ConnGateway(Arc::clone(conn)))), settings);
+        let Some(old_conn) = old_conn else { return };
+        // Laptop MCP servers run on the driver's laptop: close the old driver's channels, so
+        // a call in flight there ends as a tool error at once (never re-sent: it may have
+        // run) instead of waiting for that link to expire, and the servers start again
+        // through the new driver on next use.
+        let routes: Vec<(u64, McpRoute)> = lock(&old_conn.mcp_channels).drain().collect();
+        let reason = "the driving client changed; laptop MCP servers run on the driver's laptop and start again there on next use";
+        for (_, route) in &routes {
+            route.diagnostics.set_exit(reason);
+        }
+        let rpc = old_conn.rpc.clone();
+        tokio::spawn(async move {
+            let _ = rpc
+                .notify(Notification::Role {
+                    role: ClientRole::Spectator,
+                    reason: "another client took over this session; you are now read-only".into(),
+                })
+                .await;
+            for (channel, _) in routes {
+                let _ = rpc
+                    .notify(Notification::McpClosed {
+                        channel,
+                        reason: reason.into(),
+                    })
+                    .await;
+            }
+        });
         // Provider streams waiting on a driver whose transport is gone (its client was
         // killed or lost the network) would only end when that link expires: end them now so
         // the step re-issues its request through the new driver (nothing of a cut stream was
         // acted on).
-        if let Some(dead) = dead_driver {
-            dead.end_all_streams();
+        if !old_conn.link.is_connected() {
+            old_conn.end_all_streams();
         }
     }
 
