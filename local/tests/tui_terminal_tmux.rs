@@ -14,13 +14,7 @@ use term_common::*;
 const GUARD: Duration = Duration::from_secs(40);
 
 fn write_config(home: &Path, base_url: &str) {
-    std::fs::create_dir_all(home).expect("home");
-    std::fs::write(
-        home.join("config.toml"),
-        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_TAB_KEY\"\n"),
-    )
-    .expect("config");
-    std::fs::write(home.join(".env"), "RX_TAB_KEY=sk-tab\n").expect(".env");
+    write_mock_config(home, base_url, "RX_TAB_KEY", "");
 }
 
 /// The TUI command line; the shells get a fresh HOME (no login profile of the machine user).
@@ -38,32 +32,6 @@ fn tui_command(rx_home: &Path, ws: &Path) -> String {
 
 fn keys(t: &Tmux, k: &[&str]) {
     t.send_keys(k);
-}
-
-/// Stops the test's daemons (and so its shells) however the test ends.
-struct Daemons<'a>(&'a Path);
-
-impl Drop for Daemons<'_> {
-    fn drop(&mut self) {
-        stop_daemons(self.0);
-    }
-}
-
-fn stop_daemons(home: &Path) {
-    if let Ok(rd) = std::fs::read_dir(home.join("sessions")) {
-        for e in rd.flatten() {
-            if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
-                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&b) {
-                    if let Some(pid) = v["pid"].as_u64() {
-                        // SAFETY: signalling the test's own daemon by pid.
-                        unsafe {
-                            libc::kill(pid as i32, libc::SIGTERM);
-                        }
-                    }
-                }
-            }
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

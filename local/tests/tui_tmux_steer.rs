@@ -2,124 +2,23 @@
 //! mid-turn steers (the provider receives it in the same turn), and over a real sshd a second
 //! laptop finds the first one's prompts with Up and Ctrl-R.
 
+mod term_common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
 use serde_json::json;
-
-struct Tmux {
-    socket: String,
-    session: String,
-}
-
-impl Tmux {
-    fn start(cmd: &str) -> Tmux {
-        let socket = format!("rxtest{:08x}", rand_u32());
-        let session = "rx".to_string();
-        let st = Command::new("tmux")
-            .args([
-                "-L",
-                &socket,
-                "new-session",
-                "-d",
-                "-x",
-                "120",
-                "-y",
-                "40",
-                "-s",
-                &session,
-                cmd,
-            ])
-            .status()
-            .expect("tmux installed");
-        assert!(st.success(), "tmux new-session failed");
-        Tmux { socket, session }
-    }
-
-    fn send(&self, keys: &[&str]) {
-        let st = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", &self.session])
-            .args(keys)
-            .status()
-            .expect("send-keys");
-        assert!(st.success());
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args([
-                "-L",
-                &self.socket,
-                "capture-pane",
-                "-p",
-                "-t",
-                &self.session,
-            ])
-            .output()
-            .expect("capture-pane");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    }
-
-    /// Wait until the screen contains `needle` (hang guard: 60 s).
-    fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let s = self.screen();
-            if s.contains(needle) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "screen never showed {needle:?}:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
-
-fn rand_u32() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    t.subsec_nanos() ^ std::process::id()
-}
+use term_common::{stop_daemons, write_mock_config, Tmux};
 
 fn write_config(home: &Path, base_url: &str) {
-    std::fs::create_dir_all(home).expect("home");
-    std::fs::write(
-        home.join("config.toml"),
-        format!("default_model = \"mock/m\"\n[permissions]\nmode = \"yolo\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_TUI_KEY\"\n"),
-    )
-    .expect("config");
-    std::fs::write(home.join(".env"), "RX_TUI_KEY=sk-tui\n").expect(".env");
-}
-
-fn stop_daemons(home: &Path) {
-    if let Ok(rd) = std::fs::read_dir(home.join("sessions")) {
-        for e in rd.flatten() {
-            if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
-                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&b) {
-                    if let Some(pid) = v["pid"].as_u64() {
-                        // SAFETY: kill(2) of the daemon this test started.
-                        unsafe {
-                            libc::kill(pid as i32, libc::SIGTERM);
-                        }
-                    }
-                }
-            }
-        }
-    }
+    write_mock_config(
+        home,
+        base_url,
+        "RX_TUI_KEY",
+        "[permissions]\nmode = \"yolo\"\n",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,12 +51,12 @@ async fn tui_enter_mid_turn_steers_the_running_turn() {
         host.display(),
         bin.display()
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::start(dir.path(), &cmd, 120, 40, 2000);
     tokio::task::block_in_place(|| {
         t.wait_for("connected");
-        t.send(&["indent it", "Enter"]);
+        t.send_keys(&["indent it", "Enter"]);
         t.wait_for("Enter steer");
-        t.send(&["use tabs please", "Enter"]);
+        t.send_keys(&["use tabs please", "Enter"]);
         t.wait_for("steer · waiting for the next model step");
         std::fs::write(ws.join("go"), "").expect("gate");
         let s = t.wait_for("steered-answer");
@@ -169,8 +68,8 @@ async fn tui_enter_mid_turn_steers_the_running_turn() {
     let m = last.last().expect("message");
     assert_eq!(m["role"], "user");
     assert_eq!(m["content"], "use tabs please");
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     stop_daemons(&rx_home);
 }
 
@@ -207,24 +106,24 @@ async fn two_laptops_over_ssh_share_the_prompt_history() {
         );
         (dir, cmd)
     };
-    let (_a_dir, a_cmd) = laptop("id_a");
-    let (_b_dir, b_cmd) = laptop("id_b");
-    let a = Tmux::start(&a_cmd);
+    let (a_dir, a_cmd) = laptop("id_a");
+    let (b_dir, b_cmd) = laptop("id_b");
+    let a = Tmux::start(a_dir.path(), &a_cmd, 120, 40, 2000);
     tokio::task::block_in_place(|| {
         a.wait_for("connected");
-        a.send(&["alpha prompt from laptop a", "Enter"]);
+        a.send_keys(&["alpha prompt from laptop a", "Enter"]);
         a.wait_for("answer-from-a");
     });
-    a.send(&["C-c"]);
-    a.send(&["C-c"]);
+    a.send_keys(&["C-c"]);
+    a.send_keys(&["C-c"]);
     drop(a);
-    let b = Tmux::start(&b_cmd);
+    let b = Tmux::start(b_dir.path(), &b_cmd, 120, 40, 2000);
     tokio::task::block_in_place(|| {
         b.wait_for("connected");
         // Up recalls laptop a's prompt (loaded from the host at open).
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            b.send(&["Up"]);
+            b.send_keys(&["Up"]);
             std::thread::sleep(Duration::from_millis(200));
             if b.screen().contains("> alpha prompt from laptop a") {
                 break;
@@ -235,15 +134,15 @@ async fn two_laptops_over_ssh_share_the_prompt_history() {
                 b.screen()
             );
         }
-        b.send(&["C-u"]);
-        b.send(&["C-r"]);
-        b.send(&["from laptop"]);
+        b.send_keys(&["C-u"]);
+        b.send_keys(&["C-r"]);
+        b.send_keys(&["from laptop"]);
         let s = b.wait_for("search: from laptop");
         assert!(s.contains("> alpha prompt from laptop a"), "{s}");
-        b.send(&["Escape"]);
+        b.send_keys(&["Escape"]);
     });
-    b.send(&["C-c"]);
-    b.send(&["C-c"]);
+    b.send_keys(&["C-c"]);
+    b.send_keys(&["C-c"]);
     // The history file is on the host, private to the user.
     let file = std::fs::read_dir(user.home.join(".reasonix/sessions"))
         .expect("sessions on the host")

@@ -127,6 +127,11 @@ impl Tmux {
         }
     }
 
+    /// Wait (hang guard: 60 s) until the visible screen contains `needle`; returns it.
+    pub fn wait_for(&self, needle: &str) -> String {
+        self.wait_screen(Duration::from_secs(60), needle, |s| s.contains(needle))
+    }
+
     /// Wait until the visible screen has a line equal to `line` (trailing blanks ignored).
     pub fn wait_line(&self, guard: Duration, line: &str) -> String {
         self.wait_screen(guard, line, |s| s.lines().any(|l| l.trim_end() == line))
@@ -164,4 +169,46 @@ pub fn value_of(screen: &str, key: &str) -> Option<String> {
             .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
             .map(str::to_string)
     })
+}
+
+/// A `REASONIX_HOME` whose config reaches the mock provider at `base_url` with the key in
+/// `.env` under `key_env`; `extra` is appended to the config (e.g. a `[permissions]` table).
+pub fn write_mock_config(home: &Path, base_url: &str, key_env: &str, extra: &str) {
+    std::fs::create_dir_all(home).expect("home");
+    std::fs::write(
+        home.join("config.toml"),
+        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"{key_env}\"\n{extra}"),
+    )
+    .expect("config");
+    std::fs::write(home.join(".env"), format!("{key_env}=sk-test\n")).expect(".env");
+}
+
+/// Stop the daemons a test started under `REASONIX_HOME` = `home` (and so their shells).
+pub fn stop_daemons(home: &Path) {
+    let Ok(rd) = std::fs::read_dir(home.join("sessions")) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Ok(b) = std::fs::read(e.path().join("daemon.json")) else {
+            continue;
+        };
+        let pid = serde_json::from_slice::<serde_json::Value>(&b)
+            .ok()
+            .and_then(|v| v["pid"].as_u64());
+        if let Some(pid) = pid {
+            // SAFETY: kill(2) of a daemon this test started.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            }
+        }
+    }
+}
+
+/// Stops the test's daemons however the test ends.
+pub struct Daemons<'a>(pub &'a Path);
+
+impl Drop for Daemons<'_> {
+    fn drop(&mut self) {
+        stop_daemons(self.0);
+    }
 }
