@@ -238,14 +238,25 @@ impl Link {
     /// [`LinkError::Oversized`] when the envelope cannot fit in one frame (nothing is queued).
     /// An envelope larger than the whole replay limit is accepted once the buffer is empty.
     pub async fn send(&self, envelope: Envelope) -> Result<(), LinkError> {
-        let payload = serde_json::to_vec(&envelope)
-            .map_err(|e| LinkError::Malformed(format!("cannot encode an envelope: {e}")))?;
+        self.try_send(envelope).await.map_err(|(e, _)| e)
+    }
+
+    /// [`Link::send`], giving an envelope too big for one frame back with the error, so the
+    /// caller can send its content another way (by reference) without keeping a copy.
+    pub async fn try_send(&self, envelope: Envelope) -> Result<(), (LinkError, Option<Envelope>)> {
+        let payload = serde_json::to_vec(&envelope).map_err(|e| {
+            (
+                LinkError::Malformed(format!("cannot encode an envelope: {e}")),
+                None,
+            )
+        })?;
         let size = payload.len() + HEADER_LEN;
         if size > self.shared.config.max_frame_bytes {
-            return Err(LinkError::Oversized {
+            let e = LinkError::Oversized {
                 size,
                 limit: self.shared.config.max_frame_bytes,
-            });
+            };
+            return Err((e, Some(envelope)));
         }
         let payload = Bytes::from(payload);
         loop {
@@ -257,7 +268,7 @@ impl Link {
             {
                 let mut st = lock(&self.shared.state);
                 if st.closed {
-                    return Err(LinkError::Closed);
+                    return Err((LinkError::Closed, None));
                 }
                 let fits =
                     st.buffered_bytes + payload.len() <= self.shared.config.replay_limit_bytes;

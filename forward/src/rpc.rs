@@ -157,6 +157,22 @@ impl Rpc {
         self.inner.link.send(Envelope::Notify { body }).await
     }
 
+    /// [`Rpc::notify`], giving a notification too big for one frame back with
+    /// [`LinkError::Oversized`] (see [`Link::try_send`]).
+    pub async fn try_notify(
+        &self,
+        body: Notification,
+    ) -> Result<(), (LinkError, Option<Notification>)> {
+        self.inner
+            .link
+            .try_send(Envelope::Notify { body })
+            .await
+            .map_err(|(e, envelope)| match envelope {
+                Some(Envelope::Notify { body }) => (e, Some(body)),
+                _ => (e, None),
+            })
+    }
+
     /// The underlying link.
     pub fn link(&self) -> &Link {
         &self.inner.link

@@ -218,6 +218,18 @@ async fn oversized_send_is_refused_locally() {
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(a.stats().buffered_frames, 0);
+    // try_send gives the envelope back whole, so it can be sent another way.
+    let big = numbered(2, 2000);
+    let want = serde_json::to_string(&big).unwrap();
+    match a.try_send(big).await {
+        Err((LinkError::Oversized { limit, .. }, Some(back))) => {
+            assert_eq!(limit, 1000);
+            assert_eq!(serde_json::to_string(&back).unwrap(), want);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    a.try_send(numbered(3, 10)).await.expect("a small one fits");
+    assert_eq!(a.stats().buffered_frames, 1);
 }
 
 #[tokio::test]

@@ -107,14 +107,13 @@ impl Forwarder {
         let (seq, ts, turn) = (ev.seq, ev.ts.clone(), ev.turn);
         let kind = event_type(&ev.kind);
         self.sent = seq;
-        // Kept for the by-reference path only when the event may not fit a frame.
-        let big = may_be_big(&ev.kind).then(|| ev.clone());
-        let sent = match self.rpc.notify(Notification::Event(ev)).await {
-            Err(LinkError::Oversized { size, limit }) => match big {
-                Some(ev) => self.event_by_ref(ev, kind).await,
-                None => Err(LinkError::Oversized { size, limit }),
-            },
-            other => other,
+        // Too big for a frame: the link hands the event back, and it goes by reference.
+        let sent = match self.rpc.try_notify(Notification::Event(ev)).await {
+            Ok(()) => Ok(()),
+            Err((LinkError::Oversized { .. }, Some(Notification::Event(ev)))) => {
+                self.event_by_ref(ev, kind).await
+            }
+            Err((e, _)) => Err(e),
         };
         match sent {
             Ok(()) => Ok(()),
@@ -185,32 +184,6 @@ impl Forwarder {
                 Ok(())
             }
         }
-    }
-}
-
-/// Whether an event of this kind can be too big for a frame; only those are cloned before
-/// sending, in case they must go by reference. Deltas are batched to at most 64 KiB by the
-/// journal writer; the small fixed-shape kinds cannot grow.
-fn may_be_big(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::TextDelta { .. }
-        | EventKind::ReasoningDelta { .. }
-        | EventKind::Usage { .. }
-        | EventKind::TurnFinished { .. }
-        | EventKind::SessionStarted { .. }
-        | EventKind::ProviderRetry(_)
-        | EventKind::ApprovalAnswered { .. } => false,
-        EventKind::UserTurn { .. }
-        | EventKind::AssistantMessage { .. }
-        | EventKind::ToolStarted { .. }
-        | EventKind::ToolFinished { .. }
-        | EventKind::ApprovalRequested { .. }
-        | EventKind::Notice { .. }
-        | EventKind::Checkpoint { .. }
-        | EventKind::Compacted { .. }
-        | EventKind::Steer { .. }
-        | EventKind::SteerInjected { .. }
-        | EventKind::ShellRan { .. } => true,
     }
 }
 
