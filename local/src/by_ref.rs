@@ -126,21 +126,30 @@ fn not_fetched(r: &EventRef, why: &str) -> Event {
 /// Fetch content stored on the host by reference over `rpc`, chunk by chunk, checking its
 /// SHA-256.
 pub(crate) async fn fetch_over(rpc: &Rpc, r: &ContentRef) -> Result<Vec<u8>, ContentError> {
-    reasonix_forward::content::fetch_all(r, |offset, len| {
+    fetch_with(r, |req| {
         let rpc = rpc.clone();
-        let sha256 = r.sha256.clone();
+        async move { rpc.request(req).await.map_err(|e| e.to_string()) }
+    })
+    .await
+}
+
+/// Fetch content stored on the host by reference, making each `FetchContent` call with
+/// `call` (a bare link, or a client that follows reconnects), checking its SHA-256.
+pub(crate) async fn fetch_with<F, Fut>(r: &ContentRef, call: F) -> Result<Vec<u8>, ContentError>
+where
+    F: Fn(Request) -> Fut,
+    Fut: std::future::Future<Output = Result<Response, String>>,
+{
+    reasonix_forward::content::fetch_all(r, |offset, len| {
+        let answer = call(Request::FetchContent {
+            sha256: r.sha256.clone(),
+            offset,
+            len,
+        });
         async move {
-            match rpc
-                .request(Request::FetchContent {
-                    sha256,
-                    offset,
-                    len,
-                })
-                .await
-            {
-                Ok(Response::Content(chunk)) => Ok(chunk),
-                Ok(other) => Err(format!("unexpected answer {other:?}")),
-                Err(e) => Err(e.to_string()),
+            match answer.await? {
+                Response::Content(chunk) => Ok(chunk),
+                other => Err(format!("unexpected answer {other:?}")),
             }
         }
     })

@@ -237,23 +237,9 @@ impl Client {
         &self,
         r: &reasonix_forward::content::ContentRef,
     ) -> Result<Vec<u8>, reasonix_forward::content::ContentError> {
-        reasonix_forward::content::fetch_all(r, |offset, len| {
+        crate::by_ref::fetch_with(r, |req| {
             let c = self.clone();
-            let sha256 = r.sha256.clone();
-            async move {
-                match c
-                    .request(Request::FetchContent {
-                        sha256,
-                        offset,
-                        len,
-                    })
-                    .await
-                {
-                    Ok(Response::Content(chunk)) => Ok(chunk),
-                    Ok(other) => Err(format!("unexpected answer {other:?}")),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
+            async move { c.request(req).await.map_err(|e| e.to_string()) }
         })
         .await
     }
