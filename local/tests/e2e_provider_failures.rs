@@ -4,54 +4,30 @@
 //! number; the attempt count is bounded by the configured policy; the turn fails with exit 1
 //! and a message naming what is wrong.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod common;
+
+use common::{host_bin, LocalRig};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply};
 use serde_json::Value;
 
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
-
 /// A home whose provider is `base_url`, with 3 retries in at most 30 s (the defaults, 8 in
 /// 90 s, behave the same, only slower).
-fn setup(base_url: &str) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("rxhome");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "default_model = \"mock/m\"\n[agent]\nprovider_retries = 3\nprovider_retry_seconds = 30\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_PF_KEY\"\n"
-        ),
-    )
-    .expect("config");
-    Env {
-        _dir: dir,
-        home,
-        ws,
-    }
+fn setup(base_url: &str) -> LocalRig {
+    let rig = LocalRig::new(base_url, "RX_PF_KEY", "sk-provider-failures");
+    let config = rig.home.join("config.toml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str("[agent]\nprovider_retries = 3\nprovider_retry_seconds = 30\n");
+    std::fs::write(&config, text).expect("config");
+    rig
 }
 
 /// Run one headless turn (its daemon exits on its own 5 s after the run, as in
 /// `e2e_headless`); a generous hang guard (not a timing assertion) kills a run that
 /// never ends.
-async fn run_json(env: &Env) -> (Option<i32>, Vec<Value>, String) {
+async fn run_json(env: &LocalRig) -> (Option<i32>, Vec<Value>, String) {
     let mut c = tokio::process::Command::from(std_command(env));
     c.kill_on_drop(true);
     let out = tokio::time::timeout(Duration::from_secs(120), c.output())
@@ -70,7 +46,7 @@ async fn run_json(env: &Env) -> (Option<i32>, Vec<Value>, String) {
     (out.status.code(), events, text)
 }
 
-fn std_command(env: &Env) -> Command {
+fn std_command(env: &LocalRig) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_reasonix"));
     c.args(["run", "--json", "hello"])
         .current_dir(&env.ws)
