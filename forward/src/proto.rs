@@ -602,6 +602,10 @@ pub struct DaemonStatus {
     pub sandbox: String,
     /// Number of clients attached.
     pub clients: u32,
+    /// Links the daemon keeps: connected ones and those waiting in their grace for a
+    /// resume.
+    #[serde(default)]
+    pub links: u32,
     /// Sessions known.
     pub sessions: u32,
     /// Set when the previous daemon did not shut down cleanly.

@@ -34,8 +34,13 @@ fn open(session: Option<String>, takeover: bool) -> Request {
 /// and, from the second start on (a reconnect), runs `on_reconnect` first: `sleep 1` is a
 /// laptop whose network comes back, `exec sleep 600` one that never does.
 fn bridge_wrapper(rig: &LocalRig, on_reconnect: &str) -> (PathBuf, PathBuf) {
-    let pids = rig.dir.path().join("bridge.pids");
-    let wrapper = rig.dir.path().join("bridge-wrapper");
+    named_bridge_wrapper(rig, "bridge", on_reconnect)
+}
+
+/// [`bridge_wrapper`] with its own file names, for several clients in one test.
+fn named_bridge_wrapper(rig: &LocalRig, name: &str, on_reconnect: &str) -> (PathBuf, PathBuf) {
+    let pids = rig.dir.path().join(format!("{name}.pids"));
+    let wrapper = rig.dir.path().join(format!("{name}-wrapper"));
     std::fs::write(
         &wrapper,
         format!(
@@ -450,5 +455,78 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
         unsafe {
             libc::kill(s.pid as i32, libc::SIGTERM);
         }
+    }
+}
+
+/// A link whose transport died is kept for a resume only when it holds something: the link
+/// of a client that only asked for the daemon's status goes after a thirtieth of the grace,
+/// the link of a client driving a session stays for the whole grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_that_holds_nothing_is_not_kept_for_the_whole_grace() {
+    let mock = MockProvider::start(vec![]).await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_ROLE_KEY", "sk-roles");
+    // 90 s of grace: 3 s for a link that holds nothing.
+    std::env::set_var("REASONIX_LINK_GRACE_SECS", "90");
+    let config = rig.config();
+    let (holding_wrapper, holding_pids) = named_bridge_wrapper(&rig, "holding", "exec sleep 600");
+    let (bare_wrapper, bare_pids) = named_bridge_wrapper(&rig, "bare", "exec sleep 600");
+    let (holding, _h_events) = rig.client_via(&config, &holding_wrapper);
+    let Response::SessionOpened(_) = tokio::time::timeout(
+        Duration::from_secs(60),
+        holding.request(Request::OpenSession(OpenSession::default())),
+    )
+    .await
+    .expect("open in time")
+    .expect("open") else {
+        panic!("not opened");
+    };
+    let (bare, _b_events) = rig.client_via(&config, &bare_wrapper);
+    let Response::Status(s) =
+        tokio::time::timeout(Duration::from_secs(60), bare.request(Request::Status))
+            .await
+            .expect("status in time")
+            .expect("status")
+    else {
+        panic!("no status");
+    };
+    assert_eq!(s.links, 2, "{s:?}");
+    kill_first_bridge(&holding_pids);
+    kill_first_bridge(&bare_pids);
+    let (watcher, _w_events) = rig.client(&config);
+    let links = || async {
+        match tokio::time::timeout(Duration::from_secs(60), watcher.request(Request::Status))
+            .await
+            .expect("status in time")
+        {
+            Ok(Response::Status(s)) => (s.links, s.clients),
+            other => panic!("no status: {other:?}"),
+        }
+    };
+    // Both transports end (the watcher alone is connected), then the bare link goes.
+    let guard = std::time::Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    loop {
+        let now = links().await;
+        seen.push(now);
+        if now == (2, 1) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < guard,
+            "the bare link was never dropped; (links, clients) seen: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        seen.contains(&(3, 1)),
+        "both dead links were kept at first: {seen:?}"
+    );
+    // The holding link stays in its grace: a second later it is still there.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(links().await, (2, 1));
+    let pid = s.pid;
+    // SAFETY: kill(2) of the daemon this test started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
     }
 }

@@ -332,6 +332,7 @@ fn help_status_sessions_and_model_overlays() {
         workspace: "/home/dev/project".into(),
         sandbox: "bwrap".into(),
         clients: 2,
+        links: 2,
         sessions: 5,
         unclean_previous_shutdown: None,
     }));

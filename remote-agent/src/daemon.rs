@@ -280,6 +280,16 @@ impl Conn {
         }
     }
 
+    /// Nothing of a session hangs on this link: no session, terminal, laptop MCP channel
+    /// or provider stream. (Answers the client has not received yet may be lost with it: a
+    /// client resuming late finds the link gone and asks again.)
+    fn holds_nothing(&self) -> bool {
+        lock(&self.session).is_none()
+            && lock(&self.mcp_channels).is_empty()
+            && lock(&self.streams).is_empty()
+            && self.terminals.is_empty()
+    }
+
     /// Forget every provider stream (their turns see the end and re-issue).
     fn end_all_streams(&self) {
         let routes: Vec<StreamRoute> = lock(&self.streams).drain().map(|(_, r)| r).collect();
@@ -541,9 +551,16 @@ impl Daemon {
         tracing::info!(link = %conn.link_id, "transport ended: {err}");
         self.touch();
         // Keep the link for a resume; close it if no new transport came within the grace.
+        // A link that holds nothing a resume would save (a client that only said hello or
+        // asked for a status) is kept for a thirtieth of it (60 s by default).
+        let grace = if conn.holds_nothing() {
+            self.config.link_grace / 30
+        } else {
+            self.config.link_grace
+        };
         let me = Arc::clone(&self);
         tokio::spawn(async move {
-            tokio::time::sleep(me.config.link_grace).await;
+            tokio::time::sleep(grace).await;
             if conn.generation.load(Ordering::SeqCst) == generation && !conn.link.is_connected() {
                 me.drop_conn(&conn);
             }
@@ -674,16 +691,19 @@ impl Daemon {
     }
 
     fn status(&self) -> DaemonStatus {
+        let (clients, links) = {
+            let links = lock(&self.links);
+            let connected = links.values().filter(|c| c.link.is_connected()).count();
+            (connected as u32, links.len() as u32)
+        };
         DaemonStatus {
             build_id: reasonix_forward::build_id().to_string(),
             pid: std::process::id(),
             uptime_secs: self.started.elapsed().as_secs(),
             workspace: self.paths.workspace.display().to_string(),
             sandbox: self.sandbox_status.clone(),
-            clients: lock(&self.links)
-                .values()
-                .filter(|c| c.link.is_connected())
-                .count() as u32,
+            clients,
+            links,
             sessions: self.list_session_ids().len() as u32,
             unclean_previous_shutdown: self.unclean.clone(),
         }

@@ -54,6 +54,14 @@ impl LinkTerminals {
         }
     }
 
+    /// Whether this link follows no terminal.
+    pub fn is_empty(&self) -> bool {
+        self.followers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
     /// Serve request `id` and answer it on the link. An attach's output is sent only after
     /// the answer, so the client knows the terminal before its bytes arrive.
     pub async fn request(&self, id: u64, req: PtyRequest) {
