@@ -921,7 +921,20 @@ impl Daemon {
             Request::OpenSession(open) => self.open_session(conn, open).await,
             Request::SubmitTurn { request_id, text } => {
                 let session = self.driven_session(conn)?;
-                let screens = crate::pty::mention::resolve(&self.terminals, &text);
+                let managers = session.mcp_managers().await;
+                // `/mcp__<server>__<prompt> args`: the prompt's text is the turn.
+                let text = match crate::mcp::prompt::expand_command(&managers, &text).await {
+                    None => text,
+                    Some(Ok(expanded)) => expanded,
+                    Some(Err(e)) => return Err(RpcError::new("mcp_prompt", e)),
+                };
+                let mut screens = crate::pty::mention::resolve(&self.terminals, &text);
+                let (resources, notices) =
+                    crate::mcp::prompt::resolve_resources(&managers, &text).await;
+                for n in notices {
+                    session.notice(n);
+                }
+                screens.extend(resources);
                 match session.submit_with(&request_id, &text, screens) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
@@ -1061,6 +1074,18 @@ impl Daemon {
                     .map_err(|e| RpcError::new("internal", format!("command listing failed: {e}")))
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
+            Request::McpPrompts => {
+                let managers = self.mcp_managers(conn).await;
+                let (prompts, problems) = crate::mcp::prompt::list_prompts(&managers).await;
+                Ok(Response::McpPrompts { prompts, problems })
+            }
+            Request::McpResources { server } => {
+                let managers = self.mcp_managers(conn).await;
+                crate::mcp::prompt::list_resources(&managers, &server)
+                    .await
+                    .map(|resources| Response::McpResources { resources })
+                    .map_err(|e| RpcError::new("not_found", e))
+            }
             Request::FetchContent {
                 sha256,
                 offset,
@@ -1132,6 +1157,15 @@ impl Daemon {
         };
         servers.extend(laptop_status.iter().map(|s| s.to_info()));
         Response::McpServers { servers }
+    }
+
+    /// The MCP servers of the link's session, or (no session) the workspace's latest.
+    async fn mcp_managers(&self, conn: &Arc<Conn>) -> Vec<Arc<crate::mcp::McpManager>> {
+        let session = lock(&conn.session).as_ref().map(|(s, _)| Arc::clone(s));
+        match session {
+            Some(s) => s.mcp_managers().await,
+            None => vec![self.runtime.mcp.current().await],
+        }
     }
 
     fn driven_session(&self, conn: &Arc<Conn>) -> Result<Arc<Session>, RpcError> {

@@ -385,6 +385,20 @@ impl Session {
         self.workspace_mcp.status()
     }
 
+    /// The session's MCP servers: the workspace's, then the laptop's (when configured).
+    pub async fn mcp_managers(&self) -> Vec<Arc<crate::mcp::McpManager>> {
+        let mut out = vec![Arc::clone(&self.workspace_mcp)];
+        if let Some(l) = self.laptop_mcp.lock().await.clone() {
+            out.push(l);
+        }
+        out
+    }
+
+    /// Journals a notice for the user.
+    pub fn notice(&self, text: String) {
+        self.record(EventKind::Notice { text });
+    }
+
     /// Tells the user, once per announcement, that a workspace MCP server changed its tool
     /// list (`notifications/tools/list_changed`). The session's tool list is part of its
     /// cached prefix and does not change; the new tools join at the next session.
