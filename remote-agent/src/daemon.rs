@@ -931,11 +931,8 @@ impl Daemon {
                 let mut screens = crate::pty::mention::resolve(&self.terminals, &text);
                 let (resources, notices) =
                     crate::mcp::prompt::resolve_resources(&managers, &text).await;
-                for n in notices {
-                    session.notice(n);
-                }
                 screens.extend(resources);
-                match session.submit_with(&request_id, &text, screens) {
+                match session.submit_with(&request_id, &text, screens, notices) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
                     Err(e) => Err(RpcError::new("busy", e.to_string())),
@@ -1164,7 +1161,8 @@ impl Daemon {
         let session = lock(&conn.session).as_ref().map(|(s, _)| Arc::clone(s));
         match session {
             Some(s) => s.mcp_managers().await,
-            None => vec![self.runtime.mcp.current().await],
+            // No session: the servers a session opened now would get.
+            None => vec![self.runtime.mcp.refresh().await.manager],
         }
     }
 
