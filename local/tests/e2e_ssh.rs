@@ -709,7 +709,12 @@ async fn sessions_and_custom_commands_over_ssh() {
 
     // An MCP prompt of the laptop's server `lap` (tunnelled; the MCP client runs on the
     // host), expanded on the host with a positional and a key=value argument.
-    run(&["run", "--ssh", &dest, "/mcp__lap__args-prompt Lyon state=RH"]);
+    run(&[
+        "run",
+        "--ssh",
+        &dest,
+        "/mcp__lap__args-prompt Lyon state=RH",
+    ]);
     let third = mock.requests()[2].messages();
     let sent = third
         .iter()

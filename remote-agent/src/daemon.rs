@@ -921,7 +921,12 @@ impl Daemon {
             Request::OpenSession(open) => self.open_session(conn, open).await,
             Request::SubmitTurn { request_id, text } => {
                 let session = self.driven_session(conn)?;
-                let managers = session.mcp_managers().await;
+                // Only a text that may name an MCP prompt or resource waits for the servers.
+                let managers = if crate::mcp::prompt::may_use_mcp(&text) {
+                    session.mcp_managers().await
+                } else {
+                    Vec::new()
+                };
                 // `/mcp__<server>__<prompt> args`: the prompt's text is the turn.
                 let text = match crate::mcp::prompt::expand_command(&managers, &text).await {
                     None => text,

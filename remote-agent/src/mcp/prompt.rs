@@ -34,6 +34,15 @@ pub fn command_name(server: &str, prompt: &str) -> String {
     format!("mcp__{}__{}", sanitize_name(server), sanitize_name(prompt))
 }
 
+/// True when `text` is an MCP prompt command or may hold an `@server:uri` mention (cheap;
+/// lets plain prompts skip the MCP servers).
+pub fn may_use_mcp(text: &str) -> bool {
+    text.trim_start().starts_with("/mcp__")
+        || text
+            .split_whitespace()
+            .any(|w| w.starts_with('@') && w.contains(':') && !w.starts_with("@term:"))
+}
+
 /// Every prompt of every server of `managers` (started when needed; servers without the
 /// `prompts` capability list none), sorted by command, with the servers that failed.
 pub async fn list_prompts(managers: &[Arc<McpManager>]) -> (Vec<McpPromptEntry>, Vec<String>) {
@@ -415,6 +424,14 @@ mod tests {
         );
         let e = map_arguments(&p, "a b c").expect_err("too many");
         assert!(e.contains("`c` is left over"), "{e}");
+    }
+
+    #[test]
+    fn only_mcp_looking_text_waits_for_servers() {
+        assert!(may_use_mcp("  /mcp__srv__p a"));
+        assert!(may_use_mcp("read @srv:x://y please"));
+        assert!(!may_use_mcp("see @term:1 and @src/lib.rs"));
+        assert!(!may_use_mcp("/help mcp__x"));
     }
 
     #[test]
