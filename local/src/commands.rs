@@ -438,17 +438,14 @@ pub async fn load(client: &crate::client::Client, home: &Path, reserved: &[&str]
     };
     ws_skipped.sort_by(|a, b| a.path.cmp(&b.path));
     let mut set = CommandSet::merge(user, user_skipped, ws, ws_skipped, reserved);
-    match client
+    // An older host without MCP prompts answers something else: none to offer.
+    if let Ok(reasonix_forward::proto::Response::McpPrompts { prompts, problems }) = client
         .request(reasonix_forward::proto::Request::McpPrompts)
         .await
     {
-        Ok(reasonix_forward::proto::Response::McpPrompts { prompts, problems }) => {
-            set.notices
-                .extend(problems.into_iter().map(|p| format!("MCP prompts: {p}")));
-            set.add_mcp_prompts(prompts);
-        }
-        // An older host without MCP prompts: none to offer.
-        Ok(_) | Err(_) => {}
+        set.notices
+            .extend(problems.into_iter().map(|p| format!("MCP prompts: {p}")));
+        set.add_mcp_prompts(prompts);
     }
     set
 }
