@@ -927,15 +927,17 @@ impl Daemon {
                 } else {
                     Vec::new()
                 };
+                // Terminal screens and MCP resources are attached only when the user typed
+                // the mention: a server's prompt text cannot make the host attach them.
+                let mut screens = crate::pty::mention::resolve(&self.terminals, &text);
+                let (resources, notices) =
+                    crate::mcp::prompt::resolve_resources(&managers, &text).await;
                 // `/mcp__<server>__<prompt> args`: the prompt's text is the turn.
                 let text = match crate::mcp::prompt::expand_command(&managers, &text).await {
                     None => text,
                     Some(Ok(expanded)) => expanded,
                     Some(Err(e)) => return Err(RpcError::new("mcp_prompt", e)),
                 };
-                let mut screens = crate::pty::mention::resolve(&self.terminals, &text);
-                let (resources, notices) =
-                    crate::mcp::prompt::resolve_resources(&managers, &text).await;
                 screens.extend(resources);
                 match session.submit_with(&request_id, &text, screens, notices) {
                     Ok(true) => Ok(Response::Ok),
