@@ -568,9 +568,20 @@ fn mcp_prompts_and_resources_in_completion() {
             arguments: Vec::new(),
         },
     ]);
-    app.handle(AppEvent::Commands(set));
+    app.handle(AppEvent::Commands(set.clone()));
     type_str(&mut app, "/mcp");
     snap("composer_mcp_prompt_completion", &app);
+    let mut help = busy_app();
+    help.handle(AppEvent::Commands(set));
+    type_str(&mut help, "/help");
+    help.handle_key(key(KeyCode::Enter));
+    // The help overlay lists them after the built-ins (a tall screen shows it whole).
+    let text = draw(&help, 120, 160);
+    assert!(
+        text.contains("/mcp__everything__args-prompt <city> [state]")
+            && text.contains("A prompt with two arguments, one required and one optional (MCP)"),
+        "{text}"
+    );
 
     let mut app = busy_app();
     let actions = type_str(&mut app, "read @everything:");
