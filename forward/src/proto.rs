@@ -272,6 +272,19 @@ pub enum Request {
     /// the client parses them together with the laptop's own. Answered with
     /// [`Response::CommandFiles`].
     ListCommandFiles,
+    /// The prompts of the MCP servers this client can use (the open session's workspace and
+    /// laptop servers; without a session, the workspace's), offered as slash commands
+    /// `/mcp__<server>__<prompt>`. Answered with [`Response::McpPrompts`]. The host expands
+    /// such a command itself when it arrives as a [`Request::SubmitTurn`] text.
+    McpPrompts,
+    /// The first resources (`resources/list`, first page, at most
+    /// [`MCP_RESOURCES_MAX`]) of MCP server `server`, for `@server:uri` completion.
+    /// Answered with [`Response::McpResources`], or the error `not_found` for an unknown
+    /// server.
+    McpResources {
+        /// Server name.
+        server: String,
+    },
 
     // ---- daemon -> client ----
     /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
@@ -483,6 +496,19 @@ pub enum Response {
         /// Files that could not be read (too big, not UTF-8, unreadable), with the problem.
         skipped: Vec<CommandFileProblem>,
     },
+    /// Answer to [`Request::McpPrompts`].
+    McpPrompts {
+        /// Prompts sorted by command name.
+        prompts: Vec<McpPromptEntry>,
+        /// Servers whose prompts could not be listed, with the reason.
+        #[serde(default)]
+        problems: Vec<String>,
+    },
+    /// Answer to [`Request::McpResources`].
+    McpResources {
+        /// Resources in the server's order.
+        resources: Vec<McpResourceEntry>,
+    },
     // ---- #14 long sessions: `/compact` and `/context` ----
     /// Answer to [`Request::Compact`].
     CompactDone {
@@ -565,6 +591,52 @@ impl ContextReport {
             + self.conversation_tokens
             + self.tool_result_tokens
     }
+}
+
+/// Most resources one [`Request::McpResources`] answer lists.
+pub const MCP_RESOURCES_MAX: usize = 50;
+
+/// One MCP prompt, offered as the slash command [`McpPromptEntry::command`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpPromptEntry {
+    /// The command name without `/`: `mcp__<server>__<prompt>`, sanitised like tool names.
+    pub command: String,
+    /// Server name.
+    pub server: String,
+    /// The server's name of the prompt.
+    pub name: String,
+    /// Its description (may be empty).
+    #[serde(default)]
+    pub description: String,
+    /// Its arguments in declared order (positional arguments map in this order).
+    #[serde(default)]
+    pub arguments: Vec<McpPromptArgument>,
+}
+
+/// One declared argument of an [`McpPromptEntry`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpPromptArgument {
+    /// Name (`key=value` uses it).
+    pub name: String,
+    /// Description (may be empty).
+    #[serde(default)]
+    pub description: String,
+    /// The prompt cannot be got without it.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// One MCP resource, attachable as `@<server>:<uri>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpResourceEntry {
+    /// Its URI.
+    pub uri: String,
+    /// Its name (may be empty).
+    #[serde(default)]
+    pub name: String,
+    /// Its description (may be empty).
+    #[serde(default)]
+    pub description: String,
 }
 
 /// One MCP server as `/mcp` and `reasonix mcp list` show it.

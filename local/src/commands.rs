@@ -12,8 +12,11 @@
 //! files, then the workspace's: a repository cannot redefine a command the user wrote. A
 //! command only ever produces the text of a user turn; nothing in a file (front matter
 //! included) changes the permission policy, the model or the tools — a hostile repository
-//! gets exactly what typing its text would get. MCP prompts can join the same set later as
-//! another [`Source`].
+//! gets exactly what typing its text would get.
+//!
+//! MCP prompts join the set as [`Source::Mcp`] (`/mcp__<server>__<prompt>`, listed by the
+//! host with `McpPrompts`) for `/help` and completion only: their line is sent to the host
+//! unchanged and the host expands it (`prompts/get`), the same for every client.
 
 use std::path::Path;
 
@@ -31,6 +34,8 @@ pub enum Source {
     User,
     /// `.reasonix/commands/` in the workspace (on the host).
     Workspace,
+    /// A prompt of an MCP server; the host expands it.
+    Mcp,
 }
 
 impl Source {
@@ -39,6 +44,7 @@ impl Source {
         match self {
             Source::User => "user",
             Source::Workspace => "workspace",
+            Source::Mcp => "MCP",
         }
     }
 }
@@ -260,7 +266,49 @@ impl CommandSet {
             Some((n, a)) => (n, a),
             None => (rest, ""),
         };
-        self.get(name).map(|c| expand(&c.body, args))
+        self.get(name).map(|c| match c.source {
+            Source::Mcp => line.to_string(),
+            _ => expand(&c.body, args),
+        })
+    }
+
+    /// Adds the MCP prompts the host listed (after the files; a name already taken is
+    /// skipped with a notice).
+    pub fn add_mcp_prompts(&mut self, prompts: Vec<reasonix_forward::proto::McpPromptEntry>) {
+        for p in prompts {
+            if self.get(&p.command).is_some() {
+                self.notices.push(format!(
+                    "MCP prompt {} of server `{}` skipped: /{} is taken",
+                    p.name, p.server, p.command
+                ));
+                continue;
+            }
+            let argument_hint = p
+                .arguments
+                .iter()
+                .map(|a| {
+                    if a.required {
+                        format!("<{}>", a.name)
+                    } else {
+                        format!("[{}]", a.name)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            self.commands.push(CustomCommand {
+                name: p.command,
+                description: if p.description.is_empty() {
+                    format!("prompt {} of MCP server {}", p.name, p.server)
+                } else {
+                    p.description
+                },
+                argument_hint,
+                body: String::new(),
+                source: Source::Mcp,
+                path: format!("mcp:{}", p.server),
+            });
+        }
+        self.commands.sort_by(|a, b| a.name.cmp(&b.name));
     }
 }
 
@@ -389,7 +437,17 @@ pub async fn load(client: &crate::client::Client, home: &Path, reserved: &[&str]
         ),
     };
     ws_skipped.sort_by(|a, b| a.path.cmp(&b.path));
-    CommandSet::merge(user, user_skipped, ws, ws_skipped, reserved)
+    let mut set = CommandSet::merge(user, user_skipped, ws, ws_skipped, reserved);
+    // An older host without MCP prompts answers something else: none to offer.
+    if let Ok(reasonix_forward::proto::Response::McpPrompts { prompts, problems }) = client
+        .request(reasonix_forward::proto::Request::McpPrompts)
+        .await
+    {
+        set.notices
+            .extend(problems.into_iter().map(|p| format!("MCP prompts: {p}")));
+        set.add_mcp_prompts(prompts);
+    }
+    set
 }
 
 #[cfg(test)]

@@ -418,6 +418,10 @@ async fn expand_command(
     if name.is_empty() || name.contains('/') {
         return Ok(prompt.to_string());
     }
+    // An MCP prompt: the host expands it (and names what is wrong with it).
+    if name.starts_with("mcp__") {
+        return Ok(prompt.to_string());
+    }
     let set = crate::commands::load(client, home, &crate::tui::builtin_command_names()).await;
     for n in &set.notices {
         eprintln!("reasonix: warning: {n}");

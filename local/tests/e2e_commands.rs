@@ -139,3 +139,98 @@ async fn run_expands_workspace_and_user_commands_and_skips_a_broken_file() {
     );
     assert_eq!(mock.requests().len(), 2);
 }
+
+/// The workspace declares the reference MCP server `everything` (prompts `args-prompt` with
+/// `city` required and `state` optional; resources `demo://resource/static/document/*`).
+fn declare_everything(env: &Env) {
+    assert!(
+        Command::new("mcp-server-everything")
+            .arg("--help")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok(),
+        "mcp-server-everything is not installed; run .ci/run (npm install -g @modelcontextprotocol/server-everything)"
+    );
+    std::fs::write(
+        env.ws.join("reasonix.toml"),
+        "[[mcp]]\nname = \"everything\"\ncommand = \"mcp-server-everything\"\nargs = [\"stdio\"]\n",
+    )
+    .expect("project");
+}
+
+fn last_user_text(mock: &MockProvider, i: usize) -> String {
+    let reqs = mock.requests();
+    let msgs = reqs[i].messages();
+    let m = msgs
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .expect("user message");
+    match m["content"].as_str() {
+        Some(s) => s.to_string(),
+        None => m["content"].to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_expands_an_mcp_prompt_on_the_host_and_attaches_an_mcp_resource() {
+    let mock = MockProvider::start(vec![
+        MockReply::text(&["weather"]),
+        MockReply::text(&["read it"]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    declare_everything(&env);
+
+    // Positional (`Paris`, the first declared argument) and key=value (`state=TX`).
+    ok(&tokio::task::block_in_place(|| {
+        reasonix(
+            &env,
+            &["run", "/mcp__everything__args-prompt state=TX Paris"],
+        )
+    }));
+    let sent = last_user_text(&mock, 0);
+    assert!(sent.contains("What's weather in Paris, TX?"), "{sent}");
+    assert!(!sent.contains("/mcp__"), "{sent}");
+
+    // A missing required argument: the error names it and the prompt's arguments; nothing
+    // reaches the provider.
+    let out = tokio::task::block_in_place(|| {
+        reasonix(&env, &["run", "/mcp__everything__args-prompt state=TX"])
+    });
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("missing required argument `city`")
+            && stderr.contains("city (required), state"),
+        "{stderr}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+
+    // `@server:uri` attaches the resource's text; an unknown server is a notice and the
+    // rest of the prompt still goes.
+    let out = tokio::task::block_in_place(|| {
+        reasonix(
+            &env,
+            &[
+                "run",
+                "summarise @everything:demo://resource/static/document/features.md and @nosrv:x://y",
+            ],
+        )
+    });
+    ok(&out);
+    let sent = last_user_text(&mock, 1);
+    assert!(
+        sent.contains("<attached-resource server=\"everything\" uri=\"demo://resource/static/document/features.md\">")
+            && sent.contains("# Everything Server - Features"),
+        "{sent}"
+    );
+    assert!(sent.starts_with("summarise @everything:"), "{sent}");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("no MCP server `nosrv`"), "{all}");
+}

@@ -623,6 +623,7 @@ async fn sessions_and_custom_commands_over_ssh() {
     let mock = MockProvider::start(vec![
         MockReply::text(&["shipped"]),
         MockReply::text(&["again"]),
+        MockReply::text(&["weather"]),
     ])
     .await;
     let l = laptop(&sshd, &mock.base_url());
@@ -705,6 +706,23 @@ async fn sessions_and_custom_commands_over_ssh() {
     );
     assert!(users.iter().any(|u| u.contains("and tag it")), "{users:?}");
     assert_eq!(list(&[])[0]["turns"], 2);
+
+    // An MCP prompt of the laptop's server `lap` (tunnelled; the MCP client runs on the
+    // host), expanded on the host with a positional and a key=value argument.
+    run(&[
+        "run",
+        "--ssh",
+        &dest,
+        "/mcp__lap__args-prompt Lyon state=RH",
+    ]);
+    let third = mock.requests()[2].messages();
+    let sent = third
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .expect("user message")["content"]
+        .to_string();
+    assert!(sent.contains("What's weather in Lyon, RH?"), "{sent}");
     let host = format!("{}@127.0.0.1", user.name);
     run(&["remote", "stop", "--all", &host]);
 }

@@ -904,6 +904,26 @@ fn a_custom_command_submits_its_expansion() {
 }
 
 #[test]
+fn an_mcp_prompt_goes_to_the_host_as_typed() {
+    use reasonix_forward::proto::McpPromptEntry;
+    let (mut app, _f) = ready_app();
+    let mut set = reasonix_local::commands::CommandSet::default();
+    set.add_mcp_prompts(vec![McpPromptEntry {
+        command: "mcp__everything__args-prompt".into(),
+        server: "everything".into(),
+        name: "args-prompt".into(),
+        description: String::new(),
+        arguments: Vec::new(),
+    }]);
+    app.handle(AppEvent::Commands(set));
+    type_str(&mut app, "/mcp__everything__args-prompt Paris state=TX");
+    let actions = app.handle_key(enter());
+    let (_, text) = submitted(&actions).expect("submitted");
+    // The host expands it (prompts/get), the same for every client.
+    assert_eq!(text, "/mcp__everything__args-prompt Paris state=TX");
+}
+
+#[test]
 fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
     let info = |id: &str| reasonix_forward::proto::SessionInfo {
         id: id.into(),

@@ -541,6 +541,67 @@ fn custom_commands_in_completion_help_and_notices() {
     snap("overlay_help_custom_commands", &app);
 }
 
+// Issue 16 item 3: MCP prompts join the slash completion with their description and
+// arguments; `@server:` asks the host for that server's resources and lists them.
+#[test]
+fn mcp_prompts_and_resources_in_completion() {
+    use reasonix_forward::proto::{McpPromptArgument, McpPromptEntry, McpResourceEntry};
+    let mut app = busy_app();
+    let mut set = reasonix_local::commands::CommandSet::default();
+    let arg = |n: &str, required| McpPromptArgument {
+        name: n.into(),
+        description: String::new(),
+        required,
+    };
+    set.add_mcp_prompts(vec![
+        McpPromptEntry {
+            command: "mcp__everything__args-prompt".into(),
+            server: "everything".into(),
+            name: "args-prompt".into(),
+            description: "A prompt with two arguments, one required and one optional".into(),
+            arguments: vec![arg("city", true), arg("state", false)],
+        },
+        McpPromptEntry {
+            command: "mcp__everything__simple-prompt".into(),
+            server: "everything".into(),
+            name: "simple-prompt".into(),
+            description: "A prompt with no arguments".into(),
+            arguments: Vec::new(),
+        },
+    ]);
+    app.handle(AppEvent::Commands(set.clone()));
+    type_str(&mut app, "/mcp");
+    snap("composer_mcp_prompt_completion", &app);
+    let mut help = busy_app();
+    help.handle(AppEvent::Commands(set));
+    type_str(&mut help, "/help");
+    help.handle_key(key(KeyCode::Enter));
+    // The help overlay lists them after the built-ins (a tall screen shows it whole).
+    let text = draw(&help, 120, 160);
+    assert!(
+        text.contains("/mcp__everything__args-prompt <city> [state]")
+            && text.contains("A prompt with two arguments, one required and one optional (MCP)"),
+        "{text}"
+    );
+
+    let mut app = busy_app();
+    let actions = type_str(&mut app, "read @everything:");
+    assert!(
+        actions.iter().any(|a| matches!(a, reasonix_local::tui::Action::McpResources { server } if server == "everything")),
+        "{actions:?}"
+    );
+    let doc = |n: &str| McpResourceEntry {
+        uri: format!("demo://resource/static/document/{n}"),
+        name: n.into(),
+        description: format!("Static document file exposed from /docs: {n}"),
+    };
+    app.handle(AppEvent::McpResources {
+        server: "everything".into(),
+        resources: vec![doc("architecture.md"), doc("features.md")],
+    });
+    snap("composer_mcp_resource_completion", &app);
+}
+
 // #15: a model-request retry takes the connection's place in the status line with its
 // countdown, and clears once the model answers.
 #[test]

@@ -265,6 +265,19 @@ pub fn user_message(text: &str, attachments: &[Attachment]) -> Value {
             ));
             continue;
         }
+        if let Some(rest) = a.path.strip_prefix(crate::mcp::prompt::RESOURCE_PREFIX) {
+            let (server, uri) = rest.split_once(':').unwrap_or((rest, ""));
+            content.push_str(&format!(
+                "\n\n<attached-resource server=\"{server}\" uri=\"{uri}\"{}>\n{}\n</attached-resource>",
+                if a.truncated {
+                    " truncated=\"true\""
+                } else {
+                    ""
+                },
+                a.content
+            ));
+            continue;
+        }
         content.push_str(&format!(
             "\n\n<attached-file path=\"{}\"{}>\n{}\n</attached-file>",
             a.path,

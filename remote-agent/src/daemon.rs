@@ -941,8 +941,25 @@ impl Daemon {
             Request::OpenSession(open) => self.open_session(conn, open).await,
             Request::SubmitTurn { request_id, text } => {
                 let session = self.driven_session(conn)?;
-                let screens = crate::pty::mention::resolve(&self.terminals, &text);
-                match session.submit_with(&request_id, &text, screens) {
+                // Only a text that may name an MCP prompt or resource waits for the servers.
+                let managers = if crate::mcp::prompt::may_use_mcp(&text) {
+                    session.mcp_managers().await
+                } else {
+                    Vec::new()
+                };
+                // Terminal screens and MCP resources are attached only when the user typed
+                // the mention: a server's prompt text cannot make the host attach them.
+                let mut screens = crate::pty::mention::resolve(&self.terminals, &text);
+                let (resources, notices) =
+                    crate::mcp::prompt::resolve_resources(&managers, &text).await;
+                // `/mcp__<server>__<prompt> args`: the prompt's text is the turn.
+                let text = match crate::mcp::prompt::expand_command(&managers, &text).await {
+                    None => text,
+                    Some(Ok(expanded)) => expanded,
+                    Some(Err(e)) => return Err(RpcError::new("mcp_prompt", e)),
+                };
+                screens.extend(resources);
+                match session.submit_with(&request_id, &text, screens, notices) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
                     Err(e) => Err(RpcError::new("busy", e.to_string())),
@@ -1081,6 +1098,18 @@ impl Daemon {
                     .map_err(|e| RpcError::new("internal", format!("command listing failed: {e}")))
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
+            Request::McpPrompts => {
+                let managers = self.mcp_managers(conn).await;
+                let (prompts, problems) = crate::mcp::prompt::list_prompts(&managers).await;
+                Ok(Response::McpPrompts { prompts, problems })
+            }
+            Request::McpResources { server } => {
+                let managers = self.mcp_managers(conn).await;
+                crate::mcp::prompt::list_resources(&managers, &server)
+                    .await
+                    .map(|resources| Response::McpResources { resources })
+                    .map_err(|e| RpcError::new("not_found", e))
+            }
             Request::FetchContent {
                 sha256,
                 offset,
@@ -1152,6 +1181,16 @@ impl Daemon {
         };
         servers.extend(laptop_status.iter().map(|s| s.to_info()));
         Response::McpServers { servers }
+    }
+
+    /// The MCP servers of the link's session, or (no session) the workspace's latest.
+    async fn mcp_managers(&self, conn: &Arc<Conn>) -> Vec<Arc<crate::mcp::McpManager>> {
+        let session = lock(&conn.session).as_ref().map(|(s, _)| Arc::clone(s));
+        match session {
+            Some(s) => s.mcp_managers().await,
+            // No session: the servers a session opened now would get.
+            None => vec![self.runtime.mcp.refresh().await.manager],
+        }
     }
 
     fn driven_session(&self, conn: &Arc<Conn>) -> Result<Arc<Session>, RpcError> {

@@ -575,6 +575,20 @@ impl Exec {
                     },
                 );
             }
+            Action::McpResources { server } => {
+                let s = server.clone();
+                self.request(
+                    &format!("mcp_resources:{server}"),
+                    Request::McpResources { server },
+                    move |r| match r {
+                        Response::McpResources { resources } => Some(AppEvent::McpResources {
+                            server: s,
+                            resources,
+                        }),
+                        _ => None,
+                    },
+                );
+            }
             Action::Status => {
                 self.request("status", Request::Status, |r| match r {
                     Response::Status(s) => Some(AppEvent::Status(s)),

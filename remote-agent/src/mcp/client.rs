@@ -59,6 +59,63 @@ pub struct ServerInfo {
     pub version: String,
     /// `instructions`, if any.
     pub instructions: Option<String>,
+    /// `capabilities` as sent (`prompts`, `resources`, …).
+    pub capabilities: Value,
+}
+
+impl ServerInfo {
+    /// True when the server advertised the capability `name` (`prompts`, `resources`).
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.capabilities.get(name).is_some_and(|c| !c.is_null())
+    }
+}
+
+/// One argument of a prompt, as `prompts/list` declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpPromptArg {
+    /// Its name (the key of `prompts/get` `arguments`).
+    pub name: String,
+    /// Its description (may be empty).
+    pub description: String,
+    /// `required == true`.
+    pub required: bool,
+}
+
+/// One prompt as the server lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpPromptInfo {
+    /// The server's own name for it.
+    pub name: String,
+    /// Its description (may be empty).
+    pub description: String,
+    /// Its arguments, in the declared order (positional arguments map in this order).
+    pub arguments: Vec<McpPromptArg>,
+}
+
+/// One resource as `resources/list` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpResourceInfo {
+    /// Its URI.
+    pub uri: String,
+    /// Its name (may be empty).
+    pub name: String,
+    /// Its description (may be empty).
+    pub description: String,
+}
+
+/// The text of MCP content items (a prompt message's `content`, a tool result's items):
+/// text verbatim, embedded text resources with their URI, binary items described in one line.
+pub fn content_text(items: &[Value]) -> String {
+    CallResult {
+        content: items.to_vec(),
+        structured: None,
+        is_error: false,
+    }
+    .text()
+}
+
+fn str_of(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 /// One tool as the server lists it.
@@ -218,6 +275,7 @@ impl McpClient {
                 name: String::new(),
                 version: String::new(),
                 instructions: None,
+                capabilities: Value::Null,
             },
             _keepalive: keepalive,
         };
@@ -248,6 +306,7 @@ impl McpClient {
                 .get("instructions")
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            capabilities: r.get("capabilities").cloned().unwrap_or(Value::Null),
         };
         client.notify("notifications/initialized", None).await?;
         Ok(client)
@@ -330,6 +389,121 @@ impl McpClient {
         Err(McpError::Protocol(
             "tools/list kept returning new cursors (over 1000 pages)".into(),
         ))
+    }
+
+    /// The server's prompts (`prompts/list`, following at most 20 pages of `nextCursor`);
+    /// empty when the server did not advertise the `prompts` capability.
+    pub async fn list_prompts(&self, timeout: Duration) -> Result<Vec<McpPromptInfo>, McpError> {
+        let mut out = Vec::new();
+        if !self.info.has_capability("prompts") {
+            return Ok(out);
+        }
+        let mut cursor: Option<String> = None;
+        for _ in 0..20 {
+            let params = match &cursor {
+                Some(c) => json!({ "cursor": c }),
+                None => json!({}),
+            };
+            let r = self.request("prompts/list", params, timeout, None).await?;
+            let prompts = r.get("prompts").and_then(Value::as_array).ok_or_else(|| {
+                McpError::Protocol("prompts/list result has no `prompts` array".into())
+            })?;
+            for p in prompts {
+                let name = str_of(p, "name");
+                if name.is_empty() {
+                    continue;
+                }
+                let arguments = p
+                    .get("arguments")
+                    .and_then(Value::as_array)
+                    .map(|args| {
+                        args.iter()
+                            .filter(|a| !str_of(a, "name").is_empty())
+                            .map(|a| McpPromptArg {
+                                name: str_of(a, "name"),
+                                description: str_of(a, "description"),
+                                required: a.get("required").and_then(Value::as_bool) == Some(true),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push(McpPromptInfo {
+                    name,
+                    description: str_of(p, "description"),
+                    arguments,
+                });
+            }
+            match r.get("nextCursor").and_then(Value::as_str) {
+                Some(next) if !next.is_empty() && cursor.as_deref() != Some(next) => {
+                    cursor = Some(next.to_string())
+                }
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// `prompts/get`: the prompt's messages (`role` and `content` as sent).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Vec<Value>, McpError> {
+        let params = json!({ "name": name, "arguments": arguments });
+        let r = self.request("prompts/get", params, timeout, None).await?;
+        r.get("messages")
+            .and_then(Value::as_array)
+            .cloned()
+            .ok_or_else(|| McpError::Protocol("prompts/get result has no `messages` list".into()))
+    }
+
+    /// The first page of `resources/list` (at most `max` entries); empty when the server did
+    /// not advertise the `resources` capability.
+    pub async fn list_resources(
+        &self,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<McpResourceInfo>, McpError> {
+        if !self.info.has_capability("resources") {
+            return Ok(Vec::new());
+        }
+        let r = self
+            .request("resources/list", json!({}), timeout, None)
+            .await?;
+        let list = r
+            .get("resources")
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                McpError::Protocol("resources/list result has no `resources` array".into())
+            })?;
+        Ok(list
+            .iter()
+            .filter(|r| !str_of(r, "uri").is_empty())
+            .take(max)
+            .map(|r| McpResourceInfo {
+                uri: str_of(r, "uri"),
+                name: str_of(r, "name"),
+                description: str_of(r, "description"),
+            })
+            .collect())
+    }
+
+    /// `resources/read`: the resource's `contents` items as sent.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        timeout: Duration,
+    ) -> Result<Vec<Value>, McpError> {
+        let r = self
+            .request("resources/read", json!({ "uri": uri }), timeout, None)
+            .await?;
+        r.get("contents")
+            .and_then(Value::as_array)
+            .cloned()
+            .ok_or_else(|| {
+                McpError::Protocol("resources/read result has no `contents` list".into())
+            })
     }
 
     /// Calls tool `name` with `arguments` (an object; `null` means `{}`). Progress

@@ -380,6 +380,18 @@ impl McpManager {
         while set.join_next().await.is_some() {}
     }
 
+    /// The names of the servers, in declaration order.
+    pub fn server_names(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.spec.name.clone()).collect()
+    }
+
+    /// The live session with server `name` (started when it has none); `None` when no
+    /// server has that name.
+    pub async fn client_of(&self, name: &str) -> Option<Result<Arc<McpClient>, McpError>> {
+        let server = self.servers.iter().find(|s| s.spec.name == name)?.clone();
+        Some(server.client().await)
+    }
+
     /// Every server, sorted by name.
     pub fn status(&self) -> Vec<McpServerStatus> {
         let tools = self.tools();

@@ -21,13 +21,17 @@ mod config;
 mod http;
 mod manager;
 mod pool;
+pub mod prompt;
 mod stdio;
 mod tool;
 mod transport;
 
 use std::time::Duration;
 
-pub use client::{CallResult, McpClient, McpProgress, McpToolInfo, ProgressSink, ServerInfo};
+pub use client::{
+    content_text, CallResult, McpClient, McpProgress, McpPromptArg, McpPromptInfo, McpResourceInfo,
+    McpToolInfo, ProgressSink, ServerInfo,
+};
 pub use config::{
     expand_spec, expand_vars, load_workspace_servers, merge_servers, parse_mcp_json,
     parse_reasonix_toml, McpConfig, McpServerSpec, RunOn,

@@ -385,6 +385,15 @@ impl Session {
         self.workspace_mcp.status()
     }
 
+    /// The session's MCP servers: the workspace's, then the laptop's (when configured).
+    pub async fn mcp_managers(&self) -> Vec<Arc<crate::mcp::McpManager>> {
+        let mut out = vec![Arc::clone(&self.workspace_mcp)];
+        if let Some(l) = self.laptop_mcp.lock().await.clone() {
+            out.push(l);
+        }
+        out
+    }
+
     /// Tells the user, once per announcement, that a workspace MCP server changed its tool
     /// list (`notifications/tools/list_changed`). The session's tool list is part of its
     /// cached prefix and does not change; the new tools join at the next session.
@@ -611,16 +620,18 @@ impl Session {
 
     /// Submit a user turn. A repeated `request_id` is a no-op answered with `Ok(false)`.
     pub fn submit(self: &Arc<Self>, request_id: &str, text: &str) -> Result<bool, SessionError> {
-        self.submit_with(request_id, text, Vec::new())
+        self.submit_with(request_id, text, Vec::new(), Vec::new())
     }
 
     /// [`Session::submit`] with more attachments after the `@path` files (the terminal
-    /// screens of `@term:N`, which the daemon owns).
+    /// screens of `@term:N`, which the daemon owns, and `@server:uri` MCP resources) and
+    /// notices journaled right after the user turn (mentions that could not be attached).
     pub fn submit_with(
         self: &Arc<Self>,
         request_id: &str,
         text: &str,
         extra: Vec<reasonix_forward::proto::Attachment>,
+        notices: Vec<String>,
     ) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
         let admitted;
@@ -654,6 +665,9 @@ impl Session {
                     attachments,
                 },
             );
+            for text in notices {
+                self.emit(&mut inner, EventKind::Notice { text });
+            }
             // Durability point: the turn is saved before the model is asked (awaited by the
             // turn runner, off this lock).
             admitted = inner.journal.barrier();

@@ -6,7 +6,11 @@ use super::*;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CompKind {
     Slash,
-    Path { dir: String },
+    Path {
+        dir: String,
+    },
+    /// `@server:uri` of an MCP server's resources.
+    Resource,
 }
 
 /// One completion candidate.
@@ -127,6 +131,45 @@ impl App {
         } else {
             Vec::new()
         };
+        if let Some((server, uri)) = partial.split_once(':').filter(|(s, _)| {
+            *s != "term"
+                && !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        }) {
+            // `@server:uri`: the first resources of that MCP server.
+            let Some(list) = self.mcp_resources.get(server) else {
+                let mut actions = Vec::new();
+                if self.mcp_resources_pending.insert(server.to_string()) {
+                    actions.push(Action::McpResources {
+                        server: server.to_string(),
+                    });
+                }
+                self.completion = None;
+                return actions;
+            };
+            let items: Vec<CompItem> = list
+                .iter()
+                .filter(|r| r.uri.starts_with(uri))
+                .map(|r| CompItem {
+                    label: format!("{server}:{}", r.uri),
+                    detail: if r.description.is_empty() {
+                        r.name.clone()
+                    } else {
+                        r.description.clone()
+                    },
+                    is_dir: false,
+                })
+                .collect();
+            self.completion = (!items.is_empty()).then(|| Completion {
+                kind: CompKind::Resource,
+                sel: prev_sel.min(items.len().saturating_sub(1)),
+                items,
+                range,
+                loading: false,
+            });
+            return Vec::new();
+        }
         if partial.starts_with("term:") {
             self.completion = (!terms.is_empty()).then(|| Completion {
                 kind: CompKind::Path { dir: String::new() },
@@ -220,6 +263,13 @@ impl App {
                 }
                 self.composer
                     .replace_range(c.range.clone(), &format!("{name} "));
+                self.completion = None;
+                self.completion_dismissed = Some(self.composer.text().to_string());
+                Vec::new()
+            }
+            CompKind::Resource => {
+                self.composer
+                    .replace_range(c.range.clone(), &format!("@{} ", item.label));
                 self.completion = None;
                 self.completion_dismissed = Some(self.composer.text().to_string());
                 Vec::new()

@@ -63,6 +63,11 @@ impl App {
                 }
                 Vec::new()
             }
+            AppEvent::McpResources { server, resources } => {
+                self.mcp_resources_pending.remove(&server);
+                self.mcp_resources.insert(server, resources);
+                self.refresh_completion()
+            }
             AppEvent::DirEntries { path, entries } => {
                 self.dir_pending.remove(&path);
                 self.dir_cache.insert(path, entries);
@@ -146,6 +151,12 @@ impl App {
                 Vec::new()
             }
             AppEvent::RequestFailed { what, message } => {
+                if let Some(server) = what.strip_prefix("mcp_resources:") {
+                    // Not an MCP server (or it cannot list): no resource candidates.
+                    self.mcp_resources_pending.remove(server);
+                    self.mcp_resources.insert(server.to_string(), Vec::new());
+                    return self.refresh_completion();
+                }
                 if let Some(path) = what.strip_prefix("list_dir:") {
                     self.dir_pending.remove(path);
                     self.dir_cache.insert(path.to_string(), Vec::new());

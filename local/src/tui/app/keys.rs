@@ -44,6 +44,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "@term:N",
         "attach terminal N's current screen to the message",
     ),
+    (
+        "@server:uri",
+        "attach an MCP server's resource (Tab lists the server's resources)",
+    ),
     ("F5", "reconnect now"),
     ("Ctrl-A / Ctrl-E", "start / end of line"),
     ("Ctrl-U / Ctrl-K", "delete to start / end of line"),

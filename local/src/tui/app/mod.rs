@@ -142,6 +142,11 @@ pub enum Action {
         /// Directory.
         path: String,
     },
+    /// Send `Request::McpResources` (for `@server:uri` completion).
+    McpResources {
+        /// MCP server name.
+        server: String,
+    },
     /// Send `Request::Status`.
     Status,
     /// Send `Request::McpStatus`.
@@ -250,6 +255,13 @@ pub enum AppEvent {
         path: String,
         /// Its entries.
         entries: Vec<DirEntry>,
+    },
+    /// Answer to `McpResources`.
+    McpResources {
+        /// The server asked about.
+        server: String,
+        /// Its first resources.
+        resources: Vec<reasonix_forward::proto::McpResourceEntry>,
     },
     /// Answer to `Status`.
     Status(DaemonStatus),
@@ -446,6 +458,9 @@ pub struct App {
     /// Custom slash commands from command files (see [`crate::commands`]).
     pub(crate) custom_commands: crate::commands::CommandSet,
     dir_pending: HashSet<String>,
+    /// First resources of each MCP server asked about (`@server:` completion).
+    mcp_resources: HashMap<String, Vec<reasonix_forward::proto::McpResourceEntry>>,
+    mcp_resources_pending: HashSet<String>,
     pub(crate) conn: ConnView,
     was_connected: bool,
     pub(crate) session: Option<String>,
@@ -537,6 +552,8 @@ impl App {
             dir_cache: HashMap::new(),
             custom_commands: crate::commands::CommandSet::default(),
             dir_pending: HashSet::new(),
+            mcp_resources: HashMap::new(),
+            mcp_resources_pending: HashSet::new(),
             conn: ConnView::Connecting,
             was_connected: false,
             session: None,

@@ -297,7 +297,12 @@ impl App {
         };
         let Some(cmd) = SlashCommand::parse(name) else {
             if let Some(custom) = self.custom_commands.get(name) {
-                let text = crate::commands::expand(&custom.body, arg);
+                // An MCP prompt is expanded by the host: the line goes as typed.
+                let text = if custom.source == crate::commands::Source::Mcp {
+                    format!("/{line}")
+                } else {
+                    crate::commands::expand(&custom.body, arg)
+                };
                 return self.submit(text);
             }
             self.set_hint(format!("unknown command /{name}; /help lists them"));

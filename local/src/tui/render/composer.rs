@@ -96,6 +96,7 @@ pub(super) fn render_completion(
     let area = Rect::new(transcript.x + 1, y, w, h);
     let title = match &c.kind {
         CompKind::Slash => " commands ".to_string(),
+        CompKind::Resource => " MCP resources ".to_string(),
         CompKind::Path { dir } => {
             let d = if dir.is_empty() {
                 "./".to_string()
@@ -144,7 +145,9 @@ pub(super) fn render_completion(
         .skip(first)
         .take(n)
         .map(|(i, it)| {
-            let label_w = text_width(&it.label).max(col).min(iw);
+            // A label longer than the column keeps one space before its description.
+            let own = text_width(&it.label) + usize::from(c.kind == CompKind::Slash);
+            let label_w = own.max(col).min(iw);
             let detail = truncate(&it.detail, iw.saturating_sub(label_w + 2));
             let pad = iw.saturating_sub(label_w + text_width(&detail));
             let base = if i == c.sel {
