@@ -177,8 +177,10 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     };
     let mut app = App::new(app_settings(&config, workspace, opts.model.clone()));
     let gateway = Arc::new(Gateway::new(&config));
-    let (client, mut client_rx) =
-        Client::start(connector, gateway, crate::client::options_for(&config).0);
+    let mut client_options = crate::client::options_for(&config).0;
+    // A missing workspace folder: the fatal-error modal offers to create it.
+    client_options.offer_mkdir = true;
+    let (client, mut client_rx) = Client::start(connector, gateway, client_options);
     let (app_tx, mut app_rx) = mpsc::unbounded_channel::<AppEvent>();
     if let Some(mut prompts) = opts.prompts {
         let tx = app_tx.clone();
@@ -333,7 +335,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     std::panic::set_hook(Box::new(move |info| prev_hook(info)));
     // A connection that failed for good: say why once more on the normal screen (the
     // transcript is gone with the alternate screen) and exit 5, like `reasonix run`.
-    if let super::app::ConnView::Failed { reason } = &app.conn {
+    if let super::app::ConnView::Failed { reason, .. } = &app.conn {
         eprintln!("reasonix: {reason}");
         return i32::from(crate::exit::Exit::Connection.code());
     }
@@ -660,6 +662,7 @@ impl Exec {
             Action::Pty(a) => {
                 let _ = self.pty.send(a);
             }
+            Action::CreateWorkspace => self.client.create_workspace(),
             Action::Quit => return true,
         }
         false

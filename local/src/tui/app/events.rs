@@ -266,12 +266,10 @@ impl App {
                             reason,
                         };
                     }
-                    ConnState::Failed { reason } => {
-                        self.transcript.notice(
-                            format!("cannot connect: {reason} (Ctrl-C twice to quit)"),
-                            Level::Error,
-                        );
-                        self.conn = ConnView::Failed { reason };
+                    ConnState::Failed { reason, can_create } => {
+                        self.transcript
+                            .notice(format!("cannot connect: {reason}"), Level::Error);
+                        self.conn = ConnView::Failed { reason, can_create };
                         self.progress.active = false;
                     }
                 }

@@ -189,6 +189,8 @@ pub enum Action {
     Pty(PtyAction),
     /// Leave the TUI.
     Quit,
+    /// The user said yes to creating the missing workspace folder (`--mkdir`).
+    CreateWorkspace,
 }
 
 /// A question from the SSH/bootstrap code ([`super::TuiPrompter`]) with its answer channel.
@@ -332,6 +334,8 @@ pub(crate) enum ConnView {
     },
     Failed {
         reason: String,
+        /// The workspace folder is missing and the client waits for a yes to create it.
+        can_create: bool,
     },
 }
 
@@ -648,9 +652,15 @@ impl App {
     /// True when a modal hides the composer.
     pub(crate) fn modal_open(&self) -> bool {
         !self.prompts.is_empty()
+            || self.fatal_open()
             || self.active_approval().is_some()
             || self.overlay.is_some()
             || self.progress.active
+    }
+
+    /// A connection failed for good: the fatal-error modal stays until dismissed.
+    pub(crate) fn fatal_open(&self) -> bool {
+        matches!(self.conn, ConnView::Failed { .. })
     }
 
     /// True while a turn is in progress on the host.
