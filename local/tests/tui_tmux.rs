@@ -438,3 +438,105 @@ async fn tui_repeated_tool_call_ids_every_approval_shows() {
     t.send(&["C-c"]);
     stop_daemons(&home);
 }
+
+/// `/permissions` lists the rules in force with their sources (user config, this workspace's
+/// table, the project file) and removes one: the user config no longer has it, and the next
+/// session asks for what it allowed before. A project-file rule cannot be removed from here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tui_permissions_list_and_remove() {
+    let write = |i: usize| {
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                &format!("w{i}"),
+                "write_file",
+                &json!({"path": format!("p{i}.txt"), "content": "x\n"}).to_string(),
+            )],
+            5,
+        )
+    };
+    let mock = MockProvider::start(vec![
+        write(0),
+        MockReply::text(&["First write done."]),
+        write(1),
+        MockReply::text(&["Second write done."]),
+    ])
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let ws = ws.canonicalize().expect("canonical");
+    write_config(&home, &mock.base_url());
+    let mut cfg = std::fs::read_to_string(home.join("config.toml")).expect("config");
+    cfg.push_str(&format!(
+        "[permissions]\nallow = [\"Bash(ls:*)\"]\n\n[workspaces.\"local:{}\".permissions]\nallow = [\"Edit\"]\n",
+        ws.display()
+    ));
+    std::fs::write(home.join("config.toml"), cfg).expect("config");
+    std::fs::write(
+        ws.join("reasonix.toml"),
+        "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
+    )
+    .expect("project");
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let cmd = format!(
+        "cd {} && env -u XDG_RUNTIME_DIR REASONIX_HOME={} {}",
+        ws.display(),
+        home.display(),
+        bin.display()
+    );
+    let t = Tmux::start(&cmd);
+    tokio::task::block_in_place(|| {
+        t.wait_for("│ connected");
+        // The workspace rule allows the write: no question.
+        t.send(&["write p0", "Enter"]);
+        let screen = t.wait_for("First write done.");
+        assert!(!screen.contains("Approval needed"), "{screen}");
+        assert!(ws.join("p0.txt").is_file());
+
+        t.send(&["/permissions", "Enter"]);
+        let screen = t.wait_for("/permissions remove N");
+        assert!(
+            screen.contains("1. allow Bash(ls:*)  — user config [permissions] allow"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("2. allow Edit  — user config [workspaces."),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("3. deny  Bash(rm:*)  — project file (reasonix.toml) deny"),
+            "{screen}"
+        );
+
+        t.send(&["/permissions remove 3", "Enter"]);
+        let screen = t.wait_for("cannot remove deny Bash(rm:*) from here");
+        assert!(
+            screen.contains("project file (reasonix.toml); edit"),
+            "{screen}"
+        );
+
+        t.send(&["/permissions remove 2", "Enter"]);
+        t.wait_for("removed allow Edit from");
+    });
+    let cfg = std::fs::read_to_string(home.join("config.toml")).expect("config");
+    assert!(
+        !cfg.contains("\"Edit\""),
+        "the rule left the user config:\n{cfg}"
+    );
+    assert!(cfg.contains("Bash(ls:*)"), "the other rule stays:\n{cfg}");
+    tokio::task::block_in_place(|| {
+        // A new session no longer has the rule: the same write is asked for.
+        t.send(&["/new", "Enter"]);
+        t.wait_for("new session");
+        t.send(&["write p1", "Enter"]);
+        let screen = t.wait_for("Approval needed");
+        assert!(screen.contains("p1.txt"), "{screen}");
+        t.send(&["y"]);
+        t.wait_for("Second write done.");
+    });
+    assert!(ws.join("p1.txt").is_file());
+    t.send(&["C-c"]);
+    t.send(&["C-c"]);
+    stop_daemons(&home);
+}

@@ -245,7 +245,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     let ctx = Exec {
         pty: super::term_link::spawn(client.clone(), app_tx.clone()),
         client: client.clone(),
-        config: Arc::new(config),
+        config: Arc::new(std::sync::Mutex::new(config)),
         tx: app_tx.clone(),
         in_tmux: std::env::var_os("TMUX").is_some(),
     };
@@ -254,7 +254,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     }
     {
         // Custom commands: the user's files and the workspace's (asked from the host).
-        let (client, home, tx) = (client.clone(), ctx.config.home.clone(), app_tx.clone());
+        let (client, home, tx) = (client.clone(), ctx.config().home.clone(), app_tx.clone());
         tokio::spawn(async move {
             let set =
                 crate::commands::load(&client, &home, &crate::tui::builtin_command_names()).await;
@@ -360,7 +360,8 @@ struct Exec {
     /// Terminal tab traffic, sent in order by [`super::term_link`].
     pty: mpsc::UnboundedSender<super::app::PtyAction>,
     client: Client,
-    config: Arc<Config>,
+    /// `/permissions remove` drops rules from it, so later sessions do not carry them.
+    config: Arc<std::sync::Mutex<Config>>,
     tx: mpsc::UnboundedSender<AppEvent>,
     in_tmux: bool,
 }
@@ -373,6 +374,43 @@ fn call_error(e: CallError) -> String {
 }
 
 impl Exec {
+    fn config(&self) -> std::sync::MutexGuard<'_, Config> {
+        self.config.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `/permissions [remove N]`: the listing (after the removal, if any).
+    fn permissions(&self, remove: Option<usize>) {
+        let mut config = self.config();
+        let rows = crate::permissions::rows(&config);
+        let mut text = String::new();
+        let mut error = false;
+        if let Some(n) = remove {
+            match rows.get(n - 1) {
+                None => {
+                    error = true;
+                    text = format!(
+                        "/permissions: there is no rule {n} (the list has {})",
+                        rows.len()
+                    );
+                }
+                Some(row) => match crate::permissions::remove(&config.home, row) {
+                    Ok(done) => {
+                        crate::permissions::forget(&mut config, row);
+                        text = done;
+                    }
+                    Err(e) => {
+                        error = true;
+                        text = e;
+                    }
+                },
+            }
+            text.push('\n');
+        }
+        let rows = crate::permissions::rows(&config);
+        text.push_str(&crate::permissions::render(&config, &rows));
+        let _ = self.tx.send(AppEvent::Permissions { text, error });
+    }
+
     /// Run actions; true when one of them is Quit.
     fn run_all(&self, actions: Vec<Action>) -> bool {
         let mut quit = false;
@@ -461,7 +499,7 @@ impl Exec {
                     since,
                     read_only: false,
                     takeover,
-                    settings: session_settings(&self.config, model),
+                    settings: session_settings(&self.config(), model),
                 };
                 self.request("open session", Request::OpenSession(open), |r| match r {
                     Response::SessionOpened(o) => Some(AppEvent::SessionOpened(o)),
@@ -586,7 +624,7 @@ impl Exec {
             Action::McpStatus => {
                 // The laptop list only matters before a session is open (the host then
                 // starts those servers through this link for the answer).
-                let laptop = crate::client::options_for(&self.config).1;
+                let laptop = crate::client::options_for(&self.config()).1;
                 self.request("mcp", Request::McpStatus { laptop }, |r| match r {
                     Response::McpServers { servers } => Some(AppEvent::McpServers(servers)),
                     other => Some(AppEvent::RequestFailed {
@@ -625,7 +663,7 @@ impl Exec {
             Action::SaveOutput(req) => {
                 let client = self.client.clone();
                 let tx = self.tx.clone();
-                let home = self.config.home.clone();
+                let home = self.config().home.clone();
                 tokio::spawn(async move {
                     let ev = match super::fullout::save(&client, &home, &req).await {
                         Ok((path, bytes)) => AppEvent::OutputSaved {
@@ -663,6 +701,7 @@ impl Exec {
                 let _ = self.pty.send(a);
             }
             Action::CreateWorkspace => self.client.create_workspace(),
+            Action::Permissions { remove } => self.permissions(remove),
             Action::Quit => return true,
         }
         false

@@ -145,6 +145,11 @@ impl App {
                     .notice("you now drive this session", Level::Info);
                 Vec::new()
             }
+            AppEvent::Permissions { text, error } => {
+                let level = if error { Level::Warn } else { Level::Info };
+                self.transcript.notice(text, level);
+                Vec::new()
+            }
             AppEvent::RequestFailed { what, message } => {
                 if let Some(path) = what.strip_prefix("list_dir:") {
                     self.dir_pending.remove(path);

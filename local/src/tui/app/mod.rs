@@ -187,6 +187,11 @@ pub enum Action {
     RetryNow,
     /// Terminal tabs: a request or traffic for a host PTY (sent in order).
     Pty(PtyAction),
+    /// `/permissions`: list the rules in force, or remove rule N of that list first.
+    Permissions {
+        /// The 1-based number of the rule to remove.
+        remove: Option<usize>,
+    },
     /// Leave the TUI.
     Quit,
     /// The user said yes to creating the missing workspace folder (`--mkdir`).
@@ -293,6 +298,13 @@ pub enum AppEvent {
     SteerRefused {
         /// Its text (sent as a message instead).
         text: String,
+    },
+    /// The `/permissions` listing (or the outcome of a removal), shown in the transcript.
+    Permissions {
+        /// The text.
+        text: String,
+        /// A removal failed or was refused.
+        error: bool,
     },
     /// A request failed.
     RequestFailed {
