@@ -695,3 +695,36 @@ fn steer_shell_and_history_search() {
     type_str(&mut app, "build");
     snap("shell_and_history_search", &app);
 }
+
+#[test]
+fn permissions_list_with_sources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        home.join("config.toml"),
+        "[permissions]\nallow = [\"Bash(ls:*)\"]\n\n[workspaces.\"dev@build-box:/home/dev/project\".permissions]\nallow = [\"Edit\"]\nask = [\"Bash(git push:*)\"]\n",
+    )
+    .expect("config");
+    std::fs::write(
+        ws.join("reasonix.toml"),
+        "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
+    )
+    .expect("project");
+    let mut config = reasonix_local::config::Config::load(&reasonix_local::config::LoadOptions {
+        home: Some(home.clone()),
+        project_dir: Some(ws),
+        ..Default::default()
+    })
+    .expect("load");
+    config.apply_workspace("dev@build-box:/home/dev/project");
+    let rows = reasonix_local::permissions::rows(&config);
+    let text = reasonix_local::permissions::render(&config, &rows);
+    let mut app = App::new(settings());
+    connected(&mut app, ClientRole::Driver);
+    app.handle(AppEvent::Permissions { text, error: false });
+    snap("permissions_list", &app);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+}
