@@ -381,11 +381,11 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
 
 /// A provider that returns the same tool-call id every turn (several OpenAI-compatible
 /// servers do): every approval prompt still appears in the TUI and is answered, over four
-/// turns and two sessions.
+/// turns and two sessions, and again after a restart replays the session's history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tui_repeated_tool_call_ids_every_approval_shows() {
     let mut replies = Vec::new();
-    for i in 0..4 {
+    for i in 0..5 {
         replies.push(MockReply::tool_calls(
             vec![MockToolCall::new(
                 "call_0",
@@ -434,6 +434,23 @@ async fn tui_repeated_tool_call_ids_every_approval_shows() {
         }
     });
     assert_eq!(mock.request_count(), 8, "two requests per turn, none hung");
+    t.send(&["C-c"]);
+    t.send(&["C-c"]);
+    drop(t);
+
+    // A new TUI replays the second session's history (answered approvals included); the
+    // next turn's question with the same tool-call id still appears.
+    let t = Tmux::start(&format!("{cmd} --continue"));
+    tokio::task::block_in_place(|| {
+        t.wait_for("Wrote file number 3.");
+        t.send(&["write file 4", "Enter"]);
+        let approval = t.wait_for("Approval needed");
+        assert!(approval.contains("f4.txt"), "after replay:\n{approval}");
+        t.send(&["y"]);
+        t.wait_for("Wrote file number 4.");
+    });
+    assert!(ws.join("f4.txt").is_file(), "turn 4 was approved and ran");
+    assert_eq!(mock.request_count(), 10);
     t.send(&["C-c"]);
     t.send(&["C-c"]);
     stop_daemons(&home);
