@@ -57,6 +57,10 @@ impl AlwaysScope {
 
 /// A table key as `toml_edit` writes it into the file (so the dialog names what the user
 /// will find there).
+pub(crate) fn quote_key(key: &str) -> String {
+    quote(key)
+}
+
 fn quote(key: &str) -> String {
     toml_edit::Key::new(key).display_repr().into_owned()
 }

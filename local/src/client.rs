@@ -44,6 +44,9 @@ pub enum ConnState {
     Failed {
         /// Why.
         reason: String,
+        /// The workspace folder does not exist and the client waits: a yes
+        /// ([`Client::create_workspace`]) creates it and connects again.
+        can_create: bool,
     },
 }
 
@@ -98,6 +101,9 @@ pub struct ClientOptions {
     pub backoff_start: Duration,
     /// Largest reconnect delay (kept low so a restored network is noticed fast).
     pub backoff_cap: Duration,
+    /// A missing workspace folder is reported with `can_create` and the client waits for
+    /// [`Client::create_workspace`] instead of ending (the TUI's prompt).
+    pub offer_mkdir: bool,
 }
 
 impl Default for ClientOptions {
@@ -116,6 +122,7 @@ impl Default for ClientOptions {
             link,
             backoff_start: Duration::from_millis(200),
             backoff_cap: Duration::from_millis(1500),
+            offer_mkdir: false,
         }
     }
 }
@@ -132,6 +139,7 @@ fn env_ms(name: &str) -> Option<Duration> {
 pub struct Client {
     rpc: watch::Receiver<Option<Rpc>>,
     retry_now: Arc<tokio::sync::Notify>,
+    create: Arc<std::sync::atomic::AtomicBool>,
     /// The current transport goes to another build's daemon the user chose to watch:
     /// sessions are opened read-only whatever the front end asks.
     read_only: Arc<std::sync::atomic::AtomicBool>,
@@ -158,6 +166,7 @@ impl Client {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (rpc_tx, rpc_rx) = watch::channel(None);
         let retry_now = Arc::new(tokio::sync::Notify::new());
+        let create = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let answered_always = AnsweredAlways::default();
         let terminals = TerminalSink::default();
@@ -171,6 +180,7 @@ impl Client {
             events: events_tx,
             rpc: rpc_tx,
             retry_now: Arc::clone(&retry_now),
+            create: Arc::clone(&create),
             last_contact: Arc::new(Mutex::new(Instant::now())),
         };
         tokio::spawn(sup.run());
@@ -178,6 +188,7 @@ impl Client {
             Client {
                 rpc: rpc_rx,
                 retry_now,
+                create,
                 read_only,
                 answered_always,
                 terminals,
@@ -304,6 +315,13 @@ impl Client {
     pub fn retry_now(&self) {
         self.retry_now.notify_one();
     }
+
+    /// The answer to a [`ConnState::Failed`] with `can_create`: create the workspace folder
+    /// (`--mkdir`) and connect again.
+    pub fn create_workspace(&self) {
+        self.create.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.retry_now.notify_one();
+    }
 }
 
 struct Supervisor {
@@ -315,6 +333,7 @@ struct Supervisor {
     events: mpsc::UnboundedSender<ClientEvent>,
     rpc: watch::Sender<Option<Rpc>>,
     retry_now: Arc<tokio::sync::Notify>,
+    create: Arc<std::sync::atomic::AtomicBool>,
     last_contact: Arc<Mutex<Instant>>,
     read_only: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -368,8 +387,39 @@ impl Supervisor {
             let transport = match self.connector.connect(&hello).await {
                 Ok(t) => t,
                 Err(ConnectError::Fatal(msg)) => {
-                    self.emit(ClientEvent::Connection(ConnState::Failed { reason: msg }));
+                    self.emit(ClientEvent::Connection(ConnState::Failed {
+                        reason: msg,
+                        can_create: false,
+                    }));
                     return;
+                }
+                Err(ConnectError::WorkspaceMissing(msg)) => {
+                    let asked_before = self.create.load(std::sync::atomic::Ordering::SeqCst);
+                    if !self.options.offer_mkdir || asked_before {
+                        self.emit(ClientEvent::Connection(ConnState::Failed {
+                            reason: msg,
+                            can_create: false,
+                        }));
+                        return;
+                    }
+                    self.emit(ClientEvent::Connection(ConnState::Failed {
+                        reason: msg.clone(),
+                        can_create: true,
+                    }));
+                    // Wait for the user's yes (a no ends the front end, and with it us).
+                    while !self.create.load(std::sync::atomic::Ordering::SeqCst) {
+                        self.retry_now.notified().await;
+                    }
+                    if !self.connector.create_workspace() {
+                        self.emit(ClientEvent::Connection(ConnState::Failed {
+                            reason: msg,
+                            can_create: false,
+                        }));
+                        return;
+                    }
+                    self.emit(ClientEvent::Connection(ConnState::Connecting));
+                    attempt = 0;
+                    continue;
                 }
                 Err(ConnectError::Transient(msg)) => {
                     reason = msg;
@@ -398,7 +448,10 @@ impl Supervisor {
                         e,
                         reasonix_forward::link::LinkError::ProtocolMismatch { .. }
                     ) {
-                        self.emit(ClientEvent::Connection(ConnState::Failed { reason: msg }));
+                        self.emit(ClientEvent::Connection(ConnState::Failed {
+                            reason: msg,
+                            can_create: false,
+                        }));
                         return;
                     }
                     reason = msg;
@@ -424,7 +477,10 @@ impl Supervisor {
                         welcome.build_id
                     )
                 };
-                self.emit(ClientEvent::Connection(ConnState::Failed { reason }));
+                self.emit(ClientEvent::Connection(ConnState::Failed {
+                    reason,
+                    can_create: false,
+                }));
                 return;
             }
             if let Some(refused) = welcome
@@ -434,6 +490,7 @@ impl Supervisor {
             {
                 self.emit(ClientEvent::Connection(ConnState::Failed {
                     reason: refused,
+                    can_create: false,
                 }));
                 return;
             }

@@ -141,6 +141,10 @@ pub enum ConnectError {
     /// Retrying will not help (bad credentials, changed host key, missing binary, ...).
     #[error("{0}")]
     Fatal(String),
+    /// Fatal too, but the cause is a workspace folder that does not exist: a front end may
+    /// offer to create it ([`Connector::create_workspace`]) and connect again.
+    #[error("{0}")]
+    WorkspaceMissing(String),
 }
 
 /// Something that can open a fresh transport on demand (used for every reconnect).
@@ -151,6 +155,12 @@ pub trait Connector: Send + Sync {
     async fn connect(&self, hello: &Hello) -> Result<Transport, ConnectError>;
     /// Human-readable place, e.g. `local:/path` or `me@host:/repo`.
     fn describe(&self) -> String;
+    /// Create the workspace folder on the next attempts (`--mkdir`), after a
+    /// [`ConnectError::WorkspaceMissing`] and the user's yes. False when this connector
+    /// cannot.
+    fn create_workspace(&self) -> bool {
+        false
+    }
 }
 
 /// Environment variables a host process may inherit. Everything else (API keys in
@@ -192,6 +202,9 @@ pub struct LocalConnector {
     pub prompter: Option<Arc<dyn Prompter>>,
     /// Create the workspace folder when it does not exist (`--mkdir`).
     pub mkdir: bool,
+    /// Set when the user asked to create the missing workspace (the TUI's prompt): the next
+    /// attempts pass `--mkdir`.
+    pub mkdir_now: std::sync::atomic::AtomicBool,
 }
 
 impl LocalConnector {
@@ -203,6 +216,7 @@ impl LocalConnector {
             upgrade: UpgradePolicy::Refuse,
             prompter: None,
             mkdir: false,
+            mkdir_now: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -215,7 +229,10 @@ impl LocalConnector {
         cmd.arg("attach")
             .arg(workspace)
             .args(["--tag", &tag, "--other-build", other.flag()])
-            .args(self.mkdir.then_some("--mkdir"))
+            .args(
+                (self.mkdir || self.mkdir_now.load(std::sync::atomic::Ordering::SeqCst))
+                    .then_some("--mkdir"),
+            )
             .env_clear()
             .envs(
                 std::env::vars_os()
@@ -286,11 +303,20 @@ impl LocalConnector {
                 problem,
                 path,
                 detail,
-            }) => Err(ConnectError::Fatal(format!(
-                "[attach] local: {path}: {} ({detail}). {}",
-                problem.what(),
-                problem.fix()
-            ))),
+            }) => {
+                let msg = format!(
+                    "[attach] local: {path}: {} ({detail}). {}",
+                    problem.what(),
+                    problem.fix()
+                );
+                Err(
+                    if problem == reasonix_forward::attach::WorkspaceProblem::Missing {
+                        ConnectError::WorkspaceMissing(msg)
+                    } else {
+                        ConnectError::Fatal(msg)
+                    },
+                )
+            }
             Scanned::Report(AttachReport::Fallback { .. }) | Scanned::Missing(_) => Err(
                 ConnectError::Fatal("reasonix-remote printed an unexpected report".into()),
             ),
@@ -372,6 +398,12 @@ impl Connector for LocalConnector {
 
     fn describe(&self) -> String {
         format!("local:{}", self.workspace.display())
+    }
+
+    fn create_workspace(&self) -> bool {
+        self.mkdir_now
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        true
     }
 }
 

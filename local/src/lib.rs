@@ -12,6 +12,7 @@ pub mod context;
 pub mod exit;
 pub mod gateway;
 pub mod mcp_host;
+pub mod permissions;
 pub mod remote_status;
 pub mod run;
 pub mod ssh;

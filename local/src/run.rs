@@ -193,7 +193,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             return fail(&mut out, "the client stopped unexpectedly".into());
         };
         match ev {
-            ClientEvent::Connection(ConnState::Failed { reason }) => {
+            ClientEvent::Connection(ConnState::Failed { reason, .. }) => {
                 return fail_with(&mut out, Exit::Connection, reason)
             }
             ClientEvent::Connection(state) => out.connection(&state),
@@ -538,7 +538,7 @@ impl Printer {
             } => json!({"type": "connection", "state": "reconnecting", "attempt": attempt,
                 "next_retry_ms": next_in.as_millis() as u64, "last_contact_secs": last_contact_secs,
                 "reason": reason}),
-            ConnState::Failed { reason } => {
+            ConnState::Failed { reason, .. } => {
                 json!({"type": "connection", "state": "failed", "reason": reason})
             }
         };

@@ -33,8 +33,9 @@ pub struct SshConnector {
     /// The user chose to attach read-only to this other build: keep doing so on reconnects
     /// instead of asking again.
     read_only_build: Mutex<Option<String>>,
-    /// Create the workspace folder on the host when it does not exist (`--mkdir`).
-    mkdir: bool,
+    /// Create the workspace folder on the host when it does not exist (`--mkdir`, or the
+    /// user's yes to the TUI's prompt).
+    mkdir: AtomicBool,
 }
 
 impl SshConnector {
@@ -62,13 +63,13 @@ impl SshConnector {
             daemon_args,
             upgrade: UpgradePolicy::Ask,
             read_only_build: Mutex::new(None),
-            mkdir: false,
+            mkdir: AtomicBool::new(false),
         }
     }
 
     /// Create the workspace folder on the host when it does not exist (`--mkdir`).
     pub fn with_mkdir(mut self, mkdir: bool) -> Self {
-        self.mkdir = mkdir;
+        self.mkdir = AtomicBool::new(mkdir);
         self
     }
 
@@ -88,8 +89,12 @@ impl SshConnector {
         let msg = e.to_string();
         // The workspace is unusable: no retry changes that, even mid-session (it was removed
         // or its permissions changed while we were away).
-        if let BootstrapError::Workspace { .. } = e {
-            return ConnectError::Fatal(msg);
+        if let BootstrapError::Workspace { problem, .. } = e {
+            return if problem == reasonix_forward::attach::WorkspaceProblem::Missing {
+                ConnectError::WorkspaceMissing(msg)
+            } else {
+                ConnectError::Fatal(msg)
+            };
         }
         let stage = e.stage();
         let transient_stage = matches!(
@@ -159,7 +164,7 @@ impl Connector for SshConnector {
             workspace: self.workspace_arg(),
             daemon_args: self.daemon_args.clone(),
             hello: frame,
-            mkdir: self.mkdir,
+            mkdir: self.mkdir.load(Ordering::SeqCst),
             other_build: match (self.upgrade, &sticky, hello.resume.is_some()) {
                 (_, Some(_), _) => OtherBuild::Attach,
                 // A reconnect that finds another build: someone else replaced our daemon.
@@ -259,5 +264,10 @@ impl Connector for SshConnector {
             self.dest.host,
             self.workspace_arg()
         )
+    }
+
+    fn create_workspace(&self) -> bool {
+        self.mkdir.store(true, Ordering::SeqCst);
+        true
     }
 }

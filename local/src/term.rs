@@ -70,7 +70,7 @@ pub async fn connected(events: &mut mpsc::UnboundedReceiver<ClientEvent>) -> Res
     while let Some(ev) = events.recv().await {
         match ev {
             ClientEvent::Connection(ConnState::Connected { .. }) => return Ok(()),
-            ClientEvent::Connection(ConnState::Failed { reason }) => {
+            ClientEvent::Connection(ConnState::Failed { reason, .. }) => {
                 return Err(TermError::Connect(reason))
             }
             ClientEvent::Connection(ConnState::Reconnecting { reason, .. }) => {
@@ -442,7 +442,7 @@ pub async fn run(
                             attach(have, Some(pty)).await?;
                         }
                     }
-                    ClientEvent::Connection(ConnState::Failed { reason }) => {
+                    ClientEvent::Connection(ConnState::Failed { reason, .. }) => {
                         drop(raw);
                         return Err(TermError::Connect(reason));
                     }

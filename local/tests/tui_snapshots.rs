@@ -310,8 +310,45 @@ fn status_bar_states() {
     app.handle_event(ClientEvent::Connection(ConnState::Failed {
         reason: "build mismatch: reasonix is build aaa but the host's reasonix-remote is build bbb"
             .into(),
+        can_create: false,
     }));
     snap("status_failed", &app);
+}
+
+#[test]
+fn fatal_modal_missing_workspace_and_file() {
+    // A missing workspace: the modal names stage, place, problem and fix, and offers to
+    // create the folder; y asks the runner to create it and connects again.
+    let mut app = App::new(settings());
+    app.handle_event(ClientEvent::Connection(ConnState::Failed {
+        reason: "[attach] devbox: /home/me/proj: the workspace folder does not exist (No such file or directory (os error 2)). Check the path (a relative path is relative to the home folder), create the folder, or rerun with --mkdir to create it".into(),
+        can_create: true,
+    }));
+    snap("fatal_missing_workspace", &app);
+    let screen = draw(&app, 100, 30);
+    assert!(screen.contains("Cannot connect"), "{screen}");
+    assert!(screen.contains("attach"), "{screen}");
+    assert!(screen.contains("/home/me/proj"), "{screen}");
+    // Typing does not reach the composer while the modal is up.
+    assert!(type_str(&mut app, "x").is_empty());
+    assert_eq!(
+        app.handle_key(key(KeyCode::Char('y'))),
+        vec![reasonix_local::tui::Action::CreateWorkspace]
+    );
+    assert!(!draw(&app, 100, 30).contains("Cannot connect"));
+
+    // A path that is a file: nothing to create; Enter dismisses and quits.
+    let mut app = App::new(settings());
+    app.handle_event(ClientEvent::Connection(ConnState::Failed {
+        reason: "[attach] devbox: /home/me/notes.txt: the workspace path is not a folder (Not a directory (os error 20)). Give the folder that contains it, or another path".into(),
+        can_create: false,
+    }));
+    snap("fatal_not_a_folder", &app);
+    assert!(app.handle_key(key(KeyCode::Char('y'))).is_empty());
+    assert_eq!(
+        app.handle_key(key(KeyCode::Enter)),
+        vec![reasonix_local::tui::Action::Quit]
+    );
 }
 
 #[test]
@@ -719,4 +756,37 @@ fn steer_shell_and_history_search() {
     app.handle_key(ctrl('r'));
     type_str(&mut app, "build");
     snap("shell_and_history_search", &app);
+}
+
+#[test]
+fn permissions_list_with_sources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        home.join("config.toml"),
+        "[permissions]\nallow = [\"Bash(ls:*)\"]\n\n[workspaces.\"dev@build-box:/home/dev/project\".permissions]\nallow = [\"Edit\"]\nask = [\"Bash(git push:*)\"]\n",
+    )
+    .expect("config");
+    std::fs::write(
+        ws.join("reasonix.toml"),
+        "[permissions]\ndeny = [\"Bash(rm:*)\"]\n",
+    )
+    .expect("project");
+    let mut config = reasonix_local::config::Config::load(&reasonix_local::config::LoadOptions {
+        home: Some(home.clone()),
+        project_dir: Some(ws),
+        ..Default::default()
+    })
+    .expect("load");
+    config.apply_workspace("dev@build-box:/home/dev/project");
+    let rows = reasonix_local::permissions::rows(&config);
+    let text = reasonix_local::permissions::render(&config, &rows);
+    let mut app = App::new(settings());
+    connected(&mut app, ClientRole::Driver);
+    app.handle(AppEvent::Permissions { text, error: false });
+    snap("permissions_list", &app);
+    assert_eq!(rows.len(), 4, "{rows:?}");
 }

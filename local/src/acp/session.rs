@@ -271,7 +271,7 @@ impl Actor {
 
     fn client_event(&mut self, ev: ClientEvent) {
         match ev {
-            ClientEvent::Connection(ConnState::Failed { reason }) => self.fail(reason),
+            ClientEvent::Connection(ConnState::Failed { reason, .. }) => self.fail(reason),
             ClientEvent::Connection(ConnState::Reconnecting {
                 attempt, reason, ..
             }) => {

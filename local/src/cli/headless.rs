@@ -131,7 +131,7 @@ pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
     let failed = async {
         while let Some(ev) = events.recv().await {
             if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason },
+                reasonix_local::client::ConnState::Failed { reason, .. },
             ) = ev
             {
                 return reason;
@@ -157,7 +157,7 @@ pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
             let mut reason = e.to_string();
             while let Ok(ev) = events.try_recv() {
                 if let reasonix_local::client::ClientEvent::Connection(
-                    reasonix_local::client::ConnState::Failed { reason: r },
+                    reasonix_local::client::ConnState::Failed { reason: r, .. },
                 ) = ev
                 {
                     reason = r;

@@ -183,7 +183,7 @@ async fn remote_ping(args: &RemoteArgs) -> Result<(), CliError> {
     let failed = async {
         while let Some(ev) = events.recv().await {
             if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason },
+                reasonix_local::client::ConnState::Failed { reason, .. },
             ) = ev
             {
                 return reason;

@@ -178,7 +178,7 @@ async fn ask(target: &SessionsTarget, request: Request) -> Result<Response, CliE
     let failed = async {
         while let Some(ev) = events.recv().await {
             if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason },
+                reasonix_local::client::ConnState::Failed { reason, .. },
             ) = ev
             {
                 return reason;

@@ -118,7 +118,7 @@ pub async fn compact(
                 };
             }
             ev = events.recv() => match ev {
-                Some(ClientEvent::Connection(ConnState::Failed { reason })) => {
+                Some(ClientEvent::Connection(ConnState::Failed { reason, .. })) => {
                     return fail_with(&mut out, Exit::Connection, reason)
                 }
                 Some(ev) => {

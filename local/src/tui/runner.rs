@@ -177,8 +177,10 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     };
     let mut app = App::new(app_settings(&config, workspace, opts.model.clone()));
     let gateway = Arc::new(Gateway::new(&config));
-    let (client, mut client_rx) =
-        Client::start(connector, gateway, crate::client::options_for(&config).0);
+    let mut client_options = crate::client::options_for(&config).0;
+    // A missing workspace folder: the fatal-error modal offers to create it.
+    client_options.offer_mkdir = true;
+    let (client, mut client_rx) = Client::start(connector, gateway, client_options);
     let (app_tx, mut app_rx) = mpsc::unbounded_channel::<AppEvent>();
     if let Some(mut prompts) = opts.prompts {
         let tx = app_tx.clone();
@@ -243,7 +245,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     let ctx = Exec {
         pty: super::term_link::spawn(client.clone(), app_tx.clone()),
         client: client.clone(),
-        config: Arc::new(config),
+        config: Arc::new(std::sync::Mutex::new(config)),
         tx: app_tx.clone(),
         in_tmux: std::env::var_os("TMUX").is_some(),
     };
@@ -252,7 +254,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     }
     {
         // Custom commands: the user's files and the workspace's (asked from the host).
-        let (client, home, tx) = (client.clone(), ctx.config.home.clone(), app_tx.clone());
+        let (client, home, tx) = (client.clone(), ctx.config().home.clone(), app_tx.clone());
         tokio::spawn(async move {
             let set =
                 crate::commands::load(&client, &home, &crate::tui::builtin_command_names()).await;
@@ -333,7 +335,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     std::panic::set_hook(Box::new(move |info| prev_hook(info)));
     // A connection that failed for good: say why once more on the normal screen (the
     // transcript is gone with the alternate screen) and exit 5, like `reasonix run`.
-    if let super::app::ConnView::Failed { reason } = &app.conn {
+    if let super::app::ConnView::Failed { reason, .. } = &app.conn {
         eprintln!("reasonix: {reason}");
         return i32::from(crate::exit::Exit::Connection.code());
     }
@@ -358,7 +360,8 @@ struct Exec {
     /// Terminal tab traffic, sent in order by [`super::term_link`].
     pty: mpsc::UnboundedSender<super::app::PtyAction>,
     client: Client,
-    config: Arc<Config>,
+    /// `/permissions remove` drops rules from it, so later sessions do not carry them.
+    config: Arc<std::sync::Mutex<Config>>,
     tx: mpsc::UnboundedSender<AppEvent>,
     in_tmux: bool,
 }
@@ -371,6 +374,43 @@ fn call_error(e: CallError) -> String {
 }
 
 impl Exec {
+    fn config(&self) -> std::sync::MutexGuard<'_, Config> {
+        self.config.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `/permissions [remove N]`: the listing (after the removal, if any).
+    fn permissions(&self, remove: Option<usize>) {
+        let mut config = self.config();
+        let rows = crate::permissions::rows(&config);
+        let mut text = String::new();
+        let mut error = false;
+        if let Some(n) = remove {
+            match rows.get(n - 1) {
+                None => {
+                    error = true;
+                    text = format!(
+                        "/permissions: there is no rule {n} (the list has {})",
+                        rows.len()
+                    );
+                }
+                Some(row) => match crate::permissions::remove(&config.home, row) {
+                    Ok(done) => {
+                        crate::permissions::forget(&mut config, row);
+                        text = done;
+                    }
+                    Err(e) => {
+                        error = true;
+                        text = e;
+                    }
+                },
+            }
+            text.push('\n');
+        }
+        let rows = crate::permissions::rows(&config);
+        text.push_str(&crate::permissions::render(&config, &rows));
+        let _ = self.tx.send(AppEvent::Permissions { text, error });
+    }
+
     /// Run actions; true when one of them is Quit.
     fn run_all(&self, actions: Vec<Action>) -> bool {
         let mut quit = false;
@@ -459,7 +499,7 @@ impl Exec {
                     since,
                     read_only: false,
                     takeover,
-                    settings: session_settings(&self.config, model),
+                    settings: session_settings(&self.config(), model),
                 };
                 self.request("open session", Request::OpenSession(open), |r| match r {
                     Response::SessionOpened(o) => Some(AppEvent::SessionOpened(o)),
@@ -598,7 +638,7 @@ impl Exec {
             Action::McpStatus => {
                 // The laptop list only matters before a session is open (the host then
                 // starts those servers through this link for the answer).
-                let laptop = crate::client::options_for(&self.config).1;
+                let laptop = crate::client::options_for(&self.config()).1;
                 self.request("mcp", Request::McpStatus { laptop }, |r| match r {
                     Response::McpServers { servers } => Some(AppEvent::McpServers(servers)),
                     other => Some(AppEvent::RequestFailed {
@@ -637,7 +677,7 @@ impl Exec {
             Action::SaveOutput(req) => {
                 let client = self.client.clone();
                 let tx = self.tx.clone();
-                let home = self.config.home.clone();
+                let home = self.config().home.clone();
                 tokio::spawn(async move {
                     let ev = match super::fullout::save(&client, &home, &req).await {
                         Ok((path, bytes)) => AppEvent::OutputSaved {
@@ -674,6 +714,8 @@ impl Exec {
             Action::Pty(a) => {
                 let _ = self.pty.send(a);
             }
+            Action::CreateWorkspace => self.client.create_workspace(),
+            Action::Permissions { remove } => self.permissions(remove),
             Action::Quit => return true,
         }
         false

@@ -150,6 +150,11 @@ impl App {
                     .notice("you now drive this session", Level::Info);
                 Vec::new()
             }
+            AppEvent::Permissions { text, error } => {
+                let level = if error { Level::Warn } else { Level::Info };
+                self.transcript.notice(text, level);
+                Vec::new()
+            }
             AppEvent::RequestFailed { what, message } => {
                 if let Some(server) = what.strip_prefix("mcp_resources:") {
                     // Not an MCP server (or it cannot list): no resource candidates.
@@ -277,12 +282,10 @@ impl App {
                             reason,
                         };
                     }
-                    ConnState::Failed { reason } => {
-                        self.transcript.notice(
-                            format!("cannot connect: {reason} (Ctrl-C twice to quit)"),
-                            Level::Error,
-                        );
-                        self.conn = ConnView::Failed { reason };
+                    ConnState::Failed { reason, can_create } => {
+                        self.transcript
+                            .notice(format!("cannot connect: {reason}"), Level::Error);
+                        self.conn = ConnView::Failed { reason, can_create };
                         self.progress.active = false;
                     }
                 }

@@ -120,6 +120,9 @@ impl App {
         if !self.prompts.is_empty() {
             return self.prompt_key(key);
         }
+        if let ConnView::Failed { can_create, .. } = &self.conn {
+            return self.fatal_key(key, *can_create);
+        }
         if let Some(actions) = self.terminal_key(&key) {
             return actions;
         }
@@ -215,6 +218,29 @@ impl App {
         }
         self.set_hint("press Ctrl-C again to quit");
         Vec::new()
+    }
+
+    /// The fatal-error modal: nothing else takes keys. A missing workspace: y creates it and
+    /// connects again, n (or Esc) quits; otherwise Enter, Esc, q or Ctrl-C dismiss it and quit.
+    fn fatal_key(&mut self, key: KeyEvent, can_create: bool) -> Vec<Action> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') if can_create && !ctrl => {
+                self.conn = ConnView::Connecting;
+                self.transcript.notice(
+                    "creating the workspace folder and connecting again",
+                    Level::Info,
+                );
+                vec![Action::CreateWorkspace]
+            }
+            KeyCode::Char('n') | KeyCode::Char('N') if can_create && !ctrl => vec![Action::Quit],
+            KeyCode::Enter | KeyCode::Esc | KeyCode::Char('q') if !can_create && !ctrl => {
+                vec![Action::Quit]
+            }
+            KeyCode::Esc => vec![Action::Quit],
+            KeyCode::Char('c') | KeyCode::Char('d') if ctrl => vec![Action::Quit],
+            _ => Vec::new(),
+        }
     }
 
     pub(super) fn prompt_key(&mut self, key: KeyEvent) -> Vec<Action> {

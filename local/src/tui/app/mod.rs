@@ -192,8 +192,15 @@ pub enum Action {
     RetryNow,
     /// Terminal tabs: a request or traffic for a host PTY (sent in order).
     Pty(PtyAction),
+    /// `/permissions`: list the rules in force, or remove rule N of that list first.
+    Permissions {
+        /// The 1-based number of the rule to remove.
+        remove: Option<usize>,
+    },
     /// Leave the TUI.
     Quit,
+    /// The user said yes to creating the missing workspace folder (`--mkdir`).
+    CreateWorkspace,
 }
 
 /// A question from the SSH/bootstrap code ([`super::TuiPrompter`]) with its answer channel.
@@ -304,6 +311,13 @@ pub enum AppEvent {
         /// Its text (sent as a message instead).
         text: String,
     },
+    /// The `/permissions` listing (or the outcome of a removal), shown in the transcript.
+    Permissions {
+        /// The text.
+        text: String,
+        /// A removal failed or was refused.
+        error: bool,
+    },
     /// A request failed.
     RequestFailed {
         /// Which request (`submit`, `open`, `list_dir:PATH`, ...).
@@ -344,6 +358,8 @@ pub(crate) enum ConnView {
     },
     Failed {
         reason: String,
+        /// The workspace folder is missing and the client waits for a yes to create it.
+        can_create: bool,
     },
 }
 
@@ -665,9 +681,15 @@ impl App {
     /// True when a modal hides the composer.
     pub(crate) fn modal_open(&self) -> bool {
         !self.prompts.is_empty()
+            || self.fatal_open()
             || self.active_approval().is_some()
             || self.overlay.is_some()
             || self.progress.active
+    }
+
+    /// A connection failed for good: the fatal-error modal stays until dismissed.
+    pub(crate) fn fatal_open(&self) -> bool {
+        matches!(self.conn, ConnView::Failed { .. })
     }
 
     /// True while a turn is in progress on the host.

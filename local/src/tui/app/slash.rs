@@ -21,6 +21,7 @@ pub(crate) enum SlashCommand {
     Compact,
     Context,
     Mcp,
+    Permissions,
     Shell,
     Rename,
     Quit,
@@ -56,6 +57,7 @@ impl SlashCommand {
         Self::Compact,
         Self::Context,
         Self::Mcp,
+        Self::Permissions,
         Self::Shell,
         Self::Rename,
         Self::Quit,
@@ -128,6 +130,12 @@ impl SlashCommand {
                 &[],
                 "",
                 "MCP servers: where each runs, its state and its tools",
+            ),
+            Self::Permissions => (
+                "permissions",
+                &[],
+                "[remove N]",
+                "the rules in force and where each came from; remove N deletes rule N from your config",
             ),
             Self::Shell => (
                 "shell",
@@ -411,6 +419,23 @@ impl App {
                     scroll: 0,
                 });
                 vec![Action::McpStatus]
+            }
+            SlashCommand::Permissions => {
+                let words: Vec<&str> = arg.split_whitespace().collect();
+                match words.as_slice() {
+                    [] => vec![Action::Permissions { remove: None }],
+                    ["remove" | "rm", n] => match n.parse::<usize>() {
+                        Ok(n) if n > 0 => vec![Action::Permissions { remove: Some(n) }],
+                        _ => {
+                            self.set_hint("usage: /permissions remove N (N from /permissions)");
+                            Vec::new()
+                        }
+                    },
+                    _ => {
+                        self.set_hint("usage: /permissions [remove N]");
+                        Vec::new()
+                    }
+                }
             }
             SlashCommand::Shell => self.shell_command(arg),
             SlashCommand::Compact => self.compact_command(arg),

@@ -129,6 +129,10 @@ pub(super) fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
         render_prompt(p, frame, area, max_w, iw);
         return;
     }
+    if let ConnView::Failed { reason, can_create } = &app.conn {
+        render_fatal(app, reason, *can_create, frame, area, max_w, iw);
+        return;
+    }
     if let Some(a) = app.active_approval() {
         let mut lines = Vec::new();
         let arg = crate::tui::transcript::key_arg(&a.tool, &a.arguments);
@@ -563,4 +567,61 @@ pub(super) fn render_progress(app: &App, frame: &mut Frame<'_>, area: Rect, max_
         lines,
         max_w.min(72),
     );
+}
+
+/// Split a fatal connection message (`[stage] host: path: what (detail). fix`) into its
+/// stage, its problem and what to do (when the message has that shape).
+pub(super) fn fatal_parts(reason: &str) -> (String, String, Option<String>) {
+    let (stage, rest) = match reason.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((stage, rest)) if !stage.contains(' ') => (stage.to_string(), rest),
+        _ => ("connect".to_string(), reason),
+    };
+    match rest.split_once("). ") {
+        Some((problem, fix)) => (stage, format!("{problem})"), Some(fix.to_string())),
+        None => (stage, rest.to_string(), None),
+    }
+}
+
+/// The fatal-error modal: a connection that cannot succeed by retrying. It stays until
+/// dismissed; for a missing workspace folder it offers to create it.
+fn render_fatal(
+    app: &App,
+    reason: &str,
+    can_create: bool,
+    frame: &mut Frame<'_>,
+    area: Rect,
+    max_w: u16,
+    iw: usize,
+) {
+    let kw = 12usize;
+    let (stage, problem, fix) = fatal_parts(reason);
+    let mut lines = Vec::new();
+    lines.extend(kv("Stage", stage, iw, kw));
+    lines.extend(kv("Workspace", app.settings.workspace.clone(), iw, kw));
+    lines.push(Line::default());
+    lines.extend(wrap_text(&problem, iw, theme::text(), &[]));
+    if let Some(fix) = fix {
+        lines.push(Line::default());
+        lines.extend(kv("What to do", fix, iw, kw));
+    }
+    lines.push(Line::default());
+    if can_create {
+        lines.extend(wrap_text(
+            "Create the folder on the host now (like --mkdir)?",
+            iw,
+            theme::text(),
+            &[],
+        ));
+        lines.extend(options(
+            &[
+                ("y", "create it and open the session there"),
+                ("n", "quit (exit code 5)"),
+            ],
+            None,
+        ));
+    } else {
+        lines.extend(wrap_text("Retrying will not help.", iw, theme::dim(), &[]));
+        lines.extend(options(&[("Enter", "quit (exit code 5)")], None));
+    }
+    show_modal(frame, area, "Cannot connect", theme::error(), lines, max_w);
 }

@@ -106,7 +106,7 @@ pub(super) fn render_overlay(
                 ConnView::Reconnecting {
                     attempt, reason, ..
                 } => format!("reconnecting (attempt {attempt}): {reason}"),
-                ConnView::Failed { reason } => format!("disconnected: {reason}"),
+                ConnView::Failed { reason, .. } => format!("disconnected: {reason}"),
             };
             lines.extend(kv("Connection", conn, iw, kw));
             match &app.daemon_status {
