@@ -1016,6 +1016,13 @@ fn bang_lines_run_on_the_host_and_double_bang_keeps_the_output_private() {
         Action::Shell { command, add_to_context: true, .. } if command == "ls -la")),
         "{a:?}"
     );
+    let ls_id = a
+        .iter()
+        .find_map(|x| match x {
+            Action::Shell { request_id, .. } => Some(request_id.clone()),
+            _ => None,
+        })
+        .expect("request id");
     type_str(&mut app, "!!env");
     let a = app.handle_key(enter());
     assert!(
@@ -1023,12 +1030,21 @@ fn bang_lines_run_on_the_host_and_double_bang_keeps_the_output_private() {
         Action::Shell { command, add_to_context: false, .. } if command == "env")),
         "{a:?}"
     );
+    // The output streams into a running entry before the result arrives.
+    app.handle_event(ClientEvent::ToolProgress {
+        call_id: ls_id.clone(),
+        message: "total 0\n".into(),
+    });
+    let s = draw(&app, 100, 30);
+    assert!(s.contains("! ls -la"), "{s}");
+    assert!(s.contains("│ total 0"), "{s}");
+    assert!(s.contains("shell · running…"), "{s}");
     let mut f = Feed::new();
     f.ev(
         &mut app,
         1.0,
         EventKind::ShellRan {
-            request_id: "shell-1".into(),
+            request_id: ls_id,
             command: "ls -la".into(),
             is_error: false,
             output: "total 0\nfile.txt\n".into(),
@@ -1041,6 +1057,12 @@ fn bang_lines_run_on_the_host_and_double_bang_keeps_the_output_private() {
     assert!(
         s.contains("output goes to the model with your next message"),
         "{s}"
+    );
+    assert!(!s.contains("running…"), "{s}");
+    assert_eq!(
+        s.matches("! ls -la").count(),
+        1,
+        "one entry, completed: {s}"
     );
 }
 
