@@ -223,7 +223,20 @@ fn slash_completion_and_commands() {
     assert!(draw(&app, 80, 24).contains("/help"));
     app.handle_key(key(KeyCode::Esc));
     assert!(!draw(&app, 80, 24).contains("list every key"));
-    app.handle_key(enter());
+    // Unknown: the command files are read again first (one may have been added since).
+    let a = app.handle_key(enter());
+    assert_eq!(
+        a,
+        vec![Action::ReloadCommands {
+            then: Some("he".into())
+        }]
+    );
+    assert!(app
+        .handle(AppEvent::CommandsRetry {
+            set: Default::default(),
+            line: "he".into(),
+        })
+        .is_empty());
     assert!(draw(&app, 80, 24).contains("unknown command /he"));
 
     // `//` escapes a leading slash; a path is not a command.
@@ -893,6 +906,23 @@ fn a_custom_command_submits_its_expansion() {
         Vec::new(),
         &[],
     );
+    // A file added after the start: unknown at first, so the files are read again and
+    // the line runs with the new set.
+    type_str(&mut app, "/git:review src/a.rs \"edge cases\"");
+    let a = app.handle_key(enter());
+    let line = match a.as_slice() {
+        [Action::ReloadCommands { then: Some(line) }] => line.clone(),
+        other => panic!("{other:?}"),
+    };
+    let actions = app.handle(AppEvent::CommandsRetry {
+        set: set.clone(),
+        line,
+    });
+    let shown = format!("{actions:?}");
+    assert!(
+        shown.contains(r#"Review src/a.rs (all: src/a.rs \"edge cases\") for $2"#),
+        "{shown}"
+    );
     app.handle(AppEvent::Commands(set));
     type_str(&mut app, "/git:review src/a.rs \"edge cases\"");
     let actions = app.handle_key(enter());
@@ -900,6 +930,14 @@ fn a_custom_command_submits_its_expansion() {
     assert!(
         shown.contains(r#"Review src/a.rs (all: src/a.rs \"edge cases\") for $2"#),
         "{shown}"
+    );
+    // Opening the slash completion, and /help, read the files again.
+    app.handle_key(key(KeyCode::Esc));
+    let a = app.handle_key(key(KeyCode::Char('/')));
+    assert_eq!(a, vec![Action::ReloadCommands { then: None }]);
+    assert!(
+        app.handle_key(key(KeyCode::Char('g'))).is_empty(),
+        "once per opening"
     );
 }
 

@@ -654,6 +654,22 @@ impl Exec {
                 },
                 |_| None,
             ),
+            Action::ReloadCommands { then } => {
+                let (client, home, tx) = (
+                    self.client.clone(),
+                    self.config.home.clone(),
+                    self.tx.clone(),
+                );
+                tokio::spawn(async move {
+                    let set =
+                        crate::commands::load(&client, &home, &crate::tui::builtin_command_names())
+                            .await;
+                    let _ = tx.send(match then {
+                        Some(line) => AppEvent::CommandsRetry { set, line },
+                        None => AppEvent::Commands(set),
+                    });
+                });
+            }
             Action::HistoryList => self.history(Request::HistoryList),
             Action::HistoryAppend { text } => self.history(Request::HistoryAppend { text }),
             Action::RetryNow => self.client.retry_now(),

@@ -50,11 +50,18 @@ impl App {
                 }
             }
             AppEvent::Commands(set) => {
-                for n in &set.notices {
-                    self.transcript.notice(n.clone(), Level::Warn);
+                self.set_commands(set);
+                self.refresh_completion()
+            }
+            AppEvent::CommandsRetry { set, line } => {
+                self.set_commands(set);
+                let name = line.split_whitespace().next().unwrap_or("");
+                if self.custom_commands.get(name).is_some() {
+                    self.command(&line)
+                } else {
+                    self.set_hint(format!("unknown command /{name}; /help lists them"));
+                    Vec::new()
                 }
-                self.custom_commands = set;
-                Vec::new()
             }
             AppEvent::Sessions(list) => {
                 if let Some(Overlay::Sessions { list: l, sel }) = &mut self.overlay {

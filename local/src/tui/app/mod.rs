@@ -178,6 +178,13 @@ pub enum Action {
     },
     /// Send `Request::HistoryList` (answered with [`AppEvent::History`]).
     HistoryList,
+    /// Read the custom command files again (the user's here, the workspace's on the host),
+    /// answered with [`AppEvent::Commands`], or with [`AppEvent::CommandsRetry`] carrying
+    /// `then`: a `/name` line no known command matched, run again with the new set.
+    ReloadCommands {
+        /// The line to run again.
+        then: Option<String>,
+    },
     /// Send `Request::HistoryAppend`.
     HistoryAppend {
         /// What the user sent.
@@ -244,6 +251,13 @@ pub enum AppEvent {
     SessionDeleted(String),
     /// The custom commands (user and workspace files) and the files skipped.
     Commands(crate::commands::CommandSet),
+    /// Answer to `ReloadCommands{then: Some(line)}`: the new set, then `line` runs again.
+    CommandsRetry {
+        /// The commands read again.
+        set: crate::commands::CommandSet,
+        /// The `/name args` line (without the `/`).
+        line: String,
+    },
     /// Answer to `ListDir`.
     DirEntries {
         /// The directory asked for.
@@ -442,6 +456,8 @@ pub struct App {
     pub(crate) composer: Composer,
     pub(crate) completion: Option<Completion>,
     completion_dismissed: Option<String>,
+    /// The command files were re-read for the slash completion now open (once per opening).
+    commands_reloaded: bool,
     dir_cache: HashMap<String, Vec<DirEntry>>,
     /// Custom slash commands from command files (see [`crate::commands`]).
     pub(crate) custom_commands: crate::commands::CommandSet,
@@ -534,6 +550,7 @@ impl App {
             composer: Composer::default(),
             completion: None,
             completion_dismissed: None,
+            commands_reloaded: false,
             dir_cache: HashMap::new(),
             custom_commands: crate::commands::CommandSet::default(),
             dir_pending: HashSet::new(),

@@ -289,6 +289,17 @@ impl App {
         }
     }
 
+    /// A new set of custom commands; its notices are shown when they are new (a re-read
+    /// repeats the old ones).
+    pub(super) fn set_commands(&mut self, set: crate::commands::CommandSet) {
+        for n in &set.notices {
+            if !self.custom_commands.notices.contains(n) {
+                self.transcript.notice(n.clone(), Level::Warn);
+            }
+        }
+        self.custom_commands = set;
+    }
+
     /// Run a slash command (without the leading `/`).
     pub(super) fn command(&mut self, line: &str) -> Vec<Action> {
         let (name, arg) = match line.split_once(char::is_whitespace) {
@@ -300,14 +311,16 @@ impl App {
                 let text = crate::commands::expand(&custom.body, arg);
                 return self.submit(text);
             }
-            self.set_hint(format!("unknown command /{name}; /help lists them"));
-            return Vec::new();
+            // Maybe a command file added since the last read: read them again, then retry.
+            return vec![Action::ReloadCommands {
+                then: Some(line.to_string()),
+            }];
         };
         match cmd {
             SlashCommand::Help => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Help { scroll: 0 });
-                Vec::new()
+                vec![Action::ReloadCommands { then: None }]
             }
             SlashCommand::New => self.switch_session(None, true),
             SlashCommand::Rename => match &self.session {
