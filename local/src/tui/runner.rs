@@ -562,6 +562,35 @@ impl Exec {
                     },
                 );
             }
+            Action::ListTrash => {
+                self.request("list the trash", Request::ListTrash, |r| match r {
+                    Response::Trash { sessions } => Some(AppEvent::Trash(sessions)),
+                    _ => None,
+                });
+            }
+            Action::RestoreSession { session } => {
+                let s = session.clone();
+                self.request(
+                    "restore session",
+                    Request::RestoreSession { session },
+                    move |r| match r {
+                        Response::Ok => Some(AppEvent::SessionRestored(s.clone())),
+                        _ => None,
+                    },
+                );
+            }
+            Action::PurgeSession { session } => {
+                self.request(
+                    "purge session",
+                    Request::PurgeSessions {
+                        session: Some(session),
+                    },
+                    |r| match r {
+                        Response::Purged { sessions } => Some(AppEvent::SessionsPurged(sessions)),
+                        _ => None,
+                    },
+                );
+            }
             Action::ListDir { path } => {
                 let p = path.clone();
                 self.request(

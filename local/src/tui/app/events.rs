@@ -39,13 +39,45 @@ impl App {
             AppEvent::SessionDeleted(session) => {
                 self.transcript.notice(
                     format!(
-                        "session {session} moved to the trash; `reasonix sessions restore {session}` brings it back within {} days",
+                        "session {session} moved to the trash; /sessions trash (or `reasonix sessions restore {session}`) brings it back within {} days",
                         reasonix_forward::proto::TRASH_KEEP_DAYS
                     ),
                     Level::Info,
                 );
                 match self.overlay {
                     Some(Overlay::Sessions { .. }) => vec![Action::ListSessions],
+                    _ => Vec::new(),
+                }
+            }
+            AppEvent::Trash(trashed) => {
+                if let Some(Overlay::Trash { list, sel, confirm }) = &mut self.overlay {
+                    *sel = (*sel).min(trashed.len().saturating_sub(1));
+                    *list = Some(trashed);
+                    *confirm = false;
+                }
+                Vec::new()
+            }
+            AppEvent::SessionRestored(session) => {
+                self.transcript.notice(
+                    format!("session {session} restored from the trash; /sessions lists it"),
+                    Level::Info,
+                );
+                match self.overlay {
+                    Some(Overlay::Trash { .. }) => vec![Action::ListTrash],
+                    _ => Vec::new(),
+                }
+            }
+            AppEvent::SessionsPurged(sessions) => {
+                self.transcript.notice(
+                    if sessions.is_empty() {
+                        "nothing was purged (the session was no longer in the trash)".to_string()
+                    } else {
+                        format!("purged for good: {}", sessions.join(", "))
+                    },
+                    Level::Info,
+                );
+                match self.overlay {
+                    Some(Overlay::Trash { .. }) => vec![Action::ListTrash],
                     _ => Vec::new(),
                 }
             }

@@ -137,6 +137,19 @@ pub enum Action {
         /// Session id.
         session: String,
     },
+    /// Send `Request::ListTrash` (answered with [`AppEvent::Trash`]).
+    ListTrash,
+    /// Send `Request::RestoreSession` (answered with [`AppEvent::SessionRestored`]).
+    RestoreSession {
+        /// Session id.
+        session: String,
+    },
+    /// Send `Request::PurgeSessions` for one session (answered with
+    /// [`AppEvent::SessionsPurged`]).
+    PurgeSession {
+        /// Session id.
+        session: String,
+    },
     /// Send `Request::ListDir` (path relative to the workspace; `""` is the root).
     ListDir {
         /// Directory.
@@ -249,6 +262,12 @@ pub enum AppEvent {
     },
     /// A session was moved to the trash (answer to `DeleteSession`).
     SessionDeleted(String),
+    /// Answer to `ListTrash`.
+    Trash(Vec<reasonix_forward::proto::TrashedSession>),
+    /// A session came back from the trash (answer to `RestoreSession`).
+    SessionRestored(String),
+    /// Sessions removed for good (answer to `PurgeSessions`).
+    SessionsPurged(Vec<String>),
     /// The custom commands (user and workspace files) and the files skipped.
     Commands(crate::commands::CommandSet),
     /// Answer to `ReloadCommands{then: Some(line)}`: the new set, then `line` runs again.
@@ -371,6 +390,12 @@ pub(crate) enum Overlay {
     Sessions {
         list: Option<Vec<SessionInfo>>,
         sel: usize,
+    },
+    /// `/sessions trash`: the trashed sessions; `confirm` while a purge waits for `y`.
+    Trash {
+        list: Option<Vec<reasonix_forward::proto::TrashedSession>>,
+        sel: usize,
+        confirm: bool,
     },
     Models {
         sel: usize,

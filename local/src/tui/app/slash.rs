@@ -69,8 +69,8 @@ impl SlashCommand {
             Self::Sessions => (
                 "sessions",
                 &["resume"],
-                "",
-                "sessions of this workspace: resume, delete (to the trash), rename",
+                "[trash]",
+                "sessions of this workspace: resume, delete (to the trash), rename; trash: restore, purge",
             ),
             Self::Model => ("model", &[], "[name]", "choose the model"),
             Self::Status => (
@@ -300,6 +300,16 @@ impl App {
         self.custom_commands = set;
     }
 
+    /// The trash overlay (`/sessions trash`, or `t` in `/sessions`).
+    pub(super) fn open_trash(&mut self) -> Vec<Action> {
+        self.overlay = Some(Overlay::Trash {
+            list: None,
+            sel: 0,
+            confirm: false,
+        });
+        vec![Action::ListTrash]
+    }
+
     /// Run a slash command (without the leading `/`).
     pub(super) fn command(&mut self, line: &str) -> Vec<Action> {
         let (name, arg) = match line.split_once(char::is_whitespace) {
@@ -337,6 +347,7 @@ impl App {
                     Vec::new()
                 }
             },
+            SlashCommand::Sessions if arg == "trash" => self.open_trash(),
             SlashCommand::Sessions => {
                 self.overlay = Some(Overlay::Sessions { list: None, sel: 0 });
                 vec![Action::ListSessions]
