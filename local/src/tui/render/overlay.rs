@@ -293,14 +293,13 @@ pub(super) fn render_overlay(
                         } else {
                             Style::default()
                         };
+                        // Month-day is enough: the trash keeps a session for days.
                         let meta = format!(
-                            "  deleted {} · purged after {} · {} · ",
-                            t.deleted.get(..16).unwrap_or(&t.deleted).replace('T', " "),
-                            t.purge_after.get(..10).unwrap_or(&t.purge_after),
-                            theme::plural(t.info.turns, "turn", "turns")
+                            "  deleted {} · kept until {} · ",
+                            t.deleted.get(5..16).unwrap_or(&t.deleted).replace('T', " "),
+                            t.purge_after.get(5..10).unwrap_or(&t.purge_after),
                         );
-                        let title =
-                            truncate(&t.info.title, iw.saturating_sub(text_width(&meta)));
+                        let title = truncate(&t.info.title, iw.saturating_sub(text_width(&meta)));
                         let pad = iw.saturating_sub(text_width(&meta) + text_width(&title));
                         lines.push(Line::from(vec![
                             Span::styled(meta, base.patch(theme::dim())),
@@ -330,14 +329,7 @@ pub(super) fn render_overlay(
                     theme::dim(),
                 )));
             }
-            show_modal(
-                frame,
-                area,
-                "Trash",
-                theme::border_active(),
-                lines,
-                max_w,
-            );
+            show_modal(frame, area, "Trash", theme::border_active(), lines, max_w);
         }
         Overlay::Context { report, error } => super::context::render_context(
             app,
