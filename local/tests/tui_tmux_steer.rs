@@ -288,7 +288,7 @@ fn cli_titles(ws: &Path, home: &Path, rx_home: &Path, trash: bool) -> Vec<String
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tui_finds_a_command_file_added_after_start_and_restores_and_purges_from_the_trash() {
+async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from_the_trash() {
     let mock = MockProvider::start(vec![MockReply::text(&["late-answer"])]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
@@ -307,7 +307,19 @@ async fn tui_finds_a_command_file_added_after_start_and_restores_and_purges_from
     );
     let t = Tmux::start(&cmd);
     tokio::task::block_in_place(|| {
-        t.wait_for("connected");
+        t.wait_for("new session");
+        // `!` streams: the first line shows while the command still waits for `go`.
+        t.send(&[
+            "!!echo bang-first; while [ ! -e go ]; do sleep 0.05; done; echo bang-second",
+            "Enter",
+        ]);
+        let s = t.wait_for("│ bang-first");
+        assert!(s.contains("shell · running…"), "{s}");
+        assert!(!s.contains("│ bang-second"), "{s}");
+        std::fs::write(ws.join("go"), "").expect("gate");
+        t.wait_for("│ bang-second");
+        let s = t.wait_for("output kept out of the model's context");
+        assert!(!s.contains("running…"), "{s}");
         // Added after the TUI read its command files: found all the same.
         std::fs::create_dir_all(ws.join(".reasonix/commands")).expect("commands dir");
         std::fs::write(
