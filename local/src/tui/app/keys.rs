@@ -493,11 +493,7 @@ impl App {
                             return vec![Action::RestoreSession { session }];
                         }
                     }
-                    KeyCode::Delete | KeyCode::Char('p') => {
-                        if id.is_some() {
-                            *confirm = true;
-                        }
-                    }
+                    KeyCode::Delete | KeyCode::Char('p') if id.is_some() => *confirm = true,
                     KeyCode::Char('s') => {
                         self.overlay = Some(Overlay::Sessions { list: None, sel: 0 });
                         return vec![Action::ListSessions];
