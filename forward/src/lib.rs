@@ -15,6 +15,7 @@
 
 pub mod attach;
 pub mod child;
+pub mod command_files;
 pub mod content;
 pub mod delta;
 pub mod frame;

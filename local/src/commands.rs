@@ -23,9 +23,7 @@ use std::path::Path;
 use reasonix_forward::proto::{CommandFile, CommandFileProblem};
 
 /// Largest command file read from the laptop folder (the host applies the same bound).
-pub const MAX_FILE_BYTES: u64 = 64 * 1024;
-/// Deepest folder nesting below a commands folder.
-const MAX_DEPTH: usize = 4;
+pub use reasonix_forward::command_files::MAX_FILE_BYTES;
 
 /// Where a command came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,103 +310,17 @@ impl CommandSet {
     }
 }
 
-/// The user's command files in `<home>/commands/`, read like the host reads the
-/// workspace's (same bounds; symlinks are followed, the folder is the user's own).
+/// The user's command files in `<home>/commands/`, read by the same walker as the host
+/// reads the workspace's (same bounds; symlinks are followed, the folder is the user's own).
 pub fn read_user_files(home: &Path) -> (Vec<CommandFile>, Vec<CommandFileProblem>) {
     let root = home.join("commands");
-    let mut files = Vec::new();
-    let mut skipped = Vec::new();
-    if root.is_dir() {
-        walk(&root, &root, 0, &mut files, &mut skipped);
-    }
-    files.sort_by(|a, b| a.name.cmp(&b.name));
-    (files, skipped)
-}
-
-fn walk(
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    files: &mut Vec<CommandFile>,
-    skipped: &mut Vec<CommandFileProblem>,
-) {
     let shown = |p: &Path| p.display().to_string();
-    let mut entries: Vec<std::path::PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
-        Err(e) => {
-            skipped.push(CommandFileProblem {
-                path: shown(dir),
-                problem: format!("cannot list the folder: {e}"),
-            });
-            return;
-        }
-    };
-    entries.sort();
-    for path in entries {
-        let problem = |p: String| CommandFileProblem {
-            path: shown(&path),
-            problem: p,
-        };
-        if path.is_dir() {
-            if depth + 1 < MAX_DEPTH {
-                walk(root, &path, depth + 1, files, skipped);
-            } else {
-                skipped.push(problem(format!(
-                    "folders nest deeper than {MAX_DEPTH} levels"
-                )));
-            }
-            continue;
-        }
-        if path.extension().and_then(|e| e.to_str()) != Some("md") {
-            continue;
-        }
-        let Some(name) = command_name(root, &path) else {
-            skipped.push(problem(
-                "the name may only use letters, digits, `-`, `_` and `.`".into(),
-            ));
-            continue;
-        };
-        match std::fs::metadata(&path) {
-            Ok(m) if m.len() > MAX_FILE_BYTES => {
-                skipped.push(problem(format!(
-                    "{} bytes, more than the {MAX_FILE_BYTES} a command file may have",
-                    m.len()
-                )));
-                continue;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                skipped.push(problem(format!("cannot read: {e}")));
-                continue;
-            }
-        }
-        match std::fs::read(&path).map(String::from_utf8) {
-            Ok(Ok(text)) => files.push(CommandFile {
-                name,
-                path: shown(&path),
-                text,
-            }),
-            Ok(Err(_)) => skipped.push(problem("not UTF-8 text".into())),
-            Err(e) => skipped.push(problem(format!("cannot read: {e}"))),
-        }
+    reasonix_forward::command_files::Walk {
+        root: &root,
+        confine_to: None,
+        shown: &shown,
     }
-}
-
-fn command_name(root: &Path, path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(root).ok()?.with_extension("");
-    let mut parts = Vec::new();
-    for c in rel.components() {
-        let part = c.as_os_str().to_str()?;
-        let ok = !part.is_empty()
-            && part
-                .chars()
-                .all(|ch| ch.is_alphanumeric() || matches!(ch, '-' | '_' | '.'));
-        if !ok {
-            return None;
-        }
-        parts.push(part.to_string());
-    }
-    (!parts.is_empty()).then(|| parts.join(":"))
+    .read()
 }
 
 /// The full set for a client: the user's files (read here) merged with the workspace's

@@ -317,6 +317,66 @@ async fn a_bang_command_runs_sandboxed_and_its_output_reaches_the_next_turn_when
         "the sandbox let ! write outside the workspace"
     );
 
+    // Streamed while it runs: the command prints a line, then waits for a file this test
+    // creates only once it has seen that line as `ToolProgress`, so the command cannot end
+    // (nor `ShellRan` arrive) without the output having streamed first.
+    {
+        let streaming = client.request(Request::Shell {
+        request_id: "sh-stream".into(),
+        command: "echo stream-one; while [ ! -e go ]; do sleep 0.05; done; echo stream-two; touch /var/tmp/rx-stream-escaped-$PPID".into(),
+        add_to_context: false,
+    });
+        tokio::pin!(streaming);
+        let mut streamed = String::new();
+        let mut answered = None;
+        let mut order = Vec::new();
+        let final_output = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            tokio::select! {
+                r = &mut streaming, if answered.is_none() => {
+                    order.push("answered");
+                    answered = Some(r);
+                }
+                ev = events.recv() => match ev.expect("client alive") {
+                    ClientEvent::ToolProgress { call_id, message } if call_id == "sh-stream" => {
+                        streamed.push_str(&message);
+                        if streamed.contains("stream-one") && !rig.ws.join("go").exists() {
+                            order.push("streamed");
+                            std::fs::write(rig.ws.join("go"), "").expect("go");
+                        }
+                    }
+                    ClientEvent::Event(e) => {
+                        if let EventKind::ShellRan { request_id, output, .. } = e.kind {
+                            if request_id == "sh-stream" {
+                                order.push("ran");
+                                return output;
+                            }
+                        }
+                    }
+                    _ => {}
+                },
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the ! output did not stream (seen: {streamed:?})"));
+        assert_eq!(order[0], "streamed", "{order:?}");
+        assert!(!order[..order.len() - 1].contains(&"ran"), "{order:?}");
+        assert!(
+            final_output.contains("stream-one") && final_output.contains("stream-two"),
+            "{final_output}"
+        );
+        assert!(
+            final_output.contains("Read-only file system"),
+            "{final_output}"
+        );
+        let answer = match answered {
+            Some(r) => r,
+            None => streaming.await,
+        };
+        assert_eq!(answer.expect("shell streamed"), Response::Ok);
+    }
+
     // Not shared: `!!` output stays out of the model's context.
     client
         .request(Request::Shell {

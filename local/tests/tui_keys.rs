@@ -223,7 +223,20 @@ fn slash_completion_and_commands() {
     assert!(draw(&app, 80, 24).contains("/help"));
     app.handle_key(key(KeyCode::Esc));
     assert!(!draw(&app, 80, 24).contains("list every key"));
-    app.handle_key(enter());
+    // Unknown: the command files are read again first (one may have been added since).
+    let a = app.handle_key(enter());
+    assert_eq!(
+        a,
+        vec![Action::ReloadCommands {
+            then: Some("he".into())
+        }]
+    );
+    assert!(app
+        .handle(AppEvent::CommandsRetry {
+            set: Default::default(),
+            line: "he".into(),
+        })
+        .is_empty());
     assert!(draw(&app, 80, 24).contains("unknown command /he"));
 
     // `//` escapes a leading slash; a path is not a command.
@@ -893,6 +906,23 @@ fn a_custom_command_submits_its_expansion() {
         Vec::new(),
         &[],
     );
+    // A file added after the start: unknown at first, so the files are read again and
+    // the line runs with the new set.
+    type_str(&mut app, "/git:review src/a.rs \"edge cases\"");
+    let a = app.handle_key(enter());
+    let line = match a.as_slice() {
+        [Action::ReloadCommands { then: Some(line) }] => line.clone(),
+        other => panic!("{other:?}"),
+    };
+    let actions = app.handle(AppEvent::CommandsRetry {
+        set: set.clone(),
+        line,
+    });
+    let shown = format!("{actions:?}");
+    assert!(
+        shown.contains(r#"Review src/a.rs (all: src/a.rs \"edge cases\") for $2"#),
+        "{shown}"
+    );
     app.handle(AppEvent::Commands(set));
     type_str(&mut app, "/git:review src/a.rs \"edge cases\"");
     let actions = app.handle_key(enter());
@@ -900,6 +930,14 @@ fn a_custom_command_submits_its_expansion() {
     assert!(
         shown.contains(r#"Review src/a.rs (all: src/a.rs \"edge cases\") for $2"#),
         "{shown}"
+    );
+    // Opening the slash completion, and /help, read the files again.
+    app.handle_key(key(KeyCode::Esc));
+    let a = app.handle_key(key(KeyCode::Char('/')));
+    assert_eq!(a, vec![Action::ReloadCommands { then: None }]);
+    assert!(
+        app.handle_key(key(KeyCode::Char('g'))).is_empty(),
+        "once per opening"
     );
 }
 
@@ -1036,6 +1074,13 @@ fn bang_lines_run_on_the_host_and_double_bang_keeps_the_output_private() {
         Action::Shell { command, add_to_context: true, .. } if command == "ls -la")),
         "{a:?}"
     );
+    let ls_id = a
+        .iter()
+        .find_map(|x| match x {
+            Action::Shell { request_id, .. } => Some(request_id.clone()),
+            _ => None,
+        })
+        .expect("request id");
     type_str(&mut app, "!!env");
     let a = app.handle_key(enter());
     assert!(
@@ -1043,12 +1088,21 @@ fn bang_lines_run_on_the_host_and_double_bang_keeps_the_output_private() {
         Action::Shell { command, add_to_context: false, .. } if command == "env")),
         "{a:?}"
     );
+    // The output streams into a running entry before the result arrives.
+    app.handle_event(ClientEvent::ToolProgress {
+        call_id: ls_id.clone(),
+        message: "total 0\n".into(),
+    });
+    let s = draw(&app, 100, 30);
+    assert!(s.contains("! ls -la"), "{s}");
+    assert!(s.contains("│ total 0"), "{s}");
+    assert!(s.contains("shell · running…"), "{s}");
     let mut f = Feed::new();
     f.ev(
         &mut app,
         1.0,
         EventKind::ShellRan {
-            request_id: "shell-1".into(),
+            request_id: ls_id,
             command: "ls -la".into(),
             is_error: false,
             output: "total 0\nfile.txt\n".into(),
@@ -1061,6 +1115,12 @@ fn bang_lines_run_on_the_host_and_double_bang_keeps_the_output_private() {
     assert!(
         s.contains("output goes to the model with your next message"),
         "{s}"
+    );
+    assert!(!s.contains("running…"), "{s}");
+    assert_eq!(
+        s.matches("! ls -la").count(),
+        1,
+        "one entry, completed: {s}"
     );
 }
 

@@ -416,6 +416,64 @@ fn help_status_sessions_and_model_overlays() {
     app.handle_key(key(KeyCode::Down));
     snap("overlay_sessions", &app);
 
+    // `t` opens the trash: Enter restores, `p` purges after a confirmation.
+    assert_eq!(
+        app.handle_key(key(KeyCode::Char('t'))),
+        vec![reasonix_local::tui::Action::ListTrash]
+    );
+    let trashed = |id: &str, title: &str, turns: u64, deleted: &str, purge: &str| {
+        reasonix_forward::proto::TrashedSession {
+            info: SessionInfo {
+                id: id.into(),
+                created: "2026-04-20T10:00:00Z".into(),
+                turns,
+                last_seq: 9,
+                title: title.into(),
+                state: TurnState::Idle,
+                last_activity: "2026-04-20T11:00:00Z".into(),
+                driver_attached: false,
+                clients: 0,
+            },
+            deleted: deleted.into(),
+            purge_after: purge.into(),
+        }
+    };
+    app.handle(AppEvent::Trash(vec![
+        trashed(
+            "20260428-120000-aa01",
+            "Try the new parser",
+            3,
+            "2026-05-01T09:00:00Z",
+            "2026-05-08T09:00:00Z",
+        ),
+        trashed(
+            "20260420-100000-bb02",
+            "Old spike on caching",
+            12,
+            "2026-04-27T15:30:00Z",
+            "2026-05-04T15:30:00Z",
+        ),
+    ]));
+    app.handle_key(key(KeyCode::Down));
+    snap("overlay_trash", &app);
+    assert!(app.handle_key(key(KeyCode::Char('p'))).is_empty());
+    snap("overlay_trash_confirm_purge", &app);
+    assert_eq!(
+        app.handle_key(key(KeyCode::Char('y'))),
+        vec![reasonix_local::tui::Action::PurgeSession {
+            session: "20260420-100000-bb02".into()
+        }]
+    );
+    assert_eq!(
+        app.handle_key(key(KeyCode::Enter)),
+        vec![reasonix_local::tui::Action::RestoreSession {
+            session: "20260420-100000-bb02".into()
+        }]
+    );
+    // Any key but `y` keeps it.
+    app.handle_key(key(KeyCode::Char('p')));
+    assert!(app.handle_key(key(KeyCode::Char('n'))).is_empty());
+
     let mut app = busy_app();
     type_str(&mut app, "/model");
     app.handle_key(key(KeyCode::Enter));

@@ -156,3 +156,118 @@ async fn two_laptops_over_ssh_share_the_prompt_history() {
     let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+/// `reasonix sessions [--trash] --json` against the same local host: the titles it lists.
+fn cli_titles(ws: &Path, home: &Path, rx_home: &Path, trash: bool) -> Vec<String> {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let host = bin.parent().expect("bin dir").join("reasonix-remote");
+    let mut cmd = Command::new(&bin);
+    cmd.current_dir(ws)
+        .env("HOME", home)
+        .env("REASONIX_HOME", rx_home)
+        .env("REASONIX_REMOTE_BIN", host)
+        .args(["sessions", "--json"]);
+    if trash {
+        cmd.arg("--trash");
+    }
+    let out = cmd.output().expect("reasonix sessions");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json line");
+            let info = if trash { &v["info"] } else { &v };
+            info["title"].as_str().unwrap_or("").to_string()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from_the_trash() {
+    let mock = MockProvider::start(vec![MockReply::text(&["late-answer"])]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let rx_home = dir.path().join("rxhome");
+    write_config(&rx_home, &mock.base_url());
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let host = bin.parent().expect("bin dir").join("reasonix-remote");
+    let cmd = format!(
+        "cd {} && env HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
+        ws.display(),
+        dir.path().display(),
+        rx_home.display(),
+        host.display(),
+        bin.display()
+    );
+    let t = Tmux::start(&cmd);
+    tokio::task::block_in_place(|| {
+        t.wait_for("new session");
+        // `!` streams: the first line shows while the command still waits for `go`.
+        t.send(&[
+            "!!echo bang-first; while [ ! -e go ]; do sleep 0.05; done; echo bang-second",
+            "Enter",
+        ]);
+        let s = t.wait_for("│ bang-first");
+        assert!(s.contains("shell · running…"), "{s}");
+        assert!(!s.contains("│ bang-second"), "{s}");
+        std::fs::write(ws.join("go"), "").expect("gate");
+        t.wait_for("│ bang-second");
+        let s = t.wait_for("output kept out of the model's context");
+        assert!(!s.contains("running…"), "{s}");
+        // Added after the TUI read its command files: found all the same.
+        std::fs::create_dir_all(ws.join(".reasonix/commands")).expect("commands dir");
+        std::fs::write(
+            ws.join(".reasonix/commands/late.md"),
+            "---\ndescription: added late\n---\nSay late-$ARGUMENTS",
+        )
+        .expect("command file");
+        t.send(&["/late one", "Enter"]);
+        t.wait_for("late-answer");
+    });
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 1);
+    let msgs = reqs[0].messages();
+    assert_eq!(msgs.last().expect("user")["content"], "Say late-one");
+
+    tokio::task::block_in_place(|| {
+        // A new session, then the first one goes to the trash from /sessions.
+        t.send(&["/new", "Enter"]);
+        t.wait_for("new session");
+        t.send(&["/sessions", "Enter"]);
+        t.wait_for("Say late-one");
+        t.send(&["Down", "d"]);
+        t.wait_for("moved to the trash");
+        t.send(&["t"]);
+        t.wait_for("kept until");
+        // Enter restores it.
+        t.send(&["Enter"]);
+        t.wait_for("restored from the trash");
+        t.wait_for("the trash is empty");
+    });
+    assert!(cli_titles(&ws, dir.path(), &rx_home, true).is_empty());
+    assert!(cli_titles(&ws, dir.path(), &rx_home, false).contains(&"Say late-one".to_string()));
+    tokio::task::block_in_place(|| {
+        // Back to the sessions, delete again, then purge (asked first).
+        t.send(&["s"]);
+        t.wait_for("Say late-one");
+        t.send(&["Down", "d"]);
+        t.wait_for("moved to the trash");
+        t.send(&["t"]);
+        t.wait_for("kept until");
+        t.send(&["p"]);
+        t.wait_for("for good?");
+        t.send(&["y"]);
+        t.wait_for("purged for good");
+    });
+    assert!(cli_titles(&ws, dir.path(), &rx_home, true).is_empty());
+    assert!(!cli_titles(&ws, dir.path(), &rx_home, false).contains(&"Say late-one".to_string()));
+    t.send(&["Escape"]);
+    t.send(&["C-c"]);
+    t.send(&["C-c"]);
+    stop_daemons(&rx_home);
+}

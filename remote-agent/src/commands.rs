@@ -6,151 +6,32 @@
 //! that leads outside the workspace is skipped, so a hostile repository cannot make the
 //! laptop paste a host secret (`~/.ssh/id_ed25519`) into a prompt.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use reasonix_forward::command_files::Walk;
+pub use reasonix_forward::command_files::{command_name, MAX_DEPTH, MAX_FILES, MAX_FILE_BYTES};
 use reasonix_forward::proto::{CommandFile, CommandFileProblem};
 
 /// The commands folder, relative to the workspace root.
 pub const COMMANDS_DIR: &str = ".reasonix/commands";
-/// Largest command file read.
-pub const MAX_FILE_BYTES: u64 = 64 * 1024;
-/// Most command files read (the rest are reported as skipped).
-pub const MAX_FILES: usize = 256;
-/// Deepest folder nesting below the commands folder.
-pub const MAX_DEPTH: usize = 4;
 
 /// Every `*.md` below `<workspace>/.reasonix/commands`, sorted by name, and the files that
 /// could not be used with the reason. A missing folder is no commands, not an error.
 pub fn read_command_files(workspace: &Path) -> (Vec<CommandFile>, Vec<CommandFileProblem>) {
     let root = workspace.join(COMMANDS_DIR);
-    let mut files = Vec::new();
-    let mut skipped = Vec::new();
     let Ok(workspace) = workspace.canonicalize() else {
-        return (files, skipped);
+        return (Vec::new(), Vec::new());
     };
-    if !root.is_dir() {
-        return (files, skipped);
-    }
-    walk(&workspace, &root, &root, 0, &mut files, &mut skipped);
-    files.sort_by(|a, b| a.name.cmp(&b.name));
-    (files, skipped)
-}
-
-fn shown(root: &Path, path: &Path) -> String {
-    match path.strip_prefix(root) {
+    let shown = |path: &Path| match path.strip_prefix(&root) {
         Ok(rel) => format!("{COMMANDS_DIR}/{}", rel.display()),
         Err(_) => path.display().to_string(),
-    }
-}
-
-fn walk(
-    workspace: &Path,
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    files: &mut Vec<CommandFile>,
-    skipped: &mut Vec<CommandFileProblem>,
-) {
-    let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
-        Err(e) => {
-            skipped.push(CommandFileProblem {
-                path: shown(root, dir),
-                problem: format!("cannot list the folder: {e}"),
-            });
-            return;
-        }
     };
-    entries.sort();
-    for path in entries {
-        let problem = |p: String| CommandFileProblem {
-            path: shown(root, &path),
-            problem: p,
-        };
-        // Resolve symlinks once and judge the target: it must stay inside the workspace.
-        let real = match path.canonicalize() {
-            Ok(r) => r,
-            Err(e) => {
-                skipped.push(problem(format!("cannot resolve: {e}")));
-                continue;
-            }
-        };
-        if !real.starts_with(workspace) {
-            skipped.push(problem(
-                "it is a link to a file outside the workspace; command files must live in the workspace".into(),
-            ));
-            continue;
-        }
-        if real.is_dir() {
-            if depth + 1 >= MAX_DEPTH {
-                skipped.push(problem(format!(
-                    "folders nest deeper than {MAX_DEPTH} levels; move the commands up"
-                )));
-                continue;
-            }
-            walk(workspace, root, &path, depth + 1, files, skipped);
-            continue;
-        }
-        if path.extension().and_then(|e| e.to_str()) != Some("md") {
-            continue;
-        }
-        if files.len() >= MAX_FILES {
-            skipped.push(problem(format!(
-                "more than {MAX_FILES} command files; the rest are not read"
-            )));
-            continue;
-        }
-        let Some(name) = command_name(root, &path) else {
-            skipped.push(problem(
-                "the name may only use letters, digits, `-`, `_` and `.` (folders become `dir:name`)".into(),
-            ));
-            continue;
-        };
-        match std::fs::metadata(&real) {
-            Ok(m) if m.len() > MAX_FILE_BYTES => {
-                skipped.push(problem(format!(
-                    "{} bytes, more than the {MAX_FILE_BYTES} a command file may have",
-                    m.len()
-                )));
-                continue;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                skipped.push(problem(format!("cannot read: {e}")));
-                continue;
-            }
-        }
-        match std::fs::read(&real) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => files.push(CommandFile {
-                    name,
-                    path: shown(root, &path),
-                    text,
-                }),
-                Err(_) => skipped.push(problem("not UTF-8 text".into())),
-            },
-            Err(e) => skipped.push(problem(format!("cannot read: {e}"))),
-        }
+    Walk {
+        root: &root,
+        confine_to: Some(&workspace),
+        shown: &shown,
     }
-}
-
-/// `git/commit.md` below `root` is `git:commit`; `None` when a part has other characters
-/// than letters, digits, `-`, `_` or `.`.
-pub fn command_name(root: &Path, path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(root).ok()?.with_extension("");
-    let mut parts = Vec::new();
-    for c in rel.components() {
-        let part = c.as_os_str().to_str()?;
-        let ok = !part.is_empty()
-            && part
-                .chars()
-                .all(|ch| ch.is_alphanumeric() || matches!(ch, '-' | '_' | '.'));
-        if !ok {
-            return None;
-        }
-        parts.push(part.to_string());
-    }
-    (!parts.is_empty()).then(|| parts.join(":"))
+    .read()
 }
 
 #[cfg(test)]

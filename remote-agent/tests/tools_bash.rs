@@ -296,3 +296,47 @@ async fn cancelling_a_foreground_call_kills_its_group() {
         "grandchild {pid} survived the cancelled call"
     );
 }
+
+#[tokio::test]
+async fn a_streamed_foreground_command_sends_its_output_bounded_and_keeps_its_result() {
+    use reasonix_remote::tools::{with_output_stream, OutputSink, STREAM_PIECE, STREAM_TOTAL};
+    let dir = tempfile::tempdir().unwrap();
+    let c = ctx(dir.path());
+    let pieces = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    // The command prints 4 KB lines until the sink has seen streaming stop at its bound
+    // (the sink opens the gate), so it cannot end before the stream was cut.
+    let gate = dir.path().join("go");
+    let sink: OutputSink = {
+        let (pieces, gate) = (pieces.clone(), gate.clone());
+        Arc::new(move |p: &str| {
+            pieces.lock().unwrap().push(p.to_string());
+            if p.contains("streaming stopped") {
+                std::fs::write(&gate, "").unwrap();
+            }
+        })
+    };
+    let out = with_output_stream(
+        sink,
+        call(
+            &c,
+            "bash",
+            json!({"command": "s=$(head -c 4000 /dev/zero | tr '\\0' y); while [ ! -e go ]; do echo \"$s\"; sleep 0.01; done; echo tail-marker"}),
+        ),
+    )
+    .await;
+    assert!(!out.is_error, "failed ({} bytes)", out.text.len());
+    assert!(out.text.ends_with("tail-marker\n"), "the result is whole");
+    let got = std::mem::take(&mut *pieces.lock().unwrap());
+    let bytes: usize = got.iter().map(String::len).sum();
+    assert!(got.len() >= 2, "{} pieces", got.len());
+    assert!(bytes <= STREAM_TOTAL + 4096, "{bytes} bytes streamed");
+    assert!(
+        got.iter().all(|p| p.len() <= STREAM_PIECE + 256),
+        "a piece over the bound"
+    );
+    assert!(got.last().unwrap().contains("streaming stopped"));
+    // Without a sink nothing streams and the result is the same.
+    let plain = call(&c, "bash", json!({"command": "echo quiet"})).await;
+    assert_eq!(plain.text, "quiet\n");
+    assert!(pieces.lock().unwrap().is_empty());
+}

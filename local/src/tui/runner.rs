@@ -602,6 +602,35 @@ impl Exec {
                     },
                 );
             }
+            Action::ListTrash => {
+                self.request("list the trash", Request::ListTrash, |r| match r {
+                    Response::Trash { sessions } => Some(AppEvent::Trash(sessions)),
+                    _ => None,
+                });
+            }
+            Action::RestoreSession { session } => {
+                let s = session.clone();
+                self.request(
+                    "restore session",
+                    Request::RestoreSession { session },
+                    move |r| match r {
+                        Response::Ok => Some(AppEvent::SessionRestored(s.clone())),
+                        _ => None,
+                    },
+                );
+            }
+            Action::PurgeSession { session } => {
+                self.request(
+                    "purge session",
+                    Request::PurgeSessions {
+                        session: Some(session),
+                    },
+                    |r| match r {
+                        Response::Purged { sessions } => Some(AppEvent::SessionsPurged(sessions)),
+                        _ => None,
+                    },
+                );
+            }
             Action::ListDir { path } => {
                 let p = path.clone();
                 self.request(
@@ -708,6 +737,22 @@ impl Exec {
                 },
                 |_| None,
             ),
+            Action::ReloadCommands { then } => {
+                let (client, home, tx) = (
+                    self.client.clone(),
+                    self.config.home.clone(),
+                    self.tx.clone(),
+                );
+                tokio::spawn(async move {
+                    let set =
+                        crate::commands::load(&client, &home, &crate::tui::builtin_command_names())
+                            .await;
+                    let _ = tx.send(match then {
+                        Some(line) => AppEvent::CommandsRetry { set, line },
+                        None => AppEvent::Commands(set),
+                    });
+                });
+            }
             Action::HistoryList => self.history(Request::HistoryList),
             Action::HistoryAppend { text } => self.history(Request::HistoryAppend { text }),
             Action::RetryNow => self.client.retry_now(),

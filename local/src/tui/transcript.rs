@@ -86,6 +86,8 @@ pub(crate) enum EntryKind {
         output: String,
         is_error: bool,
         added_to_context: bool,
+        /// Still running: `output` is what has streamed so far.
+        running: bool,
     },
 }
 
@@ -152,6 +154,11 @@ pub(crate) enum Scroll {
 pub(crate) struct Transcript {
     entries: Vec<Entry>,
     by_call: HashMap<String, usize>,
+    /// `!` commands this client sent that have not streamed yet: request id -> (command,
+    /// added to context).
+    pending_shells: HashMap<String, (String, bool)>,
+    /// `!` commands streaming into an entry: request id -> entry index.
+    shells: HashMap<String, usize>,
     /// Text and reasoning entries of the model step in progress.
     streaming_text: Option<usize>,
     streaming_reasoning: Option<usize>,
@@ -489,19 +496,35 @@ impl Transcript {
                 }
             }
             EventKind::ShellRan {
+                request_id,
                 command,
                 output,
                 is_error,
                 added_to_context,
-                ..
             } => {
-                self.end_streams();
-                self.push(EntryKind::Shell {
+                self.pending_shells.remove(request_id);
+                let done = EntryKind::Shell {
                     command: command.clone(),
                     output: output.clone(),
                     is_error: *is_error,
                     added_to_context: *added_to_context,
-                });
+                    running: false,
+                };
+                match self
+                    .shells
+                    .remove(request_id)
+                    .and_then(|i| self.entries.get_mut(i))
+                {
+                    // The streamed entry gets the bounded result.
+                    Some(e) if matches!(e.kind, EntryKind::Shell { .. }) => {
+                        e.kind = done;
+                        e.touch();
+                    }
+                    _ => {
+                        self.end_streams();
+                        self.push(done);
+                    }
+                }
             }
             EventKind::ProviderRetry(r) => {
                 self.notice(r.describe(r.delay_ms.div_ceil(1000)), Level::Warn)
@@ -528,7 +551,52 @@ impl Transcript {
     }
 
     /// Append streamed progress of a running tool.
+    /// This client sent `!command` as `request_id`: its streamed output (`ToolProgress` with
+    /// that id) shows in a running shell entry until `ShellRan` completes it.
+    pub(crate) fn expect_shell(&mut self, request_id: &str, command: &str, added_to_context: bool) {
+        self.pending_shells.insert(
+            request_id.to_string(),
+            (command.to_string(), added_to_context),
+        );
+    }
+
+    /// Streamed output of a `!` command; false when `request_id` is not one.
+    fn shell_progress(&mut self, request_id: &str, message: &str) -> bool {
+        if let Some((command, added_to_context)) = self.pending_shells.remove(request_id) {
+            self.end_streams();
+            let i = self.push(EntryKind::Shell {
+                command,
+                output: String::new(),
+                is_error: false,
+                added_to_context,
+                running: true,
+            });
+            self.shells.insert(request_id.to_string(), i);
+        }
+        let Some(&i) = self.shells.get(request_id) else {
+            return false;
+        };
+        if let Some(e) = self.entries.get_mut(i) {
+            if let EntryKind::Shell { output, .. } = &mut e.kind {
+                output.push_str(message);
+                // Only the tail is shown; keep memory bounded.
+                if output.len() > 16 * 1024 {
+                    let mut cut = output.len() - 8 * 1024;
+                    while !output.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    output.drain(..cut);
+                }
+            }
+            e.touch();
+        }
+        true
+    }
+
     pub(crate) fn tool_progress(&mut self, call_id: &str, message: &str) {
+        if self.shell_progress(call_id, message) {
+            return;
+        }
         if let Some(e) = self.card_mut(call_id) {
             if let EntryKind::Tool(c) = &mut e.kind {
                 c.progress.push_str(message);
@@ -843,11 +911,13 @@ fn layout(kind: &EntryKind, ctx: &LayoutCtx) -> Vec<Line<'static>> {
             output,
             is_error,
             added_to_context,
+            running,
         } => out.extend(super::workbench::shell_lines(
             command,
             output,
             *is_error,
             *added_to_context,
+            *running,
             w,
         )),
         EntryKind::Notice { text, level } => {

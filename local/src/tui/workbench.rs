@@ -42,6 +42,7 @@ pub(crate) fn shell_lines(
     output: &str,
     is_error: bool,
     added_to_context: bool,
+    running: bool,
     w: usize,
 ) -> Vec<Line<'static>> {
     let mut out = wrap_line(
@@ -70,7 +71,9 @@ pub(crate) fn shell_lines(
     }
     out.extend(wrap_text(&lines[skip..].join("\n"), w, style, &gutter));
     out.push(Line::from(Span::styled(
-        if added_to_context {
+        if running {
+            "  shell · running…"
+        } else if added_to_context {
             "  shell · output goes to the model with your next message"
         } else {
             "  shell · output kept out of the model's context"

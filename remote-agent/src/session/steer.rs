@@ -123,7 +123,8 @@ impl Session {
 
     /// Run `command` (typed as `!command`) in the workspace under the session's sandbox and
     /// its `bash` policy: a denied command is refused; one the policy would ask about runs,
-    /// since the user typed it. `Ok(false)` for a repeated `request_id`.
+    /// since the user typed it. Its output streams as `ToolProgress{call_id: request_id}`.
+    /// `Ok(false)` for a repeated `request_id`.
     pub async fn shell(
         &self,
         request_id: &str,
@@ -158,7 +159,17 @@ impl Session {
             ));
         };
         let ctx = self.tool_ctx();
-        let out = bash.run(args, &ctx).await;
+        // Streamed to every client as `ToolProgress{call_id: request_id}` while it runs (not
+        // journaled: the journaled `ShellRan` below carries the bounded result).
+        let live = self.live.clone();
+        let call_id = request_id.to_string();
+        let sink: crate::tools::OutputSink = Arc::new(move |piece: &str| {
+            let _ = live.send(Notification::ToolProgress {
+                call_id: call_id.clone(),
+                message: piece.to_string(),
+            });
+        });
+        let out = crate::tools::with_output_stream(sink, bash.run(args, &ctx)).await;
         let barrier = {
             let mut inner = self.lock();
             // Bounded as a tool result is when it enters the context, so the event fits a

@@ -14,6 +14,86 @@ pub const BASH_OUTPUT_CAP: usize = 16 * 1024 * 1024;
 pub const WAIT_DEFAULT_SECS: u64 = 30;
 /// Upper bound for `wait{timeout_seconds}`.
 pub const WAIT_MAX_SECS: u64 = 600;
+/// How often a streamed foreground command's new output is sent.
+pub const STREAM_EVERY: Duration = Duration::from_millis(100);
+/// Bytes of one streamed piece (a bigger burst is cut to its first bytes).
+pub const STREAM_PIECE: usize = 8 * 1024;
+/// Bytes one command streams in all; past it streaming stops with a note (the result keeps
+/// its own bounded view).
+pub const STREAM_TOTAL: usize = 64 * 1024;
+
+/// Receives the output of a streamed foreground command, piece by piece, as it is produced.
+pub type OutputSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+tokio::task_local! {
+    static STREAM: OutputSink;
+}
+
+/// Runs `fut` (a `bash` call) with `sink` receiving its foreground output while it runs,
+/// bounded by [`STREAM_PIECE`] per piece, [`STREAM_TOTAL`] in all and one piece per
+/// [`STREAM_EVERY`]. The tool's result is unchanged.
+pub async fn with_output_stream<F: std::future::Future>(sink: OutputSink, fut: F) -> F::Output {
+    STREAM.scope(sink, fut).await
+}
+
+/// Sends the new bytes of a running command's output to a sink, within the bounds.
+struct Streamer {
+    sink: OutputSink,
+    /// Bytes of an incomplete UTF-8 character at the end of the last read.
+    carry: Vec<u8>,
+    sent: usize,
+    stopped: bool,
+}
+
+impl Streamer {
+    fn pump(&mut self, out: &std::sync::Mutex<super::jobs::OutBuf>) {
+        if self.stopped {
+            return;
+        }
+        let (bytes, lost) = lock(out).take_new();
+        if bytes.is_empty() && lost == 0 {
+            return;
+        }
+        let mut buf = std::mem::take(&mut self.carry);
+        buf.extend_from_slice(&bytes);
+        let text = match std::str::from_utf8(&buf) {
+            Ok(t) => t.to_string(),
+            Err(e) if e.error_len().is_none() => {
+                let (ok, rest) = buf.split_at(e.valid_up_to());
+                self.carry = rest.to_vec();
+                String::from_utf8_lossy(ok).into_owned()
+            }
+            Err(_) => String::from_utf8_lossy(&buf).into_owned(),
+        };
+        let mut piece = String::new();
+        if lost > 0 {
+            piece.push_str(&format!("[{lost} bytes not shown]\n"));
+        }
+        let room = STREAM_PIECE.min(STREAM_TOTAL.saturating_sub(self.sent));
+        if text.len() > room {
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            piece.push_str(&text[..cut]);
+            if self.sent + cut >= STREAM_TOTAL {
+                piece.push_str(
+                    "\n[streaming stopped here; the output shows when the command ends]\n",
+                );
+                self.stopped = true;
+            } else {
+                piece.push_str(&format!("\n[{} bytes not shown]\n", text.len() - cut));
+            }
+            self.sent += cut;
+        } else {
+            self.sent += text.len();
+            piece.push_str(&text);
+        }
+        if !piece.is_empty() {
+            (self.sink)(&piece);
+        }
+    }
+}
 
 /// `bash{command, run_in_background?}`.
 pub struct BashTool;
@@ -93,7 +173,27 @@ async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> Tool
     };
     // If this future is dropped (the turn was cancelled), the guard kills the whole group.
     let mut guard = GroupGuard(Some(pgid));
-    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    let mut streamer = STREAM.try_with(|s| s.clone()).ok().map(|sink| Streamer {
+        sink,
+        carry: Vec::new(),
+        sent: 0,
+        stopped: false,
+    });
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut tick = tokio::time::interval(STREAM_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let waited = loop {
+        tokio::select! {
+            // `Child::wait` is cancel safe: polling it again after a tick loses nothing.
+            r = child.wait() => break Ok(r),
+            _ = tokio::time::sleep_until(deadline) => break Err(()),
+            _ = tick.tick(), if streamer.is_some() => {
+                if let Some(s) = streamer.as_mut() {
+                    s.pump(&out);
+                }
+            }
+        }
+    };
     let timed_out = waited.is_err();
     if timed_out {
         kill_group(pgid);

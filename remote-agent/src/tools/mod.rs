@@ -23,7 +23,10 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use bash::{BashOutputTool, BashTool, KillShellTool, WaitTool};
+pub use bash::{
+    with_output_stream, BashOutputTool, BashTool, KillShellTool, OutputSink, WaitTool,
+    STREAM_PIECE, STREAM_TOTAL,
+};
 pub use confine::{confine_write, writable_roots, ConfineError, RootList, WriteTarget};
 pub use edit::{EditFileTool, MultiEditTool};
 pub use history::HistoryTool;

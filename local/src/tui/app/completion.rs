@@ -107,6 +107,10 @@ impl App {
                     )
                     .collect();
                 let end = text.find(char::is_whitespace).unwrap_or(text.len());
+                // Opening the slash completion re-reads the command files (once per
+                // opening), so a file added since the start is offered.
+                let reload = !self.commands_reloaded;
+                self.commands_reloaded = true;
                 self.completion = (!items.is_empty()).then(|| Completion {
                     kind: CompKind::Slash,
                     sel: prev_sel.min(items.len().saturating_sub(1)),
@@ -114,9 +118,14 @@ impl App {
                     range: 0..end,
                     loading: false,
                 });
-                return Vec::new();
+                return if reload {
+                    vec![Action::ReloadCommands { then: None }]
+                } else {
+                    Vec::new()
+                };
             }
         }
+        self.commands_reloaded = false;
         let Some((range, partial)) = self.path_token() else {
             self.completion = None;
             return Vec::new();

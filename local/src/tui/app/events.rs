@@ -39,7 +39,7 @@ impl App {
             AppEvent::SessionDeleted(session) => {
                 self.transcript.notice(
                     format!(
-                        "session {session} moved to the trash; `reasonix sessions restore {session}` brings it back within {} days",
+                        "session {session} moved to the trash; /sessions trash (or `reasonix sessions restore {session}`) brings it back within {} days",
                         reasonix_forward::proto::TRASH_KEEP_DAYS
                     ),
                     Level::Info,
@@ -49,12 +49,51 @@ impl App {
                     _ => Vec::new(),
                 }
             }
-            AppEvent::Commands(set) => {
-                for n in &set.notices {
-                    self.transcript.notice(n.clone(), Level::Warn);
+            AppEvent::Trash(trashed) => {
+                if let Some(Overlay::Trash { list, sel, confirm }) = &mut self.overlay {
+                    *sel = (*sel).min(trashed.len().saturating_sub(1));
+                    *list = Some(trashed);
+                    *confirm = false;
                 }
-                self.custom_commands = set;
                 Vec::new()
+            }
+            AppEvent::SessionRestored(session) => {
+                self.transcript.notice(
+                    format!("session {session} restored from the trash; /sessions lists it"),
+                    Level::Info,
+                );
+                match self.overlay {
+                    Some(Overlay::Trash { .. }) => vec![Action::ListTrash],
+                    _ => Vec::new(),
+                }
+            }
+            AppEvent::SessionsPurged(sessions) => {
+                self.transcript.notice(
+                    if sessions.is_empty() {
+                        "nothing was purged (the session was no longer in the trash)".to_string()
+                    } else {
+                        format!("purged for good: {}", sessions.join(", "))
+                    },
+                    Level::Info,
+                );
+                match self.overlay {
+                    Some(Overlay::Trash { .. }) => vec![Action::ListTrash],
+                    _ => Vec::new(),
+                }
+            }
+            AppEvent::Commands(set) => {
+                self.set_commands(set);
+                self.refresh_completion()
+            }
+            AppEvent::CommandsRetry { set, line } => {
+                self.set_commands(set);
+                let name = line.split_whitespace().next().unwrap_or("");
+                if self.custom_commands.get(name).is_some() {
+                    self.command(&line)
+                } else {
+                    self.set_hint(format!("unknown command /{name}; /help lists them"));
+                    Vec::new()
+                }
             }
             AppEvent::Sessions(list) => {
                 if let Some(Overlay::Sessions { list: l, sel }) = &mut self.overlay {

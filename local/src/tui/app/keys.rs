@@ -495,6 +495,39 @@ impl App {
                         self.composer.replace_range(0..0, "/rename ");
                         self.set_hint("/rename TITLE renames the open session");
                     }
+                    KeyCode::Char('t') => return self.open_trash(),
+                    _ => {}
+                }
+                Vec::new()
+            }
+            Overlay::Trash { list, sel, confirm } => {
+                let n = list.as_ref().map(Vec::len).unwrap_or(0);
+                let id = list
+                    .as_ref()
+                    .and_then(|l| l.get(*sel))
+                    .map(|t| t.info.id.clone());
+                if *confirm {
+                    // Purge asks first: `y` purges, any other key keeps the session.
+                    *confirm = false;
+                    if let (KeyCode::Char('y'), Some(session)) = (key.code, id) {
+                        return vec![Action::PurgeSession { session }];
+                    }
+                    self.set_hint("purge cancelled");
+                    return Vec::new();
+                }
+                match key.code {
+                    KeyCode::Up => *sel = sel.saturating_sub(1),
+                    KeyCode::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
+                    KeyCode::Enter | KeyCode::Char('u') => {
+                        if let Some(session) = id {
+                            return vec![Action::RestoreSession { session }];
+                        }
+                    }
+                    KeyCode::Delete | KeyCode::Char('p') if id.is_some() => *confirm = true,
+                    KeyCode::Char('s') => {
+                        self.overlay = Some(Overlay::Sessions { list: None, sel: 0 });
+                        return vec![Action::ListSessions];
+                    }
                     _ => {}
                 }
                 Vec::new()

@@ -137,6 +137,19 @@ pub enum Action {
         /// Session id.
         session: String,
     },
+    /// Send `Request::ListTrash` (answered with [`AppEvent::Trash`]).
+    ListTrash,
+    /// Send `Request::RestoreSession` (answered with [`AppEvent::SessionRestored`]).
+    RestoreSession {
+        /// Session id.
+        session: String,
+    },
+    /// Send `Request::PurgeSessions` for one session (answered with
+    /// [`AppEvent::SessionsPurged`]).
+    PurgeSession {
+        /// Session id.
+        session: String,
+    },
     /// Send `Request::ListDir` (path relative to the workspace; `""` is the root).
     ListDir {
         /// Directory.
@@ -183,6 +196,13 @@ pub enum Action {
     },
     /// Send `Request::HistoryList` (answered with [`AppEvent::History`]).
     HistoryList,
+    /// Read the custom command files again (the user's here, the workspace's on the host),
+    /// answered with [`AppEvent::Commands`], or with [`AppEvent::CommandsRetry`] carrying
+    /// `then`: a `/name` line no known command matched, run again with the new set.
+    ReloadCommands {
+        /// The line to run again.
+        then: Option<String>,
+    },
     /// Send `Request::HistoryAppend`.
     HistoryAppend {
         /// What the user sent.
@@ -254,8 +274,21 @@ pub enum AppEvent {
     },
     /// A session was moved to the trash (answer to `DeleteSession`).
     SessionDeleted(String),
+    /// Answer to `ListTrash`.
+    Trash(Vec<reasonix_forward::proto::TrashedSession>),
+    /// A session came back from the trash (answer to `RestoreSession`).
+    SessionRestored(String),
+    /// Sessions removed for good (answer to `PurgeSessions`).
+    SessionsPurged(Vec<String>),
     /// The custom commands (user and workspace files) and the files skipped.
     Commands(crate::commands::CommandSet),
+    /// Answer to `ReloadCommands{then: Some(line)}`: the new set, then `line` runs again.
+    CommandsRetry {
+        /// The commands read again.
+        set: crate::commands::CommandSet,
+        /// The `/name args` line (without the `/`).
+        line: String,
+    },
     /// Answer to `ListDir`.
     DirEntries {
         /// The directory asked for.
@@ -386,6 +419,12 @@ pub(crate) enum Overlay {
         list: Option<Vec<SessionInfo>>,
         sel: usize,
     },
+    /// `/sessions trash`: the trashed sessions; `confirm` while a purge waits for `y`.
+    Trash {
+        list: Option<Vec<reasonix_forward::proto::TrashedSession>>,
+        sel: usize,
+        confirm: bool,
+    },
     Models {
         sel: usize,
     },
@@ -470,6 +509,8 @@ pub struct App {
     pub(crate) composer: Composer,
     pub(crate) completion: Option<Completion>,
     completion_dismissed: Option<String>,
+    /// The command files were re-read for the slash completion now open (once per opening).
+    commands_reloaded: bool,
     dir_cache: HashMap<String, Vec<DirEntry>>,
     /// Custom slash commands from command files (see [`crate::commands`]).
     pub(crate) custom_commands: crate::commands::CommandSet,
@@ -565,6 +606,7 @@ impl App {
             composer: Composer::default(),
             completion: None,
             completion_dismissed: None,
+            commands_reloaded: false,
             dir_cache: HashMap::new(),
             custom_commands: crate::commands::CommandSet::default(),
             dir_pending: HashSet::new(),

@@ -71,8 +71,8 @@ impl SlashCommand {
             Self::Sessions => (
                 "sessions",
                 &["resume"],
-                "",
-                "sessions of this workspace: resume, delete (to the trash), rename",
+                "[trash]",
+                "sessions of this workspace: resume, delete (to the trash), rename; trash: restore, purge",
             ),
             Self::Model => ("model", &[], "[name]", "choose the model"),
             Self::Status => (
@@ -297,6 +297,27 @@ impl App {
         }
     }
 
+    /// A new set of custom commands; its notices are shown when they are new (a re-read
+    /// repeats the old ones).
+    pub(super) fn set_commands(&mut self, set: crate::commands::CommandSet) {
+        for n in &set.notices {
+            if !self.custom_commands.notices.contains(n) {
+                self.transcript.notice(n.clone(), Level::Warn);
+            }
+        }
+        self.custom_commands = set;
+    }
+
+    /// The trash overlay (`/sessions trash`, or `t` in `/sessions`).
+    pub(super) fn open_trash(&mut self) -> Vec<Action> {
+        self.overlay = Some(Overlay::Trash {
+            list: None,
+            sel: 0,
+            confirm: false,
+        });
+        vec![Action::ListTrash]
+    }
+
     /// Run a slash command (without the leading `/`).
     pub(super) fn command(&mut self, line: &str) -> Vec<Action> {
         let (name, arg) = match line.split_once(char::is_whitespace) {
@@ -313,14 +334,16 @@ impl App {
                 };
                 return self.submit(text);
             }
-            self.set_hint(format!("unknown command /{name}; /help lists them"));
-            return Vec::new();
+            // Maybe a command file added since the last read: read them again, then retry.
+            return vec![Action::ReloadCommands {
+                then: Some(line.to_string()),
+            }];
         };
         match cmd {
             SlashCommand::Help => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Help { scroll: 0 });
-                Vec::new()
+                vec![Action::ReloadCommands { then: None }]
             }
             SlashCommand::New => self.switch_session(None, true),
             SlashCommand::Rename => match &self.session {
@@ -337,6 +360,7 @@ impl App {
                     Vec::new()
                 }
             },
+            SlashCommand::Sessions if arg == "trash" => self.open_trash(),
             SlashCommand::Sessions => {
                 self.overlay = Some(Overlay::Sessions { list: None, sel: 0 });
                 vec![Action::ListSessions]

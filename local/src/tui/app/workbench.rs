@@ -96,8 +96,11 @@ impl App {
             return Vec::new();
         }
         self.scroll = Scroll::Follow;
+        let request_id = rid("shell");
+        self.transcript
+            .expect_shell(&request_id, command, add_to_context);
         vec![Action::Shell {
-            request_id: rid("shell"),
+            request_id,
             command: command.to_string(),
             add_to_context,
         }]

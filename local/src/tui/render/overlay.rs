@@ -262,7 +262,7 @@ pub(super) fn render_overlay(
             }
             lines.push(Line::default());
             lines.push(Line::from(Span::styled(
-                "↑/↓ choose · Enter resume · d delete (trash) · r rename open · Esc close",
+                "↑/↓ choose · Enter resume · d delete (trash) · r rename open · t trash · Esc close",
                 theme::dim(),
             )));
             show_modal(
@@ -273,6 +273,63 @@ pub(super) fn render_overlay(
                 lines,
                 max_w,
             );
+        }
+        Overlay::Trash { list, sel, confirm } => {
+            let mut lines = Vec::new();
+            match list {
+                None => lines.push(Line::from(Span::styled(
+                    format!("{} loading…", spinner(app)),
+                    theme::dim(),
+                ))),
+                Some(l) if l.is_empty() => {
+                    lines.push(Line::from(Span::styled("the trash is empty", theme::dim())))
+                }
+                Some(l) => {
+                    let room = (area.height as usize).saturating_sub(6).max(1);
+                    let first = (*sel + 1).saturating_sub(room);
+                    for (i, t) in l.iter().enumerate().skip(first).take(room) {
+                        let base = if i == *sel {
+                            theme::selected()
+                        } else {
+                            Style::default()
+                        };
+                        // Month-day is enough: the trash keeps a session for days.
+                        let meta = format!(
+                            "  deleted {} · kept until {} · ",
+                            t.deleted.get(5..16).unwrap_or(&t.deleted).replace('T', " "),
+                            t.purge_after.get(5..10).unwrap_or(&t.purge_after),
+                        );
+                        let title = truncate(&t.info.title, iw.saturating_sub(text_width(&meta)));
+                        let pad = iw.saturating_sub(text_width(&meta) + text_width(&title));
+                        lines.push(Line::from(vec![
+                            Span::styled(meta, base.patch(theme::dim())),
+                            Span::styled(title, base),
+                            Span::styled(" ".repeat(pad), base),
+                        ]));
+                    }
+                }
+            }
+            lines.push(Line::default());
+            if *confirm {
+                let title = list
+                    .as_ref()
+                    .and_then(|l| l.get(*sel))
+                    .map(|t| t.info.title.as_str())
+                    .unwrap_or("");
+                lines.push(Line::from(Span::styled(
+                    truncate(
+                        &format!("purge \"{title}\" for good? it cannot be restored · y purge · any other key keeps it"),
+                        iw,
+                    ),
+                    theme::warn(),
+                )));
+            } else {
+                lines.push(Line::from(Span::styled(
+                    "↑/↓ choose · Enter restore · p purge · s sessions · Esc close",
+                    theme::dim(),
+                )));
+            }
+            show_modal(frame, area, "Trash", theme::border_active(), lines, max_w);
         }
         Overlay::Context { report, error } => super::context::render_context(
             app,
