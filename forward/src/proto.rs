@@ -1022,6 +1022,11 @@ pub enum EventKind {
     ApprovalRequested {
         /// Approval id.
         approval_id: String,
+        /// The tool call this approval is about (its `ToolStarted`/`ToolFinished` id), so a
+        /// client ties the question to the call it shows. `None` in journals written before
+        /// this field existed (clients then match the queued call by tool and arguments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
         /// Tool name.
         tool: String,
         /// JSON arguments.
