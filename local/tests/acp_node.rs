@@ -702,3 +702,41 @@ fn always_allow_is_stored_for_the_workspace_and_applies_there_only() {
         "{config}"
     );
 }
+
+/// Each `session/request_permission` names the call its approval is about (the typed
+/// `call_id` of `approval_requested`), even when two calls of one step have the same tool and
+/// arguments: matching by tool and arguments would name the wrong one.
+#[test]
+fn permission_requests_name_their_call_when_two_calls_look_alike() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let args = json!({"path": "a.txt", "old_string": "one", "new_string": "two"}).to_string();
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![
+                MockToolCall::new("c-z", "edit_file", &args),
+                MockToolCall::new("c-a", "edit_file", &args),
+            ],
+            5,
+        ),
+        MockReply::text(&["done"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    std::fs::write(rig.ws.join("a.txt"), "one\n").expect("a.txt");
+    let steps = json!([{"prompt": "edit twice"}]);
+    let report = drive(&rig, "steps", Some(&steps.to_string()));
+    assert_eq!(report["stopReasons"], json!(["end_turn"]), "{report:#}");
+    let log = updates(&report);
+    let asked: Vec<&str> = log
+        .iter()
+        .filter(|v| v["at"] == "permission")
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert_eq!(asked, ["c-z", "c-a"], "{log:#?}");
+    for id in ["c-z", "c-a"] {
+        let at = position(&log, |v| v["at"] == "permission" && v["id"] == id);
+        let running = position(&log, |v| {
+            v["kind"] == "tool_call_update" && v["id"] == id && v["status"] == "in_progress"
+        });
+        assert!(at < running, "{id} is asked before it runs: {log:#?}");
+    }
+}
