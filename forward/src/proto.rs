@@ -1098,6 +1098,11 @@ pub enum EventKind {
     ApprovalRequested {
         /// Approval id.
         approval_id: String,
+        /// The tool call this approval is about (its `ToolStarted`/`ToolFinished` id), so a
+        /// client ties the question to the call it shows. `None` in journals written before
+        /// this field existed (clients then match the queued call by tool and arguments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
         /// Tool name.
         tool: String,
         /// JSON arguments.
@@ -1219,4 +1224,38 @@ pub enum EventKind {
         /// The output joins the next user turn's message.
         added_to_context: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_requested_names_its_call_and_old_journal_lines_still_parse() {
+        // A journal line written before `call_id` existed.
+        let old = r#"{"type":"approval_requested","approval_id":"ap-1-c1","tool":"bash","arguments":"{}","reason":"ask","preview":null}"#;
+        let kind: EventKind = serde_json::from_str(old).expect("old line parses");
+        assert!(matches!(
+            &kind,
+            EventKind::ApprovalRequested { call_id: None, approval_id, .. } if approval_id == "ap-1-c1"
+        ));
+        assert!(!serde_json::to_string(&kind)
+            .expect("json")
+            .contains("call_id"));
+        let new = EventKind::ApprovalRequested {
+            approval_id: "ap-2-c2".into(),
+            call_id: Some("c2".into()),
+            tool: "bash".into(),
+            arguments: "{}".into(),
+            reason: "ask".into(),
+            preview: None,
+            always_rule: None,
+        };
+        let line = serde_json::to_string(&new).expect("json");
+        assert!(line.contains(r#""call_id":"c2""#), "{line}");
+        assert_eq!(
+            serde_json::from_str::<EventKind>(&line).expect("parses"),
+            new
+        );
+    }
 }

@@ -585,12 +585,13 @@ impl Printer {
                     return;
                 }
                 EventKind::ApprovalRequested {
+                    call_id,
                     tool,
                     arguments,
                     reason,
                     ..
                 } => {
-                    json!({"type": "approval_requested", "tool": tool, "arguments": arguments, "reason": reason})
+                    json!({"type": "approval_requested", "call_id": call_id, "tool": tool, "arguments": arguments, "reason": reason})
                 }
                 EventKind::Notice { text } => json!({"type": "notice", "text": text}),
                 EventKind::ProviderRetry(r) => json!({"type": "provider_retry",

@@ -5,6 +5,7 @@
 //! files on disk.
 
 mod common;
+mod term_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -408,4 +409,334 @@ fn editor_stdio_mcp_servers_run_on_the_laptop_and_other_transports_are_declined(
         .find(|t| t.contains("editor MCP servers not used"))
         .unwrap_or_else(|| panic!("no notice about the HTTP server: {report:#}"));
     assert!(notice.contains("`web` (HTTP)"), "{notice}");
+}
+
+/// `session/load` of a session made in the real TUI (in tmux, as a user makes it: a prompt, an
+/// edit approved in the dialog, an answer; then `/quit`): the editor receives that history
+/// as updates (user message, tool call with its diff and result, answer) without being asked
+/// the answered approval again, and prompts on in it with the history in the model's context.
+/// The real TUI rather than its client calls, because the point is that what the TUI writes
+/// (approvals answered interactively, its session settings) loads.
+#[test]
+fn session_load_replays_a_session_made_in_the_tui_and_continues_it() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "c-tui-edit",
+                "edit_file",
+                &json!({"path": "greet.txt", "old_string": "hello", "new_string": "hello, world"})
+                    .to_string(),
+            )],
+            5,
+        ),
+        MockReply::text(&["Greeting ", "updated."]),
+        MockReply::text(&["still here"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    std::fs::write(rig.ws.join("greet.txt"), "hello\n").expect("greet");
+    let bin = env!("CARGO_BIN_EXE_reasonix");
+    let cmd = format!(
+        "cd {} && exec env -u XDG_RUNTIME_DIR REASONIX_HOME={} REASONIX_REMOTE_BIN={} REASONIX_IDLE_TIMEOUT_SECS=60 {}",
+        term_common::sh_quote(&rig.ws.display().to_string()),
+        term_common::sh_quote(&rig.home.display().to_string()),
+        term_common::sh_quote(&host_bin().display().to_string()),
+        term_common::sh_quote(bin),
+    );
+    let guard = Duration::from_secs(60);
+    let tui = term_common::Tmux::start(rig.dir.path(), &cmd, 120, 40, 2000);
+    tui.wait_screen(guard, "the TUI connected", |s| s.contains("connected"));
+    tui.line("fix the greeting");
+    let dialog = tui.wait_screen(guard, "the approval dialog", |s| {
+        s.contains("Approval needed")
+    });
+    assert!(dialog.contains("greet.txt"), "{dialog}");
+    tui.type_text("y");
+    tui.wait_screen(guard, "the answer", |s| s.contains("Greeting updated."));
+    assert_eq!(
+        std::fs::read_to_string(rig.ws.join("greet.txt")).expect("greet"),
+        "hello, world\n"
+    );
+    tui.line("/quit");
+    tui.wait_screen(guard, "the TUI to exit", |_| tui.pane_dead());
+    drop(tui);
+
+    let out = Command::new(bin)
+        .args(["sessions", "--json"])
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("reasonix sessions");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<String> = listed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(ids.len(), 1, "the TUI made one session: {listed}");
+    let session = &ids[0];
+
+    let report = drive(&rig, "load", Some(session));
+    let log = updates(&report);
+    let loaded = position(&log, |v| v["at"] == "loaded");
+    let user = position(&log, |v| {
+        v["kind"] == "user_message_chunk" && v["text"] == "fix the greeting"
+    });
+    let tool = position(&log, |v| {
+        v["kind"] == "tool_call" && v["id"] == "c-tui-edit"
+    });
+    assert_eq!(log[tool]["toolKind"], "edit");
+    assert_eq!(log[tool]["content"][0]["newText"], "hello, world");
+    let tool_done = position(&log, |v| {
+        v["kind"] == "tool_call_update" && v["id"] == "c-tui-edit" && v["status"] == "completed"
+    });
+    let first: String = log[..loaded]
+        .iter()
+        .filter(|v| v["kind"] == "agent_message_chunk")
+        .filter_map(|v| v["text"].as_str())
+        .collect();
+    assert_eq!(first, "Greeting updated.", "{log:#?}");
+    assert!(
+        user < tool && tool < tool_done && tool_done < loaded,
+        "{log:#?}"
+    );
+    assert!(
+        !log.iter().any(|v| v["at"] == "permission"),
+        "the approval answered in the TUI is not asked again: {log:#?}"
+    );
+    assert_eq!(report["stopReason"], "end_turn", "{report:#}");
+    let after: String = log[loaded..]
+        .iter()
+        .filter(|v| v["kind"] == "agent_message_chunk")
+        .filter_map(|v| v["text"].as_str())
+        .collect();
+    assert_eq!(after, "still here");
+    assert_eq!(mock.request_count(), 3);
+    let last: Vec<String> = mock.requests()[2]
+        .messages()
+        .iter()
+        .map(|m| m.to_string())
+        .collect();
+    assert!(
+        last.iter().any(|m| m.contains("fix the greeting")),
+        "{last:#?}"
+    );
+    assert!(
+        last.iter().any(|m| m.contains("Greeting updated.")),
+        "{last:#?}"
+    );
+    assert!(last.iter().any(|m| m.contains("and now?")), "{last:#?}");
+}
+
+/// Custom commands: the workspace's (`.reasonix/commands/`, read on the host) and the user's
+/// (`<home>/commands/`) are advertised after our own with their description and argument
+/// hint, a broken file is named in a notice, and `/name args` is expanded as the TUI does it
+/// (what the provider received proves it); an unknown `/path` goes to the model as typed.
+#[test]
+fn custom_commands_are_advertised_and_expanded_like_in_the_tui() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::text(&["reviewed"]),
+        MockReply::text(&["committed"]),
+        MockReply::text(&["as typed"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let ws_cmds = rig.ws.join(".reasonix/commands");
+    std::fs::create_dir_all(&ws_cmds).expect("ws commands");
+    std::fs::write(
+        ws_cmds.join("review.md"),
+        "---\ndescription: Review one file\nargument-hint: FILE FOCUS\n---\nReview $1 for $2 (all: $ARGUMENTS), budget $$5.\n",
+    )
+    .expect("review.md");
+    std::fs::write(
+        ws_cmds.join("broken.md"),
+        "---\ndescription: never closed\n",
+    )
+    .expect("broken");
+    let user_cmds = rig.home.join("commands/git");
+    std::fs::create_dir_all(&user_cmds).expect("user commands");
+    std::fs::write(
+        user_cmds.join("commit.md"),
+        "Write a commit message: $ARGUMENTS\n",
+    )
+    .expect("commit.md");
+    let steps = json!([
+        {"prompt": "/review src/main.rs \"error handling\""},
+        {"prompt": "/git:commit fix the typo"},
+        {"prompt": "/etc/hosts is wrong"},
+    ]);
+    let report = drive(&rig, "steps", Some(&steps.to_string()));
+    assert_eq!(
+        report["stopReasons"],
+        json!(["end_turn", "end_turn", "end_turn"]),
+        "{report:#}"
+    );
+    let log = updates(&report);
+    let cmds = position(&log, |v| v["kind"] == "available_commands_update");
+    assert_eq!(
+        log[cmds]["described"],
+        json!([
+            [
+                "continue",
+                "Continue a turn that paused at its step limit",
+                null
+            ],
+            ["status", "Show the host daemon's status", null],
+            [
+                "rewind",
+                "Restore files and/or conversation to just before turn N",
+                "turn number, then code | conversation | both"
+            ],
+            ["git:commit", "Write a commit message: $ARGUMENTS", null],
+            ["review", "Review one file", "FILE FOCUS"],
+        ]),
+        "{log:#?}"
+    );
+    let notice = log
+        .iter()
+        .filter(|v| v["kind"] == "agent_thought_chunk")
+        .filter_map(|v| v["text"].as_str())
+        .find(|t| t.contains("broken.md"))
+        .unwrap_or_else(|| panic!("no notice names the broken file: {log:#?}"));
+    assert!(notice.contains("skipped"), "{notice}");
+    let user_text = |i: usize| -> String {
+        let msgs = mock.requests()[i].messages();
+        let last = msgs
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .expect("a user message");
+        last["content"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| last["content"].to_string())
+    };
+    assert_eq!(mock.request_count(), 3);
+    assert_eq!(
+        user_text(0),
+        "Review src/main.rs for error handling (all: src/main.rs \"error handling\"), budget $5."
+    );
+    assert_eq!(user_text(1), "Write a commit message: fix the typo");
+    assert_eq!(user_text(2), "/etc/hosts is wrong");
+}
+
+/// "Always allow" from the editor is stored for the workspace, as the TUI's default does
+/// (`[workspaces."local:<ws>".permissions]`), never globally: a later session in that
+/// workspace runs the same edit unasked, a session in another workspace is asked again.
+#[test]
+fn always_allow_is_stored_for_the_workspace_and_applies_there_only() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let edit = |id: &str, from: &str, to: &str| {
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                id,
+                "edit_file",
+                &json!({"path": "a.txt", "old_string": from, "new_string": to}).to_string(),
+            )],
+            5,
+        )
+    };
+    let mock = rt.block_on(MockProvider::start(vec![
+        edit("c-1", "one", "two"),
+        MockReply::text(&["first"]),
+        edit("c-2", "two", "three"),
+        MockReply::text(&["second"]),
+        edit("c-3", "one", "two"),
+        MockReply::text(&["third"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let other = rig.dir.path().join("other");
+    std::fs::create_dir_all(&other).expect("other ws");
+    std::fs::write(rig.ws.join("a.txt"), "one\n").expect("a.txt");
+    std::fs::write(other.join("a.txt"), "one\n").expect("a.txt");
+    let steps = json!([
+        {"prompt": "edit it", "answer": "allow_always"},
+        {"prompt": "edit it again"},
+        {"prompt": "edit the other one", "cwd": other.display().to_string()},
+    ]);
+    let report = drive(&rig, "steps", Some(&steps.to_string()));
+    assert_eq!(
+        report["stopReasons"],
+        json!(["end_turn", "end_turn", "end_turn"]),
+        "{report:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(rig.ws.join("a.txt")).expect("a"),
+        "three\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("a.txt")).expect("a"),
+        "two\n"
+    );
+    let log = updates(&report);
+    let asked: Vec<&str> = log
+        .iter()
+        .filter(|v| v["at"] == "permission")
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert_eq!(
+        asked,
+        ["c-1", "c-3"],
+        "asked in the first workspace once, and again in the other one: {log:#?}"
+    );
+    let config = std::fs::read_to_string(rig.home.join("config.toml")).expect("config");
+    let table: toml::Table = config.parse().expect("config is TOML");
+    let key = format!("local:{}", rig.ws.display());
+    assert_eq!(
+        table["workspaces"][&key]["permissions"]["allow"],
+        toml::Value::Array(vec![toml::Value::String("Edit".into())]),
+        "{config}"
+    );
+    assert!(
+        table
+            .get("permissions")
+            .and_then(|p| p.get("allow"))
+            .is_none(),
+        "nothing stored globally: {config}"
+    );
+    assert_eq!(
+        table["workspaces"].as_table().map(|t| t.len()),
+        Some(1),
+        "{config}"
+    );
+}
+
+/// Each `session/request_permission` names the call its approval is about (the typed
+/// `call_id` of `approval_requested`), even when two calls of one step have the same tool and
+/// arguments: matching by tool and arguments would name the wrong one.
+#[test]
+fn permission_requests_name_their_call_when_two_calls_look_alike() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let args = json!({"path": "a.txt", "old_string": "one", "new_string": "two"}).to_string();
+    let mock = rt.block_on(MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![
+                MockToolCall::new("c-z", "edit_file", &args),
+                MockToolCall::new("c-a", "edit_file", &args),
+            ],
+            5,
+        ),
+        MockReply::text(&["done"]),
+    ]));
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    std::fs::write(rig.ws.join("a.txt"), "one\n").expect("a.txt");
+    let steps = json!([{"prompt": "edit twice"}]);
+    let report = drive(&rig, "steps", Some(&steps.to_string()));
+    assert_eq!(report["stopReasons"], json!(["end_turn"]), "{report:#}");
+    let log = updates(&report);
+    let asked: Vec<&str> = log
+        .iter()
+        .filter(|v| v["at"] == "permission")
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert_eq!(asked, ["c-z", "c-a"], "{log:#?}");
+    for id in ["c-z", "c-a"] {
+        let at = position(&log, |v| v["at"] == "permission" && v["id"] == id);
+        let running = position(&log, |v| {
+            v["kind"] == "tool_call_update" && v["id"] == id && v["status"] == "in_progress"
+        });
+        assert!(at < running, "{id} is asked before it runs: {log:#?}");
+    }
 }

@@ -438,6 +438,7 @@ fn with_approval(app: &mut App, id: &str) {
         3.1,
         EventKind::ApprovalRequested {
             approval_id: format!("ap-{id}"),
+            call_id: Some(c.id.clone()),
             tool: c.name.clone(),
             arguments: c.arguments.clone(),
             reason: "ask".into(),
@@ -524,6 +525,7 @@ fn approvals_answered_elsewhere_or_replayed_do_not_reappear() {
         turn: 1,
         kind: EventKind::ApprovalRequested {
             approval_id: "ap-old".into(),
+            call_id: None,
             tool: "bash".into(),
             arguments: "{}".into(),
             reason: "ask".into(),

@@ -122,6 +122,7 @@ fn approval_app(tool: &str, args: serde_json::Value) -> App {
         3.1,
         EventKind::ApprovalRequested {
             approval_id: "ap-c9".into(),
+            call_id: Some(c.id.clone()),
             tool: c.name.clone(),
             arguments: c.arguments.clone(),
             reason: format!("{tool} writes files; permission mode is ask"),

@@ -1,6 +1,7 @@
 //! The slash commands an editor can offer in its prompt box (`available_commands_update`),
-//! and their parsing. Only commands that mean something without the TUI are advertised;
-//! each maps onto one daemon request.
+//! and their parsing. Only built-in commands that mean something without the TUI are
+//! advertised, each mapping onto one daemon request; the custom commands (command files,
+//! `crate::commands`) follow them and expand into the prompt, as in the TUI.
 
 use agent_client_protocol::v1::schema as acp;
 
@@ -35,6 +36,26 @@ pub fn available() -> Vec<acp::AvailableCommand> {
             acp::UnstructuredCommandInput::new("turn number, then code | conversation | both"),
         )),
     ]
+}
+
+/// Ours, then the custom commands of `custom` (workspace and user files) with their
+/// description and argument hint. Names are unique: the set already skipped files named
+/// like a built-in command.
+pub fn available_with(custom: &crate::commands::CommandSet) -> Vec<acp::AvailableCommand> {
+    let mut out = available();
+    for c in &custom.commands {
+        if out.iter().any(|a| a.name == c.name) {
+            continue;
+        }
+        let mut cmd = acp::AvailableCommand::new(c.name.clone(), c.description.clone());
+        if !c.argument_hint.is_empty() {
+            cmd = cmd.input(acp::AvailableCommandInput::Unstructured(
+                acp::UnstructuredCommandInput::new(c.argument_hint.clone()),
+            ));
+        }
+        out.push(cmd);
+    }
+    out
 }
 
 /// `None` when `text` is not one of our commands (it then goes to the model as typed, so a

@@ -47,11 +47,14 @@ pub fn factory(launch: Launch) -> Result<SessionFactory, String> {
                         cwd.display()
                     ));
                 }
-                let config = load(cwd, model.clone(), false)?;
+                let mut config = load(cwd, model.clone(), false)?;
                 let connector: Arc<dyn Connector> = Arc::new(LocalConnector {
                     upgrade,
                     ..LocalConnector::new(binary.clone(), cwd.to_path_buf())
                 });
+                // This workspace's rules apply, and "always allow" is stored under it, as in
+                // the TUI and `run`.
+                config.apply_workspace(&connector.describe());
                 Ok(SessionSpec {
                     config,
                     connector,
@@ -65,7 +68,7 @@ pub fn factory(launch: Launch) -> Result<SessionFactory, String> {
             let dest = Destination::parse(&dest_text).map_err(|e| e.to_string())?;
             Ok(Arc::new(move |cwd: &Path| {
                 // The editor's folder is on the laptop; the workspace is the destination's.
-                let config = load(cwd, model.clone(), true)?;
+                let mut config = load(cwd, model.clone(), true)?;
                 let prompter = Arc::new(EditorPrompter::default());
                 let connector: Arc<dyn Connector> = Arc::new(
                     crate::ssh::SshConnector::new(
@@ -75,6 +78,7 @@ pub fn factory(launch: Launch) -> Result<SessionFactory, String> {
                     )
                     .with_upgrade(upgrade),
                 );
+                config.apply_workspace(&connector.describe());
                 let text = dest_text.clone();
                 Ok(SessionSpec {
                     config,

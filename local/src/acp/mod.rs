@@ -77,12 +77,13 @@ where
                                 match session::open(spec, Opening::New, peer.clone(), notices).await
                                 {
                                     Ok((sid, handle)) => {
+                                        let commands = handle.load_commands().await;
                                         lock(&sessions).insert(sid.clone(), Arc::new(handle));
                                         peer.respond_with(
                                             id,
                                             Ok(acp::NewSessionResponse::new(sid.clone())),
                                         );
-                                        announce(&peer, &sid, unused);
+                                        announce(&peer, &sid, &commands, unused);
                                     }
                                     Err(e) => peer.respond(id, Err(e)),
                                 }
@@ -112,9 +113,10 @@ where
                                 .await;
                                 match opened {
                                     Ok((sid, handle)) => {
+                                        let commands = handle.load_commands().await;
                                         lock(&sessions).insert(sid.clone(), Arc::new(handle));
                                         peer.respond_with(id, Ok(acp::LoadSessionResponse::new()));
-                                        announce(&peer, &sid, unused);
+                                        announce(&peer, &sid, &commands, unused);
                                     }
                                     Err(e) => peer.respond(id, Err(e)),
                                 }
@@ -189,19 +191,34 @@ pub fn initialize_response() -> acp::InitializeResponse {
         )
 }
 
-/// After `session/new` / `session/load`: the slash commands, and a word on MCP servers the
-/// editor offered that this agent does not use.
-fn announce(peer: &Peer, session: &str, unused_mcp: Option<String>) {
+/// After `session/new` / `session/load`: the slash commands (ours, then the custom ones),
+/// the command files that were skipped, and a word on MCP servers the editor offered that
+/// this agent does not use.
+fn announce(
+    peer: &Peer,
+    session: &str,
+    custom: &crate::commands::CommandSet,
+    unused_mcp: Option<String>,
+) {
     peer.notify(
         "session/update",
         &acp::SessionNotification::new(
             session.to_string(),
             acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(
-                commands::available(),
+                commands::available_with(custom),
             )),
         ),
     );
-    if let Some(text) = unused_mcp {
+    let skipped = custom
+        .notices
+        .iter()
+        .map(|n| format!("[reasonix] {n}\n"))
+        .collect::<String>();
+    for text in (!skipped.is_empty())
+        .then_some(skipped)
+        .into_iter()
+        .chain(unused_mcp)
+    {
         peer.notify(
             "session/update",
             &acp::SessionNotification::new(

@@ -58,9 +58,25 @@ pub enum Opening {
 /// The dispatcher's handle on a running session.
 pub struct SessionHandle {
     tx: mpsc::UnboundedSender<Cmd>,
+    client: Client,
+    home: PathBuf,
 }
 
 impl SessionHandle {
+    /// Read the custom commands (the user's files here, the workspace's from the host),
+    /// hand them to the session so its prompts expand them, and return them for
+    /// `available_commands_update`.
+    pub async fn load_commands(&self) -> crate::commands::CommandSet {
+        let set = crate::commands::load(
+            &self.client,
+            &self.home,
+            &crate::tui::builtin_command_names(),
+        )
+        .await;
+        let _ = self.tx.send(Cmd::Commands(set.clone()));
+        set
+    }
+
     /// Run a prompt; the answer goes to `id` when the turn ends.
     pub fn prompt(&self, id: Value, text: String) -> Result<(), acp::Error> {
         self.tx.send(Cmd::Prompt { id, text }).map_err(|_| gone())
@@ -80,6 +96,7 @@ fn gone() -> acp::Error {
 enum Cmd {
     Prompt { id: Value, text: String },
     Cancel,
+    Commands(crate::commands::CommandSet),
 }
 
 /// Results of work the actor started on tasks of their own.
@@ -89,6 +106,13 @@ enum Done {
     PromptFailed(String, acp::Error),
     /// A slash command that needs no turn finished with this text.
     Reply(Value, Result<String, acp::Error>),
+}
+
+/// What an approval asks about.
+struct Asked {
+    call_id: Option<String>,
+    tool: String,
+    arguments: String,
 }
 
 /// A prompt waiting for its turn to end.
@@ -113,6 +137,7 @@ pub async fn open(
     let gateway = Arc::new(Gateway::new(&spec.config));
     let (client_opts, laptop_mcp) = crate::client::options_for(&spec.config);
     let (client, events) = Client::start(Arc::clone(&spec.connector), gateway, client_opts);
+    let home = spec.config.home.clone();
     let settings = SessionSettings {
         model: spec.model.clone().or(spec.config.default_model.clone()),
         // The editor answers approvals.
@@ -131,9 +156,10 @@ pub async fn open(
             Opening::Load(id) => Some(id.clone()),
         },
         loading: matches!(opening, Opening::Load(_)),
-        client,
+        client: client.clone(),
         peer,
         notices,
+        commands: crate::commands::CommandSet::default(),
         settings,
         translator: Translator::new(spec.workspace.clone()),
         last_seq: 0,
@@ -148,7 +174,7 @@ pub async fn open(
     };
     tokio::spawn(actor.run(events, rx, done_rx));
     let id = opened_rx.await.map_err(|_| gone())??;
-    Ok((id, SessionHandle { tx }))
+    Ok((id, SessionHandle { tx, client, home }))
 }
 
 struct Actor {
@@ -157,6 +183,8 @@ struct Actor {
     client: Client,
     peer: Peer,
     notices: bool,
+    /// The custom commands prompts expand (empty until [`SessionHandle::load_commands`]).
+    commands: crate::commands::CommandSet,
     settings: SessionSettings,
     translator: Translator,
     last_seq: u64,
@@ -165,7 +193,7 @@ struct Actor {
     opened_reply: Option<oneshot::Sender<Result<String, acp::Error>>>,
     prompt: Option<Prompt>,
     /// Approvals seen while catching up and not answered yet, asked once caught up.
-    unanswered: HashMap<String, (String, String)>,
+    unanswered: HashMap<String, Asked>,
     paused_turn: Option<u64>,
     /// Why the session cannot go on (the connection failed for good).
     dead: Option<String>,
@@ -339,15 +367,20 @@ impl Actor {
         match kind {
             EventKind::ApprovalRequested {
                 approval_id,
+                call_id,
                 tool,
                 arguments,
                 ..
             } => {
+                let asked = Asked {
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    arguments: arguments.clone(),
+                };
                 if self.catch_up_to.is_some() || self.opened_reply.is_some() {
-                    self.unanswered
-                        .insert(approval_id.clone(), (tool.clone(), arguments.clone()));
+                    self.unanswered.insert(approval_id.clone(), asked);
                 } else {
-                    self.ask_permission(approval_id.clone(), tool.clone(), arguments.clone());
+                    self.ask_permission(approval_id.clone(), asked);
                 }
             }
             EventKind::ApprovalAnswered { approval_id, .. } => {
@@ -404,8 +437,8 @@ impl Actor {
         if let (Some(tx), Some(id)) = (self.opened_reply.take(), self.session.clone()) {
             let _ = tx.send(Ok(id));
         }
-        for (approval_id, (tool, args)) in std::mem::take(&mut self.unanswered) {
-            self.ask_permission(approval_id, tool, args);
+        for (approval_id, asked) in std::mem::take(&mut self.unanswered) {
+            self.ask_permission(approval_id, asked);
         }
     }
 
@@ -479,6 +512,7 @@ impl Actor {
 
     fn command(&mut self, cmd: Cmd) {
         match cmd {
+            Cmd::Commands(set) => self.commands = set,
             Cmd::Cancel => {
                 if let Some(p) = self.prompt.as_mut() {
                     p.cancel_asked = true;
@@ -505,6 +539,9 @@ impl Actor {
                         .peer
                         .respond(id, Err(acp::Error::invalid_params().data(msg))),
                     None => {
+                        // A custom command becomes its expanded prompt, as in the TUI; other
+                        // text (a path that starts with `/` included) goes as typed.
+                        let text = self.commands.expand_line(text.trim()).unwrap_or(text);
                         let request_id = format!("acp-{:016x}", rand::random::<u64>());
                         self.prompt = Some(Prompt {
                             id,
@@ -624,13 +661,19 @@ impl Actor {
         });
     }
 
-    fn ask_permission(&self, approval_id: String, tool: String, arguments: String) {
+    fn ask_permission(&self, approval_id: String, asked: Asked) {
         let Some(session) = self.session.clone() else {
             return;
         };
-        let call_id = self
-            .translator
-            .call_for_approval(&tool, &arguments)
+        let Asked {
+            call_id,
+            tool,
+            arguments,
+        } = asked;
+        // The call the approval names; for journals older than `call_id`, the queued call
+        // with the same tool and arguments.
+        let call_id = call_id
+            .or_else(|| self.translator.call_for_approval(&tool, &arguments))
             .unwrap_or_else(|| approval_id.clone());
         let request = acp::RequestPermissionRequest::new(
             session,
@@ -643,7 +686,7 @@ impl Actor {
                 ),
                 acp::PermissionOption::new(
                     ALLOW_ALWAYS,
-                    "Always allow (saved to the reasonix config)",
+                    "Always allow in this workspace (saved to the reasonix config)",
                     acp::PermissionOptionKind::AllowAlways,
                 ),
                 acp::PermissionOption::new(REJECT, "Reject", acp::PermissionOptionKind::RejectOnce),

@@ -193,8 +193,9 @@ impl Translator {
         }
     }
 
-    /// The call an approval is about: the not yet started call with this tool and these
-    /// arguments (the approval event names no call id).
+    /// The call an approval is about when the event names none (journals older than
+    /// `ApprovalRequested::call_id`): the not yet started call with this tool and these
+    /// arguments.
     pub fn call_for_approval(&self, tool: &str, arguments: &str) -> Option<String> {
         let mut ids: Vec<&String> = self
             .calls

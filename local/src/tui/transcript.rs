@@ -409,15 +409,25 @@ impl Transcript {
             }
             EventKind::ApprovalRequested {
                 approval_id,
+                call_id,
                 tool,
                 arguments,
                 ..
             } => {
-                // Mark the queued card this approval is about (same tool and arguments).
-                let found = self.entries.iter_mut().rev().find(|e| {
+                // Mark the queued card this approval is about: the call it names, or (journals
+                // older than `call_id`) the queued one with the same tool and arguments.
+                let unasked = |e: &Entry| {
                     matches!(&e.kind, EntryKind::Tool(c) if c.state == ToolState::Queued
-                        && c.name == *tool && c.arguments == *arguments && c.approval_id.is_none())
-                });
+                        && c.approval_id.is_none())
+                };
+                let found = match call_id.as_deref() {
+                    Some(id) => self.card_mut(id).filter(|e| unasked(e)),
+                    None => self.entries.iter_mut().rev().find(|e| {
+                        unasked(e)
+                            && matches!(&e.kind, EntryKind::Tool(c)
+                                if c.name == *tool && c.arguments == *arguments)
+                    }),
+                };
                 if let Some(e) = found {
                     if let EntryKind::Tool(c) = &mut e.kind {
                         c.approval_id = Some(approval_id.clone());

@@ -3,6 +3,7 @@
 // Rust test asserts on the report and on the files. Any protocol error exits non-zero.
 //
 //   node drive.mjs <scenario> [arg]      scenarios: edit | cancel | load <session-id> | mcp <script-server>
+//                                        | steps <json: [{cwd?, prompt, answer?}]>
 //
 // Environment: REASONIX_BIN (the binary), WS (the editor's folder), AGENT_ARGV (the
 // arguments, a JSON array, taken from the Zed example in docs/ACP.md), plus whatever the
@@ -25,6 +26,8 @@ const log = [];
 let onUpdate = () => {};
 
 const report = { scenario, log };
+// The option kind a permission request is answered with (`steps` sets it per step).
+let answer = "allow_once";
 
 function brief(u) {
   const b = { kind: u.sessionUpdate };
@@ -35,7 +38,10 @@ function brief(u) {
   if (u.content?.text !== undefined) b.text = u.content.text;
   if (Array.isArray(u.content)) b.content = u.content;
   if (u.entries) b.entries = u.entries.map((e) => `${e.status}:${e.content}`);
-  if (u.availableCommands) b.commands = u.availableCommands.map((c) => c.name);
+  if (u.availableCommands) {
+    b.commands = u.availableCommands.map((c) => c.name);
+    b.described = u.availableCommands.map((c) => [c.name, c.description, c.input?.hint ?? null]);
+  }
   if (u.locations) b.locations = u.locations.map((l) => l.path);
   return b;
 }
@@ -54,7 +60,7 @@ const app = acp
       options: params.options.map((o) => `${o.optionId}:${o.kind}`),
       content: params.toolCall.content,
     });
-    const allow = params.options.find((o) => o.kind === "allow_once");
+    const allow = params.options.find((o) => o.kind === answer);
     process.stderr.write(`[drive] permission asked for ${params.toolCall.toolCallId}\n`);
     return { outcome: { outcome: "selected", optionId: allow.optionId } };
   });
@@ -135,6 +141,19 @@ async function run(ctx) {
       report.unknownPrompt = "accepted";
     } catch (e) {
       report.unknownPrompt = { code: e.code };
+    }
+  } else if (scenario === "steps") {
+    // One new session per step, in the step's folder (default WS), one prompt each.
+    report.stopReasons = [];
+    for (const [n, step] of JSON.parse(arg).entries()) {
+      answer = step.answer || "allow_once";
+      const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: step.cwd || ws, mcpServers: [] });
+      log.push({ at: "step", n, session: sessionId });
+      const r = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text: step.prompt }],
+      });
+      report.stopReasons.push(r.stopReason);
     }
   } else if (scenario === "ssh") {
     const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: ws, mcpServers: [] });

@@ -584,6 +584,7 @@ impl Session {
                 &mut inner,
                 EventKind::ApprovalRequested {
                     approval_id: approval_id.clone(),
+                    call_id: Some(call.id.clone()),
                     tool: call.name.clone(),
                     arguments: call.arguments.clone(),
                     reason,

@@ -441,6 +441,7 @@ impl App {
                         reason,
                         preview,
                         always_rule,
+                        ..
                     } => {
                         if !self.answered.contains(approval_id)
                             && !self.approvals.iter().any(|a| a.approval_id == *approval_id)
