@@ -94,7 +94,7 @@ async fn remote_status(
 }
 
 /// How long `remote stop` watches for an attached client restarting a daemon it stopped.
-const RESTART_WATCH: std::time::Duration = std::time::Duration::from_secs(3);
+const RESTART_WATCH: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// `reasonix remote stop`: one workspace (`DEST:/path`), or all of them (`--all`, or
 /// `DEST` alone after asking on a terminal).
