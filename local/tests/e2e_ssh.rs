@@ -618,9 +618,19 @@ async fn two_workspaces_on_one_host_stop_one_and_the_other_keeps_running() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let stop = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", &ws2]));
+    let stop =
+        tokio::task::block_in_place(|| reasonix(&l, &sshd, &["--verbose", "remote", "stop", &ws2]));
     let stop_out = String::from_utf8_lossy(&stop.stdout).to_string();
     assert!(stop.status.success(), "{stop_out}");
+    // `--verbose` (docs/REMOTE.md) writes the connect trace to the laptop's log file.
+    let log = l.rx_home().join("logs/reasonix.log");
+    assert!(
+        String::from_utf8_lossy(&stop.stderr).contains(&format!("debug log in {}", log.display())),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let trace = std::fs::read_to_string(&log).expect("the --verbose log");
+    assert!(trace.contains("DEBUG reasonix_bootstrap"), "{trace}");
     assert!(
         stop_out.contains("; interrupted the turn in session(s)"),
         "{stop_out}"
