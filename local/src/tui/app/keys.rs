@@ -45,6 +45,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "attach terminal N's current screen to the message",
     ),
     ("F5", "reconnect now"),
+    (
+        "Ctrl-X",
+        "expand a collapsed paste (over 50 lines or 8 KiB) in the input",
+    ),
     ("Ctrl-A / Ctrl-E", "start / end of line"),
     ("Ctrl-U / Ctrl-K", "delete to start / end of line"),
     ("Ctrl-W, Alt-Backspace", "delete the previous word"),
@@ -77,7 +81,10 @@ impl App {
         if self.modal_open() {
             return Vec::new();
         }
-        self.composer.insert(text);
+        self.composer.paste(text);
+        if self.composer.has_collapsed() {
+            self.set_hint("pasted text collapsed; Ctrl-X expands it (the full text is sent)");
+        }
         self.refresh_completion()
     }
 
@@ -530,6 +537,7 @@ impl App {
                 }
                 self.composer.delete();
             }
+            KeyCode::Char('x') if ctrl => self.composer.expand_pastes(),
             KeyCode::Char('a') if ctrl => self.composer.home(),
             KeyCode::Char('e') if ctrl => self.composer.end(),
             KeyCode::Char('u') if ctrl => self.composer.kill_to_start(),
@@ -573,7 +581,7 @@ impl App {
     }
 
     pub(super) fn send(&mut self) -> Vec<Action> {
-        let mut text = self.composer.text().trim_end().to_string();
+        let mut text = self.composer.expanded().trim_end().to_string();
         if text.trim().is_empty() {
             return Vec::new();
         }
