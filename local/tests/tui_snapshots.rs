@@ -70,6 +70,16 @@ fn composer_multiline_with_slash_completion() {
 }
 
 #[test]
+fn composer_with_a_collapsed_paste() {
+    let mut app = busy_app();
+    type_str(&mut app, "summarize: ");
+    let big: String = (1..=10_000).map(|i| format!("pasted line {i:05}\n")).collect();
+    app.handle_paste(&big);
+    type_str(&mut app, " briefly");
+    snap("composer_collapsed_paste", &app);
+}
+
+#[test]
 fn composer_with_path_completion() {
     let mut app = busy_app();
     let actions = type_str(&mut app, "look at @s");
