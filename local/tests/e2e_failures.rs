@@ -372,9 +372,16 @@ fn daemons_for(needle: &str) -> Vec<String> {
 /// daemon, no session, no state on the host, no SSH login.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_first_contact_starts_nothing_locally_and_over_ssh() {
-    let mock = MockProvider::start(Vec::new()).await;
+    let mock = MockProvider::start(vec![MockReply::text(&["sent anyway"])]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let rx = config(dir.path(), &mock.base_url());
+    // The same config asking before a prompt over 1% of the (default 128k) window.
+    let strict = dir.path().join("strict");
+    std::fs::create_dir(&strict).expect("strict home");
+    let mut text = std::fs::read_to_string(rx.join("config.toml")).expect("config");
+    text.push_str("[agent]\nprompt_confirm_ratio = 0.01\n");
+    std::fs::write(strict.join("config.toml"), text).expect("strict config");
+    let big_prompt = "word ".repeat(4_000);
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).expect("ws");
     let run = |home: &Path, key: bool, extra: &[&str]| {
@@ -383,7 +390,11 @@ async fn failed_first_contact_starts_nothing_locally_and_over_ssh() {
             .args(extra)
             .arg("--workspace")
             .arg(&ws)
-            .arg("hello")
+            .arg(if home == strict.as_path() {
+                big_prompt.as_str()
+            } else {
+                "hello"
+            })
             .current_dir(dir.path())
             .env("REASONIX_HOME", home)
             .env("REASONIX_REMOTE_BIN", host_bin())
@@ -408,6 +419,13 @@ async fn failed_first_contact_starts_nothing_locally_and_over_ssh() {
             "nosuch/model",
         ),
         ("broken config", &broken, true, &[], "config.toml"),
+        (
+            "big prompt",
+            &strict,
+            true,
+            &[],
+            "the prompt is about 5000 tokens, 4% of the model's",
+        ),
     ];
     for (what, home, key, extra, needle) in cases {
         let out = run(home, *key, extra);
@@ -468,4 +486,14 @@ async fn failed_first_contact_starts_nothing_locally_and_over_ssh() {
         .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
         .all(|c| !String::from_utf8_lossy(&c).contains("reasonix-remote")));
     assert_eq!(mock.request_count(), 0);
+
+    // `--yes` sends the big prompt whole.
+    let out = run(&strict, true, &["--yes"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "--yes: {stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sent anyway"));
+    let reqs = mock.requests();
+    assert!(reqs[0].messages().iter().any(|m| m["content"]
+        .as_str()
+        .is_some_and(|c| c.contains(big_prompt.trim_end()))));
 }

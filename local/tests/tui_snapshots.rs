@@ -73,7 +73,9 @@ fn composer_multiline_with_slash_completion() {
 fn composer_with_a_collapsed_paste() {
     let mut app = busy_app();
     type_str(&mut app, "summarize: ");
-    let big: String = (1..=10_000).map(|i| format!("pasted line {i:05}\n")).collect();
+    let big: String = (1..=10_000)
+        .map(|i| format!("pasted line {i:05}\n"))
+        .collect();
     app.handle_paste(&big);
     type_str(&mut app, " briefly");
     snap("composer_collapsed_paste", &app);

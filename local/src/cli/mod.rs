@@ -279,6 +279,10 @@ struct RunArgs {
     /// Create the workspace folder (on the host with --ssh) when it does not exist.
     #[arg(long)]
     mkdir: bool,
+    /// Send a prompt even when it exceeds `[agent] prompt_confirm_ratio` of the context
+    /// window (without this, `run` refuses it).
+    #[arg(long)]
+    yes: bool,
 }
 
 /// Parse the arguments and run the command.
