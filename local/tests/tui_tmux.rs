@@ -242,6 +242,11 @@ async fn tui_big_paste_is_collapsed_and_sent_whole() {
             !screen.contains("pasted line 00001"),
             "the lines are not in the composer:\n{screen}"
         );
+        // 45,000 tokens is over a quarter of the default 128k window: Enter asks first.
+        t.send(&["Enter"]);
+        let ask = t.wait_for("Send a big prompt?");
+        assert!(ask.contains("about 45003 tokens"), "{ask}");
+        assert_eq!(mock.request_count(), 0, "nothing sent before the answer");
         t.send(&["Enter"]);
         t.wait_for("Read it all.");
     });

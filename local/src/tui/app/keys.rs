@@ -408,6 +408,17 @@ impl App {
                 }
                 Vec::new()
             }
+            Overlay::ConfirmSend { .. } => {
+                if matches!(key.code, KeyCode::Enter | KeyCode::Char('y')) {
+                    self.overlay = None;
+                    self.big_confirmed = true;
+                    return self.send();
+                }
+                if key.code == KeyCode::Char('n') {
+                    self.overlay = None;
+                }
+                Vec::new()
+            }
             Overlay::Status => {
                 if key.code == KeyCode::Enter {
                     self.overlay = None;
@@ -600,6 +611,16 @@ impl App {
         if self.role == Some(ClientRole::Spectator) {
             self.set_hint("read-only spectator: /takeover to drive this session");
             return Vec::new();
+        }
+        if !std::mem::take(&mut self.big_confirmed) && !text.starts_with('!') {
+            if let Some(window) = self.context_window() {
+                let ratio = self.settings.prompt_confirm_ratio;
+                let tokens = crate::config::estimate_tokens(&text);
+                if ratio > 0.0 && tokens as f64 > window as f64 * ratio {
+                    self.overlay = Some(Overlay::ConfirmSend { tokens, window });
+                    return Vec::new();
+                }
+            }
         }
         self.composer.take();
         self.completion = None;
