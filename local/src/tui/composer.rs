@@ -31,14 +31,15 @@ pub(crate) struct Composer {
 /// `1234567` as `1,234,567`.
 fn thousands(n: usize) -> String {
     let d = n.to_string();
-    let mut out = String::new();
-    for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
+    let mut groups: Vec<&str> = Vec::new();
+    let mut end = d.len();
+    while end > 3 {
+        groups.push(&d[end - 3..end]);
+        end -= 3;
     }
-    out
+    groups.push(&d[..end]);
+    groups.reverse();
+    groups.join(",")
 }
 
 /// How a collapsed paste is drawn: `[pasted 10,000 lines, 512 KB]`.
