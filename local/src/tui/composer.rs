@@ -128,12 +128,12 @@ impl Composer {
         self.text = text.to_string();
         self.cursor = self.text.len();
         self.browsing = None;
-        self.pastes.clear();
     }
 
     /// Empty the box.
     pub(crate) fn clear(&mut self) {
         self.set("");
+        self.pastes.clear();
     }
 
     /// Take the text for sending, recording it in the history.
@@ -531,6 +531,25 @@ mod tests {
             format!("a\nb\n{big}"),
             "history holds the full text"
         );
+    }
+
+    #[test]
+    fn a_collapsed_paste_survives_leaving_the_draft_and_coming_back() {
+        let mut c = Composer::default();
+        c.insert("old prompt");
+        c.take();
+        let big = "q\n".repeat(100);
+        c.paste(&big);
+        let draft = c.text().to_string();
+        // A history search shows another entry, then Esc restores the draft.
+        c.set("old prompt");
+        c.set(&draft);
+        assert_eq!(c.expanded(), big);
+        // Up / Down through the history come back to it too.
+        c.up();
+        assert_eq!(c.text(), "old prompt");
+        c.down();
+        assert_eq!(c.take(), big);
     }
 
     #[test]
