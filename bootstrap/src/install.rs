@@ -1095,15 +1095,27 @@ pub enum UninstallScope {
     Everything,
 }
 
-/// Stop the daemons and remove what Reasonix put on the host. Returns the paths removed.
+/// What [`uninstall`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uninstalled {
+    /// Paths removed (empty: there was nothing to remove).
+    pub removed: Vec<String>,
+    /// Paths left in place on purpose (the session journals without `--purge`).
+    pub kept: Vec<String>,
+}
+
+/// Stop the daemons and remove what Reasonix put on the host.
 pub async fn uninstall(
     conn: &SshConnection,
     scope: UninstallScope,
-) -> Result<Vec<String>, BootstrapError> {
+) -> Result<Uninstalled, BootstrapError> {
     stop(conn).await?;
-    let purge = match scope {
-        UninstallScope::KeepSessions => "",
-        UninstallScope::Everything => "\"$HOME/.reasonix\"",
+    let (purge, keep) = match scope {
+        UninstallScope::KeepSessions => (
+            "",
+            "if [ -d \"$HOME/.reasonix/sessions\" ]; then echo \"kept=$HOME/.reasonix/sessions\"; fi",
+        ),
+        UninstallScope::Everything => ("\"$HOME/.reasonix\"", ""),
     };
     let script = format!(
         r#"for p in "$HOME/.reasonix/remote" "$HOME/.reasonix/run" "$HOME/.reasonix/logs" \
@@ -1112,15 +1124,21 @@ pub async fn uninstall(
 done
 # Drop ~/.reasonix itself when nothing of value is left in it.
 rmdir "$HOME/.reasonix" 2>/dev/null && echo "removed=$HOME/.reasonix"
+{keep}
 exit 0"#
     );
     let out = conn.run_script_at(Stage::Launch, &script).await?;
-    Ok(out
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("removed="))
-        .map(str::to_string)
-        .collect())
+    let lines = |prefix: &str| -> Vec<String> {
+        out.stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .map(str::to_string)
+            .collect()
+    };
+    Ok(Uninstalled {
+        removed: lines("removed="),
+        kept: lines("kept="),
+    })
 }
 
 /// The `installed=<build-id> <size>` lines of a status script's output.

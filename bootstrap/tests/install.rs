@@ -248,9 +248,14 @@ async fn status_stop_and_uninstall_leave_nothing() {
     let pid = st.processes[0].pid as i32;
     assert!(s.user.pids().contains(&pid));
 
-    let removed = guard(uninstall(&c, UninstallScope::KeepSessions))
+    let done = guard(uninstall(&c, UninstallScope::KeepSessions))
         .await
         .unwrap();
+    assert!(
+        done.kept.iter().any(|p| p.ends_with("/.reasonix/sessions")),
+        "{done:?}"
+    );
+    let removed = done.removed;
     assert!(
         removed.iter().any(|p| p.ends_with("/.reasonix/remote")),
         "{removed:?}"

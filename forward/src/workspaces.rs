@@ -82,6 +82,10 @@ pub struct StopLine {
     pub interrupted: Vec<String>,
     /// It did not exit on SIGTERM within the grace and was killed.
     pub killed: bool,
+    /// Clients that were attached to it (they lose their link; one that reconnects starts
+    /// the daemon again). Absent from older builds' lines.
+    #[serde(default)]
+    pub clients: u32,
 }
 
 #[cfg(test)]

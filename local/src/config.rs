@@ -180,6 +180,9 @@ pub struct AgentConfig {
     pub provider_retries: u32,
     /// Time budget, in seconds, of those retries together (waits and attempts).
     pub provider_retry_seconds: u64,
+    /// Ask before sending a prompt whose estimated tokens exceed this share of the context
+    /// window (TUI: a confirmation; `run`: refused without `--yes`); 0 never asks.
+    pub prompt_confirm_ratio: f64,
 }
 
 impl Default for AgentConfig {
@@ -193,7 +196,37 @@ impl Default for AgentConfig {
             max_steps: 50,
             provider_retries: crate::gateway::retry::DEFAULT_RETRIES,
             provider_retry_seconds: crate::gateway::retry::DEFAULT_BUDGET_SECS,
+            prompt_confirm_ratio: 0.25,
         }
+    }
+}
+
+/// Tokens of `text` as [`Config::big_prompt`] estimates them: about 4 bytes a token.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+/// A prompt over the confirmation threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BigPrompt {
+    /// Estimated tokens of the prompt.
+    pub tokens: u64,
+    /// The model's context window.
+    pub window: u64,
+    /// `[agent] prompt_confirm_ratio`.
+    pub ratio: f64,
+}
+
+impl std::fmt::Display for BigPrompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the prompt is about {} tokens, {:.0}% of the model's {}-token context window (more than [agent] prompt_confirm_ratio = {})",
+            self.tokens,
+            self.tokens as f64 * 100.0 / self.window as f64,
+            self.window,
+            self.ratio
+        )
     }
 }
 
@@ -546,6 +579,22 @@ impl Config {
         }
     }
 
+    /// When `text` is big enough to ask before sending it to `model` (#15 item 6): its
+    /// estimated tokens exceed `[agent] prompt_confirm_ratio` of the context window.
+    pub fn big_prompt(&self, model: Option<&str>, text: &str) -> Option<BigPrompt> {
+        let ratio = self.agent.prompt_confirm_ratio;
+        let window = self.resolve_model(model).ok()?.context_window;
+        if ratio <= 0.0 || window == 0 {
+            return None;
+        }
+        let tokens = estimate_tokens(text);
+        (tokens as f64 > window as f64 * ratio).then_some(BigPrompt {
+            tokens,
+            window,
+            ratio,
+        })
+    }
+
     /// Resolve a model label: `provider/model`, a provider name (its default model), or a
     /// bare model name listed by some provider (the first such provider wins). `None` or an
     /// empty label means `default_model`, else the first provider's default model.
@@ -643,6 +692,7 @@ impl Config {
             &mut self.agent.provider_retry_seconds,
             a.provider_retry_seconds,
         );
+        set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
         let t = file.tools;
         set(&mut self.tools.enabled, t.enabled.map(Some));
         set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
@@ -818,6 +868,7 @@ impl Config {
             &mut self.agent.provider_retry_seconds,
             a.provider_retry_seconds,
         );
+        set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
 
         let t = &file.tools;
         if let Some(list) = t.enabled.clone() {
@@ -946,6 +997,15 @@ impl Config {
                 format!(
                     "must be between 1 and 600, got {}",
                     self.agent.provider_retry_seconds
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.agent.prompt_confirm_ratio) {
+            return Err(invalid(
+                "agent.prompt_confirm_ratio",
+                format!(
+                    "must be between 0 (never ask) and 1, got {}",
+                    self.agent.prompt_confirm_ratio
                 ),
             ));
         }
@@ -1087,6 +1147,7 @@ struct AgentFile {
     max_steps: Option<u32>,
     provider_retries: Option<u32>,
     provider_retry_seconds: Option<u64>,
+    prompt_confirm_ratio: Option<f64>,
 }
 
 /// Field names that only ever hold secrets.

@@ -348,3 +348,152 @@ async fn ssh_unsupported_architecture_and_full_disk_stop_before_installing() {
     assert!(nothing_installed(&full), "nothing was installed");
     assert_eq!(mock.request_count(), 0);
 }
+
+/// Command lines of this user's `reasonix-remote` processes that serve `needle` (a
+/// workspace path).
+fn daemons_for(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .filter(|c| c.contains("reasonix-remote") && c.contains(needle))
+        .collect()
+}
+
+/// Item 8 of #15: a run that cannot make its first model request (no API key, unknown model,
+/// broken config) fails with exit 2 and the reason once, before anything is started: no
+/// daemon, no session, no state on the host, no SSH login.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_first_contact_starts_nothing_locally_and_over_ssh() {
+    let mock = MockProvider::start(vec![MockReply::text(&["sent anyway"])]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rx = config(dir.path(), &mock.base_url());
+    // The same config asking before a prompt over 1% of the (default 128k) window.
+    let strict = dir.path().join("strict");
+    std::fs::create_dir(&strict).expect("strict home");
+    let mut text = std::fs::read_to_string(rx.join("config.toml")).expect("config");
+    text.push_str("[agent]\nprompt_confirm_ratio = 0.01\n");
+    std::fs::write(strict.join("config.toml"), text).expect("strict config");
+    let big_prompt = "word ".repeat(4_000);
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).expect("ws");
+    let run = |home: &Path, key: bool, extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_reasonix"));
+        cmd.arg("run")
+            .args(extra)
+            .arg("--workspace")
+            .arg(&ws)
+            .arg(if home == strict.as_path() {
+                big_prompt.as_str()
+            } else {
+                "hello"
+            })
+            .current_dir(dir.path())
+            .env("REASONIX_HOME", home)
+            .env("REASONIX_REMOTE_BIN", host_bin())
+            .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
+            .env_remove("RX_FAIL_KEY")
+            .env_remove("XDG_RUNTIME_DIR");
+        if key {
+            cmd.env("RX_FAIL_KEY", "sk-fail");
+        }
+        output_bounded(cmd)
+    };
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).expect("broken home");
+    std::fs::write(broken.join("config.toml"), "[[providers]\nname = ").expect("bad config");
+    let cases: &[(&str, &Path, bool, &[&str], &str)] = &[
+        ("no key", &rx, false, &[], "no API key: set RX_FAIL_KEY"),
+        (
+            "unknown model",
+            &rx,
+            true,
+            &["--model", "nosuch/model"],
+            "nosuch/model",
+        ),
+        ("broken config", &broken, true, &[], "config.toml"),
+        (
+            "big prompt",
+            &strict,
+            true,
+            &[],
+            "the prompt is about 5000 tokens, 4% of the model's",
+        ),
+    ];
+    for (what, home, key, extra, needle) in cases {
+        let out = run(home, *key, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{what}: exit code; stderr: {stderr}"
+        );
+        assert_eq!(
+            count_lines(&stderr, needle),
+            1,
+            "{what}: {needle:?} printed once; stderr: {stderr}"
+        );
+        assert!(
+            !home.join("sessions").exists() && !home.join("run").exists(),
+            "{what}: no session and no run dir under {}",
+            home.display()
+        );
+        assert!(
+            daemons_for(&ws.display().to_string()).is_empty(),
+            "{what}: no daemon for the workspace"
+        );
+    }
+
+    let h = host(&mock.base_url());
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.authorize(&h.key.public).expect("authorize");
+    let before = logins(&h.sshd);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reasonix"));
+    cmd.arg("run")
+        .args(["--ssh", &format!("{}@127.0.0.1:.", user.name)])
+        .args(["-p", &h.sshd.port().to_string(), "-F", "none"])
+        .arg("-i")
+        .arg(&h.key.private)
+        .args(["-o", "IdentityAgent=none", "hello"])
+        .current_dir(h.laptop.path())
+        .env("HOME", h.laptop.path().join("home"))
+        .env("REASONIX_HOME", &h.rx)
+        .env_remove("RX_FAIL_KEY")
+        .env_remove("SSH_AUTH_SOCK");
+    let out = output_bounded(cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "ssh, no key: {stderr}");
+    assert_eq!(
+        count_lines(&stderr, "no API key: set RX_FAIL_KEY"),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(logins(&h.sshd), before, "no SSH login");
+    assert!(
+        !user.home.join(".reasonix").exists(),
+        "nothing on the host: no daemon, no session"
+    );
+    assert!(user
+        .pids()
+        .into_iter()
+        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .all(|c| !String::from_utf8_lossy(&c).contains("reasonix-remote")));
+    assert_eq!(mock.request_count(), 0);
+
+    // `--yes` sends the big prompt whole.
+    let out = run(&strict, true, &["--yes"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "--yes: {stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sent anyway"));
+    let reqs = mock.requests();
+    assert!(reqs[0].messages().iter().any(|m| m["content"]
+        .as_str()
+        .is_some_and(|c| c.contains(big_prompt.trim_end()))));
+}

@@ -510,6 +510,7 @@ async fn two_workspaces_on_one_host_stop_one_and_the_other_keeps_running() {
     let mock = MockProvider::start(vec![
         MockReply::text(&slow).slow(Duration::from_millis(75)),
         MockReply::text(&["ws1 done"]),
+        MockReply::text(&slow).slow(Duration::from_millis(75)),
     ])
     .await;
     let l = laptop(&sshd, &mock.base_url());
@@ -601,10 +602,83 @@ async fn two_workspaces_on_one_host_stop_one_and_the_other_keeps_running() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+
+    // Stopping a daemon a client is attached to warns; the client reconnects and starts the
+    // daemon again, and `remote stop` says so (#15 item 7).
+    let mut attached = reasonix_spawn(
+        &l,
+        &sshd,
+        &["run", "--ssh", &ws2, "--continue", "--yolo", "again"],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while mock.request_count() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second ws2 turn never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stop =
+        tokio::task::block_in_place(|| reasonix(&l, &sshd, &["--verbose", "remote", "stop", &ws2]));
+    let stop_out = String::from_utf8_lossy(&stop.stdout).to_string();
+    assert!(stop.status.success(), "{stop_out}");
+    // `--verbose` (docs/REMOTE.md) writes the connect trace to the laptop's log file.
+    let log = l.rx_home().join("logs/reasonix.log");
+    assert!(
+        String::from_utf8_lossy(&stop.stderr).contains(&format!("debug log in {}", log.display())),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let trace = std::fs::read_to_string(&log).expect("the --verbose log");
+    assert!(trace.contains("DEBUG reasonix_bootstrap"), "{trace}");
+    assert!(
+        stop_out.contains("; interrupted the turn in session(s)"),
+        "{stop_out}"
+    );
+    assert_eq!(
+        stop_out
+            .matches("warning: 1 client was attached to")
+            .count(),
+        1,
+        "{stop_out}"
+    );
+    // The run is still attached mid-turn: it reconnects within the watch of `remote stop`.
+    assert!(
+        stop_out.contains("a client restarted the daemon of") && stop_out.contains("/ws2 (pid "),
+        "{stop_out}"
+    );
+    let _ = attached.kill();
+    let _ = tokio::task::block_in_place(|| attached.wait_with_output());
+
     let all =
         tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", "--all", &host]));
     assert!(all.status.success());
-    assert!(String::from_utf8_lossy(&all.stdout).contains("/ws2"));
+    let all_out = String::from_utf8_lossy(&all.stdout).to_string();
+    assert!(all_out.contains("/ws2"), "{all_out}");
+    assert!(!all_out.contains("warning:"), "nobody attached: {all_out}");
+
+    // Uninstall keeps the journals and says so; a second one has nothing to remove.
+    let un = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "uninstall", &host]));
+    let un_out = String::from_utf8_lossy(&un.stdout).to_string();
+    assert!(un.status.success(), "{un_out}");
+    assert!(un_out.contains("removed "), "{un_out}");
+    assert!(
+        un_out.contains(&format!(
+            "kept {}/.reasonix/sessions (session journals and checkpoints; `reasonix remote uninstall --purge {host}` removes them too)",
+            user.home.display()
+        )),
+        "{un_out}"
+    );
+    assert!(user.home.join(".reasonix/sessions").is_dir());
+    let again =
+        tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "uninstall", &host]));
+    let again_out = String::from_utf8_lossy(&again.stdout).to_string();
+    assert!(again.status.success(), "{again_out}");
+    assert!(
+        again_out.contains("nothing to remove: Reasonix has nothing installed on 127.0.0.1"),
+        "{again_out}"
+    );
+    assert!(!again_out.contains("removed "), "{again_out}");
 }
 
 /// Session management and custom commands over SSH: the host reads the workspace's command

@@ -70,6 +70,44 @@ fn composer_multiline_with_slash_completion() {
 }
 
 #[test]
+fn composer_with_a_collapsed_paste() {
+    let mut app = busy_app();
+    type_str(&mut app, "summarize: ");
+    let big: String = (1..=10_000)
+        .map(|i| format!("pasted line {i:05}\n"))
+        .collect();
+    app.handle_paste(&big);
+    type_str(&mut app, " briefly");
+    snap("composer_collapsed_paste", &app);
+    // 45,000 tokens is over a quarter of the 128k window: Enter asks first.
+    let mut app = connected_app_for_send();
+    type_str(&mut app, "summarize: ");
+    app.handle_paste(&big);
+    assert!(
+        app.handle_key(key(KeyCode::Enter)).is_empty(),
+        "nothing sent yet"
+    );
+    snap("confirm_big_prompt", &app);
+    // Esc goes back to the composer with the text kept; Enter, then Enter again, sends.
+    app.handle_key(key(KeyCode::Esc));
+    assert!(app.composer_text().starts_with("summarize: "));
+    assert!(app.handle_key(key(KeyCode::Enter)).is_empty());
+    let actions = app.handle_key(key(KeyCode::Enter));
+    let sent = actions
+        .iter()
+        .any(|a| format!("{a:?}").contains("pasted line 10000"));
+    assert!(sent, "the full text is sent: {:?}", actions.len());
+    assert!(app.composer_text().is_empty());
+}
+
+/// A connected app with an idle session, where Enter sends a turn.
+fn connected_app_for_send() -> App {
+    let mut app = App::new(settings());
+    connected(&mut app, ClientRole::Driver);
+    app
+}
+
+#[test]
 fn composer_with_path_completion() {
     let mut app = busy_app();
     let actions = type_str(&mut app, "look at @s");

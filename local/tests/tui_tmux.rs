@@ -62,6 +62,36 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
+    /// Paste `text` as a terminal does for a bracketed-paste program (`paste-buffer -p`).
+    fn paste(&self, dir: &Path, text: &str) {
+        let file = dir.join("paste.txt");
+        std::fs::write(&file, text).expect("paste file");
+        for args in [
+            vec![
+                "load-buffer",
+                "-b",
+                "rxpaste",
+                file.to_str().expect("utf-8"),
+            ],
+            vec![
+                "paste-buffer",
+                "-p",
+                "-d",
+                "-b",
+                "rxpaste",
+                "-t",
+                &self.session,
+            ],
+        ] {
+            let st = Command::new("tmux")
+                .args(["-L", &self.socket])
+                .args(&args)
+                .status()
+                .expect("tmux");
+            assert!(st.success(), "tmux {args:?}");
+        }
+    }
+
     /// Wait until the screen contains `needle` (hang guard: 60 s).
     fn wait_for(&self, needle: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -174,6 +204,66 @@ async fn tui_local_prompt_approve_diff_answer() {
     t.send(&["and now?", "Enter"]);
     let screen = tokio::task::block_in_place(|| t.wait_for("Still here."));
     assert!(screen.contains("connected"), "{screen}");
+    t.send(&["C-c"]);
+    t.send(&["C-c"]);
+    stop_daemons(&home);
+}
+
+/// #15 item 6: a 10,000-line bracketed paste shows as one collapsed line in the composer,
+/// and Enter sends every line of it to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tui_big_paste_is_collapsed_and_sent_whole() {
+    let mock = MockProvider::start(vec![MockReply::text(&["Read it all."])]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    write_config(&home, &mock.base_url());
+    let cmd = format!(
+        "cd {} && env -u XDG_RUNTIME_DIR REASONIX_HOME={} {}",
+        ws.display(),
+        home.display(),
+        PathBuf::from(env!("CARGO_BIN_EXE_reasonix")).display()
+    );
+    let t = Tmux::start(&cmd);
+    let big: String = (1..=10_000)
+        .map(|i| format!("pasted line {i:05}\n"))
+        .collect();
+    tokio::task::block_in_place(|| {
+        t.wait_for("connected");
+        t.send(&["-l", "summarize: "]);
+        t.paste(dir.path(), &big);
+        let screen = t.wait_for("[pasted 10,000 lines, 176 KB]");
+        assert!(
+            screen.contains("summarize: [pasted 10,000 lines, 176 KB]"),
+            "{screen}"
+        );
+        assert!(
+            !screen.contains("pasted line 00001"),
+            "the lines are not in the composer:\n{screen}"
+        );
+        // 45,000 tokens is over a quarter of the default 128k window: Enter asks first.
+        t.send(&["Enter"]);
+        let ask = t.wait_for("Send a big prompt?");
+        assert!(ask.contains("about 45003 tokens"), "{ask}");
+        assert_eq!(mock.request_count(), 0, "nothing sent before the answer");
+        t.send(&["Enter"]);
+        t.wait_for("Read it all.");
+    });
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 1);
+    let user = reqs[0]
+        .messages()
+        .into_iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .find(|c| c.contains("summarize: "))
+        .expect("the prompt reached the model");
+    assert!(
+        user.contains(&format!("summarize: {}", big.trim_end())),
+        "every line, in order"
+    );
+    assert_eq!(user.matches("pasted line ").count(), 10_000);
     t.send(&["C-c"]);
     t.send(&["C-c"]);
     stop_daemons(&home);

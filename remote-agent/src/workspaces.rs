@@ -219,5 +219,6 @@ pub async fn stop_daemon(report: &DaemonReport) -> StopLine {
             .map(|s| s.id.clone())
             .collect(),
         killed,
+        clients: report.clients,
     }
 }

@@ -53,6 +53,16 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
         eprintln!("reasonix: warning: {w}");
     }
     let prompt = prompt_text(args.prompt)?;
+    // No daemon, no session, no login when the first model request could not be made.
+    reasonix_local::gateway::preflight(&config, args.run_model.as_deref())
+        .map_err(|e| CliError::usage(format!("{e} (nothing was started)")))?;
+    if !args.yes {
+        if let Some(big) = config.big_prompt(args.run_model.as_deref(), &prompt) {
+            return Err(CliError::usage(format!(
+                "{big}; pass --yes to send it anyway, or set [agent] prompt_confirm_ratio (0 never asks)"
+            )));
+        }
+    }
     let connector = connector_for(
         args.ssh.as_deref(),
         &args.ssh_opts,

@@ -25,6 +25,10 @@ pub use error::CliError;
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
+    /// Write a debug trace (connect stages, the host's stderr of the link) to
+    /// `<reasonix home>/logs/reasonix.log`; `RUST_LOG` sets the filter (and alone enables it).
+    #[arg(long, global = true)]
+    verbose: bool,
     #[command(flatten)]
     tui: TuiArgs,
 }
@@ -275,11 +279,16 @@ struct RunArgs {
     /// Create the workspace folder (on the host with --ssh) when it does not exist.
     #[arg(long)]
     mkdir: bool,
+    /// Send a prompt even when it exceeds `[agent] prompt_confirm_ratio` of the context
+    /// window (without this, `run` refuses it).
+    #[arg(long)]
+    yes: bool,
 }
 
 /// Parse the arguments and run the command.
 pub fn run() -> Result<(), CliError> {
     let cli = Cli::parse();
+    init_log(cli.verbose)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -287,6 +296,40 @@ pub fn run() -> Result<(), CliError> {
     let result = rt.block_on(dispatch(cli));
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     result
+}
+
+/// `--verbose` or `RUST_LOG`: the trace goes to `<reasonix home>/logs/reasonix.log`
+/// (appended), never to the terminal, which the TUI and `--json` own.
+fn init_log(verbose: bool) -> Result<(), CliError> {
+    let env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    if !verbose && env.is_none() {
+        return Ok(());
+    }
+    let dir = reasonix_local::config::reasonix_home()
+        .map_err(CliError::usage)?
+        .join("logs");
+    let path = dir.join("reasonix.log");
+    let file = std::fs::create_dir_all(&dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+        })
+        .map_err(|e| CliError::usage(format!("cannot open the log {}: {e}", path.display())))?;
+    let filter = tracing_subscriber::EnvFilter::new(env.as_deref().unwrap_or("debug"));
+    // A second subscriber (none is set elsewhere) would be an error only in tests.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+    if verbose {
+        eprintln!("reasonix: debug log in {}", path.display());
+    }
+    Ok(())
 }
 
 async fn dispatch(cli: Cli) -> Result<(), CliError> {

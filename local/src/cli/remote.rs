@@ -26,23 +26,35 @@ pub(super) async fn remote(action: RemoteCmd) -> Result<(), CliError> {
     let conn = reasonix_bootstrap::connect(&dest, &opts, prompter)
         .await
         .map_err(CliError::connection)?;
-    let result = match action {
+    let result = match &action {
         RemoteCmd::Ping(_) => Ok(()),
         RemoteCmd::Status { json, .. } => {
-            remote_status(&conn, json).await.map_err(|e| e.to_string())
+            remote_status(&conn, *json).await.map_err(|e| e.to_string())
         }
-        RemoteCmd::Stop { all, .. } => remote_stop(&conn, dest.path.as_deref(), all).await,
+        RemoteCmd::Stop { all, .. } => remote_stop(&conn, dest.path.as_deref(), *all).await,
         RemoteCmd::Uninstall { purge, .. } => {
-            let scope = if purge {
+            let scope = if *purge {
                 reasonix_bootstrap::install::UninstallScope::Everything
             } else {
                 reasonix_bootstrap::install::UninstallScope::KeepSessions
             };
             reasonix_bootstrap::install::uninstall(&conn, scope)
                 .await
-                .map(|removed| {
-                    for r in removed {
+                .map(|done| {
+                    for r in &done.removed {
                         println!("removed {r}");
+                    }
+                    if done.removed.is_empty() {
+                        println!(
+                            "nothing to remove: Reasonix has nothing installed on {}",
+                            conn.host()
+                        );
+                    }
+                    for k in &done.kept {
+                        println!(
+                            "kept {k} (session journals and checkpoints; `reasonix remote uninstall --purge {}` removes them too)",
+                            args.dest
+                        );
                     }
                 })
                 .map_err(|e| e.to_string())
@@ -81,6 +93,9 @@ async fn remote_status(
     Ok(())
 }
 
+/// How long `remote stop` watches for an attached client restarting a daemon it stopped.
+const RESTART_WATCH: std::time::Duration = std::time::Duration::from_secs(8);
+
 /// `reasonix remote stop`: one workspace (`DEST:/path`), or all of them (`--all`, or
 /// `DEST` alone after asking on a terminal).
 async fn remote_stop(
@@ -106,6 +121,50 @@ async fn remote_stop(
                 l.pid,
                 if l.killed { ", killed after 5 s" } else { "" }
             );
+            if l.clients > 0 {
+                println!(
+                    "warning: {} client{} {} attached to {}; {} lost {} link and, if still running, starts the daemon again when {} reconnects (quit {} first to keep it stopped)",
+                    l.clients,
+                    if l.clients == 1 { "" } else { "s" },
+                    if l.clients == 1 { "was" } else { "were" },
+                    l.workspace,
+                    if l.clients == 1 { "it" } else { "they" },
+                    if l.clients == 1 { "its" } else { "their" },
+                    if l.clients == 1 { "it" } else { "one" },
+                    if l.clients == 1 { "it" } else { "them" },
+                );
+            }
+        }
+    };
+    // A client that was attached reconnects and starts the daemon again: say so.
+    let restarted = |lines: Vec<reasonix_forward::workspaces::StopLine>| async move {
+        let watched: Vec<_> = lines.into_iter().filter(|l| l.clients > 0).collect();
+        if watched.is_empty() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + RESTART_WATCH;
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            if let Ok(ws) = reasonix_bootstrap::workspaces::list(conn, build).await {
+                for d in &ws.daemons {
+                    if let reasonix_forward::workspaces::StatusLine::Daemon(d) = d {
+                        let was = watched.iter().find(|l| l.workspace == d.workspace);
+                        if let Some(l) = was.filter(|l| l.pid != d.pid) {
+                            if !seen.contains(&l.workspace) {
+                                println!(
+                                    "a client restarted the daemon of {} (pid {}); `reasonix remote status` shows it",
+                                    l.workspace, d.pid
+                                );
+                                seen.push(l.workspace.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            if seen.len() == watched.len() || std::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         }
     };
     if let (Some(p), false) = (path, all) {
@@ -116,6 +175,7 @@ async fn remote_stop(
             println!("no daemon runs for workspace {p}");
         }
         print(&lines);
+        restarted(lines).await;
         return Ok(());
     }
     if !all {
@@ -166,6 +226,7 @@ async fn remote_stop(
     if !rest.is_empty() {
         println!("stopped {} other reasonix-remote process(es)", rest.len());
     }
+    restarted(lines).await;
     Ok(())
 }
 

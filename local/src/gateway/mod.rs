@@ -144,6 +144,18 @@ impl Gateway {
     }
 }
 
+/// Check, before anything connects, that a request for the model `label` (`None`: the
+/// default) could be made: the model resolves to a provider and that provider's API key is
+/// there. `reasonix run` calls it first, so a run that would fail at its first model request
+/// (no key, unknown model or provider) fails without starting a daemon or creating a session
+/// (#15). The error is the same text the first request would have failed with.
+pub fn preflight(config: &Config, label: Option<&str>) -> Result<ResolvedModel, String> {
+    let resolved = config.resolve_model(label).map_err(|e| e.to_string())?;
+    lookup_api_key(&resolved.api_key_env, &config.dotenv_path())
+        .map_err(|e| format!("provider `{}`: {e}", resolved.provider))?;
+    Ok(resolved)
+}
+
 /// Sends one chunk; `false` when the receiver is gone (the request is then abandoned).
 async fn emit(tx: &mpsc::Sender<ProviderChunk>, chunk: ProviderChunk) -> bool {
     tx.send(chunk).await.is_ok()

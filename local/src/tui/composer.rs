@@ -2,7 +2,20 @@
 
 use unicode_width::UnicodeWidthChar;
 
+/// A paste of more than this many lines is shown collapsed (#15 item 6).
+pub(crate) const PASTE_COLLAPSE_LINES: usize = 50;
+/// A paste of more than this many bytes is shown collapsed.
+pub(crate) const PASTE_COLLAPSE_BYTES: usize = 8 * 1024;
+
+/// First char of the private-use plane that stands, in the text, for collapsed paste N.
+const PASTE_MARK: u32 = 0xF0000;
+
 /// Editable text with a cursor (a byte index on a char boundary) and submitted history.
+///
+/// A big paste is one char of the text (a private-use char naming it, drawn as
+/// `[pasted 10,000 lines, 512 KB]`): the cursor steps over it, Backspace removes it whole,
+/// [`Composer::expand_pastes`] puts the text in place, and [`Composer::expanded`] /
+/// [`Composer::take`] give the full text.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Composer {
     text: String,
@@ -11,12 +24,93 @@ pub(crate) struct Composer {
     /// Position while browsing history (`None` = editing the draft).
     browsing: Option<usize>,
     draft: String,
+    /// Collapsed pastes, by the index their mark char names.
+    pastes: Vec<String>,
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: usize) -> String {
+    let d = n.to_string();
+    let mut groups: Vec<&str> = Vec::new();
+    let mut end = d.len();
+    while end > 3 {
+        groups.push(&d[end - 3..end]);
+        end -= 3;
+    }
+    groups.push(&d[..end]);
+    groups.reverse();
+    groups.join(",")
+}
+
+/// How a collapsed paste is drawn: `[pasted 10,000 lines, 512 KB]`.
+pub(crate) fn paste_label(text: &str) -> String {
+    let lines = text.lines().count().max(1);
+    let size = if text.len() < 1024 * 1024 {
+        format!("{} KB", text.len().div_ceil(1024))
+    } else {
+        format!("{:.1} MB", text.len() as f64 / (1024.0 * 1024.0))
+    };
+    format!(
+        "[pasted {} line{}, {size}]",
+        thousands(lines),
+        if lines == 1 { "" } else { "s" }
+    )
 }
 
 impl Composer {
-    /// The text.
+    /// The text as edited (a collapsed paste is one mark char; see [`Composer::expanded`]).
     pub(crate) fn text(&self) -> &str {
         &self.text
+    }
+
+    /// The index of the collapsed paste `c` stands for.
+    fn paste_of(&self, c: char) -> Option<usize> {
+        let i = (c as u32).checked_sub(PASTE_MARK)? as usize;
+        (i < self.pastes.len()).then_some(i)
+    }
+
+    /// The text with every collapsed paste in place: what is sent.
+    pub(crate) fn expanded(&self) -> String {
+        if self.pastes.is_empty() {
+            return self.text.clone();
+        }
+        let mut out = String::with_capacity(self.text.len());
+        for c in self.text.chars() {
+            match self.paste_of(c) {
+                Some(i) => out.push_str(&self.pastes[i]),
+                None => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// True when the text holds a collapsed paste.
+    pub(crate) fn has_collapsed(&self) -> bool {
+        self.text.chars().any(|c| self.paste_of(c).is_some())
+    }
+
+    /// Put every collapsed paste's text in place (Ctrl-X), the cursor at the end.
+    pub(crate) fn expand_pastes(&mut self) {
+        let full = self.expanded();
+        self.set(&full);
+    }
+
+    /// A paste: collapsed when over [`PASTE_COLLAPSE_LINES`] lines or
+    /// [`PASTE_COLLAPSE_BYTES`] bytes, else inserted like typing.
+    pub(crate) fn paste(&mut self, s: &str) {
+        let s = s.replace("\r\n", "\n").replace('\r', "\n");
+        if s.lines().count() <= PASTE_COLLAPSE_LINES && s.len() <= PASTE_COLLAPSE_BYTES {
+            self.insert(&s);
+            return;
+        }
+        let mark = char::from_u32(PASTE_MARK + self.pastes.len() as u32);
+        match mark {
+            Some(m) => {
+                self.pastes.push(s);
+                self.insert(&m.to_string());
+            }
+            None => self.insert(&s),
+        }
     }
 
     /// Cursor byte offset.
@@ -39,11 +133,14 @@ impl Composer {
     /// Empty the box.
     pub(crate) fn clear(&mut self) {
         self.set("");
+        self.pastes.clear();
     }
 
     /// Take the text for sending, recording it in the history.
     pub(crate) fn take(&mut self) -> String {
-        let t = std::mem::take(&mut self.text);
+        let t = self.expanded();
+        self.text.clear();
+        self.pastes.clear();
         self.cursor = 0;
         self.browsing = None;
         self.draft.clear();
@@ -291,6 +388,19 @@ impl Composer {
                 col = 0;
                 continue;
             }
+            if let Some(p) = self.paste_of(c) {
+                for lc in paste_label(&self.pastes[p]).chars() {
+                    if col + 1 > width {
+                        rows.push(String::new());
+                        col = 0;
+                    }
+                    if let Some(r) = rows.last_mut() {
+                        r.push(lc);
+                    }
+                    col += 1;
+                }
+                continue;
+            }
             let cw = c.width().unwrap_or(0);
             if col + cw > width {
                 rows.push(String::new());
@@ -369,6 +479,88 @@ mod tests {
         assert_eq!(c.text(), "second");
         c.down();
         assert_eq!(c.text(), "draft");
+    }
+
+    #[test]
+    fn a_big_paste_is_one_collapsed_item_and_is_sent_whole() {
+        let mut c = Composer::default();
+        c.insert("see ");
+        let big: String = (1..=10_000)
+            .map(|i| format!("line {i:05} {}\n", "x".repeat(40)))
+            .collect();
+        c.paste(&big);
+        c.insert(" thanks");
+        assert!(c.has_collapsed());
+        let (rows, cur) = c.layout(200);
+        assert_eq!(rows, vec!["see [pasted 10,000 lines, 508 KB] thanks"]);
+        assert_eq!(cur, (0, rows[0].chars().count()));
+        assert_eq!(c.expanded(), format!("see {big} thanks"));
+        // The cursor steps over the paste as one char; Backspace removes it whole.
+        for _ in 0..7 {
+            c.left();
+        }
+        c.backspace();
+        assert_eq!(c.text(), "see  thanks");
+        assert!(!c.has_collapsed());
+        // A small paste is plain text; at the threshold it is still plain.
+        c.clear();
+        let fifty: String = (0..PASTE_COLLAPSE_LINES)
+            .map(|i| format!("{i}\n"))
+            .collect();
+        c.paste(&fifty);
+        assert!(!c.has_collapsed());
+        assert_eq!(c.text(), fifty);
+        c.clear();
+        c.paste(&"y".repeat(PASTE_COLLAPSE_BYTES + 1));
+        let (rows, _) = c.layout(80);
+        assert_eq!(rows, vec!["[pasted 1 line, 9 KB]"]);
+        // Expanding puts the text in place; take() sends (and remembers) the full text.
+        c.clear();
+        c.paste(&big);
+        c.expand_pastes();
+        assert!(!c.has_collapsed());
+        assert_eq!(c.text(), big);
+        c.clear();
+        c.paste("a\r\nb\r\n");
+        c.paste(&big);
+        assert_eq!(c.take(), format!("a\nb\n{big}"));
+        assert!(c.text().is_empty());
+        c.up();
+        assert_eq!(
+            c.text(),
+            format!("a\nb\n{big}"),
+            "history holds the full text"
+        );
+    }
+
+    #[test]
+    fn a_collapsed_paste_survives_leaving_the_draft_and_coming_back() {
+        let mut c = Composer::default();
+        c.insert("old prompt");
+        c.take();
+        let big = "q\n".repeat(100);
+        c.paste(&big);
+        let draft = c.text().to_string();
+        // A history search shows another entry, then Esc restores the draft.
+        c.set("old prompt");
+        c.set(&draft);
+        assert_eq!(c.expanded(), big);
+        // Up / Down through the history come back to it too.
+        c.up();
+        assert_eq!(c.text(), "old prompt");
+        c.down();
+        assert_eq!(c.take(), big);
+    }
+
+    #[test]
+    fn paste_labels() {
+        assert_eq!(paste_label("a\nb\n"), "[pasted 2 lines, 1 KB]");
+        assert_eq!(
+            paste_label(&"z\n".repeat(1_500_000)),
+            "[pasted 1,500,000 lines, 2.9 MB]"
+        );
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub fn app_settings(config: &Config, workspace: String, model: Option<String>) -
             .to_string(),
         workspace_key: config.workspace_key.clone(),
         context_windows,
+        prompt_confirm_ratio: config.agent.prompt_confirm_ratio,
     }
 }
 

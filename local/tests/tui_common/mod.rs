@@ -56,6 +56,7 @@ pub fn settings() -> AppSettings {
         ]
         .into_iter()
         .collect(),
+        prompt_confirm_ratio: 0.25,
     }
 }
 

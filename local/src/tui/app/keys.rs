@@ -49,6 +49,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "attach an MCP server's resource (Tab lists the server's resources)",
     ),
     ("F5", "reconnect now"),
+    (
+        "Ctrl-X",
+        "expand a collapsed paste (over 50 lines or 8 KiB) in the input",
+    ),
     ("Ctrl-A / Ctrl-E", "start / end of line"),
     ("Ctrl-U / Ctrl-K", "delete to start / end of line"),
     ("Ctrl-W, Alt-Backspace", "delete the previous word"),
@@ -81,7 +85,10 @@ impl App {
         if self.modal_open() {
             return Vec::new();
         }
-        self.composer.insert(text);
+        self.composer.paste(text);
+        if self.composer.has_collapsed() {
+            self.set_hint("pasted text collapsed; Ctrl-X expands it (the full text is sent)");
+        }
         self.refresh_completion()
     }
 
@@ -431,6 +438,17 @@ impl App {
                 }
                 Vec::new()
             }
+            Overlay::ConfirmSend { .. } => {
+                if matches!(key.code, KeyCode::Enter | KeyCode::Char('y')) {
+                    self.overlay = None;
+                    self.big_confirmed = true;
+                    return self.send();
+                }
+                if key.code == KeyCode::Char('n') {
+                    self.overlay = None;
+                }
+                Vec::new()
+            }
             Overlay::Status => {
                 if key.code == KeyCode::Enter {
                     self.overlay = None;
@@ -593,6 +611,7 @@ impl App {
                 }
                 self.composer.delete();
             }
+            KeyCode::Char('x') if ctrl => self.composer.expand_pastes(),
             KeyCode::Char('a') if ctrl => self.composer.home(),
             KeyCode::Char('e') if ctrl => self.composer.end(),
             KeyCode::Char('u') if ctrl => self.composer.kill_to_start(),
@@ -636,7 +655,7 @@ impl App {
     }
 
     pub(super) fn send(&mut self) -> Vec<Action> {
-        let mut text = self.composer.text().trim_end().to_string();
+        let mut text = self.composer.expanded().trim_end().to_string();
         if text.trim().is_empty() {
             return Vec::new();
         }
@@ -655,6 +674,16 @@ impl App {
         if self.role == Some(ClientRole::Spectator) {
             self.set_hint("read-only spectator: /takeover to drive this session");
             return Vec::new();
+        }
+        if !std::mem::take(&mut self.big_confirmed) && !text.starts_with('!') {
+            if let Some(window) = self.context_window() {
+                let ratio = self.settings.prompt_confirm_ratio;
+                let tokens = crate::config::estimate_tokens(&text);
+                if ratio > 0.0 && tokens as f64 > window as f64 * ratio {
+                    self.overlay = Some(Overlay::ConfirmSend { tokens, window });
+                    return Vec::new();
+                }
+            }
         }
         self.composer.take();
         self.completion = None;

@@ -60,6 +60,9 @@ pub struct AppSettings {
     /// Context windows in tokens by `provider/model` label and by model name (for the
     /// status bar's context-used %; a model without one shows no %).
     pub context_windows: HashMap<String, u64>,
+    /// `[agent] prompt_confirm_ratio`: ask before sending a prompt whose estimated tokens
+    /// exceed this share of the context window (0 never asks).
+    pub prompt_confirm_ratio: f64,
 }
 
 /// What to open: the parameters of a `Request::OpenSession` the runner builds.
@@ -428,6 +431,12 @@ pub(crate) enum Overlay {
     Models {
         sel: usize,
     },
+    /// The composer's prompt is over `prompt_confirm_ratio` of the context window: Enter
+    /// sends it, Esc goes back to editing (#15 item 6).
+    ConfirmSend {
+        tokens: u64,
+        window: u64,
+    },
     /// `/context`: `report` is `None` until the host answers.
     Context {
         report: Option<reasonix_forward::proto::ContextReport>,
@@ -551,6 +560,8 @@ pub struct App {
     pub(crate) mono_ms: i64,
     pub(crate) wall_ms: i64,
     quit: bool,
+    /// The user confirmed sending the big prompt in the composer (the next send goes).
+    pub(crate) big_confirmed: bool,
     /// Terminal tabs beside the conversation.
     pub(crate) terms: terminal::Terms,
     /// The model-request retry in progress (#15), for the status line.
@@ -643,6 +654,7 @@ impl App {
             mono_ms: 0,
             wall_ms: 0,
             quit: false,
+            big_confirmed: false,
             terms: terminal::Terms::default(),
             retry: None,
         }

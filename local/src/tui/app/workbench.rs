@@ -69,7 +69,7 @@ impl App {
 
     /// Tab with text while a turn runs: queue it for after the turn.
     pub(super) fn queue_composer(&mut self) -> Vec<Action> {
-        let text = self.composer.text().trim_end().to_string();
+        let text = self.composer.expanded().trim_end().to_string();
         if text.trim().is_empty() || text.starts_with('/') || text.starts_with('!') {
             return Vec::new();
         }

@@ -367,6 +367,51 @@ pub(super) fn render_overlay(
                 max_w,
             );
         }
+        Overlay::ConfirmSend { tokens, window } => {
+            let kw = 16usize;
+            let mut lines = Vec::new();
+            lines.extend(wrap_text(
+                "This prompt takes a large share of the model's context window.",
+                iw,
+                theme::text(),
+                &[],
+            ));
+            lines.push(Line::default());
+            lines.extend(kv("Prompt", format!("about {tokens} tokens"), iw, kw));
+            lines.extend(kv(
+                "Context window",
+                format!(
+                    "{window} tokens ({:.0}% of it)",
+                    *tokens as f64 * 100.0 / (*window).max(1) as f64
+                ),
+                iw,
+                kw,
+            ));
+            lines.extend(kv(
+                "Asks above",
+                format!(
+                    "{:.0}% ([agent] prompt_confirm_ratio; 0 never asks)",
+                    app.settings.prompt_confirm_ratio * 100.0
+                ),
+                iw,
+                kw,
+            ));
+            lines.push(Line::default());
+            lines.push(Line::from(vec![
+                Span::styled("Enter/y", theme::key()),
+                Span::raw(" send it · "),
+                Span::styled("Esc/n", theme::key()),
+                Span::raw(" keep editing"),
+            ]));
+            show_modal(
+                frame,
+                area,
+                "Send a big prompt?",
+                theme::border_active(),
+                lines,
+                max_w,
+            );
+        }
         Overlay::Models { sel } => {
             let mut lines = Vec::new();
             if app.settings.models.is_empty() {
