@@ -161,7 +161,7 @@ async fn two_laptops_over_ssh_share_the_prompt_history() {
 fn cli_titles(ws: &Path, home: &Path, rx_home: &Path, trash: bool) -> Vec<String> {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
     let host = bin.parent().expect("bin dir").join("reasonix-remote");
-    let mut cmd = Command::new(&bin);
+    let mut cmd = std::process::Command::new(&bin);
     cmd.current_dir(ws)
         .env("HOME", home)
         .env("REASONIX_HOME", rx_home)
@@ -204,11 +204,11 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
         host.display(),
         bin.display()
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::start(dir.path(), &cmd, 120, 40, 2000);
     tokio::task::block_in_place(|| {
         t.wait_for("new session");
         // `!` streams: the first line shows while the command still waits for `go`.
-        t.send(&[
+        t.send_keys(&[
             "!!echo bang-first; while [ ! -e go ]; do sleep 0.05; done; echo bang-second",
             "Enter",
         ]);
@@ -226,7 +226,7 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
             "---\ndescription: added late\n---\nSay late-$ARGUMENTS",
         )
         .expect("command file");
-        t.send(&["/late one", "Enter"]);
+        t.send_keys(&["/late one", "Enter"]);
         t.wait_for("late-answer");
     });
     let reqs = mock.requests();
@@ -236,16 +236,16 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
 
     tokio::task::block_in_place(|| {
         // A new session, then the first one goes to the trash from /sessions.
-        t.send(&["/new", "Enter"]);
+        t.send_keys(&["/new", "Enter"]);
         t.wait_for("new session");
-        t.send(&["/sessions", "Enter"]);
+        t.send_keys(&["/sessions", "Enter"]);
         t.wait_for("Say late-one");
-        t.send(&["Down", "d"]);
+        t.send_keys(&["Down", "d"]);
         t.wait_for("moved to the trash");
-        t.send(&["t"]);
+        t.send_keys(&["t"]);
         t.wait_for("kept until");
         // Enter restores it.
-        t.send(&["Enter"]);
+        t.send_keys(&["Enter"]);
         t.wait_for("restored from the trash");
         t.wait_for("the trash is empty");
     });
@@ -253,21 +253,21 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
     assert!(cli_titles(&ws, dir.path(), &rx_home, false).contains(&"Say late-one".to_string()));
     tokio::task::block_in_place(|| {
         // Back to the sessions, delete again, then purge (asked first).
-        t.send(&["s"]);
+        t.send_keys(&["s"]);
         t.wait_for("Say late-one");
-        t.send(&["Down", "d"]);
+        t.send_keys(&["Down", "d"]);
         t.wait_for("moved to the trash");
-        t.send(&["t"]);
+        t.send_keys(&["t"]);
         t.wait_for("kept until");
-        t.send(&["p"]);
+        t.send_keys(&["p"]);
         t.wait_for("for good?");
-        t.send(&["y"]);
+        t.send_keys(&["y"]);
         t.wait_for("purged for good");
     });
     assert!(cli_titles(&ws, dir.path(), &rx_home, true).is_empty());
     assert!(!cli_titles(&ws, dir.path(), &rx_home, false).contains(&"Say late-one".to_string()));
-    t.send(&["Escape"]);
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["Escape"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     stop_daemons(&rx_home);
 }

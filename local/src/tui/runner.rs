@@ -741,7 +741,7 @@ impl Exec {
             Action::ReloadCommands { then } => {
                 let (client, home, tx) = (
                     self.client.clone(),
-                    self.config.home.clone(),
+                    self.config().home.clone(),
                     self.tx.clone(),
                 );
                 tokio::spawn(async move {
