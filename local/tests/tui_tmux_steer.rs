@@ -56,6 +56,13 @@ async fn tui_enter_mid_turn_steers_the_running_turn() {
         t.wait_for("connected");
         t.send_keys(&["indent it", "Enter"]);
         t.wait_for("Enter steer");
+        // Steer once the first model step is under way (a steer typed before it would,
+        // rightly, go with that first step).
+        let guard = Instant::now() + Duration::from_secs(60);
+        while mock.request_count() < 1 {
+            assert!(Instant::now() < guard, "the turn never reached the model");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         t.send_keys(&["use tabs please", "Enter"]);
         t.wait_for("steer · waiting for the next model step");
         std::fs::write(ws.join("go"), "").expect("gate");
@@ -66,7 +73,7 @@ async fn tui_enter_mid_turn_steers_the_running_turn() {
     assert_eq!(reqs.len(), 2, "one turn, two steps");
     let last = reqs[1].messages();
     let m = last.last().expect("message");
-    assert_eq!(m["role"], "user");
+    assert_eq!(m["role"], "user", "{last:#?}");
     assert_eq!(m["content"], "use tabs please");
     t.send_keys(&["C-c"]);
     t.send_keys(&["C-c"]);

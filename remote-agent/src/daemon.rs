@@ -690,10 +690,15 @@ impl Daemon {
         }
     }
 
-    fn status(&self) -> DaemonStatus {
+    /// The daemon's status as `asking` sees it: its own link counts as connected (it just
+    /// sent the request, even if its transport is still being set up).
+    fn status(&self, asking: &Conn) -> DaemonStatus {
         let (clients, links) = {
             let links = lock(&self.links);
-            let connected = links.values().filter(|c| c.link.is_connected()).count();
+            let connected = links
+                .values()
+                .filter(|c| c.id == asking.id || c.link.is_connected())
+                .count();
             (connected as u32, links.len() as u32)
         };
         DaemonStatus {
@@ -934,7 +939,7 @@ impl Daemon {
     async fn handle_request(&self, conn: &Arc<Conn>, body: Request) -> Result<Response, RpcError> {
         self.touch();
         match body {
-            Request::Status => Ok(Response::Status(self.status())),
+            Request::Status => Ok(Response::Status(self.status(conn))),
             Request::ListSessions => Ok(Response::Sessions {
                 sessions: self.list_sessions().await,
             }),
