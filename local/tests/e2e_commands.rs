@@ -6,59 +6,13 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use common::{ok, reasonix, LocalRig};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply};
 
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-fn setup(base_url: &str) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("rxhome");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_CMD_KEY\"\n"
-        ),
-    )
-    .expect("config");
-    Env {
-        _dir: dir,
-        home,
-        ws,
-    }
-}
-
-fn reasonix(env: &Env, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .args(args)
-        .current_dir(&env.ws)
-        .env("REASONIX_HOME", &env.home)
-        .env("REASONIX_REMOTE_BIN", common::host_bin())
-        .env("RX_CMD_KEY", "sk-commands")
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run reasonix")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+fn setup(base_url: &str) -> LocalRig {
+    LocalRig::new(base_url, "RX_CMD_KEY", "sk-commands")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +96,7 @@ async fn run_expands_workspace_and_user_commands_and_skips_a_broken_file() {
 
 /// The workspace declares the reference MCP server `everything` (prompts `args-prompt` with
 /// `city` required and `state` optional; resources `demo://resource/static/document/*`).
-fn declare_everything(env: &Env) {
+fn declare_everything(env: &LocalRig) {
     assert!(
         Command::new("mcp-server-everything")
             .arg("--help")

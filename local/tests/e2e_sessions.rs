@@ -6,60 +6,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-
+use common::{ok, reasonix, LocalRig};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply};
 use serde_json::Value;
 
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-fn setup(base_url: &str) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("rxhome");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SESS_KEY\"\n"
-        ),
-    )
-    .expect("config");
-    Env {
-        _dir: dir,
-        home,
-        ws,
-    }
-}
-
-fn reasonix(env: &Env, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .args(args)
-        .current_dir(&env.ws)
-        .env("REASONIX_HOME", &env.home)
-        .env("REASONIX_REMOTE_BIN", common::host_bin())
-        .env("RX_SESS_KEY", "sk-sessions")
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run reasonix")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+fn setup(base_url: &str) -> LocalRig {
+    LocalRig::new(base_url, "RX_SESS_KEY", "sk-sessions")
 }
 
 fn lines(s: &str) -> Vec<Value> {
@@ -68,7 +20,7 @@ fn lines(s: &str) -> Vec<Value> {
         .collect()
 }
 
-fn listed(env: &Env, extra: &[&str]) -> Vec<Value> {
+fn listed(env: &LocalRig, extra: &[&str]) -> Vec<Value> {
     let mut args = vec!["sessions", "--json"];
     args.extend_from_slice(extra);
     lines(&ok(&reasonix(env, &args)))

@@ -62,7 +62,9 @@ fn laptop(sshd: &Sshd, base_url: &str) -> Laptop {
     Laptop { dir, key }
 }
 
-fn reasonix(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Output {
+/// `reasonix ARGS` as the laptop `l` runs it against `sshd` (its key, its homes, the musl
+/// host binary to install).
+fn reasonix_command(l: &Laptop, sshd: &Sshd, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reasonix"));
     cmd.args(args)
         .args(["-p", &sshd.port().to_string(), "-F", "none"])
@@ -79,7 +81,13 @@ fn reasonix(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Output {
             musl_host_binary(),
         )
         .env_remove("SSH_AUTH_SOCK");
-    cmd.output().expect("run reasonix")
+    cmd
+}
+
+fn reasonix(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Output {
+    reasonix_command(l, sshd, args)
+        .output()
+        .expect("run reasonix")
 }
 
 fn contains(hay: &[u8], needle: &str) -> bool {
@@ -462,24 +470,11 @@ async fn over_ssh_a_host_project_file_cannot_loosen_anything() {
 
 /// `reasonix` with the rest of the arguments, as a child process (not waited for).
 fn reasonix_spawn(l: &Laptop, sshd: &Sshd, args: &[&str]) -> std::process::Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reasonix"));
-    cmd.args(args)
-        .args(["-p", &sshd.port().to_string(), "-F", "none"])
-        .arg("-i")
-        .arg(&l.key.private)
-        .args(["-o", "IdentityAgent=none"])
-        .current_dir(l.dir.path())
-        .env("HOME", l.home())
-        .env("REASONIX_HOME", l.rx_home())
-        .env("RX_SSH_KEY", KEY)
-        .env(
-            "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
-            musl_host_binary(),
-        )
-        .env_remove("SSH_AUTH_SOCK")
+    reasonix_command(l, sshd, args)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    cmd.spawn().expect("spawn reasonix")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn reasonix")
 }
 
 fn status_json(l: &Laptop, sshd: &Sshd, dest: &str) -> Value {
@@ -799,4 +794,80 @@ async fn sessions_and_custom_commands_over_ssh() {
     assert!(sent.contains("What's weather in Lyon, RH?"), "{sent}");
     let host = format!("{}@127.0.0.1", user.name);
     run(&["remote", "stop", "--all", &host]);
+}
+
+/// Ctrl-C on `reasonix run --ssh` cancels the turn on the host, which ends the provider's
+/// HTTP stream on the laptop (the mock sees its connection close before the reply ended),
+/// and the next `--continue` runs its own turn only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_over_ssh_cancels_the_turn_and_closes_the_provider_stream() {
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("ws/a.txt", "one\n", 0o644).expect("ws");
+    let mock = MockProvider::start(vec![
+        MockReply::Hang {
+            chunks: vec!["thinking".into()],
+        },
+        MockReply::text(&["second turn"]),
+    ])
+    .await;
+    let l = laptop(&sshd, &mock.base_url());
+    // No laptop MCP server here: this test is about the turn and the provider stream.
+    std::fs::write(
+        l.rx_home().join("config.toml"),
+        format!(
+            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n",
+            mock.base_url()
+        ),
+    )
+    .expect("config");
+    user.authorize(&l.key.public).expect("authorize");
+    let ws = format!("{}@127.0.0.1:ws", user.name);
+    let child = reasonix_spawn(&l, &sshd, &["run", "--ssh", &ws, "--json", "slow one"]);
+    let guard = std::time::Instant::now() + Duration::from_secs(90);
+    while mock.request_count() == 0 {
+        assert!(
+            std::time::Instant::now() < guard,
+            "the model request never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // SAFETY: signalling the child this test spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "cancelled: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "turn_finished")
+        .collect();
+    assert_eq!(done.len(), 1, "the host confirmed the end: {stdout}");
+    assert_eq!(done[0]["outcome"], "cancelled");
+    tokio::time::timeout(Duration::from_secs(30), mock.wait_closed_early(0))
+        .await
+        .expect("the laptop closed the provider stream of the cancelled turn");
+
+    let out = tokio::task::block_in_place(|| {
+        reasonix(
+            &l,
+            &sshd,
+            &["run", "--ssh", &ws, "--json", "--continue", "next"],
+        )
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("second turn"), "{stdout}");
+    assert_eq!(mock.request_count(), 2, "one request per turn: {stdout}");
+    let _ = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", &ws]));
 }

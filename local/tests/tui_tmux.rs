@@ -1,6 +1,8 @@
 //! The real `reasonix` TUI driven under tmux: type a prompt, approve an edit, see the diff and
 //! the final answer, both locally and over SSH against a real sshd.
 
+mod term_common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -8,121 +10,7 @@ use std::time::{Duration, Instant};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
 use serde_json::json;
-
-struct Tmux {
-    socket: String,
-    session: String,
-}
-
-impl Tmux {
-    fn start(cmd: &str) -> Tmux {
-        let socket = format!("rxtest{:08x}", rand_u32());
-        let session = "rx".to_string();
-        let st = Command::new("tmux")
-            .args([
-                "-L",
-                &socket,
-                "new-session",
-                "-d",
-                "-x",
-                "120",
-                "-y",
-                "40",
-                "-s",
-                &session,
-                cmd,
-            ])
-            .status()
-            .expect("tmux installed");
-        assert!(st.success(), "tmux new-session failed");
-        Tmux { socket, session }
-    }
-
-    fn send(&self, keys: &[&str]) {
-        let st = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", &self.session])
-            .args(keys)
-            .status()
-            .expect("send-keys");
-        assert!(st.success());
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args([
-                "-L",
-                &self.socket,
-                "capture-pane",
-                "-p",
-                "-t",
-                &self.session,
-            ])
-            .output()
-            .expect("capture-pane");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    }
-
-    /// Paste `text` as a terminal does for a bracketed-paste program (`paste-buffer -p`).
-    fn paste(&self, dir: &Path, text: &str) {
-        let file = dir.join("paste.txt");
-        std::fs::write(&file, text).expect("paste file");
-        for args in [
-            vec![
-                "load-buffer",
-                "-b",
-                "rxpaste",
-                file.to_str().expect("utf-8"),
-            ],
-            vec![
-                "paste-buffer",
-                "-p",
-                "-d",
-                "-b",
-                "rxpaste",
-                "-t",
-                &self.session,
-            ],
-        ] {
-            let st = Command::new("tmux")
-                .args(["-L", &self.socket])
-                .args(&args)
-                .status()
-                .expect("tmux");
-            assert!(st.success(), "tmux {args:?}");
-        }
-    }
-
-    /// Wait until the screen contains `needle` (hang guard: 60 s).
-    fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let s = self.screen();
-            if s.contains(needle) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "screen never showed {needle:?}:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
-
-fn rand_u32() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    t.subsec_nanos() ^ std::process::id()
-}
+use term_common::{stop_daemons, write_mock_config, Tmux};
 
 fn script() -> Vec<MockReply> {
     vec![
@@ -139,25 +27,19 @@ fn script() -> Vec<MockReply> {
 }
 
 fn write_config(home: &Path, base_url: &str) {
-    std::fs::create_dir_all(home).expect("home");
-    std::fs::write(
-        home.join("config.toml"),
-        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_TUI_KEY\"\n"),
-    )
-    .expect("config");
-    std::fs::write(home.join(".env"), "RX_TUI_KEY=sk-tui\n").expect(".env");
+    write_mock_config(home, base_url, "RX_TUI_KEY", "");
 }
 
 fn drive(t: &Tmux) -> String {
     t.wait_for("connected");
-    t.send(&["please fix the greeting", "Enter"]);
+    t.send_keys(&["please fix the greeting", "Enter"]);
     let approval = t.wait_for("Approval needed");
     assert!(approval.contains("greet.py"), "{approval}");
     assert!(
         approval.contains("hello, world"),
         "the diff preview shows the edit:\n{approval}"
     );
-    t.send(&["y"]);
+    t.send_keys(&["y"]);
     t.wait_for("Updated the greeting")
 }
 
@@ -179,7 +61,7 @@ async fn tui_local_prompt_approve_diff_answer() {
         home.display(),
         bin.display()
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::tui(&cmd);
     let screen = tokio::task::block_in_place(|| drive(&t));
     assert!(screen.contains("Updated the greeting"), "{screen}");
     assert_eq!(
@@ -201,11 +83,11 @@ async fn tui_local_prompt_approve_diff_answer() {
         screen.contains("Updated the greeting"),
         "transcript kept:\n{screen}"
     );
-    t.send(&["and now?", "Enter"]);
+    t.send_keys(&["and now?", "Enter"]);
     let screen = tokio::task::block_in_place(|| t.wait_for("Still here."));
     assert!(screen.contains("connected"), "{screen}");
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     stop_daemons(&home);
 }
 
@@ -225,13 +107,13 @@ async fn tui_big_paste_is_collapsed_and_sent_whole() {
         home.display(),
         PathBuf::from(env!("CARGO_BIN_EXE_reasonix")).display()
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::tui(&cmd);
     let big: String = (1..=10_000)
         .map(|i| format!("pasted line {i:05}\n"))
         .collect();
     tokio::task::block_in_place(|| {
         t.wait_for("connected");
-        t.send(&["-l", "summarize: "]);
+        t.send_keys(&["-l", "summarize: "]);
         t.paste(dir.path(), &big);
         let screen = t.wait_for("[pasted 10,000 lines, 176 KB]");
         assert!(
@@ -243,11 +125,11 @@ async fn tui_big_paste_is_collapsed_and_sent_whole() {
             "the lines are not in the composer:\n{screen}"
         );
         // 45,000 tokens is over a quarter of the default 128k window: Enter asks first.
-        t.send(&["Enter"]);
+        t.send_keys(&["Enter"]);
         let ask = t.wait_for("Send a big prompt?");
         assert!(ask.contains("about 45003 tokens"), "{ask}");
         assert_eq!(mock.request_count(), 0, "nothing sent before the answer");
-        t.send(&["Enter"]);
+        t.send_keys(&["Enter"]);
         t.wait_for("Read it all.");
     });
     let reqs = mock.requests();
@@ -264,25 +146,9 @@ async fn tui_big_paste_is_collapsed_and_sent_whole() {
         "every line, in order"
     );
     assert_eq!(user.matches("pasted line ").count(), 10_000);
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     stop_daemons(&home);
-}
-
-fn stop_daemons(home: &Path) {
-    if let Ok(rd) = std::fs::read_dir(home.join("sessions")) {
-        for e in rd.flatten() {
-            if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
-                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&b) {
-                    if let Some(pid) = v["pid"].as_u64() {
-                        unsafe {
-                            libc::kill(pid as i32, libc::SIGTERM);
-                        }
-                    }
-                }
-            }
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,7 +185,7 @@ async fn tui_over_ssh_prompt_approve_diff_answer() {
         sshd.port(),
         key.private.display()
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::tui(&cmd);
     let screen = tokio::task::block_in_place(|| drive(&t));
     assert!(screen.contains("Updated the greeting"), "{screen}");
     assert!(
@@ -330,8 +196,8 @@ async fn tui_over_ssh_prompt_approve_diff_answer() {
         std::fs::read_to_string(user.home.join("proj/greet.py")).expect("greet on host"),
         "print('hello, world')\n"
     );
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
 }
 
 /// Logins sshd accepted so far.
@@ -399,7 +265,7 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
 
     // A path that is a file.
     let before = logins(&sshd);
-    let t = Tmux::start(&cmd("plain-file", "file"));
+    let t = Tmux::tui(&cmd("plain-file", "file"));
     let screen = tokio::task::block_in_place(|| t.wait_for("Cannot connect"));
     for needle in [
         "Stage",
@@ -411,10 +277,10 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
         assert!(screen.contains(needle), "modal shows {needle:?}:\n{screen}");
     }
     // Other keys do not dismiss it.
-    t.send(&["x"]);
+    t.send_keys(&["x"]);
     let screen = tokio::task::block_in_place(|| t.wait_for("Cannot connect"));
     assert!(!screen.contains("reconnecting"), "{screen}");
-    t.send(&["Enter"]);
+    t.send_keys(&["Enter"]);
     let rc = tokio::task::block_in_place(|| wait_file(&dir.path().join("file.rc")));
     assert_eq!(rc.trim(), "5", "exit code of a connection failure");
     let stderr = std::fs::read_to_string(dir.path().join("file.err")).expect("stderr");
@@ -432,7 +298,7 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
 
     // A missing path: created from the modal, and the session opens there.
     let before = logins(&sshd);
-    let t = Tmux::start(&cmd("new/ws", "new"));
+    let t = Tmux::tui(&cmd("new/ws", "new"));
     let screen = tokio::task::block_in_place(|| t.wait_for("Cannot connect"));
     assert!(
         screen.contains("the workspace folder does not exist"),
@@ -443,13 +309,13 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
         !user.home.join("new").exists(),
         "nothing created before yes"
     );
-    t.send(&["y"]);
+    t.send_keys(&["y"]);
     tokio::task::block_in_place(|| t.wait_for("│ connected"));
     let made = user.home.join("new/ws");
     assert!(made.is_dir(), "the workspace was created on the host");
     let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&made).expect("meta"));
     assert_eq!(owner, user.uid, "created as the SSH user");
-    t.send(&["hello there", "Enter"]);
+    t.send_keys(&["hello there", "Enter"]);
     let screen = tokio::task::block_in_place(|| t.wait_for("Opened in the new folder."));
     assert!(!screen.contains("Cannot connect"), "{screen}");
     assert_eq!(
@@ -458,8 +324,8 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
         "the first try and the one after yes"
     );
     assert_eq!(mock.request_count(), 1);
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     let rc = tokio::task::block_in_place(|| wait_file(&dir.path().join("new.rc")));
     assert_eq!(
         rc.trim(),
@@ -499,22 +365,22 @@ async fn tui_repeated_tool_call_ids_every_approval_shows() {
         home.display(),
         bin.display()
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::tui(&cmd);
     tokio::task::block_in_place(|| {
         t.wait_for("│ connected");
         for i in 0..4 {
             if i == 2 {
                 // A second session: the TUI's memory of answered approvals is per session.
-                t.send(&["/new", "Enter"]);
+                t.send_keys(&["/new", "Enter"]);
                 t.wait_for("new session");
             }
-            t.send(&[&format!("write file {i}"), "Enter"]);
+            t.send_keys(&[&format!("write file {i}"), "Enter"]);
             let approval = t.wait_for("Approval needed");
             assert!(
                 approval.contains(&format!("f{i}.txt")),
                 "turn {i}:\n{approval}"
             );
-            t.send(&["y"]);
+            t.send_keys(&["y"]);
             t.wait_for(&format!("Wrote file number {i}."));
             assert_eq!(
                 std::fs::read_to_string(ws.join(format!("f{i}.txt"))).expect("written"),
@@ -524,25 +390,25 @@ async fn tui_repeated_tool_call_ids_every_approval_shows() {
         }
     });
     assert_eq!(mock.request_count(), 8, "two requests per turn, none hung");
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     drop(t);
 
     // A new TUI replays the second session's history (answered approvals included); the
     // next turn's question with the same tool-call id still appears.
-    let t = Tmux::start(&format!("{cmd} --continue"));
+    let t = Tmux::tui(&format!("{cmd} --continue"));
     tokio::task::block_in_place(|| {
         t.wait_for("Wrote file number 3.");
-        t.send(&["write file 4", "Enter"]);
+        t.send_keys(&["write file 4", "Enter"]);
         let approval = t.wait_for("Approval needed");
         assert!(approval.contains("f4.txt"), "after replay:\n{approval}");
-        t.send(&["y"]);
+        t.send_keys(&["y"]);
         t.wait_for("Wrote file number 4.");
     });
     assert!(ws.join("f4.txt").is_file(), "turn 4 was approved and ran");
     assert_eq!(mock.request_count(), 10);
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     stop_daemons(&home);
 }
 
@@ -592,16 +458,16 @@ async fn tui_permissions_list_and_remove() {
         home.display(),
         bin.display()
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::tui(&cmd);
     tokio::task::block_in_place(|| {
         t.wait_for("│ connected");
         // The workspace rule allows the write: no question.
-        t.send(&["write p0", "Enter"]);
+        t.send_keys(&["write p0", "Enter"]);
         let screen = t.wait_for("First write done.");
         assert!(!screen.contains("Approval needed"), "{screen}");
         assert!(ws.join("p0.txt").is_file());
 
-        t.send(&["/permissions", "Enter"]);
+        t.send_keys(&["/permissions", "Enter"]);
         let screen = t.wait_for("/permissions remove N");
         assert!(
             screen.contains("1. allow Bash(ls:*)  — user config [permissions] allow"),
@@ -616,14 +482,14 @@ async fn tui_permissions_list_and_remove() {
             "{screen}"
         );
 
-        t.send(&["/permissions remove 3", "Enter"]);
+        t.send_keys(&["/permissions remove 3", "Enter"]);
         let screen = t.wait_for("cannot remove deny Bash(rm:*) from here");
         assert!(
             screen.contains("project file (reasonix.toml); edit"),
             "{screen}"
         );
 
-        t.send(&["/permissions remove 2", "Enter"]);
+        t.send_keys(&["/permissions remove 2", "Enter"]);
         t.wait_for("removed allow Edit from");
     });
     let cfg = std::fs::read_to_string(home.join("config.toml")).expect("config");
@@ -634,16 +500,16 @@ async fn tui_permissions_list_and_remove() {
     assert!(cfg.contains("Bash(ls:*)"), "the other rule stays:\n{cfg}");
     tokio::task::block_in_place(|| {
         // A new session no longer has the rule: the same write is asked for.
-        t.send(&["/new", "Enter"]);
+        t.send_keys(&["/new", "Enter"]);
         t.wait_for("new session");
-        t.send(&["write p1", "Enter"]);
+        t.send_keys(&["write p1", "Enter"]);
         let screen = t.wait_for("Approval needed");
         assert!(screen.contains("p1.txt"), "{screen}");
-        t.send(&["y"]);
+        t.send_keys(&["y"]);
         t.wait_for("Second write done.");
     });
     assert!(ws.join("p1.txt").is_file());
-    t.send(&["C-c"]);
-    t.send(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
     stop_daemons(&home);
 }

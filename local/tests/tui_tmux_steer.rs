@@ -51,7 +51,7 @@ async fn tui_enter_mid_turn_steers_the_running_turn() {
         host.display(),
         bin.display()
     );
-    let t = Tmux::start(dir.path(), &cmd, 120, 40, 2000);
+    let t = Tmux::tui(&cmd);
     tokio::task::block_in_place(|| {
         t.wait_for("connected");
         t.send_keys(&["indent it", "Enter"]);
@@ -113,9 +113,9 @@ async fn two_laptops_over_ssh_share_the_prompt_history() {
         );
         (dir, cmd)
     };
-    let (a_dir, a_cmd) = laptop("id_a");
-    let (b_dir, b_cmd) = laptop("id_b");
-    let a = Tmux::start(a_dir.path(), &a_cmd, 120, 40, 2000);
+    let (_a_dir, a_cmd) = laptop("id_a");
+    let (_b_dir, b_cmd) = laptop("id_b");
+    let a = Tmux::tui(&a_cmd);
     tokio::task::block_in_place(|| {
         a.wait_for("connected");
         a.send_keys(&["alpha prompt from laptop a", "Enter"]);
@@ -124,7 +124,7 @@ async fn two_laptops_over_ssh_share_the_prompt_history() {
     a.send_keys(&["C-c"]);
     a.send_keys(&["C-c"]);
     drop(a);
-    let b = Tmux::start(b_dir.path(), &b_cmd, 120, 40, 2000);
+    let b = Tmux::tui(&b_cmd);
     tokio::task::block_in_place(|| {
         b.wait_for("connected");
         // Up recalls laptop a's prompt (loaded from the host at open).
@@ -211,7 +211,7 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
         host.display(),
         bin.display()
     );
-    let t = Tmux::start(dir.path(), &cmd, 120, 40, 2000);
+    let t = Tmux::tui(&cmd);
     tokio::task::block_in_place(|| {
         t.wait_for("new session");
         // `!` streams: the first line shows while the command still waits for `go`.

@@ -81,3 +81,29 @@ impl LocalRig {
         self.client_via(config, &host_bin())
     }
 }
+
+/// `reasonix ARGS` in the rig's workspace, against its home and the host binary (stdin
+/// closed; the daemon it starts exits 5 s after its last client).
+pub fn reasonix(rig: &LocalRig, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(args)
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run reasonix")
+}
+
+/// The stdout of a run that must have succeeded (else both outputs in the panic).
+pub fn ok(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 /// One private tmux server (its own socket) with one session running a command.
 pub struct Tmux {
     socket: String,
+    /// Holds the tmux config when [`Tmux::tui`] made its own folder for it.
+    _conf_dir: Option<tempfile::TempDir>,
 }
 
 impl Tmux {
@@ -24,7 +26,10 @@ impl Tmux {
             ),
         )
         .expect("tmux conf");
-        let t = Tmux { socket };
+        let t = Tmux {
+            socket,
+            _conf_dir: None,
+        };
         t.run(&[
             "-f",
             conf.to_str().expect("utf-8 path"),
@@ -37,6 +42,28 @@ impl Tmux {
             command,
         ]);
         t
+    }
+
+    /// A 120x40 window running `command` (a TUI under test), its config in a folder of its
+    /// own.
+    pub fn tui(command: &str) -> Tmux {
+        let dir = tempfile::tempdir().expect("tmux conf dir");
+        let mut t = Tmux::start(dir.path(), command, 120, 40, 2000);
+        t._conf_dir = Some(dir);
+        t
+    }
+
+    /// Paste `text` as a terminal does for a bracketed-paste program (`paste-buffer -p`).
+    pub fn paste(&self, dir: &Path, text: &str) {
+        let file = dir.join("paste.txt");
+        std::fs::write(&file, text).expect("paste file");
+        self.run(&[
+            "load-buffer",
+            "-b",
+            "rxpaste",
+            file.to_str().expect("utf-8"),
+        ]);
+        self.run(&["paste-buffer", "-p", "-d", "-b", "rxpaste"]);
     }
 
     fn run(&self, args: &[&str]) -> String {
