@@ -64,6 +64,19 @@ fn laptop(sshd: &Sshd, base_url: &str) -> Laptop {
 
 /// `reasonix ARGS` as the laptop `l` runs it against `sshd` (its key, its homes, the musl
 /// host binary to install).
+/// A laptop as [`laptop`], without the laptop MCP server (for tests about daemons and turns).
+fn laptop_without_mcp(sshd: &Sshd, base_url: &str) -> Laptop {
+    let l = laptop(sshd, base_url);
+    std::fs::write(
+        l.rx_home().join("config.toml"),
+        format!(
+            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n"
+        ),
+    )
+    .expect("config");
+    l
+}
+
 fn reasonix_command(l: &Laptop, sshd: &Sshd, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reasonix"));
     cmd.args(args)
@@ -508,16 +521,7 @@ async fn two_workspaces_on_one_host_stop_one_and_the_other_keeps_running() {
         MockReply::text(&slow).slow(Duration::from_millis(75)),
     ])
     .await;
-    let l = laptop(&sshd, &mock.base_url());
-    // No laptop MCP server here: this test is about daemons.
-    std::fs::write(
-        l.rx_home().join("config.toml"),
-        format!(
-            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n",
-            mock.base_url()
-        ),
-    )
-    .expect("config");
+    let l = laptop_without_mcp(&sshd, &mock.base_url());
     user.authorize(&l.key.public).expect("authorize");
     let host = format!("{}@127.0.0.1", user.name);
     let ws1 = format!("{host}:ws1");
@@ -811,16 +815,7 @@ async fn ctrl_c_over_ssh_cancels_the_turn_and_closes_the_provider_stream() {
         MockReply::text(&["second turn"]),
     ])
     .await;
-    let l = laptop(&sshd, &mock.base_url());
-    // No laptop MCP server here: this test is about the turn and the provider stream.
-    std::fs::write(
-        l.rx_home().join("config.toml"),
-        format!(
-            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n",
-            mock.base_url()
-        ),
-    )
-    .expect("config");
+    let l = laptop_without_mcp(&sshd, &mock.base_url());
     user.authorize(&l.key.public).expect("authorize");
     let ws = format!("{}@127.0.0.1:ws", user.name);
     let child = reasonix_spawn(&l, &sshd, &["run", "--ssh", &ws, "--json", "slow one"]);

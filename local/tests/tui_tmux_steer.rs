@@ -21,6 +21,27 @@ fn write_config(home: &Path, base_url: &str) {
     );
 }
 
+/// A folder with a workspace `ws/` and a laptop home `rxhome/` whose provider is
+/// `base_url`, and the command line of the TUI on that workspace in local mode.
+fn local_tui(base_url: &str) -> (tempfile::TempDir, PathBuf, PathBuf, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let rx_home = dir.path().join("rxhome");
+    write_config(&rx_home, base_url);
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let host = bin.parent().expect("bin dir").join("reasonix-remote");
+    let cmd = format!(
+        "cd {} && env HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
+        ws.display(),
+        dir.path().display(),
+        rx_home.display(),
+        host.display(),
+        bin.display()
+    );
+    (dir, ws, rx_home, cmd)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tui_enter_mid_turn_steers_the_running_turn() {
     let mock = MockProvider::start(vec![
@@ -36,21 +57,7 @@ async fn tui_enter_mid_turn_steers_the_running_turn() {
         MockReply::text(&["steered-answer"]),
     ])
     .await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
-    let rx_home = dir.path().join("rxhome");
-    write_config(&rx_home, &mock.base_url());
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
-    let host = bin.parent().expect("bin dir").join("reasonix-remote");
-    let cmd = format!(
-        "cd {} && env HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
-        ws.display(),
-        dir.path().display(),
-        rx_home.display(),
-        host.display(),
-        bin.display()
-    );
+    let (_dir, ws, rx_home, cmd) = local_tui(&mock.base_url());
     let t = Tmux::tui(&cmd);
     tokio::task::block_in_place(|| {
         t.wait_for("connected");
@@ -196,21 +203,7 @@ fn cli_titles(ws: &Path, home: &Path, rx_home: &Path, trash: bool) -> Vec<String
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from_the_trash() {
     let mock = MockProvider::start(vec![MockReply::text(&["late-answer"])]).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
-    let rx_home = dir.path().join("rxhome");
-    write_config(&rx_home, &mock.base_url());
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
-    let host = bin.parent().expect("bin dir").join("reasonix-remote");
-    let cmd = format!(
-        "cd {} && env HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
-        ws.display(),
-        dir.path().display(),
-        rx_home.display(),
-        host.display(),
-        bin.display()
-    );
+    let (dir, ws, rx_home, cmd) = local_tui(&mock.base_url());
     let t = Tmux::tui(&cmd);
     tokio::task::block_in_place(|| {
         t.wait_for("new session");
