@@ -152,3 +152,32 @@ pub fn command_name(root: &Path, path: &Path) -> Option<String> {
     }
     (!parts.is_empty()).then(|| parts.join(":"))
 }
+
+/// Split arguments on whitespace; `"a b"` and `'a b'` are one argument.
+pub fn split_args(args: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut any = false;
+    for ch in args.chars() {
+        match quote {
+            Some(q) if ch == q => quote = None,
+            Some(_) => cur.push(ch),
+            None if ch == '"' || ch == '\'' => {
+                quote = Some(ch);
+                any = true;
+            }
+            None if ch.is_whitespace() => {
+                if any || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            None => cur.push(ch),
+        }
+    }
+    if any || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}

@@ -136,34 +136,9 @@ fn unquote(v: &str) -> String {
     v.to_string()
 }
 
-/// Split arguments on whitespace; `"a b"` and `'a b'` are one argument.
-pub fn split_args(args: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quote: Option<char> = None;
-    let mut any = false;
-    for ch in args.chars() {
-        match quote {
-            Some(q) if ch == q => quote = None,
-            Some(_) => cur.push(ch),
-            None if ch == '"' || ch == '\'' => {
-                quote = Some(ch);
-                any = true;
-            }
-            None if ch.is_whitespace() => {
-                if any || !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            None => cur.push(ch),
-        }
-    }
-    if any || !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
+/// Split arguments on whitespace; `"a b"` and `'a b'` are one argument (shared with the
+/// host's MCP prompt arguments).
+pub use reasonix_forward::command_files::split_args;
 
 /// The prompt of `body` for `args`: `$ARGUMENTS`, `$1`…`$N` (missing ones are empty) and
 /// `$$`; any other `$` stays as it is.

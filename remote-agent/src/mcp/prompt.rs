@@ -152,34 +152,8 @@ pub async fn expand_command(
     }))
 }
 
-/// Words of `args`, `"a b"` (or `'a b'`) being one word.
-pub fn split_args(args: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quote: Option<char> = None;
-    let mut any = false;
-    for c in args.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                any = true;
-            }
-            None if c.is_whitespace() => {
-                if any || !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                }
-                any = false;
-            }
-            None => cur.push(c),
-        }
-    }
-    if any || !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
+/// Words of `args`, `"a b"` (or `'a b'`) being one word (the same split as custom commands).
+pub use reasonix_forward::command_files::split_args;
 
 fn synopsis(p: &McpPromptInfo) -> String {
     if p.arguments.is_empty() {
