@@ -200,6 +200,25 @@ fn cli_titles(ws: &Path, home: &Path, rx_home: &Path, trash: bool) -> Vec<String
         .collect()
 }
 
+/// In the open `/sessions` overlay, move the cursor (which starts on the first row) to the row
+/// titled `title`. The list is newest first by journal time, so whether the just-made empty
+/// session sorts above the older one depends on which journal was written last.
+fn choose_session(t: &Tmux, title: &str) {
+    let screen = t.wait_for(title);
+    let rows: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains("Sessions"))
+        .filter(|l| l.contains(" turn"))
+        .collect();
+    let at = rows
+        .iter()
+        .position(|l| l.contains(title))
+        .unwrap_or_else(|| panic!("no session row titled {title:?}:\n{screen}"));
+    for _ in 0..at {
+        t.send_keys(&["Down"]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from_the_trash() {
     let mock = MockProvider::start(vec![MockReply::text(&["late-answer"])]).await;
@@ -239,8 +258,8 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
         t.send_keys(&["/new", "Enter"]);
         t.wait_for("new session");
         t.send_keys(&["/sessions", "Enter"]);
-        t.wait_for("Say late-one");
-        t.send_keys(&["Down", "d"]);
+        choose_session(&t, "Say late-one");
+        t.send_keys(&["d"]);
         t.wait_for("moved to the trash");
         t.send_keys(&["t"]);
         t.wait_for("kept until");
@@ -254,8 +273,8 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
     tokio::task::block_in_place(|| {
         // Back to the sessions, delete again, then purge (asked first).
         t.send_keys(&["s"]);
-        t.wait_for("Say late-one");
-        t.send_keys(&["Down", "d"]);
+        choose_session(&t, "Say late-one");
+        t.send_keys(&["d"]);
         t.wait_for("moved to the trash");
         t.send_keys(&["t"]);
         t.wait_for("kept until");

@@ -140,6 +140,13 @@ impl Session {
                 compaction_count(&inner.events) - compactions,
             )
         };
+        // A rewrite is a durability point: the summary was paid for, so it is on disk before
+        // the client hears that it is done (a daemon crash then cannot make it run again).
+        if done > 0 {
+            if let Err(e) = self.flush_journal().await {
+                return Err(format!("the compaction could not be journaled: {e}"));
+            }
+        }
         Ok(Some(match ended {
             Err(CompactEnd::Cancelled) if done == 0 => {
                 "compaction cancelled; the history stays as it is".to_string()
