@@ -465,8 +465,9 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
 async fn a_link_that_holds_nothing_is_not_kept_for_the_whole_grace() {
     let mock = MockProvider::start(vec![]).await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ROLE_KEY", "sk-roles");
-    // 90 s of grace: 3 s for a link that holds nothing.
-    std::env::set_var("REASONIX_LINK_GRACE_SECS", "90");
+    // 300 s of grace: 10 s for a link that holds nothing (room for a loaded machine to see
+    // both dead links before the bare one goes).
+    std::env::set_var("REASONIX_LINK_GRACE_SECS", "300");
     let config = rig.config();
     let (holding_wrapper, holding_pids) = named_bridge_wrapper(&rig, "holding", "exec sleep 600");
     let (bare_wrapper, bare_pids) = named_bridge_wrapper(&rig, "bare", "exec sleep 600");
