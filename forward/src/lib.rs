@@ -11,7 +11,8 @@
 //! - [`content`]: large content by reference (SHA-256 refs, chunked fetch, line splitting);
 //! - [`policy`]: the typed session policy and the one tighten-only merge of a project file;
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
-//! - [`child`]: a line-speaking child process (MCP stdio servers on either side).
+//! - [`child`]: a line-speaking child process (MCP stdio servers on either side);
+//! - [`tunnel`]: tunnelled MCP line channels with credit-based flow control.
 
 pub mod attach;
 pub mod child;
@@ -26,6 +27,7 @@ pub mod proto;
 pub mod pty;
 pub mod rpc;
 pub mod testing;
+pub mod tunnel;
 pub mod workspaces;
 
 /// Build id of this build: crate version plus a hash of the host-side sources (see

@@ -815,6 +815,14 @@ pub enum Notification {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         more: bool,
     },
+    /// Credit for `channel` (both directions): the receiver's consumer took `bytes` more of
+    /// the sender's pieces, which may now send that much more (see [`crate::tunnel`]).
+    McpCredit {
+        /// Channel id.
+        channel: u64,
+        /// Bytes granted.
+        bytes: u64,
+    },
     /// The laptop-side MCP server of `channel` exited (client -> daemon).
     McpClosed {
         /// Channel id.

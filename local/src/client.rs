@@ -592,10 +592,10 @@ pub fn backoff(attempt: u32, start: Duration, cap: Duration) -> Duration {
     Duration::from_secs_f64((base * jitter).min(cap.as_secs_f64()))
 }
 
-/// Laptop MCP laptop-side channels of one link: lines from the host go to these senders.
-/// Unbounded, each drained into its server's bounded stdin queue by a task of its own, so a
-/// server that stops reading never stalls the link's receive loop.
-type McpRoutes = Arc<Mutex<std::collections::HashMap<u64, mpsc::UnboundedSender<String>>>>;
+/// Laptop MCP laptop-side channels of one link: lines from the host go into these inlets,
+/// bounded by each channel's flow-control window ([`reasonix_forward::tunnel`]), so a server
+/// that stops reading never stalls the link's receive loop nor grows a queue.
+type McpRoutes = Arc<Mutex<std::collections::HashMap<u64, reasonix_forward::tunnel::LineInlet>>>;
 
 fn open_laptop_mcp(
     rpc: &Rpc,
@@ -607,48 +607,32 @@ fn open_laptop_mcp(
     let host =
         host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
     let chans = host.open(server).map_err(|e| e.to_string())?;
-    let (route_tx, mut route_rx) = mpsc::unbounded_channel::<String>();
-    let to_server = chans.to_server;
-    tokio::spawn(async move {
-        while let Some(line) = route_rx.recv().await {
-            if to_server.send(line).await.is_err() {
-                return;
-            }
-        }
-    });
+    let (inlet, window) = reasonix_forward::tunnel::LineInlet::open(rpc, channel, chans.to_server);
     routes
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(channel, route_tx);
+        .insert(channel, inlet);
     let rpc = rpc.clone();
     let routes = Arc::clone(routes);
     let mut from = chans.from_server;
     let diag = chans.diagnostics;
     tokio::spawn(async move {
-        while let Some(line) = from.recv().await {
-            for (line, more) in reasonix_forward::content::split_line(line) {
-                if let Err(e) = rpc
-                    .notify(Notification::McpLine {
-                        channel,
-                        line,
-                        more,
-                    })
-                    .await
-                {
-                    tracing::warn!(channel, "MCP line to the host not sent: {e}");
-                    return;
-                }
-            }
-        }
+        let ended = reasonix_forward::tunnel::send_lines(&rpc, channel, &mut from, &window).await;
         routes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&channel);
-        let reason = format!(
-            "{}; stderr: {}",
-            diag.exit().unwrap_or_else(|| "closed".into()),
-            diag.stderr_tail()
-        );
+        let reason = match ended {
+            Err(e) => {
+                tracing::warn!(channel, "MCP lines to the host stopped: {e}");
+                e
+            }
+            Ok(()) => format!(
+                "{}; stderr: {}",
+                diag.exit().unwrap_or_else(|| "closed".into()),
+                diag.stderr_tail()
+            ),
+        };
         let _ = rpc
             .notify(Notification::McpClosed { channel, reason })
             .await;
@@ -679,8 +663,6 @@ async fn serve_incoming(
     // reference fetched in their place.
     let events = crate::by_ref::OrderedEvents::spawn(rpc.clone(), events);
     let routes: McpRoutes = Arc::default();
-    let mut joiners: std::collections::HashMap<u64, reasonix_forward::content::LineJoiner> =
-        std::collections::HashMap::new();
     // Provider streams being relayed, by stream id, so the host can cancel them.
     let mut streams: std::collections::HashMap<String, tokio::task::AbortHandle> =
         std::collections::HashMap::new();
@@ -804,16 +786,30 @@ async fn serve_incoming(
                         line,
                         more,
                     } => {
-                        let Some(line) = joiners.entry(channel).or_default().push(line, more)
-                        else {
-                            continue;
-                        };
-                        if let Some(tx) = routes
+                        let mut routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Some(inlet) = routes.get_mut(&channel) {
+                            if let Err(e) = inlet.piece(line, more) {
+                                // Closing the server's stdin ends it; the host hears why.
+                                tracing::warn!(channel, "{e}");
+                                routes.remove(&channel);
+                                let rpc = rpc.clone();
+                                tokio::spawn(async move {
+                                    let reason = e.to_string();
+                                    let _ = rpc
+                                        .notify(Notification::McpClosed { channel, reason })
+                                        .await;
+                                });
+                            }
+                        }
+                        continue;
+                    }
+                    Notification::McpCredit { channel, bytes } => {
+                        if let Some(inlet) = routes
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .get(&channel)
                         {
-                            let _ = tx.send(line);
+                            inlet.credit(bytes);
                         }
                         continue;
                     }
@@ -821,7 +817,6 @@ async fn serve_incoming(
                         // The host let go of this server (e.g. another client drives now):
                         // closing its stdin lets it exit.
                         tracing::info!(channel, "host closed laptop MCP channel: {reason}");
-                        joiners.remove(&channel);
                         routes
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())

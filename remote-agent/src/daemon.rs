@@ -97,9 +97,10 @@ pub struct Daemon {
 
 /// Where the lines of one tunnelled laptop MCP server go on the host.
 struct McpRoute {
-    /// Into the server's line channel. Unbounded here, with a task of its own draining it
-    /// into the bounded channel, so a slow MCP client never stalls the link's receive loop.
-    lines: mpsc::UnboundedSender<String>,
+    /// Into the server's line channel, bounded by the channel's flow-control window (see
+    /// [`reasonix_forward::tunnel`]), so a slow MCP client never stalls the link's receive
+    /// loop and never lets a queue grow.
+    inlet: reasonix_forward::tunnel::LineInlet,
     /// Filled with the laptop's reason when the channel closes, for the tool error.
     diagnostics: Arc<crate::mcp::Diagnostics>,
 }
@@ -197,40 +198,25 @@ impl Gateway for ConnGateway {
         let server = server.to_string();
         Box::pin(async move {
             let channel = rand::random::<u64>() >> 1;
-            let (from_tx, from_rx) = mpsc::channel::<String>(1024);
+            // Few lines queued for the MCP client: what waits is bounded by the window.
+            let (from_tx, from_rx) = mpsc::channel::<String>(16);
             let (to_tx, mut to_rx) = mpsc::channel::<String>(1024);
-            let (route_tx, mut route_rx) = mpsc::unbounded_channel::<String>();
-            tokio::spawn(async move {
-                while let Some(line) = route_rx.recv().await {
-                    if from_tx.send(line).await.is_err() {
-                        return;
-                    }
-                }
-            });
+            let (inlet, window) =
+                reasonix_forward::tunnel::LineInlet::open(&conn.rpc, channel, from_tx);
             let diagnostics = crate::mcp::Diagnostics::new();
             lock(&conn.mcp_channels).insert(
                 channel,
                 McpRoute {
-                    lines: route_tx,
+                    inlet,
                     diagnostics: Arc::clone(&diagnostics),
                 },
             );
             let rpc = conn.rpc.clone();
             tokio::spawn(async move {
-                while let Some(line) = to_rx.recv().await {
-                    for (line, more) in reasonix_forward::content::split_line(line) {
-                        if let Err(e) = rpc
-                            .notify(Notification::McpLine {
-                                channel,
-                                line,
-                                more,
-                            })
-                            .await
-                        {
-                            tracing::warn!(channel, "MCP line to the laptop not sent: {e}");
-                            return;
-                        }
-                    }
+                if let Err(e) =
+                    reasonix_forward::tunnel::send_lines(&rpc, channel, &mut to_rx, &window).await
+                {
+                    tracing::warn!(channel, "MCP lines to the laptop stopped: {e}");
                 }
             });
             match conn
@@ -615,7 +601,6 @@ impl Daemon {
     }
 
     async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
-        let mut joiners: HashMap<u64, reasonix_forward::content::LineJoiner> = HashMap::new();
         while let Some(msg) = incoming.recv().await {
             match msg {
                 Incoming::Notify(Notification::ProviderChunk { stream_id, chunk }) => {
@@ -647,16 +632,34 @@ impl Daemon {
                     line,
                     more,
                 }) => {
-                    let Some(line) = joiners.entry(channel).or_default().push(line, more) else {
+                    let mut routes = lock(&conn.mcp_channels);
+                    let Some(route) = routes.get_mut(&channel) else {
                         continue;
                     };
+                    if let Err(e) = route.inlet.piece(line, more) {
+                        tracing::warn!(channel, "{e}");
+                        if let Some(route) = routes.remove(&channel) {
+                            route.diagnostics.set_exit(e.to_string());
+                        }
+                        drop(routes);
+                        let rpc = conn.rpc.clone();
+                        tokio::spawn(async move {
+                            let _ = rpc
+                                .notify(Notification::McpClosed {
+                                    channel,
+                                    reason: e.to_string(),
+                                })
+                                .await;
+                        });
+                    }
+                }
+                Incoming::Notify(Notification::McpCredit { channel, bytes }) => {
                     if let Some(route) = lock(&conn.mcp_channels).get(&channel) {
-                        let _ = route.lines.send(line);
+                        route.inlet.credit(bytes);
                     }
                 }
                 Incoming::Notify(Notification::McpClosed { channel, reason }) => {
                     tracing::info!(channel, "laptop MCP server closed: {reason}");
-                    joiners.remove(&channel);
                     if let Some(route) = lock(&conn.mcp_channels).remove(&channel) {
                         route
                             .diagnostics
