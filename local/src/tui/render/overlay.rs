@@ -213,53 +213,35 @@ pub(super) fn render_overlay(
             show_modal(frame, area, "Status", theme::border_active(), lines, max_w);
         }
         Overlay::Sessions { list, sel } => {
-            let mut lines = Vec::new();
-            match list {
-                None => lines.push(Line::from(Span::styled(
-                    format!("{} loading…", spinner(app)),
-                    theme::dim(),
-                ))),
-                Some(l) if l.is_empty() => {
-                    lines.push(Line::from(Span::styled("no sessions yet", theme::dim())))
-                }
-                Some(l) => {
-                    let room = (area.height as usize).saturating_sub(5).max(1);
-                    let first = (*sel + 1).saturating_sub(room);
-                    for (i, s) in l.iter().enumerate().skip(first).take(room) {
-                        let base = if i == *sel {
-                            theme::selected()
-                        } else {
-                            Style::default()
-                        };
-                        let current = app.session.as_deref() == Some(s.id.as_str());
-                        let when = if s.last_activity.is_empty() {
-                            &s.created
-                        } else {
-                            &s.last_activity
-                        };
-                        let state = match s.state {
-                            TurnState::Idle | TurnState::Paused if !s.driver_attached => {
-                                String::new()
-                            }
-                            TurnState::Idle | TurnState::Paused => "attached · ".into(),
-                            other => format!("{} · ", turn_state_label(other)),
-                        };
-                        let meta = format!(
-                            "{}{} · {} · {state}",
-                            if current { "* " } else { "  " },
-                            when.get(..16).unwrap_or(when).replace('T', " "),
-                            theme::plural(s.turns, "turn", "turns")
-                        );
-                        let title = truncate(&s.title, iw.saturating_sub(text_width(&meta)));
-                        let pad = iw.saturating_sub(text_width(&meta) + text_width(&title));
-                        lines.push(Line::from(vec![
-                            Span::styled(meta, base.patch(theme::dim())),
-                            Span::styled(title, base),
-                            Span::styled(" ".repeat(pad), base),
-                        ]));
-                    }
-                }
-            }
+            let room = (area.height as usize).saturating_sub(5).max(1);
+            let mut lines = picker_rows(
+                app,
+                list.as_deref(),
+                *sel,
+                room,
+                "no sessions yet",
+                iw,
+                |s| {
+                    let current = app.session.as_deref() == Some(s.id.as_str());
+                    let when = if s.last_activity.is_empty() {
+                        &s.created
+                    } else {
+                        &s.last_activity
+                    };
+                    let state = match s.state {
+                        TurnState::Idle | TurnState::Paused if !s.driver_attached => String::new(),
+                        TurnState::Idle | TurnState::Paused => "attached · ".into(),
+                        other => format!("{} · ", turn_state_label(other)),
+                    };
+                    let meta = format!(
+                        "{}{} · {} · {state}",
+                        if current { "* " } else { "  " },
+                        when.get(..16).unwrap_or(when).replace('T', " "),
+                        theme::plural(s.turns, "turn", "turns")
+                    );
+                    (meta, s.title.as_str())
+                },
+            );
             lines.push(Line::default());
             lines.push(Line::from(Span::styled(
                 "↑/↓ choose · Enter resume · d delete (trash) · r rename open · t trash · Esc close",
@@ -275,40 +257,24 @@ pub(super) fn render_overlay(
             );
         }
         Overlay::Trash { list, sel, confirm } => {
-            let mut lines = Vec::new();
-            match list {
-                None => lines.push(Line::from(Span::styled(
-                    format!("{} loading…", spinner(app)),
-                    theme::dim(),
-                ))),
-                Some(l) if l.is_empty() => {
-                    lines.push(Line::from(Span::styled("the trash is empty", theme::dim())))
-                }
-                Some(l) => {
-                    let room = (area.height as usize).saturating_sub(6).max(1);
-                    let first = (*sel + 1).saturating_sub(room);
-                    for (i, t) in l.iter().enumerate().skip(first).take(room) {
-                        let base = if i == *sel {
-                            theme::selected()
-                        } else {
-                            Style::default()
-                        };
-                        // Month-day is enough: the trash keeps a session for days.
-                        let meta = format!(
-                            "  deleted {} · kept until {} · ",
-                            t.deleted.get(5..16).unwrap_or(&t.deleted).replace('T', " "),
-                            t.purge_after.get(5..10).unwrap_or(&t.purge_after),
-                        );
-                        let title = truncate(&t.info.title, iw.saturating_sub(text_width(&meta)));
-                        let pad = iw.saturating_sub(text_width(&meta) + text_width(&title));
-                        lines.push(Line::from(vec![
-                            Span::styled(meta, base.patch(theme::dim())),
-                            Span::styled(title, base),
-                            Span::styled(" ".repeat(pad), base),
-                        ]));
-                    }
-                }
-            }
+            let room = (area.height as usize).saturating_sub(6).max(1);
+            let mut lines = picker_rows(
+                app,
+                list.as_deref(),
+                *sel,
+                room,
+                "the trash is empty",
+                iw,
+                |t| {
+                    // Month-day is enough: the trash keeps a session for days.
+                    let meta = format!(
+                        "  deleted {} · kept until {} · ",
+                        t.deleted.get(5..16).unwrap_or(&t.deleted).replace('T', " "),
+                        t.purge_after.get(5..10).unwrap_or(&t.purge_after),
+                    );
+                    (meta, t.info.title.as_str())
+                },
+            );
             lines.push(Line::default());
             if *confirm {
                 let title = list
@@ -550,4 +516,49 @@ fn turn_state_label(state: TurnState) -> &'static str {
         TurnState::WaitingForApproval => "waiting for approval",
         TurnState::Paused => "paused",
     }
+}
+
+/// The rows of a list overlay (sessions, trash): "loading…" until the list came, `empty` for
+/// an empty one, else one row per item — its dimmed `meta` then its title, cut to the width —
+/// with the selected row highlighted, scrolled so it shows in `room` rows.
+fn picker_rows<'a, T>(
+    app: &App,
+    list: Option<&'a [T]>,
+    sel: usize,
+    room: usize,
+    empty: &str,
+    iw: usize,
+    row: impl Fn(&'a T) -> (String, &'a str),
+) -> Vec<Line<'static>> {
+    let l = match list {
+        None => {
+            return vec![Line::from(Span::styled(
+                format!("{} loading…", spinner(app)),
+                theme::dim(),
+            ))]
+        }
+        Some([]) => return vec![Line::from(Span::styled(empty.to_string(), theme::dim()))],
+        Some(l) => l,
+    };
+    let first = (sel + 1).saturating_sub(room);
+    l.iter()
+        .enumerate()
+        .skip(first)
+        .take(room)
+        .map(|(i, item)| {
+            let base = if i == sel {
+                theme::selected()
+            } else {
+                Style::default()
+            };
+            let (meta, title) = row(item);
+            let title = truncate(title, iw.saturating_sub(text_width(&meta)));
+            let pad = iw.saturating_sub(text_width(&meta) + text_width(&title));
+            Line::from(vec![
+                Span::styled(meta, base.patch(theme::dim())),
+                Span::styled(title, base),
+                Span::styled(" ".repeat(pad), base),
+            ])
+        })
+        .collect()
 }
