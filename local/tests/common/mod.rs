@@ -85,16 +85,22 @@ impl LocalRig {
 /// `reasonix ARGS` in the rig's workspace, against its home and the host binary (stdin
 /// closed; the daemon it starts exits 5 s after its last client).
 pub fn reasonix(rig: &LocalRig, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .args(args)
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(std::process::Stdio::null())
+    reasonix_command(rig, &host_bin(), args)
         .output()
         .expect("run reasonix")
+}
+
+/// The command of [`reasonix`] with `REASONIX_REMOTE_BIN` = `remote_bin`.
+pub fn reasonix_command(rig: &LocalRig, remote_bin: &Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_reasonix"));
+    c.args(args)
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", remote_bin)
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::null());
+    c
 }
 
 /// The stdout of a run that must have succeeded (else both outputs in the panic).
