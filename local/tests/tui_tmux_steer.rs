@@ -290,3 +290,123 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
     t.send_keys(&["C-c"]);
     stop_daemons(&rx_home);
 }
+
+/// `/compact <focus>` in the TUI (issue #14): the host asks the model for one summary
+/// through this laptop's gateway with the focus in it, the transcript says what was
+/// rewritten and that the next request misses the cache once, `/context` counts the
+/// summary, and the next turn's first request starts from the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tui_compact_with_a_focus_summarises_once_and_context_counts_it() {
+    const FOCUS: &str = "keep the fox line numbers";
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "r1",
+                "read_file",
+                &json!({"path": "notes.txt"}).to_string(),
+            )],
+            16,
+        ),
+        MockReply::text(&["first-answer"]),
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "r2",
+                "read_file",
+                &json!({"path": "other.txt"}).to_string(),
+            )],
+            16,
+        ),
+        MockReply::text(&["second-answer"]),
+        MockReply::text(&["## Goal\n- read notes.txt\n## Pending work\n- none\n"]),
+        MockReply::text(&["third-answer"]),
+    ])
+    .await;
+    mock.enable_prompt_cache(Some(32_000));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    // Two results of about 10k tokens each: the tail (a quarter of the 32k window) keeps
+    // the second, so the first turn is what a summary replaces.
+    for (file, word) in [("notes.txt", "alpha"), ("other.txt", "beta")] {
+        let text: String = (0..800)
+            .map(|n| format!("{word} line {n}: the quick brown fox jumps over the lazy dog\n"))
+            .collect();
+        std::fs::write(ws.join(file), text).expect("file");
+    }
+    let rx_home = dir.path().join("rxhome");
+    write_mock_config(
+        &rx_home,
+        &mock.base_url(),
+        "RX_TUI_KEY",
+        "context_window = 32000\nprices = { input = 0.14, cached = 0.0028, output = 0.28 }\n[permissions]\nmode = \"yolo\"\n",
+    );
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let host = bin.parent().expect("bin dir").join("reasonix-remote");
+    let cmd = format!(
+        "cd {} && env HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
+        ws.display(),
+        dir.path().display(),
+        rx_home.display(),
+        host.display(),
+        bin.display()
+    );
+    let t = Tmux::tui(&cmd);
+    tokio::task::block_in_place(|| {
+        t.wait_for("connected");
+        t.send_keys(&["read the notes", "Enter"]);
+        let s = t.wait_for("first-answer");
+        assert!(s.contains("ctx "), "the status bar shows context used: {s}");
+        t.send_keys(&["read the other one", "Enter"]);
+        t.wait_for("second-answer");
+        t.send_keys(&[&format!("/compact {FOCUS}"), "Enter"]);
+        let s = t.wait_for("summarised");
+        assert!(s.contains("context compacted"), "{s}");
+        t.send_keys(&["/context", "Enter"]);
+        let s = t.wait_screen(Duration::from_secs(60), "the context overlay", |s| {
+            s.contains("Compactions") && s.contains("1 summary(ies)")
+        });
+        assert!(s.contains("Cost so far"), "{s}");
+        assert!(s.contains("at the configured prices"), "{s}");
+        t.send_keys(&["Escape"]);
+        t.send_keys(&["and now?", "Enter"]);
+        t.wait_for("third-answer");
+    });
+    let reqs = mock.requests();
+    assert_eq!(
+        reqs.len(),
+        6,
+        "two turns of two steps, one summary, one step"
+    );
+    let summary_req = reqs[4].messages();
+    let ask = summary_req.last().expect("a message");
+    let ask = ask["content"].as_str().unwrap_or("");
+    assert!(ask.contains("<compaction-request>"), "{ask}");
+    assert!(ask.contains(&format!("focus on: {FOCUS}")), "{ask}");
+    let has_alpha = |msgs: &[serde_json::Value]| {
+        msgs.iter().any(|m| {
+            m["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("alpha line 799:")
+        })
+    };
+    assert!(
+        has_alpha(&reqs[3].messages()),
+        "before /compact the first result is sent whole"
+    );
+    let next = reqs[5].messages();
+    assert!(
+        next.iter().any(|m| m["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("<compaction-summary>")),
+        "the next request starts from the summary: {next:#?}"
+    );
+    assert!(
+        !has_alpha(&next),
+        "the summarised tool result is no longer sent"
+    );
+    t.send_keys(&["C-c"]);
+    t.send_keys(&["C-c"]);
+    stop_daemons(&rx_home);
+}
