@@ -7,12 +7,20 @@
 # Usage: bench/ttft_bench.sh [TURNS] [DELAY_MS]
 #   TURNS    measured turns (default 10)
 #   DELAY_MS latency added each way (default 25, i.e. a 50 ms RTT; no tc netem here)
+#   PROFILE=debug  measure debug builds instead of release builds (both ends)
 # Prints both series and a final "RESULT ttft: ..." line (difference link - direct, in ms and
 # in RTTs; the goal is <= 1 RTT + 5 ms).
 set -eu
 cd "$(dirname "$0")/.."
-cargo build --quiet --workspace --bins
-cargo build --quiet -p reasonix-remote --target x86_64-unknown-linux-musl
+if [ "${PROFILE:-release}" = debug ]; then
+  cargo build --quiet --workspace --bins
+  cargo build --quiet -p reasonix-remote --target x86_64-unknown-linux-musl
+  REL=
+else
+  # Builds the static host binaries too (local/build.rs), x86_64 only here.
+  REASONIX_HOST_TARGETS=x86_64-unknown-linux-musl cargo build --quiet --release --workspace --bins
+  REL=--release
+fi
 BENCH_TURNS="${1:-10}" BENCH_DELAY_MS="${2:-25}" \
-  cargo test --quiet -p reasonix --test ttft_bench -- --ignored --nocapture --test-threads 1 2>&1 \
+  cargo test --quiet $REL -p reasonix --test ttft_bench -- --ignored --nocapture --test-threads 1 2>&1 \
   | grep -E '^(link|direct|RESULT|thread|test result|---- )|panicked'

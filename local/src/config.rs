@@ -33,6 +33,24 @@ pub const HOME_ENV: &str = "REASONIX_HOME";
 /// Context window assumed when a provider does not say.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 
+/// DeepSeek's list prices per 1M tokens for `deepseek-v4-flash` (the built-in default model;
+/// the retired `deepseek-chat` alias mapped to it), as api-docs.deepseek.com/quick_start/pricing
+/// lists them in 2026: a cache hit costs a fiftieth of a miss. Used for the cost figures of
+/// the built-in provider; a `prices` entry in the config replaces them.
+pub const DEEPSEEK_V4_FLASH_PRICES: Prices = Prices {
+    input: 0.14,
+    cached: 0.0028,
+    output: 0.28,
+};
+
+/// DeepSeek's regular list prices per 1M tokens for `deepseek-v4-pro` (see
+/// [`DEEPSEEK_V4_FLASH_PRICES`]).
+pub const DEEPSEEK_V4_PRO_PRICES: Prices = Prices {
+    input: 1.74,
+    cached: 0.0145,
+    output: 3.48,
+};
+
 /// Everything that can go wrong while loading or using the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -429,12 +447,18 @@ impl Config {
                 name: "deepseek".into(),
                 kind: ProviderKind::Openai,
                 base_url: "https://api.deepseek.com".into(),
-                models: vec!["deepseek-chat".into(), "deepseek-reasoner".into()],
-                default: Some("deepseek-chat".into()),
+                models: vec!["deepseek-v4-flash".into(), "deepseek-v4-pro".into()],
+                default: Some("deepseek-v4-flash".into()),
                 api_key_env: "DEEPSEEK_API_KEY".into(),
                 context_window: DEFAULT_CONTEXT_WINDOW,
-                model_overrides: BTreeMap::new(),
-                prices: None,
+                model_overrides: BTreeMap::from([(
+                    "deepseek-v4-pro".to_string(),
+                    ModelOverride {
+                        context_window: None,
+                        prices: Some(DEEPSEEK_V4_PRO_PRICES),
+                    },
+                )]),
+                prices: Some(DEEPSEEK_V4_FLASH_PRICES),
             }],
             agent: AgentConfig::default(),
             tools: ToolsConfig::default(),

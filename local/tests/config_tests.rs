@@ -48,13 +48,19 @@ fn defaults_without_files() {
     assert!(cfg.warnings().is_empty());
     let m = cfg.resolve_model(None).unwrap();
     assert_eq!(m.provider, "deepseek");
-    assert_eq!(m.model, "deepseek-chat");
+    assert_eq!(m.model, "deepseek-v4-flash");
     assert_eq!(m.base_url, "https://api.deepseek.com");
     assert_eq!(m.api_key_env, "DEEPSEEK_API_KEY");
     assert_eq!(
         cfg.provider("deepseek").unwrap().models,
-        ["deepseek-chat", "deepseek-reasoner"]
+        ["deepseek-v4-flash", "deepseek-v4-pro"]
     );
+    // The built-in provider prices its models at DeepSeek's list prices.
+    let p = m.prices.expect("built-in prices");
+    assert_eq!((p.input, p.cached, p.output), (0.14, 0.0028, 0.28));
+    let pro = cfg.resolve_model(Some("deepseek-v4-pro")).unwrap();
+    let p = pro.prices.expect("built-in pro prices");
+    assert_eq!((p.input, p.cached, p.output), (1.74, 0.0145, 3.48));
     assert_eq!(cfg.agent.compact_ratio, 0.8);
     assert_eq!(cfg.agent.max_steps, 50);
     assert_eq!(cfg.tools.bash_timeout_seconds, 120);
@@ -70,7 +76,7 @@ fn precedence_flag_over_project_over_user_over_default() {
     let d = Dirs::new();
     d.user(
         r#"
-default_model = "deepseek-reasoner"
+default_model = "deepseek-v4-pro"
 [agent]
 max_steps = 10
 temperature = 0.5
@@ -89,19 +95,19 @@ max_steps = 20
     assert_eq!(cfg.agent.temperature, Some(0.5), "user over default");
     assert_eq!(cfg.tools.bash_timeout_seconds, 60);
     assert_eq!(cfg.agent.compact_ratio, 0.8, "default kept");
-    assert_eq!(cfg.resolve_model(None).unwrap().model, "deepseek-reasoner");
+    assert_eq!(cfg.resolve_model(None).unwrap().model, "deepseek-v4-pro");
     assert_eq!(cfg.sources.len(), 2);
 
     let mut opts = d.opts();
     opts.overrides = Overrides {
         max_steps: Some(30),
-        model: Some("deepseek/deepseek-chat".into()),
+        model: Some("deepseek/deepseek-v4-flash".into()),
         mode: Some(PermissionMode::Yolo),
         ..Default::default()
     };
     let cfg = Config::load(&opts).unwrap();
     assert_eq!(cfg.agent.max_steps, 30, "flag over project");
-    assert_eq!(cfg.resolve_model(None).unwrap().model, "deepseek-chat");
+    assert_eq!(cfg.resolve_model(None).unwrap().model, "deepseek-v4-flash");
     assert_eq!(
         cfg.permissions.mode,
         PermissionMode::Yolo,
@@ -414,7 +420,7 @@ context_window = 128000
     let r = cfg.resolve_model(Some("openai/gpt-4o")).unwrap();
     assert_eq!(r.provider, "router", "bare model containing a slash");
 
-    let r = cfg.resolve_model(Some("deepseek-reasoner")).unwrap();
+    let r = cfg.resolve_model(Some("deepseek-v4-pro")).unwrap();
     assert_eq!(
         (r.provider.as_str(), r.base_url.as_str()),
         ("deepseek", "https://api.deepseek.com")
@@ -431,7 +437,7 @@ context_window = 128000
     let msg = err.to_string();
     assert!(msg.contains("claude-9"), "{msg}");
     assert!(
-        msg.contains("deepseek: deepseek-chat, deepseek-reasoner"),
+        msg.contains("deepseek: deepseek-v4-flash, deepseek-v4-pro"),
         "{msg}"
     );
     assert!(msg.contains("router: openai/gpt-4o, qwen-coder"), "{msg}");

@@ -34,11 +34,21 @@ pub const DEAD_AFTER_MS: u64 = 2000;
 
 pub fn musl_host_binary() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    let candidates = [
+    let debug = [
         root.join("x86_64-unknown-linux-musl/debug/reasonix-remote"),
         root.join("debug/reasonix-remote-x86_64-unknown-linux-musl"),
+    ];
+    let release = [
+        root.join("release/reasonix-remote-x86_64-unknown-linux-musl"),
         root.join("x86_64-unknown-linux-musl/release/reasonix-remote"),
     ];
+    // The host binary of this test build's profile first (a `--release` benchmark measures
+    // release builds on both ends).
+    let candidates: Vec<PathBuf> = if cfg!(debug_assertions) {
+        debug.into_iter().chain(release).collect()
+    } else {
+        release.into_iter().chain(debug).collect()
+    };
     candidates
         .iter()
         .find(|p| p.is_file())
