@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Size of the static x86_64 host binary (what `reasonix ssh` uploads) at the `host` profile's
+# size-oriented opt-levels "s" and "z", and what "z" costs in speed: the host's most
+# CPU-bound work (the grep and glob tools over a generated tree, the same code the agent
+# runs) timed with binaries built both ways, in the same run.
+#   bench/host_size.sh [files=20000]
+# Prints stripped, xz -9e, zstd -19 and gzip -9 sizes for each, and the z/s time ratios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FILES=${1:-20000}
+REPS=5
+TRIPLE=x86_64-unknown-linux-musl
+DIR=$(mktemp -d /var/tmp/reasonix-size.XXXXXX)
+trap 'rm -rf "$DIR"' EXIT
+for OPT in s z; do
+  CARGO_TARGET_DIR=target/host-size-$OPT CARGO_PROFILE_HOST_OPT_LEVEL=$OPT \
+    cargo build -q --profile host -p reasonix-remote --target $TRIPLE --bin reasonix-remote --example tool_bench
+done
+python3 - "$DIR" "$FILES" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+body = "".join(f"    let value_{i} = compute({i}); // some ordinary source text\n" for i in range(30))
+for i in range(n):
+    d = os.path.join(root, "src", f"m{i // 100:04d}")
+    os.makedirs(d, exist_ok=True)
+    extra = "    needle_marker();\n" if i % 50 == 0 else ""
+    with open(os.path.join(d, f"f{i:06d}.rs"), "w") as f:
+        f.write("fn main() {\n" + body + extra + "}\n")
+PY
+best_ms() {
+  local best=
+  for _ in $(seq $REPS); do
+    local s e ms
+    s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N)
+    ms=$(( (e - s) / 1000000 ))
+    if [[ -z "$best" || $ms -lt $best ]]; then best=$ms; fi
+  done
+  echo "$best"
+}
+declare -A GREP GLOB
+for OPT in s z; do
+  B=target/host-size-$OPT/$TRIPLE/host/reasonix-remote
+  X=target/host-size-$OPT/$TRIPLE/host/examples/tool_bench
+  raw=$(stat -c %s "$B")
+  xzs=$(xz -9e -T1 -c "$B" | wc -c)
+  zst=$(zstd -19 -q -c "$B" | wc -c)
+  gzs=$(gzip -9 -c "$B" | wc -c)
+  echo "opt-level $OPT: stripped $raw bytes, xz $xzs, zstd $zst, gzip $gzs"
+  "$X" grep needle_marker "$DIR" >/dev/null   # warm the page cache
+  GREP[$OPT]=$(best_ms "$X" grep needle_marker "$DIR")
+  GLOB[$OPT]=$(best_ms "$X" glob '**/*.rs' "$DIR")
+  echo "opt-level $OPT: grep ${GREP[$OPT]} ms, glob ${GLOB[$OPT]} ms (best of $REPS, $FILES files)"
+done
+python3 -c "print(f'RESULT z/s time: grep {${GREP[z]}/max(${GREP[s]},1):.2f}, glob {${GLOB[z]}/max(${GLOB[s]},1):.2f}')"
