@@ -12,7 +12,8 @@
 //! - [`policy`]: the typed session policy and the one tighten-only merge of a project file;
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
 //! - [`child`]: a line-speaking child process (MCP stdio servers on either side);
-//! - [`tunnel`]: tunnelled MCP line channels with credit-based flow control.
+//! - [`tunnel`]: tunnelled MCP line channels with credit-based flow control;
+//! - [`prefix`]: provider requests sent as the messages after an earlier request's.
 
 pub mod attach;
 pub mod child;
@@ -23,6 +24,7 @@ pub mod frame;
 pub mod handshake;
 pub mod link;
 pub mod policy;
+pub mod prefix;
 pub mod proto;
 pub mod pty;
 pub mod rpc;

@@ -877,11 +877,31 @@ pub struct ProviderRequest {
     /// fetched from the host with [`Request::FetchContent`] (and checked against the hash).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages_ref: Option<ContentRef>,
+    /// Set when this request's messages start with all the messages of an earlier request
+    /// on the same link (a session's requests extend each other byte for byte): `messages`
+    /// (or `messages_ref`) then holds only the messages after those, and the laptop puts
+    /// the earlier ones in front. A laptop that no longer has them refuses the request with
+    /// the error code [`UNKNOWN_MESSAGES_BASE`] and the host sends it again in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_base: Option<MessagesBase>,
     /// OpenAI-format tool definitions, already canonicalised and sorted.
     pub tools: Vec<Value>,
     /// Sampling temperature.
     pub temperature: Option<f64>,
 }
+
+/// The earlier request whose messages a [`ProviderRequest`] starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessagesBase {
+    /// That request's stream id.
+    pub stream_id: String,
+    /// How many messages it had (all of them are the start of this request's).
+    pub count: usize,
+}
+
+/// The [`RpcError`] code of a provider request whose [`MessagesBase`] the laptop does not
+/// hold (any more); the host then sends the request again with all its messages.
+pub const UNKNOWN_MESSAGES_BASE: &str = "unknown_messages_base";
 
 /// One typed piece of a provider stream, as produced by the gateway's SSE parser.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -666,6 +666,8 @@ async fn serve_incoming(
     // Provider streams being relayed, by stream id, so the host can cancel them.
     let mut streams: std::collections::HashMap<String, tokio::task::AbortHandle> =
         std::collections::HashMap::new();
+    // The messages of this link's last provider requests, which later ones extend.
+    let mut bases = reasonix_forward::prefix::MessageBases::default();
     let SaveRules {
         home: config_home,
         workspace_key,
@@ -682,7 +684,32 @@ async fn serve_incoming(
                             .map_err(|e| reasonix_forward::proto::RpcError::new("mcp", e));
                     let _ = rpc.respond(id, result).await;
                 }
-                Request::Provider(req) => {
+                Request::Provider(mut req) => {
+                    // All the messages, when the host sent only those after an earlier
+                    // request's (`reasonix_forward::prefix`); stored, before the answer, as
+                    // the base of the next request. Messages sent by reference are
+                    // completed by the relay and never become a base.
+                    if req.messages_ref.is_none() || req.messages_base.is_some() {
+                        let tail = std::mem::take(&mut req.messages);
+                        let Some(all) = bases.resolve(req.messages_base.as_ref(), tail) else {
+                            let refused = reasonix_forward::proto::RpcError::new(
+                                reasonix_forward::proto::UNKNOWN_MESSAGES_BASE,
+                                format!(
+                                    "this laptop no longer holds the messages of request {}",
+                                    req.messages_base
+                                        .as_ref()
+                                        .map_or("?", |b| b.stream_id.as_str())
+                                ),
+                            );
+                            let _ = rpc.respond(id, Err(refused)).await;
+                            continue;
+                        };
+                        if req.messages_ref.is_none() {
+                            bases.remember(&req.stream_id, Arc::clone(&all));
+                        }
+                        req.messages_base = None;
+                        req.messages = Arc::unwrap_or_clone(all);
+                    }
                     let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
                     // The gateway keeps reading the HTTP stream into its channel whatever
                     // happens to the link; the link buffers chunks while it is down. The
@@ -855,7 +882,8 @@ async fn relay_provider_stream(
                     .map_err(|e| format!("the messages are not a JSON array: {e}"))
             });
         match fetched {
-            Ok(messages) => req.messages = messages,
+            // After the base's messages, when the request had one.
+            Ok(messages) => req.messages.extend(messages),
             Err(e) => {
                 tracing::warn!(stream_id, "provider messages could not be fetched: {e}");
                 let chunk = reasonix_forward::proto::ProviderChunk::Error {

@@ -233,6 +233,25 @@ fn run_turn(env: &Env, turn: usize, first: bool) -> Vec<Value> {
     json_lines(&out.stdout)
 }
 
+/// The JSON lines of the daemon logs under `home` whose message is `message`, in order.
+fn daemon_log_lines(home: &Path, message: &str) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(home.join("logs"))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|v| v["fields"]["message"] == message)
+        .collect()
+}
+
 /// True when `cur` sends the same tools and every message of `prev` byte for byte first.
 #[allow(clippy::cmp_owned)] // the serialised bytes are what the cache sees
 fn extends(prev: &RecordedRequest, cur: &RecordedRequest) -> bool {
@@ -361,6 +380,35 @@ async fn a_300_step_session_stays_in_a_32k_window_and_only_declared_rewrites_mis
         }
     }
     assert!(breaks > 0);
+
+    // On the link, a request that extends the one before it on the same link (the same
+    // `reasonix run`) is sent as its new messages only; the laptop rebuilt every one of
+    // them exactly (the mock's bytes above).
+    let mut expected_by_prefix = 0;
+    for j in 1..reqs.len() {
+        if turn_of(&reqs[j - 1]) == turn_of(&reqs[j]) && extends(&reqs[j - 1], &reqs[j]) {
+            expected_by_prefix += 1;
+        }
+    }
+    let accepted = daemon_log_lines(&env.home, "provider request accepted");
+    assert_eq!(accepted.len(), reqs.len(), "one accepted line per request");
+    let by_prefix: Vec<&Value> = accepted
+        .iter()
+        .filter(|l| l["fields"]["by_prefix"] == true)
+        .collect();
+    assert_eq!(
+        by_prefix.len(),
+        expected_by_prefix,
+        "requests sent by prefix"
+    );
+    assert!(expected_by_prefix > main.len() / 2, "{expected_by_prefix}");
+    for l in &by_prefix {
+        let f = &l["fields"];
+        assert!(
+            f["sent"].as_u64() < f["messages"].as_u64(),
+            "by prefix, fewer messages cross the link: {l}"
+        );
+    }
 
     // Every snipped original is in the archive, byte for byte.
     let archive = journal_of(&env.home).parent().expect("dir").join("archive");

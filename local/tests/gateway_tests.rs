@@ -78,6 +78,7 @@ fn request(messages: Vec<Value>) -> ProviderRequest {
         tools: Vec::new(),
         temperature: None,
         messages_ref: None,
+        messages_base: None,
     }
 }
 

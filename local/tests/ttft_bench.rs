@@ -117,6 +117,7 @@ fn ttft_through_the_link_vs_direct() {
                 tools: body["tools"].as_array().cloned().unwrap_or_default(),
                 temperature: body["temperature"].as_f64(),
                 messages_ref: None,
+                messages_base: None,
             };
             let t = Instant::now();
             let mut rx = gateway.stream(req);

@@ -122,6 +122,9 @@ struct Conn {
     streams: Mutex<HashMap<String, StreamRoute>>,
     /// Provider request messages too big for a frame, until the laptop has fetched them.
     transient: TransientContent,
+    /// The messages of the last provider request the laptop accepted on this link: the next
+    /// request that extends them is sent as its new messages only.
+    sent_messages: reasonix_forward::prefix::SentMessages,
     /// When each provider stream was asked for, until its first chunk arrives (logged as
     /// `ttft_us`: the time to first token through the link, read by `bench/ttft_bench.sh`).
     stream_started: Mutex<HashMap<String, Instant>>,
@@ -142,21 +145,58 @@ struct Conn {
 impl Gateway for ConnGateway {
     fn start_stream(&self, mut request: ProviderRequest) -> ProviderStream {
         let (tx, rx) = mpsc::channel(PROVIDER_CHUNK_BUFFER);
-        let held = hold_large_messages(&self.0.transient, &mut request);
+        let all = Arc::new(std::mem::take(&mut request.messages));
         let id = request.stream_id.clone();
-        lock(&self.0.streams).insert(id.clone(), StreamRoute { chunks: tx, held });
+        lock(&self.0.streams).insert(
+            id.clone(),
+            StreamRoute {
+                chunks: tx,
+                held: None,
+            },
+        );
         lock(&self.0.stream_started).insert(id.clone(), Instant::now());
         let rpc = self.0.rpc.clone();
         let conn = Arc::clone(&self.0);
+        let stream = id.clone();
         tokio::spawn(async move {
-            let id = request.stream_id.clone();
-            match rpc.request(Request::Provider(request)).await {
-                Ok(_) => {}
-                Err(e) => {
-                    // Dropping the sender ends the stream without Done: the step re-issues.
-                    tracing::warn!("provider request {id} failed on the link: {e}");
-                    conn.end_stream(&id);
+            let id = stream;
+            // By prefix when the laptop holds the start of these messages (see
+            // `reasonix_forward::prefix`); in full when it answers that it does not.
+            let mut by_prefix = true;
+            loop {
+                let wire = conn.wire_request(&request, &all, by_prefix);
+                let (inline, based) = (wire.messages_ref.is_none(), wire.messages_base.is_some());
+                let sent = wire.messages.len();
+                match rpc.request(Request::Provider(wire)).await {
+                    Ok(_) => {
+                        tracing::info!(
+                            stream_id = %id,
+                            messages = all.len(),
+                            sent,
+                            by_prefix = based,
+                            "provider request accepted"
+                        );
+                        if inline {
+                            conn.sent_messages.accepted(&id, Arc::clone(&all));
+                        } else {
+                            conn.sent_messages.forget();
+                        }
+                    }
+                    Err(reasonix_forward::rpc::CallError::Remote(e))
+                        if based && e.code == reasonix_forward::proto::UNKNOWN_MESSAGES_BASE =>
+                    {
+                        tracing::info!("provider request {id}: {}; sending it in full", e.message);
+                        conn.sent_messages.forget();
+                        by_prefix = false;
+                        continue;
+                    }
+                    Err(e) => {
+                        // Dropping the sender ends the stream without Done: the step re-issues.
+                        tracing::warn!("provider request {id} failed on the link: {e}");
+                        conn.end_stream(&id);
+                    }
                 }
+                break;
             }
         });
         let conn = Arc::clone(&self.0);
@@ -252,6 +292,36 @@ struct ConnGateway(Arc<Conn>);
 impl Conn {
     /// Forget a provider stream (its chunks stop, held messages are released); true when it
     /// was still open.
+    /// The provider request `meta` with the messages `all` as it goes on the link: only the
+    /// messages after the last accepted request's when they start with those (and
+    /// `by_prefix`), and by reference when too big for a frame (held until the stream ends).
+    fn wire_request(
+        &self,
+        meta: &ProviderRequest,
+        all: &[serde_json::Value],
+        by_prefix: bool,
+    ) -> ProviderRequest {
+        let base = by_prefix
+            .then(|| self.sent_messages.base_for(all))
+            .flatten();
+        let skip = base.as_ref().map_or(0, |b| b.count);
+        let mut wire = ProviderRequest {
+            messages: all[skip..].to_vec(),
+            messages_base: base,
+            messages_ref: None,
+            ..meta.clone()
+        };
+        if let Some(sha) = hold_large_messages(&self.transient, &mut wire) {
+            let old = lock(&self.streams)
+                .get_mut(&meta.stream_id)
+                .and_then(|r| r.held.replace(sha));
+            if let Some(old) = old {
+                self.transient.release(&old);
+            }
+        }
+        wire
+    }
+
     fn end_stream(&self, stream_id: &str) -> bool {
         lock(&self.stream_started).remove(stream_id);
         let route = lock(&self.streams).remove(stream_id);
@@ -582,6 +652,7 @@ impl Daemon {
             link,
             streams: Mutex::new(HashMap::new()),
             transient: TransientContent::default(),
+            sent_messages: Default::default(),
             stream_started: Mutex::new(HashMap::new()),
             mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),

@@ -292,6 +292,7 @@ impl Session {
                     tools: prefix.tools.clone(),
                     temperature: None,
                     messages_ref: None,
+                    messages_base: None,
                 },
                 compaction::summarised_messages(&inner.messages, range),
                 self.next_request_tokens(&inner).1,

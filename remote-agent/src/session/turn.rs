@@ -237,6 +237,7 @@ impl Session {
                     tools: self.prefix().tools.clone(),
                     temperature: None,
                     messages_ref: None,
+                    messages_base: None,
                 },
             )
         };
