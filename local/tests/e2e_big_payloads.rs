@@ -381,7 +381,11 @@ async fn a_conversation_too_big_for_a_frame_reaches_the_provider_whole() {
     // 5 MiB of user text: the request's messages are beyond the inline limit, so the laptop
     // fetches them from the host by reference.
     let big = "q".repeat(5 * 1024 * 1024);
-    let mock = MockProvider::start(vec![MockReply::text(&["read all of it"])]).await;
+    let mock = MockProvider::start(vec![
+        MockReply::text(&["read all of it"]),
+        MockReply::text(&["and the rest"]),
+    ])
+    .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_BIG_KEY", "sk-big");
     let config = rig.config();
     let (client, mut events) = rig.client(&config);
@@ -396,6 +400,15 @@ async fn a_conversation_too_big_for_a_frame_reaches_the_provider_whole() {
         .collect();
     assert_eq!(user.len(), 1);
     assert_eq!(user[0]["content"].as_str().map(str::len), Some(big.len()));
+    // The next request extends a conversation that went by reference: it arrives whole too.
+    let second = turn(&client, &mut events, "t2", "and now?").await;
+    assert_eq!(outcome(&second), "completed", "{}", kinds(&second));
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2);
+    let first_msgs = reqs[0].messages();
+    let next = reqs[1].messages();
+    assert_eq!(&next[..first_msgs.len()], &first_msgs[..], "extends the first");
+    assert_eq!(next.last().expect("message")["content"], "and now?");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
