@@ -23,4 +23,4 @@ else
 fi
 BENCH_TURNS="${1:-10}" BENCH_DELAY_MS="${2:-25}" \
   cargo test --quiet $REL -p reasonix --test ttft_bench -- --ignored --nocapture --test-threads 1 2>&1 \
-  | grep -E '^(link|direct|RESULT|thread|test result|---- )|panicked'
+  | grep -E '^(link|direct|request|RESULT|thread|test result|---- )|panicked'

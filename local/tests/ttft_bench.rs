@@ -7,7 +7,13 @@
 //! i.e. a 50 ms RTT) inside a private network namespace with a real sshd. The host side
 //! logs `ttft_us` for every stream (daemon log, `first provider chunk`); the direct side is
 //! timed here with the same gateway code and the request bodies the mock recorded.
-//! Environment: `BENCH_TURNS` (default 10), `BENCH_DELAY_MS` (default 25).
+//! Each turn is a `reasonix run` (a link of its own) of two model requests: one that asks
+//! for a `read_file`, then the answer. The first request of a link goes in full, the second
+//! extends it and goes by prefix (only its new messages cross the link). With
+//! `BENCH_PAD_KB` > 0 every prompt carries that much text and the turns continue one
+//! session, so the conversation grows by that much per turn (a long session's requests).
+//! Environment: `BENCH_TURNS` (default 10), `BENCH_DELAY_MS` (default 25), `BENCH_PAD_KB`
+//! (default 0).
 
 mod reconnect_common;
 
@@ -47,19 +53,41 @@ fn ttft_through_the_link_vs_direct() {
         // One warm-up turn (installs the host binary, starts the daemon), then the measured
         // ones; every reply is a short text whose first chunk is sent at once.
         let script: Vec<MockReply> = (0..=turns)
-            .map(|i| MockReply::text(&[format!("answer {i} "), "and more".to_string()]))
+            .flat_map(|i| {
+                [
+                    MockReply::tool_calls(
+                        vec![reasonix_testkit::mock_provider::MockToolCall::new(
+                            &format!("r{i}"),
+                            "read_file",
+                            &serde_json::json!({"path": "small.txt"}).to_string(),
+                        )],
+                        64,
+                    ),
+                    MockReply::text(&[format!("answer {i} "), "and more".to_string()]),
+                ]
+            })
             .collect();
+        let pad_kb = env_u64("BENCH_PAD_KB", 0) as usize;
         let rig = Rig::new(Arc::clone(&ns), script).await;
+        rig.user
+            .write_file("ws/small.txt", "a small file\n", 0o644)
+            .expect("small file");
         let proxy = DelayProxy::start(([127, 0, 0, 1], rig.sshd.port()).into(), delay)
             .await
             .expect("delay proxy");
         rig.trust_port(proxy.port());
         for i in 0..=turns {
+            let pad = "padding text of a long prompt. ".repeat(pad_kb * 1024 / 31);
+            let continued: &[&str] = if pad_kb > 0 && i > 0 {
+                &["--continue"]
+            } else {
+                &[]
+            };
             let mut c = rig.spawn_client(
                 proxy.port(),
                 (HEARTBEAT_MS * 10, DEAD_AFTER_MS * 10),
-                &[],
-                &format!("turn {i}"),
+                continued,
+                &format!("turn {i} {pad}"),
             );
             let st = c.wait_exit(Duration::from_secs(180)).await;
             assert!(st.success(), "turn {i} failed:\n{}", c.transcript());
@@ -83,8 +111,8 @@ fn ttft_through_the_link_vs_direct() {
                 }
             }
         }
-        assert_eq!(link.len(), turns + 1, "one ttft line per turn");
-        let link: Vec<f64> = link.into_iter().skip(1).collect();
+        assert_eq!(link.len(), 2 * (turns + 1), "two ttft lines per turn");
+        let link: Vec<f64> = link.into_iter().skip(2).collect();
 
         // Laptop side: the same requests (bodies as the mock received them) straight from
         // the gateway to the mock.
@@ -100,7 +128,7 @@ fn ttft_through_the_link_vs_direct() {
             .mock
             .requests()
             .iter()
-            .skip(1)
+            .skip(2)
             .map(|r| r.body.clone())
             .collect();
         rig.mock.push(
@@ -110,15 +138,14 @@ fn ttft_through_the_link_vs_direct() {
         );
         let mut direct: Vec<f64> = Vec::new();
         for (i, body) in bodies.iter().enumerate() {
-            let req = ProviderRequest {
-                stream_id: format!("direct-{i}"),
-                model: Some("mock/m".into()),
-                messages: body["messages"].as_array().cloned().unwrap_or_default(),
-                tools: body["tools"].as_array().cloned().unwrap_or_default(),
-                temperature: body["temperature"].as_f64(),
-                messages_ref: None,
-                messages_base: None,
-            };
+            let req: ProviderRequest = serde_json::from_value(serde_json::json!({
+                "stream_id": format!("direct-{i}"),
+                "model": "mock/m",
+                "messages": body["messages"],
+                "tools": body.get("tools").cloned().unwrap_or_else(|| serde_json::json!([])),
+                "temperature": body["temperature"],
+            }))
+            .expect("provider request");
             let t = Instant::now();
             let mut rx = gateway.stream(req);
             let mut first = None;
@@ -137,17 +164,28 @@ fn ttft_through_the_link_vs_direct() {
             direct.push(first.expect("a first chunk"));
         }
         let rtt = 2.0 * delay.as_secs_f64() * 1000.0;
-        let (mut l, mut d) = (link.clone(), direct.clone());
-        let lm = median(&mut l);
-        let dm = median(&mut d);
-        let over = lm - dm;
+        let kb: Vec<usize> = bodies.iter().map(|b| b.to_string().len() / 1024).collect();
         println!("link ttft ms: {link:.1?}");
         println!("direct ttft ms: {direct:.1?}");
-        println!(
-            "RESULT ttft: turns={turns} rtt={rtt:.0}ms link_median={lm:.1}ms direct_median={dm:.1}ms \
-             difference={over:.1}ms (= {:.2} RTT; overhead beyond 1 RTT {:.1}ms; goal <= 1 RTT + 5 ms)",
-            over / rtt,
-            over - rtt
-        );
+        println!("request KiB: {kb:?}");
+        // Even indexes: the first request of a link (in full); odd: the second (by prefix).
+        for (name, parity) in [("all", None), ("first", Some(0)), ("second", Some(1))] {
+            let pick = |v: &[f64]| -> Vec<f64> {
+                v.iter()
+                    .enumerate()
+                    .filter(|(i, _)| parity.is_none_or(|p| i % 2 == p))
+                    .map(|(_, x)| *x)
+                    .collect()
+            };
+            let lm = median(&mut pick(&link));
+            let dm = median(&mut pick(&direct));
+            let over = lm - dm;
+            println!(
+                "RESULT ttft ({name} requests): turns={turns} pad={pad_kb}KiB rtt={rtt:.0}ms link_median={lm:.1}ms direct_median={dm:.1}ms \
+                 difference={over:.1}ms (= {:.2} RTT; overhead beyond 1 RTT {:.1}ms; goal <= 1 RTT + 5 ms)",
+                over / rtt,
+                over - rtt
+            );
+        }
     });
 }
