@@ -542,34 +542,9 @@ async fn corrupt_delta_or_old_base_falls_back_to_a_full_upload() {
     assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&v2));
 }
 
-/// The static aarch64 host binary, built by CI with `cargo build --profile host -p
-/// reasonix-remote --target aarch64-unknown-linux-musl` (or by a release build). Missing in
-/// CI is a failure; elsewhere the test says loudly that it did not run.
-fn aarch64_host_binary() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    let candidates = [
-        root.join("aarch64-unknown-linux-musl/host/reasonix-remote"),
-        root.join("release/reasonix-remote-aarch64-unknown-linux-musl"),
-        root.join("aarch64-unknown-linux-musl/release/reasonix-remote"),
-        root.join("aarch64-unknown-linux-musl/debug/reasonix-remote"),
-    ];
-    if let Some(p) = candidates.iter().find(|p| p.is_file()) {
-        return Some(p.clone());
-    }
-    let msg = format!(
-        "no aarch64 host binary (looked at {candidates:?}); build it with \
-         `cargo build --profile host -p reasonix-remote --target aarch64-unknown-linux-musl`"
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("\n*** SKIPPED (not in CI): {msg} ***\n");
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aarch64_host_gets_the_aarch64_binary() {
-    let Some(arm) = aarch64_host_binary() else {
+    let Some(arm) = reasonix_testkit::host_binaries::aarch64_host_binary() else {
         return;
     };
     // The binary really is a static aarch64 program that prints its build id.

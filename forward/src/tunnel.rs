@@ -241,6 +241,18 @@ impl Drop for LineInlet {
     }
 }
 
+/// Tell the peer that this side closed `channel` (an overrun or an endless line of its,
+/// [`FlowError`]), without waiting: called from a link's receive loop, which must not
+/// wait on its own link.
+pub fn tell_closed(rpc: &Rpc, channel: u64, reason: String) {
+    let rpc = rpc.clone();
+    tokio::spawn(async move {
+        let _ = rpc
+            .notify(Notification::McpClosed { channel, reason })
+            .await;
+    });
+}
+
 /// Send every line `lines` yields on `channel`, in pieces, each after its credit. Returns
 /// when `lines` ends (`Ok`), or with the reason the link or the channel closed.
 pub async fn send_lines(

@@ -819,13 +819,7 @@ async fn serve_incoming(
                                 // Closing the server's stdin ends it; the host hears why.
                                 tracing::warn!(channel, "{e}");
                                 routes.remove(&channel);
-                                let rpc = rpc.clone();
-                                tokio::spawn(async move {
-                                    let reason = e.to_string();
-                                    let _ = rpc
-                                        .notify(Notification::McpClosed { channel, reason })
-                                        .await;
-                                });
+                                reasonix_forward::tunnel::tell_closed(&rpc, channel, e.to_string());
                             }
                         }
                         continue;

@@ -16,37 +16,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{ok, reasonix_command, LocalRig};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::{json, Value};
-
-/// The aarch64 host binary, as `bootstrap/tests/install.rs` finds it: missing fails in CI,
-/// skips with a note elsewhere.
-fn aarch64_host_binary() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    let candidates = [
-        root.join("aarch64-unknown-linux-musl/host/reasonix-remote"),
-        root.join("release/reasonix-remote-aarch64-unknown-linux-musl"),
-        root.join("aarch64-unknown-linux-musl/release/reasonix-remote"),
-        root.join("aarch64-unknown-linux-musl/debug/reasonix-remote"),
-    ];
-    if let Some(p) = candidates.iter().find(|p| p.is_file()) {
-        return Some(p.clone());
-    }
-    let msg = format!(
-        "no aarch64 host binary (looked at {candidates:?}); build it with \
-         `cargo build --profile host -p reasonix-remote --target aarch64-unknown-linux-musl`"
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("\n*** SKIPPED (not in CI): {msg} ***\n");
-    None
-}
 
 /// The pid in the workspace daemon's marker, once the daemon is listening (the marker is
 /// written after the bind).
@@ -76,7 +52,7 @@ impl Drop for StopDaemon<'_> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aarch64_host_binary_serves_a_local_turn_under_qemu() {
-    let Some(arm) = aarch64_host_binary() else {
+    let Some(arm) = reasonix_testkit::host_binaries::aarch64_host_binary() else {
         return;
     };
     // As the daemon's re-spawn names it (qemu-user reports the resolved path).

@@ -407,7 +407,11 @@ async fn a_conversation_too_big_for_a_frame_reaches_the_provider_whole() {
     assert_eq!(reqs.len(), 2);
     let first_msgs = reqs[0].messages();
     let next = reqs[1].messages();
-    assert_eq!(&next[..first_msgs.len()], &first_msgs[..], "extends the first");
+    assert_eq!(
+        &next[..first_msgs.len()],
+        &first_msgs[..],
+        "extends the first"
+    );
     assert_eq!(next.last().expect("message")["content"], "and now?");
 }
 

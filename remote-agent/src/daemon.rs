@@ -713,15 +713,7 @@ impl Daemon {
                             route.diagnostics.set_exit(e.to_string());
                         }
                         drop(routes);
-                        let rpc = conn.rpc.clone();
-                        tokio::spawn(async move {
-                            let _ = rpc
-                                .notify(Notification::McpClosed {
-                                    channel,
-                                    reason: e.to_string(),
-                                })
-                                .await;
-                        });
+                        reasonix_forward::tunnel::tell_closed(&conn.rpc, channel, e.to_string());
                     }
                 }
                 Incoming::Notify(Notification::McpCredit { channel, bytes }) => {
