@@ -17,8 +17,10 @@ if [ "${PROFILE:-release}" = debug ]; then
   cargo build --quiet -p reasonix-remote --target x86_64-unknown-linux-musl
   REL=
 else
-  # Builds the static host binaries too (local/build.rs), x86_64 only here.
-  REASONIX_HOST_TARGETS=x86_64-unknown-linux-musl cargo build --quiet --release --workspace --bins
+  # `cargo test --release` builds `reasonix` and, through local/build.rs, the static
+  # x86_64 host binary (a separate `cargo build` would use other dependency features and
+  # make every run rebuild both).
+  export REASONIX_HOST_TARGETS=x86_64-unknown-linux-musl
   REL=--release
 fi
 BENCH_TURNS="${1:-10}" BENCH_DELAY_MS="${2:-25}" \
