@@ -689,27 +689,24 @@ async fn serve_incoming(
                     // request's (`reasonix_forward::prefix`); stored, before the answer, as
                     // the base of the next request. Messages sent by reference are
                     // completed by the relay and never become a base.
-                    if req.messages_ref.is_none() || req.messages_base.is_some() {
-                        let tail = std::mem::take(&mut req.messages);
-                        let Some(all) = bases.resolve(req.messages_base.as_ref(), tail) else {
-                            let refused = reasonix_forward::proto::RpcError::new(
-                                reasonix_forward::proto::UNKNOWN_MESSAGES_BASE,
-                                format!(
-                                    "this laptop no longer holds the messages of request {}",
-                                    req.messages_base
-                                        .as_ref()
-                                        .map_or("?", |b| b.stream_id.as_str())
-                                ),
-                            );
-                            let _ = rpc.respond(id, Err(refused)).await;
-                            continue;
-                        };
-                        if req.messages_ref.is_none() {
-                            bases.remember(&req.stream_id, Arc::clone(&all));
-                        }
-                        req.messages_base = None;
-                        req.messages = Arc::unwrap_or_clone(all);
+                    let tail = std::mem::take(&mut req.messages);
+                    let Some(messages) = bases.resolve(req.messages_base.as_ref(), tail) else {
+                        let refused = reasonix_forward::proto::RpcError::new(
+                            reasonix_forward::proto::UNKNOWN_MESSAGES_BASE,
+                            format!(
+                                "this laptop no longer holds the messages of request {}",
+                                req.messages_base
+                                    .as_ref()
+                                    .map_or("?", |b| b.stream_id.as_str())
+                            ),
+                        );
+                        let _ = rpc.respond(id, Err(refused)).await;
+                        continue;
+                    };
+                    if req.messages_ref.is_none() {
+                        bases.remember(&req.stream_id, Arc::clone(&messages));
                     }
+                    req.messages_base = None;
                     let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
                     // The gateway keeps reading the HTTP stream into its channel whatever
                     // happens to the link; the link buffers chunks while it is down. The
@@ -721,6 +718,7 @@ async fn serve_incoming(
                         rpc.clone(),
                         Arc::clone(&gateway),
                         req,
+                        messages,
                     ));
                     streams.retain(|_, h| !h.is_finished());
                     streams.insert(stream_id, task.abort_handle());
@@ -865,6 +863,7 @@ async fn relay_provider_stream(
     rpc: Rpc,
     gateway: Arc<Gateway>,
     mut req: reasonix_forward::proto::ProviderRequest,
+    mut messages: Arc<Vec<serde_json::Value>>,
 ) {
     let stream_id = req.stream_id.clone();
     if let Some(r) = req.messages_ref.take() {
@@ -877,7 +876,7 @@ async fn relay_provider_stream(
             });
         match fetched {
             // After the base's messages, when the request had one.
-            Ok(messages) => req.messages.extend(messages),
+            Ok(fetched) => messages = Arc::new(messages.iter().cloned().chain(fetched).collect()),
             Err(e) => {
                 tracing::warn!(stream_id, "provider messages could not be fetched: {e}");
                 let chunk = reasonix_forward::proto::ProviderChunk::Error {
@@ -893,7 +892,7 @@ async fn relay_provider_stream(
             }
         }
     }
-    let mut chunks = gateway.stream(req);
+    let mut chunks = gateway.stream_shared(req, messages);
     while let Some(chunk) = chunks.recv().await {
         let n = Notification::ProviderChunk {
             stream_id: stream_id.clone(),

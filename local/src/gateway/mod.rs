@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reasonix_forward::proto::{ProviderChunk, ProviderRequest, ProviderRetry, RetryPhase};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::config::{Config, ResolvedModel};
@@ -124,7 +124,19 @@ impl Gateway {
     /// order, `Usage` (when the provider reports it) and `Done` — or a single final `Error`.
     /// Every stream ends with exactly one `Done` or `Error`. Dropping the receiver cancels the
     /// request. Must be called inside a Tokio runtime.
-    pub fn stream(&self, req: ProviderRequest) -> mpsc::Receiver<ProviderChunk> {
+    pub fn stream(&self, mut req: ProviderRequest) -> mpsc::Receiver<ProviderChunk> {
+        let messages = Arc::new(std::mem::take(&mut req.messages));
+        self.stream_shared(req, messages)
+    }
+
+    /// [`Gateway::stream`] with the request's messages in `messages` (its own `messages`
+    /// are ignored), shared with the caller rather than copied: the laptop keeps them as the
+    /// base of the link's next request (`reasonix_forward::prefix`).
+    pub fn stream_shared(
+        &self,
+        req: ProviderRequest,
+        messages: Arc<Vec<Value>>,
+    ) -> mpsc::Receiver<ProviderChunk> {
         let (tx, rx) = mpsc::channel(self.inner.settings.channel_capacity.max(1));
         let inner = self.inner.clone();
         tokio::spawn(async move {
@@ -132,7 +144,7 @@ impl Gateway {
             // A dropped receiver cancels at once, even while waiting on the provider or
             // sleeping between retries.
             tokio::select! {
-                _ = run_stream(&inner, req, &tx) => {
+                _ = run_stream(&inner, req, &messages, &tx) => {
                     tracing::debug!(stream_id, "provider stream finished");
                 }
                 _ = tx.closed() => {
@@ -168,7 +180,12 @@ fn error_chunk(message: impl Into<String>, retryable: bool) -> ProviderChunk {
     }
 }
 
-async fn run_stream(inner: &Inner, req: ProviderRequest, tx: &mpsc::Sender<ProviderChunk>) {
+async fn run_stream(
+    inner: &Inner,
+    req: ProviderRequest,
+    messages: &[Value],
+    tx: &mpsc::Sender<ProviderChunk>,
+) {
     let client = match &inner.client {
         Ok(c) => c,
         Err(e) => {
@@ -194,7 +211,16 @@ async fn run_stream(inner: &Inner, req: ProviderRequest, tx: &mpsc::Sender<Provi
             return;
         }
     };
-    let body = build_body(&req, &resolved, inner.config.agent.temperature);
+    let body = Body {
+        model: &resolved.model,
+        messages: ReplayedMessages(messages),
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        tools: (!req.tools.is_empty()).then_some(req.tools.as_slice()),
+        temperature: req.temperature.or(inner.config.agent.temperature),
+    };
     let body = match serde_json::to_vec(&body) {
         Ok(b) => b,
         Err(e) => {
@@ -227,27 +253,52 @@ async fn run_stream(inner: &Inner, req: ProviderRequest, tx: &mpsc::Sender<Provi
     read_stream(resp, &inner.settings, &resolved, &key, tx).await;
 }
 
-/// The JSON body of a streaming chat completion.
-pub fn build_body(
-    req: &ProviderRequest,
-    model: &ResolvedModel,
-    default_temperature: Option<f64>,
-) -> Value {
-    let mut messages = req.messages.clone();
-    fix_reasoning_replay(&mut messages);
-    let mut body = json!({
-        "model": model.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-    });
-    if !req.tools.is_empty() {
-        body["tools"] = Value::Array(req.tools.clone());
+/// The JSON body of a streaming chat completion, serialised straight from the request
+/// (the conversation is not copied for it).
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: ReplayedMessages<'a>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a [Value]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+}
+
+#[derive(serde::Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// Messages as sent: each one as it is, except an assistant message with tool calls that
+/// lost its `reasoning_content`, which gets an empty one ([`fix_reasoning_replay`]).
+struct ReplayedMessages<'a>(&'a [Value]);
+
+impl serde::Serialize for ReplayedMessages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for m in self.0 {
+            if needs_reasoning_fix(m) {
+                let mut fixed = [m.clone()];
+                fix_reasoning_replay(&mut fixed);
+                seq.serialize_element(&fixed[0])?;
+            } else {
+                seq.serialize_element(m)?;
+            }
+        }
+        seq.end()
     }
-    if let Some(t) = req.temperature.or(default_temperature) {
-        body["temperature"] = json!(t);
-    }
-    body
+}
+
+fn needs_reasoning_fix(m: &Value) -> bool {
+    m.get("role").and_then(Value::as_str) == Some("assistant")
+        && m.get("tool_calls")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty())
+        && m.get("reasoning_content").is_none_or(Value::is_null)
 }
 
 /// DeepSeek answers HTTP 400 when an assistant message with tool calls is replayed without
