@@ -10,4 +10,5 @@ export LONG_TURNS=${1:-100} LONG_STEPS=${2:-3} LONG_WINDOW=${3:-128000}
 # `cargo test --release` builds the binaries it runs (a separate `cargo build` would use
 # other dependency features and rebuild them each time).
 export REASONIX_HOST_TARGETS=x86_64-unknown-linux-musl
+cargo build -q --release -p reasonix-remote
 cargo test -q --release -p reasonix --test e2e_compaction -- --ignored --nocapture bench_long_session 2>&1 | grep -E "long session|panicked|error" || true
