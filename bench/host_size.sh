@@ -4,11 +4,12 @@
 # CPU-bound work (the grep and glob tools over a generated tree, the same code the agent
 # runs) timed with binaries built both ways, in the same run.
 #   bench/host_size.sh [files=20000]
-# Prints stripped, xz -9e, zstd -19 and gzip -9 sizes for each, and the z/s time ratios.
+# Prints stripped, xz -9e, zstd -19 and gzip -9 sizes for each, and the z/s ratios of the
+# median times (runs of the two builds alternated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${1:-20000}
-REPS=5
+REPS=11
 TRIPLE=x86_64-unknown-linux-musl
 DIR=$(mktemp -d /var/tmp/reasonix-size.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
@@ -27,28 +28,31 @@ for i in range(n):
     with open(os.path.join(d, f"f{i:06d}.rs"), "w") as f:
         f.write("fn main() {\n" + body + extra + "}\n")
 PY
-best_ms() {
-  local best=
-  for _ in $(seq $REPS); do
-    local s e ms
-    s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N)
-    ms=$(( (e - s) / 1000000 ))
-    if [[ -z "$best" || $ms -lt $best ]]; then best=$ms; fi
-  done
-  echo "$best"
-}
-declare -A GREP GLOB
+# Median wall time in ms of each build's command, the two builds' runs alternated (so a
+# change in the machine's load hits both alike).
+declare -A SIZES
 for OPT in s z; do
   B=target/host-size-$OPT/$TRIPLE/host/reasonix-remote
-  X=target/host-size-$OPT/$TRIPLE/host/examples/tool_bench
   raw=$(stat -c %s "$B")
   xzs=$(xz -9e -T1 -c "$B" | wc -c)
   zst=$(zstd -19 -q -c "$B" | wc -c)
   gzs=$(gzip -9 -c "$B" | wc -c)
   echo "opt-level $OPT: stripped $raw bytes, xz $xzs, zstd $zst, gzip $gzs"
-  "$X" grep needle_marker "$DIR" >/dev/null   # warm the page cache
-  GREP[$OPT]=$(best_ms "$X" grep needle_marker "$DIR")
-  GLOB[$OPT]=$(best_ms "$X" glob '**/*.rs' "$DIR")
-  echo "opt-level $OPT: grep ${GREP[$OPT]} ms, glob ${GLOB[$OPT]} ms (best of $REPS, $FILES files)"
+  target/host-size-$OPT/$TRIPLE/host/examples/tool_bench grep needle_marker "$DIR" >/dev/null  # warm the cache
 done
-python3 -c "print(f'RESULT z/s time: grep {${GREP[z]}/max(${GREP[s]},1):.2f}, glob {${GLOB[z]}/max(${GLOB[s]},1):.2f}')"
+median_pair() {  # $1 = tool args...; prints "median_s median_z"
+  local -a S Z
+  for _ in $(seq $REPS); do
+    for OPT in s z; do
+      local st=$(date +%s%N)
+      target/host-size-$OPT/$TRIPLE/host/examples/tool_bench "$@" >/dev/null 2>&1 || true
+      local ms=$(( ($(date +%s%N) - st) / 1000000 ))
+      if [ $OPT = s ]; then S+=("$ms"); else Z+=("$ms"); fi
+    done
+  done
+  python3 -c "import statistics,sys; s=[int(x) for x in sys.argv[1].split()]; z=[int(x) for x in sys.argv[2].split()]; print(statistics.median(s), statistics.median(z))" "${S[*]}" "${Z[*]}"
+}
+read -r gs gz < <(median_pair grep needle_marker "$DIR")
+read -r ls lz < <(median_pair glob '**/*.rs' "$DIR")
+echo "grep: s ${gs} ms, z ${gz} ms; glob: s ${ls} ms, z ${lz} ms (medians of $REPS alternated runs, $FILES files)"
+python3 -c "print(f'RESULT z/s time: grep {$gz/max($gs,1):.2f}, glob {$lz/max($ls,1):.2f}')"
