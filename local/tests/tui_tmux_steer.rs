@@ -298,24 +298,20 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tui_compact_with_a_focus_summarises_once_and_context_counts_it() {
     const FOCUS: &str = "keep the fox line numbers";
+    let read = |id: &str, path: &str| {
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                id,
+                "read_file",
+                &json!({ "path": path }).to_string(),
+            )],
+            16,
+        )
+    };
     let mock = MockProvider::start(vec![
-        MockReply::tool_calls(
-            vec![MockToolCall::new(
-                "r1",
-                "read_file",
-                &json!({"path": "notes.txt"}).to_string(),
-            )],
-            16,
-        ),
+        read("r1", "notes.txt"),
         MockReply::text(&["first-answer"]),
-        MockReply::tool_calls(
-            vec![MockToolCall::new(
-                "r2",
-                "read_file",
-                &json!({"path": "other.txt"}).to_string(),
-            )],
-            16,
-        ),
+        read("r2", "other.txt"),
         MockReply::text(&["second-answer"]),
         MockReply::text(&["## Goal\n- read notes.txt\n## Pending work\n- none\n"]),
         MockReply::text(&["third-answer"]),
