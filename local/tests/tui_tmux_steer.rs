@@ -318,9 +318,7 @@ async fn tui_compact_with_a_focus_summarises_once_and_context_counts_it() {
     ])
     .await;
     mock.enable_prompt_cache(Some(32_000));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
+    let (_dir, ws, rx_home, cmd) = local_tui(&mock.base_url());
     // Two results of about 10k tokens each: the tail (a quarter of the 32k window) keeps
     // the second, so the first turn is what a summary replaces.
     for (file, word) in [("notes.txt", "alpha"), ("other.txt", "beta")] {
@@ -329,22 +327,12 @@ async fn tui_compact_with_a_focus_summarises_once_and_context_counts_it() {
             .collect();
         std::fs::write(ws.join(file), text).expect("file");
     }
-    let rx_home = dir.path().join("rxhome");
+    // The window and prices of this test, in place of `local_tui`'s config.
     write_mock_config(
         &rx_home,
         &mock.base_url(),
         "RX_TUI_KEY",
         "context_window = 32000\nprices = { input = 0.14, cached = 0.0028, output = 0.28 }\n[permissions]\nmode = \"yolo\"\n",
-    );
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
-    let host = bin.parent().expect("bin dir").join("reasonix-remote");
-    let cmd = format!(
-        "cd {} && env HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
-        ws.display(),
-        dir.path().display(),
-        rx_home.display(),
-        host.display(),
-        bin.display()
     );
     let t = Tmux::tui(&cmd);
     tokio::task::block_in_place(|| {

@@ -305,20 +305,9 @@ fn needs_reasoning_fix(m: &Value) -> bool {
 /// `reasoning_content`; give every such message an empty one when it lost it. Messages that
 /// carry reasoning keep it untouched.
 pub fn fix_reasoning_replay(messages: &mut [Value]) {
-    for m in messages.iter_mut() {
-        let is_assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
-        let has_calls = m
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .is_some_and(|c| !c.is_empty());
-        if !(is_assistant && has_calls) {
-            continue;
-        }
+    for m in messages.iter_mut().filter(|m| needs_reasoning_fix(m)) {
         if let Some(obj) = m.as_object_mut() {
-            let missing = obj.get("reasoning_content").is_none_or(Value::is_null);
-            if missing {
-                obj.insert("reasoning_content".into(), Value::String(String::new()));
-            }
+            obj.insert("reasoning_content".into(), Value::String(String::new()));
         }
     }
 }
