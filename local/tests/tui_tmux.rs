@@ -266,7 +266,13 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
     // A path that is a file.
     let before = logins(&sshd);
     let t = Tmux::tui(&cmd("plain-file", "file"));
-    let screen = tokio::task::block_in_place(|| t.wait_for("Cannot connect"));
+    // The whole modal, not only its title: tmux can show a frame painted half over the
+    // connection panel it replaces.
+    let screen = tokio::task::block_in_place(|| {
+        t.wait_screen(Duration::from_secs(60), "the whole modal", |s| {
+            s.contains("Cannot connect") && s.contains("Enter  quit")
+        })
+    });
     for needle in [
         "Stage",
         "attach",
@@ -299,7 +305,11 @@ async fn tui_over_ssh_fatal_modal_and_create_workspace() {
     // A missing path: created from the modal, and the session opens there.
     let before = logins(&sshd);
     let t = Tmux::tui(&cmd("new/ws", "new"));
-    let screen = tokio::task::block_in_place(|| t.wait_for("Cannot connect"));
+    let screen = tokio::task::block_in_place(|| {
+        t.wait_screen(Duration::from_secs(60), "the whole modal", |s| {
+            s.contains("Cannot connect") && s.contains("create it")
+        })
+    });
     assert!(
         screen.contains("the workspace folder does not exist"),
         "{screen}"
