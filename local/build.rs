@@ -11,9 +11,14 @@
 //! named in `.cargo/config.toml`) is a warning, not an error: SSH installs on such hosts then
 //! fail with a message that says how to build the binary.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The laptop's own compression code (filters and levels), so a shipped copy is exactly what
+/// the laptop would make at run time.
+#[allow(dead_code)]
+#[path = "../bootstrap/src/codec.rs"]
+mod codec;
 
 const TRIPLES: [&str; 2] = ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl"];
 /// The cross linker `.cargo/config.toml` names for aarch64.
@@ -27,6 +32,7 @@ fn main() {
     println!("cargo:rerun-if-changed=../forward/src");
     println!("cargo:rerun-if-changed=../remote-agent/Cargo.toml");
     println!("cargo:rerun-if-changed=../Cargo.toml");
+    println!("cargo:rerun-if-changed=../bootstrap/src/codec.rs");
     let profile = std::env::var("PROFILE").unwrap_or_default();
     let setting = std::env::var("REASONIX_BUILD_HOST").unwrap_or_default();
     if setting == "0" || (profile != "release" && setting != "1") {
@@ -162,14 +168,9 @@ fn place(built: &Path, dest: &Path) -> std::io::Result<()> {
         p.push(s);
         PathBuf::from(p)
     };
-    // Same settings as the laptop uses when it compresses at run time
-    // (bootstrap/src/codec.rs); the laptop checks each copy against the binary before use.
-    let mut xz = liblzma::write::XzEncoder::new(Vec::new(), 9 | liblzma::stream::PRESET_EXTREME);
-    xz.write_all(&data)?;
-    std::fs::write(with_suffix(".xz"), xz.finish()?)?;
-    std::fs::write(with_suffix(".zst"), zstd::bulk::compress(&data, 19)?)?;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
-    gz.write_all(&data)?;
-    std::fs::write(with_suffix(".gz"), gz.finish()?)?;
+    // The laptop checks each copy against the binary before use.
+    for c in [codec::Codec::Xz, codec::Codec::Zstd, codec::Codec::Gzip] {
+        std::fs::write(with_suffix(c.suffix()), c.compress(&data)?)?;
+    }
     Ok(())
 }

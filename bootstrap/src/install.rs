@@ -541,7 +541,10 @@ exit 0"#,
     );
     conn.prompter()
         .progress(Stage::Upload, "waiting for the install lock", None);
-    let out = conn.run_script_at(Stage::Upload, &take_lock).await?;
+    // The SFTP session opens meanwhile (its channel and subsystem cost round trips of their
+    // own); the upload needs it unless the right build turns out to be there already.
+    let (out, sftp) = tokio::join!(conn.run_script_at(Stage::Upload, &take_lock), conn.sftp());
+    let out = out?;
     if out.exit_code != 0 {
         return Err(BootstrapError::remote(
             Stage::Upload,
@@ -575,6 +578,7 @@ exit 0"#,
         final_path: &final_path,
         lock: &lock,
         cache: binaries.cache(),
+        sftp: std::sync::Mutex::new(Some(sftp)),
     };
     let result = job
         .run(
@@ -617,6 +621,9 @@ struct Job<'a> {
     final_path: &'a str,
     lock: &'a str,
     cache: Option<&'a HostBinaryCache>,
+    /// The SFTP session opened beside the lock script, for the first upload (a retry opens
+    /// another one: each upload closes its session before the finishing script runs).
+    sftp: std::sync::Mutex<Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>>,
 }
 
 /// One upload: the whole binary or a delta against a base on the host.
@@ -852,7 +859,11 @@ impl Job<'_> {
             Attempt::Full(c) => format!("{tmp}{}", c.suffix()),
             Attempt::Delta { codec, .. } => format!("{tmp}.delta{}", codec.suffix()),
         };
-        let sftp = self.conn.sftp().await?;
+        let opened = self.sftp.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let sftp = match opened {
+            Some(s) => s?,
+            None => self.conn.sftp().await?,
+        };
         let total = payload.len() as u64;
         let prompter = self.conn.prompter().clone();
         let label = format!(

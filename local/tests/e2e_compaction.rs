@@ -663,7 +663,12 @@ async fn bench_long_session() {
     let mut compactions = 0;
     for t in 0..turns {
         let lines = run_turn(&env, t, t == 0);
-        compactions += lines.iter().filter(|l| l["type"] == "compacted").count();
+        for l in lines.iter().filter(|l| l["type"] == "compacted") {
+            compactions += 1;
+            if std::env::var_os("LONG_VERBOSE").is_some() {
+                println!("long session turn {t}: {l}");
+            }
+        }
     }
     stop_daemon(&env.home);
     let acc = mock.prompt_accounting();
@@ -679,6 +684,28 @@ async fn bench_long_session() {
         reqs.len(),
         100.0 * hit as f64 / prompt as f64,
         100.0 * naive_hit as f64 / naive_prompt as f64,
+    );
+    // Where the missed tokens went: requests that extend their predecessor byte for byte
+    // (new messages only), requests after a rewrite, and the summary requests themselves.
+    let (mut growth, mut rewrite, mut summary) = ((0u64, 0usize), (0u64, 0usize), (0u64, 0usize));
+    let mut prev: Option<&RecordedRequest> = None;
+    for (r, a) in reqs.iter().zip(&acc) {
+        if is_summary_request(r) {
+            summary.0 += a.miss_tokens;
+            summary.1 += 1;
+            continue;
+        }
+        let extends = prev
+            .map(|p| r.messages().starts_with(&p.messages()))
+            .unwrap_or(true);
+        let bucket = if extends { &mut growth } else { &mut rewrite };
+        bucket.0 += a.miss_tokens;
+        bucket.1 += 1;
+        prev = Some(r);
+    }
+    println!(
+        "long session misses: extensions {} tokens in {} requests, after a rewrite {} in {}, summary requests {} in {}",
+        growth.0, growth.1, rewrite.0, rewrite.1, summary.0, summary.1
     );
     for (name, prices) in [
         (

@@ -197,12 +197,18 @@ impl SftpFs {
             flags |= OpenFlags::EXCLUDE;
         }
         let handle = self.open("create", path, flags, mode_attrs(mode)).await?;
-        let res = self.pump(path, &handle, data, progress).await;
-        let closed = self.close(path, handle).await;
-        let n = res?;
+        let n = match self.pump(path, &handle, data, progress).await {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = self.close(path, handle).await;
+                return Err(e);
+            }
+        };
+        // The server's umask may have narrowed the mode at creation. The chmod is sent right
+        // behind the close (the server answers requests in order): one round trip for both.
+        let (closed, chmod) = tokio::join!(self.close(path, handle), self.chmod(path, mode));
         closed?;
-        // The server's umask may have narrowed the mode at creation.
-        self.chmod(path, mode).await?;
+        chmod?;
         Ok(n)
     }
 }
