@@ -381,6 +381,38 @@ async fn a_300_step_session_stays_in_a_32k_window_and_only_declared_rewrites_mis
     }
     assert!(breaks > 0);
 
+    // A summary request is the history the provider has cached plus the instruction: up to
+    // where they both go, it agrees with the main request before it message for message (a
+    // snip before the summary would have rewritten old results in between).
+    for (j, r) in reqs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| is_summary_request(r))
+    {
+        let prev = reqs[..j]
+            .iter()
+            .rev()
+            .find(|p| !is_summary_request(p))
+            .expect("a main request before every summary request");
+        let (p, c) = (prev.messages(), r.messages());
+        let asked = &c[..c.len() - 1];
+        let shared = p.len().min(asked.len());
+        assert!(
+            shared > 1 && p[..shared] == asked[..shared],
+            "summary request {j} rewrites the cached history"
+        );
+        let a = acc
+            .iter()
+            .find(|a| a.index == j)
+            .expect("the mock accounted every request");
+        assert!(
+            a.hit_tokens * 2 > a.prompt_tokens,
+            "summary request {j}: most of it from cache ({} of {})",
+            a.hit_tokens,
+            a.prompt_tokens
+        );
+    }
+
     // On the link, a request that extends the one before it on the same link (the same
     // `reasonix run`) is sent as its new messages only; the laptop rebuilt every one of
     // them exactly (the mock's bytes above).

@@ -64,10 +64,19 @@ impl Session {
                 Ok(())
             }
             Level::Summary => {
-                self.snip(&thresholds, trigger).await;
+                // When a snip alone would do, snip. Otherwise summarise first: the summary
+                // request is then the history the provider has cached (a snip before it
+                // would make the whole request after the first placeholder a miss), and
+                // the summary replaces the old results the snip would have replaced.
+                if self.tokens_after_snip(&thresholds) < thresholds.snip {
+                    self.snip(&thresholds, trigger).await;
+                    return Ok(());
+                }
+                self.summarise(&thresholds, trigger, None, cancel).await?;
+                // A summary that did not run (or left old results) falls back to the snip.
                 let now = self.next_request_tokens(&self.lock()).1;
                 if now >= thresholds.snip {
-                    self.summarise(&thresholds, trigger, None, cancel).await?;
+                    self.snip(&thresholds, trigger).await;
                 }
                 Ok(())
             }
@@ -205,6 +214,27 @@ impl Session {
             compactions: (snips, summaries),
             tokens_per_byte: est.tokens_per_byte(),
         }
+    }
+
+    /// Estimated tokens of the next request if the old results outside the tail were
+    /// snipped now (nothing is changed).
+    fn tokens_after_snip(&self, t: &Thresholds) -> u64 {
+        let inner = self.lock();
+        let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
+        let (bytes, _) = self.next_request_tokens(&inner);
+        let freed: usize = compaction::plan_snip(&inner.messages, tail)
+            .iter()
+            .enumerate()
+            .map(|(n, (_, id, bytes))| {
+                let kept = compaction::placeholder(&SnippedResult {
+                    call_id: id.clone(),
+                    archive_id: format!("{}-{n}", archive_tag()),
+                    bytes: *bytes as u64,
+                });
+                bytes.saturating_sub(kept.len())
+            })
+            .sum();
+        inner.context.estimator.tokens(bytes.saturating_sub(freed))
     }
 
     /// Snip old tool results outside the tail. Archive first (durably), then journal.
