@@ -4,8 +4,9 @@
 //! - below the snip ratio the history is never rewritten;
 //! - at a turn start at or over the snip ratio, old tool results outside the recent tail are
 //!   replaced by a placeholder naming the archived original ([`plan_snip`]);
-//! - at a turn start at or over the compact ratio (after the snip), the old middle is replaced
-//!   by a model-written summary ([`plan_summary`]; the session asks the model);
+//! - at a turn start at or over the compact ratio, the old middle is replaced by a
+//!   model-written summary ([`plan_summary`]; the session asks the model with the cached,
+//!   unsnipped history), unless a snip alone would bring the request under the snip ratio;
 //! - before any request (also mid-turn) at or over the force ratio, both run as needed.
 //!
 //! The rewrite itself ([`apply`]) is a pure function of the conversation and the journaled
@@ -41,7 +42,7 @@ pub enum Level {
     None,
     /// Snip old tool results.
     Snip,
-    /// Snip, then summarise if still over the snip ratio.
+    /// Summarise (or only snip, when that is enough).
     Summary,
 }
 
