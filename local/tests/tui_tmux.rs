@@ -381,8 +381,7 @@ async fn tui_repeated_tool_call_ids_every_approval_shows() {
         for i in 0..4 {
             if i == 2 {
                 // A second session: the TUI's memory of answered approvals is per session.
-                t.send_keys(&["/new", "Enter"]);
-                t.wait_for("new session");
+                t.new_session();
             }
             t.send_keys(&[&format!("write file {i}"), "Enter"]);
             let approval = t.wait_for("Approval needed");
@@ -510,8 +509,7 @@ async fn tui_permissions_list_and_remove() {
     assert!(cfg.contains("Bash(ls:*)"), "the other rule stays:\n{cfg}");
     tokio::task::block_in_place(|| {
         // A new session no longer has the rule: the same write is asked for.
-        t.send_keys(&["/new", "Enter"]);
-        t.wait_for("new session");
+        t.new_session();
         t.send_keys(&["write p1", "Enter"]);
         let screen = t.wait_for("Approval needed");
         assert!(screen.contains("p1.txt"), "{screen}");

@@ -255,8 +255,7 @@ async fn tui_streams_bang_finds_a_late_command_file_and_restores_and_purges_from
 
     tokio::task::block_in_place(|| {
         // A new session, then the first one goes to the trash from /sessions.
-        t.send_keys(&["/new", "Enter"]);
-        t.wait_for("new session");
+        t.new_session();
         t.send_keys(&["/sessions", "Enter"]);
         choose_session(&t, "Say late-one");
         t.send_keys(&["d"]);

@@ -154,6 +154,25 @@ impl Tmux {
         }
     }
 
+    /// `/new` in the TUI, then wait until the screen names a session other than any it
+    /// named before: the old transcript's "new session …" line can still be on screen for
+    /// a moment after the keys are sent, so waiting for the words alone races the open.
+    pub fn new_session(&self) -> String {
+        fn ids(screen: &str) -> Vec<String> {
+            screen
+                .lines()
+                .filter_map(|l| l.split("new session ").nth(1))
+                .filter_map(|rest| rest.split_whitespace().next())
+                .map(str::to_string)
+                .collect()
+        }
+        let before = ids(&self.everything());
+        self.send_keys(&["/new", "Enter"]);
+        self.wait_screen(Duration::from_secs(60), "a new session", |s| {
+            ids(s).iter().any(|id| !before.contains(id))
+        })
+    }
+
     /// Wait (hang guard: 60 s) until the visible screen contains `needle`; returns it.
     pub fn wait_for(&self, needle: &str) -> String {
         self.wait_screen(Duration::from_secs(60), needle, |s| s.contains(needle))
