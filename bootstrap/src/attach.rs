@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use crate::error::BootstrapError;
 use crate::exec::{ExecWriter, ExitInfo, ScriptOutput, StderrTail};
 use crate::install::{
-    parse_probe, sh_quote, Probe, PROBE_SCRIPT, REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
+    lock_script, parse_probe, sh_quote, Probe, PROBE_SCRIPT, REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
 use crate::session::SshConnection;
@@ -84,6 +84,12 @@ pub fn workspace_flag(path: &str) -> String {
 
 /// The script for `spec` with report tag `tag`.
 pub fn attach_script(spec: &AttachSpec, tag: &str) -> String {
+    attach_script_after(spec, tag, None)
+}
+
+/// [`attach_script`], with `prelude` run first in a subshell (an install's finishing
+/// script: its `${report}` lines carry the tag).
+fn attach_script_after(spec: &AttachSpec, tag: &str, prelude: Option<&str>) -> String {
     let q = sh_quote;
     let mut args = vec!["attach".to_string(), workspace_flag(&spec.workspace)];
     args.extend(spec.daemon_args.iter().cloned());
@@ -106,9 +112,15 @@ pub fn attach_script(spec: &AttachSpec, tag: &str) -> String {
         .chunks(76)
         .map(|c| std::str::from_utf8(c).unwrap_or_default())
         .collect();
+    let prelude = match prelude {
+        Some(p) => format!("report='{ATTACH_REPORT_MAGIC} {tag} '\n(\n{p}\n) </dev/null\n"),
+        None => String::new(),
+    };
+    // Missing: the probe, then the install lock (the install that follows holds it; one
+    // that waited for another install finds the build there then, see `lock_script`).
     format!(
-        "{{\nb=\"$HOME\"/{dir}/{prefix}{build}\nif [ -x \"$b\" ]; then\n  exec \"$b\" {args} 3<<'__REASONIX_HELLO__'\n{hello}\n__REASONIX_HELLO__\nfi\n\
-         echo '{magic} {tag} missing'\n(\n{probe}\n) </dev/null\necho '{magic} {tag} end'\nexit 0\n}}\n",
+        "{{\n{prelude}b=\"$HOME\"/{dir}/{prefix}{build}\nif [ -x \"$b\" ]; then\n  exec \"$b\" {args} 3<<'__REASONIX_HELLO__'\n{hello}\n__REASONIX_HELLO__\nfi\n\
+         echo '{magic} {tag} missing'\n(\n{probe}\n) </dev/null\n(\n{lock}\n) </dev/null\necho '{magic} {tag} end'\nexit 0\n}}\n",
         dir = REMOTE_BIN_DIR,
         prefix = REMOTE_BIN_PREFIX,
         build = spec.build_id,
@@ -116,6 +128,7 @@ pub fn attach_script(spec: &AttachSpec, tag: &str) -> String {
         hello = hello.join("\n"),
         magic = ATTACH_REPORT_MAGIC,
         probe = PROBE_SCRIPT.trim(),
+        lock = lock_script("\"$HOME\"/.reasonix", &spec.build_id),
     )
 }
 
@@ -152,6 +165,30 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Read `reader` until the preamble, a report, the `missing` block or the end.
 pub async fn scan<R: AsyncRead + Unpin>(reader: &mut R, tag: &str) -> std::io::Result<Scanned> {
+    Ok(scan_after(reader, tag).await?.0)
+}
+
+/// [`scan`], with what a prelude's `verify=` line said (the last one, if any).
+async fn scan_after<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    tag: &str,
+) -> std::io::Result<(Scanned, Option<String>)> {
+    let verify_key = format!("{ATTACH_REPORT_MAGIC} {tag} verify=");
+    let mut verify = None;
+    let scanned = scan_lines(reader, tag, |line| {
+        let at = line.find(&verify_key)?;
+        verify = Some(line[at + verify_key.len()..].trim_end().to_string());
+        Some(())
+    })
+    .await?;
+    Ok((scanned, verify))
+}
+
+async fn scan_lines<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    tag: &str,
+    mut extra: impl FnMut(&str) -> Option<()>,
+) -> std::io::Result<Scanned> {
     let missing = format!("{ATTACH_REPORT_MAGIC} {tag} missing");
     let end = format!("{ATTACH_REPORT_MAGIC} {tag} end");
     let mut buf: Vec<u8> = Vec::new();
@@ -189,6 +226,9 @@ pub async fn scan<R: AsyncRead + Unpin>(reader: &mut R, tag: &str) -> std::io::R
             }
             if text.trim_end().ends_with(&missing) {
                 probe = Some(String::new());
+                continue;
+            }
+            if extra(&text).is_some() {
                 continue;
             }
             match parse_report_line(&text, tag) {
@@ -263,9 +303,27 @@ pub async fn attach(
     conn: &SshConnection,
     spec: &AttachSpec,
 ) -> Result<AttachOutcome, BootstrapError> {
+    Ok(attach_with(conn, spec, None).await?.0)
+}
+
+/// [`attach`] with `prelude` (an install's finishing script) run first in the same exec;
+/// also returns what its `verify=` line said.
+pub(crate) async fn attach_after(
+    conn: &SshConnection,
+    spec: &AttachSpec,
+    prelude: &str,
+) -> Result<(AttachOutcome, Option<String>), BootstrapError> {
+    attach_with(conn, spec, Some(prelude)).await
+}
+
+async fn attach_with(
+    conn: &SshConnection,
+    spec: &AttachSpec,
+    prelude: Option<&str>,
+) -> Result<(AttachOutcome, Option<String>), BootstrapError> {
     let host = conn.host().to_string();
     let tag = hex::encode(rand::random::<[u8; 8]>());
-    let script = attach_script(spec, &tag);
+    let script = attach_script_after(spec, &tag, prelude);
     let stream = conn.exec_stream("sh -s").await?;
     let crate::exec::ExecStream {
         mut reader,
@@ -276,10 +334,10 @@ pub async fn attach(
     tokio::io::AsyncWriteExt::write_all(&mut writer, script.as_bytes())
         .await
         .map_err(|e| BootstrapError::ssh(Stage::Attach, &host, "send the attach script", e))?;
-    let scanned = scan(&mut reader, &tag)
+    let (scanned, verify) = scan_after(&mut reader, &tag)
         .await
         .map_err(|e| BootstrapError::ssh(Stage::Attach, &host, "read the attach output", e))?;
-    match scanned {
+    let outcome = match scanned {
         Scanned::Preamble { prefix, report } => {
             let reader: Pin<Box<dyn AsyncRead + Send>> =
                 Box::pin(AsyncReadExt::chain(Cursor::new(prefix), reader));
@@ -357,7 +415,8 @@ pub async fn attach(
                 tail(&output, 300)
             ),
         )),
-    }
+    };
+    Ok((outcome?, verify))
 }
 
 fn tail(s: &str, n: usize) -> &str {

@@ -7,7 +7,9 @@
 //! `~/.reasonix/cache/host-binaries`, set by the `reasonix` binary):
 //! - `bin-<sha256>`: a host binary that was installed on some host;
 //! - `<sha256>.<xz|zst|gz>`: its compressed payload;
-//! - `delta-<base sha256>-<target sha256>.<ext>`: a compressed delta between two of them.
+//! - `delta-<base sha256>-<target sha256>.<ext>`: a compressed delta between two of them;
+//! - `attached-<hash of the host>`: the build this laptop last linked with on that host (a
+//!   hint: without it, the SFTP session for an install opens beside the first attach).
 //!
 //! Every file is checked before use (binaries by SHA-256, payloads by decompressing and
 //! hashing), so a damaged cache costs time, never a wrong install. At most [`KEEP_BINARIES`]
@@ -48,6 +50,30 @@ impl HostBinaryCache {
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The build this laptop last linked with on `host` (any string naming the host), as
+    /// recorded by [`record_attached`](Self::record_attached). A hint only: a client that
+    /// finds none opens the SFTP session for an install beside its first attach.
+    pub fn attached_build(&self, host: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.attached_path(host)).ok()?;
+        let build = text.trim();
+        (!build.is_empty() && build.len() <= 128).then(|| build.to_string())
+    }
+
+    /// Remember that this laptop linked with `build` on `host`.
+    pub fn record_attached(&self, host: &str, build: &str) {
+        if self.attached_build(host).as_deref() == Some(build) {
+            return;
+        }
+        if let Err(e) = self.write_atomic(&self.attached_path(host), build.as_bytes()) {
+            tracing::debug!(error = %e, "cannot record the attached build");
+        }
+    }
+
+    fn attached_path(&self, host: &str) -> PathBuf {
+        self.dir
+            .join(format!("attached-{}", &sha256_hex(host.as_bytes())[..32]))
     }
 
     fn bin_path(&self, sha: &str) -> PathBuf {

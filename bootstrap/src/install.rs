@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use crate::attach::{AttachOutcome, AttachSpec};
 use crate::cache::HostBinaryCache;
 use crate::codec::{Codec, HostCodecs};
 use crate::error::BootstrapError;
@@ -197,6 +198,32 @@ pub struct Probe {
     pub xz: bool,
     /// `zstd` is available.
     pub zstd: bool,
+    /// What the install lock script printed, when the probe came with it (the attach
+    /// script takes the lock in the same exec when the build is missing): the lock state,
+    /// the SHA-256 of a file already at the final path, and the other builds.
+    pub(crate) locked: Option<Locked>,
+}
+
+/// The output of [`lock_script`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Locked {
+    /// `held`, `busy` (another install kept it for 2 minutes) or `nodir` (the install
+    /// folder cannot be made); anything else is a script failure.
+    state: String,
+    /// SHA-256 of a file at the final path.
+    final_sha: Option<String>,
+    /// Other builds (possible delta bases).
+    bases: Vec<DeltaBase>,
+}
+
+impl Locked {
+    fn parse(out: &str) -> Option<Locked> {
+        Some(Locked {
+            state: parse_kv(out, "lock")?.trim().to_string(),
+            final_sha: parse_kv(out, "sha").map(str::to_string),
+            bases: parse_bases(out),
+        })
+    }
 }
 
 impl Probe {
@@ -330,7 +357,48 @@ pub(crate) fn parse_probe(host: &str, out: &ScriptOutput) -> Result<Probe, Boots
         bwrap,
         xz,
         zstd,
+        locked: Locked::parse(&out.stdout),
     })
+}
+
+/// Takes the install lock (a directory, stale after a minute without refresh; waits up to
+/// 2 minutes for another install), clears what an interrupted install left, prints the
+/// SHA-256 of a file already at the final path and lists the other builds (possible delta
+/// bases, with their SHA-256 and whether they can apply deltas). Only ELF files are run: a
+/// shell would run anything else as a script. `rx` is a shell word naming `~/.reasonix`.
+pub(crate) fn lock_script(rx: &str, build_id: &str) -> String {
+    format!(
+        r#"umask 077
+rx={rx}
+root="$rx/remote"; bin="$root/bin"; lock="$root/install.lock"; final="$bin/{prefix}{build_id}"
+if command -v sha256sum >/dev/null 2>&1; then tool=sha256sum
+elif command -v shasum >/dev/null 2>&1; then tool="shasum -a 256"
+else tool=; fi
+mkdir -p "$bin" && chmod 700 "$rx" "$root" "$bin" || {{ echo lock=nodir; exit 20; }}
+n=0
+while ! mkdir "$lock" 2>/dev/null; do
+  if [ -n "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then
+    rmdir "$lock" 2>/dev/null || rm -rf "$lock"
+    continue
+  fi
+  n=$((n+1))
+  [ $n -ge 120 ] && {{ echo lock=busy; exit 0; }}
+  sleep 1
+done
+echo lock=held
+# Anything temporary left here is from an interrupted install: we hold the lock.
+rm -f "$bin"/.{prefix}*.tmp-* 2>/dev/null
+[ -n "$tool" ] && [ -f "$final" ] && $tool "$final" 2>/dev/null | awk '{{print "sha=" $1}}'
+for f in "$bin"/{prefix}*; do
+  [ -f "$f" ] && [ -x "$f" ] && [ "$f" != "$final" ] && [ -n "$tool" ] || continue
+  [ "$(head -c 4 "$f" | od -An -c | tr -d ' \n')" = '177ELF' ] || continue
+  s=$($tool "$f" 2>/dev/null | awk '{{print $1}}')
+  c=$("$f" capabilities </dev/null 2>/dev/null | tr '\n' ' ')
+  echo "base=${{f##*/{prefix}}} $s $c"
+done
+exit 0"#,
+        prefix = REMOTE_BIN_PREFIX,
+    )
 }
 
 /// How [`install`] got the binary onto the host.
@@ -395,11 +463,6 @@ fn sha256_file(path: &Path) -> Result<(String, u64), BootstrapError> {
     Ok((hex::encode(h.finalize()), n_total))
 }
 
-/// Shell snippet printing the SHA-256 of `$1`-like path `p` as `sha=<hex>` (or nothing).
-fn sha_line(tool: &str, p: &str) -> String {
-    format!("{tool} {p} 2>/dev/null | awk '{{print \"sha=\" $1}}'")
-}
-
 fn parse_kv<'a>(out: &'a str, key: &str) -> Option<&'a str> {
     out.lines()
         .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
@@ -449,17 +512,91 @@ pub async fn install(
     build_id: &str,
     binaries: &ShippedBinaries,
 ) -> Result<RemoteInstall, BootstrapError> {
-    install_probed(conn, build_id, binaries, None).await
+    let mut held = false;
+    let r = install_locked(conn, build_id, binaries, None, None, None, &mut held).await;
+    finish_or_release(conn, binaries.cache(), r, held)
+        .await
+        .map(|(r, _)| r)
 }
 
-/// [`install`], reusing a probe already made (the attach script reports one when the build
-/// is missing, see [`crate::attach`]); `None` probes first.
-pub async fn install_probed(
+/// [`install`] for a host whose attach script found the build missing (it printed `probe`
+/// and took the install lock, see [`crate::attach`]), then the attach itself: the script
+/// that verifies and moves the upload into place runs at the head of the next attach
+/// script, so one exec both finishes the install and links. `sftp` is a session opened
+/// beside that attach script, if the caller opened one.
+pub async fn install_and_attach(
+    conn: &SshConnection,
+    build_id: &str,
+    binaries: &ShippedBinaries,
+    probe: Probe,
+    spec: &AttachSpec,
+    sftp: Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>,
+) -> Result<(RemoteInstall, AttachOutcome), BootstrapError> {
+    let mut held = probe.locked.as_ref().is_some_and(|l| l.state == "held");
+    let r = install_locked(
+        conn,
+        build_id,
+        binaries,
+        Some(probe),
+        sftp,
+        Some(spec),
+        &mut held,
+    )
+    .await;
+    let (install, outcome) = finish_or_release(conn, binaries.cache(), r, held).await?;
+    let outcome = outcome.ok_or_else(|| {
+        BootstrapError::remote(
+            Stage::Attach,
+            conn.host(),
+            "the install finished without the attach that should follow it",
+        )
+    })?;
+    Ok((install, outcome))
+}
+
+/// The last script of a successful install releases the lock; release it on every other
+/// path too, when this install holds it (a lost release goes stale after 60 s). A
+/// successful install keeps this build in the laptop's cache: the next upgrade of this
+/// host can be a delta.
+async fn finish_or_release(
+    conn: &SshConnection,
+    cache: Option<&HostBinaryCache>,
+    r: Result<(RemoteInstall, Option<AttachOutcome>, PathBuf), BootstrapError>,
+    held: bool,
+) -> Result<(RemoteInstall, Option<AttachOutcome>), BootstrapError> {
+    let (install, outcome, local) = match r {
+        Ok(r) => r,
+        Err(e) => {
+            if held {
+                let release = "rmdir \"$HOME\"/.reasonix/remote/install.lock 2>/dev/null; exit 0";
+                let _ = conn.run_script_at(Stage::Upload, release).await;
+            }
+            return Err(e);
+        }
+    };
+    if let Some(cache) = cache.cloned() {
+        let sha = install.sha256.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(data) = std::fs::read(&local) {
+                cache.store_binary(&sha, &data);
+            }
+        })
+        .await;
+    }
+    Ok((install, outcome))
+}
+
+/// Everything of an install after the probe; sets `held` while this install holds the lock.
+#[allow(clippy::too_many_arguments)]
+async fn install_locked(
     conn: &SshConnection,
     build_id: &str,
     binaries: &ShippedBinaries,
     probed: Option<Probe>,
-) -> Result<RemoteInstall, BootstrapError> {
+    sftp: Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>,
+    attach: Option<&AttachSpec>,
+    held: &mut bool,
+) -> Result<(RemoteInstall, Option<AttachOutcome>, PathBuf), BootstrapError> {
     let host = conn.host().to_string();
     if !valid_build_id(build_id) {
         return Err(BootstrapError::remote(
@@ -503,66 +640,47 @@ pub async fn install_probed(
     let final_path = format!("{bin_dir}/{REMOTE_BIN_PREFIX}{build_id}");
     let q = sh_quote;
 
-    // 1. Take the lock, check the final path and list the other builds (possible delta
-    //    bases, with their SHA-256 and whether they can apply deltas), in one round trip.
-    //    Only ELF files are run: a shell would run anything else as a script.
-    let take_lock = format!(
-        r#"umask 077
-mkdir -p {bin} && chmod 700 {home_rx} {root} {bin} || exit 20
-n=0
-while ! mkdir {lock} 2>/dev/null; do
-  if [ -n "$(find {lock} -maxdepth 0 -mmin +1 2>/dev/null)" ]; then
-    rmdir {lock} 2>/dev/null || rm -rf {lock}
-    continue
-  fi
-  n=$((n+1))
-  [ $n -ge 120 ] && {{ echo lock=busy; exit 0; }}
-  sleep 1
-done
-echo lock=held
-# Anything temporary left here is from an interrupted install: we hold the lock.
-rm -f {bin}/.{prefix}*.tmp-* 2>/dev/null
-[ -f {final} ] && {sha_final}
-for f in {bin}/{prefix}*; do
-  [ -f "$f" ] && [ -x "$f" ] && [ "$f" != {final} ] || continue
-  [ "$(head -c 4 "$f" | od -An -c | tr -d ' \n')" = '177ELF' ] || continue
-  s=$({tool} "$f" 2>/dev/null | awk '{{print $1}}')
-  c=$("$f" capabilities </dev/null 2>/dev/null | tr '\n' ' ')
-  echo "base=${{f##*/{prefix}}} $s $c"
-done
-exit 0"#,
-        bin = q(&bin_dir),
-        home_rx = q(&format!("{home}/.reasonix")),
-        root = q(&root),
-        lock = q(&lock),
-        prefix = REMOTE_BIN_PREFIX,
-        final = q(&final_path),
-        sha_final = sha_line(&tool, &q(&final_path)),
-    );
-    conn.prompter()
-        .progress(Stage::Upload, "waiting for the install lock", None);
-    // The SFTP session opens meanwhile (its channel and subsystem cost round trips of their
-    // own); the upload needs it unless the right build turns out to be there already.
-    let (out, sftp) = tokio::join!(conn.run_script_at(Stage::Upload, &take_lock), conn.sftp());
-    let out = out?;
-    if out.exit_code != 0 {
-        return Err(BootstrapError::remote(
-            Stage::Upload,
-            &host,
-            format!(
-                "cannot create {bin_dir} (exit {}): {}",
-                out.exit_code,
-                out.stderr.trim()
-            ),
-        ));
-    }
-    match parse_kv(&out.stdout, "lock") {
-        Some("held") => {}
-        _ => {
+    // 1. The install lock, the final path's SHA-256 and the other builds: the attach
+    //    script took the lock already when it found the build missing; otherwise one exec.
+    //    The SFTP session opens meanwhile (its channel and subsystem cost round trips of
+    //    their own); the upload needs it unless the right build turns out to be there.
+    let (locked, sftp) = match (probe.locked.clone(), sftp) {
+        (Some(l), Some(sftp)) => (l, sftp),
+        (Some(l), None) => (l, conn.sftp().await),
+        (None, sftp) => {
+            conn.prompter()
+                .progress(Stage::Upload, "waiting for the install lock", None);
+            let script = lock_script(&q(&format!("{home}/.reasonix")), build_id);
+            let sftp = async {
+                match sftp {
+                    Some(s) => s,
+                    None => conn.sftp().await,
+                }
+            };
+            let (out, sftp) = tokio::join!(conn.run_script_at(Stage::Upload, &script), sftp);
+            let out = out?;
+            let locked = Locked::parse(&out.stdout).unwrap_or(Locked {
+                state: format!("exit {}: {}", out.exit_code, out.stderr.trim()),
+                final_sha: None,
+                bases: Vec::new(),
+            });
+            (locked, sftp)
+        }
+    };
+    match locked.state.as_str() {
+        "held" => *held = true,
+        "busy" => {
             return Err(BootstrapError::remote(
                 Stage::Upload,
                 &host,
                 format!("another install on this host holds {lock} and did not finish within 2 minutes; retry, or remove the directory if no install is running"),
+            ))
+        }
+        other => {
+            return Err(BootstrapError::remote(
+                Stage::Upload,
+                &host,
+                format!("cannot create {bin_dir} or take the install lock ({other})"),
             ))
         }
     }
@@ -579,33 +697,19 @@ exit 0"#,
         lock: &lock,
         cache: binaries.cache(),
         sftp: std::sync::Mutex::new(Some(sftp)),
+        attach,
+        outcome: std::sync::Mutex::new(None),
+        lost_lock: std::sync::atomic::AtomicBool::new(false),
     };
-    let result = job
-        .run(
-            parse_kv(&out.stdout, "sha").map(str::to_string),
-            parse_bases(&out.stdout),
-        )
-        .await;
-    // The last script of a successful install releases the lock; release it on every other
-    // path too (a lost release goes stale after 60 s).
-    if result.is_err() {
-        let release = format!("rmdir {} 2>/dev/null; exit 0", q(&lock));
-        let _ = conn.run_script_at(Stage::Upload, &release).await;
+    let result = job.run(locked.final_sha, locked.bases).await;
+    if job.lost_lock.load(std::sync::atomic::Ordering::SeqCst) {
+        *held = false;
     }
     let result = result?;
-    if let Some(cache) = binaries.cache() {
-        // Keep this build on the laptop: the next upgrade of this host can be a delta.
-        let local = local.clone();
-        let sha = sha.clone();
-        let cache = cache.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            if let Ok(data) = std::fs::read(&local) {
-                cache.store_binary(&sha, &data);
-            }
-        })
-        .await;
-    }
-    Ok(result)
+    // The finishing script released the lock.
+    *held = false;
+    let outcome = job.outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
+    Ok((result, outcome, local))
 }
 
 /// Everything one locked install needs.
@@ -624,6 +728,12 @@ struct Job<'a> {
     /// The SFTP session opened beside the lock script, for the first upload (a retry opens
     /// another one: each upload closes its session before the finishing script runs).
     sftp: std::sync::Mutex<Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>>,
+    /// When set, the finishing script runs at the head of this attach (one exec for both).
+    attach: Option<&'a AttachSpec>,
+    /// What that attach gave, once the install finished.
+    outcome: std::sync::Mutex<Option<AttachOutcome>>,
+    /// A failed finish in that attach released the lock and could not take it again.
+    lost_lock: std::sync::atomic::AtomicBool,
 }
 
 /// One upload: the whole binary or a delta against a base on the host.
@@ -689,11 +799,17 @@ impl Job<'_> {
                 None,
             );
             let script = format!(
-                "{}\nrmdir {} 2>/dev/null\nexit 0",
+                "{}\nrmdir {} 2>/dev/null\necho \"${{report}}verify=ok\"\nexit 0",
                 self.prune_script(),
                 sh_quote(self.lock)
             );
-            self.conn.run_script_at(Stage::Upload, &script).await?;
+            if let Finish::Failed(why) = self.finish(&script, 0).await? {
+                return Err(BootstrapError::remote(
+                    Stage::Verify,
+                    &host,
+                    format!("releasing the install lock failed: {why}"),
+                ));
+            }
             return Ok(self.done(0, Transfer::Reused));
         }
         if let Some(bad) = &existing_sha {
@@ -934,17 +1050,24 @@ impl Job<'_> {
                 )
             }
         };
+        // When the finishing script runs at the head of the next attach, a failure releases
+        // the lock (that attach's missing block takes it again for the next try).
+        let release_on_fail = if self.attach.is_some() {
+            format!("rmdir {} 2>/dev/null; ", q(self.lock))
+        } else {
+            String::new()
+        };
         let finish = format!(
             r#"set -u
 tmp={tmp}
 up={up}
-fail() {{ rm -f "$tmp" "$up"; echo "verify=$1"; exit 0; }}
+fail() {{ rm -f "$tmp" "$up"; {release_on_fail}echo "${{report}}verify=$1"; exit 0; }}
 {produce}
 rm -f "$up"
 sha=$({tool} "$tmp" 2>/dev/null | awk '{{print $1}}')
 [ "$sha" = {sha} ] || fail "mismatch $sha"
 chmod 755 "$tmp" && mv -f "$tmp" {final} || fail mvfailed
-echo verify=ok
+echo "${{report}}verify=ok"
 {prune}
 rmdir {lock} 2>/dev/null
 exit 0"#,
@@ -956,18 +1079,58 @@ exit 0"#,
             prune = self.prune_script(),
             lock = q(self.lock),
         );
-        let out = self.conn.run_script_at(Stage::Verify, &finish).await?;
-        match parse_kv(&out.stdout, "verify") {
-            Some("ok") => Ok(Finish::Ok(sent)),
-            Some(other) => Ok(Finish::Failed(format!(
-                "{other}; stderr: {}",
-                out.stderr.trim()
-            ))),
-            None => Err(BootstrapError::remote(
-                Stage::Verify,
-                &host,
-                format!("verification script failed: {}", out.stderr.trim()),
-            )),
+        self.finish(&finish, sent).await
+    }
+
+    /// Run a finishing script (it prints `${report}verify=<ok|reason>`): on its own, or at
+    /// the head of the attach (whose outcome is kept for the caller).
+    async fn finish(&self, script: &str, sent: u64) -> Result<Finish, BootstrapError> {
+        let host = self.host();
+        let Some(spec) = self.attach else {
+            let out = self
+                .conn
+                .run_script_at(Stage::Verify, &format!("report=\n{script}"))
+                .await?;
+            return match parse_kv(&out.stdout, "verify") {
+                Some("ok") => Ok(Finish::Ok(sent)),
+                Some(other) => Ok(Finish::Failed(format!(
+                    "{other}; stderr: {}",
+                    out.stderr.trim()
+                ))),
+                None => Err(BootstrapError::remote(
+                    Stage::Verify,
+                    &host,
+                    format!("verification script failed: {}", out.stderr.trim()),
+                )),
+            };
+        };
+        let (outcome, verify) = crate::attach::attach_after(self.conn, spec, script).await?;
+        match (outcome, verify.as_deref()) {
+            // Not there after all: the missing block took the lock again (or could not).
+            (AttachOutcome::Missing(probe), v) => {
+                let held = probe.locked.as_ref().is_some_and(|l| l.state == "held");
+                if !held {
+                    self.lost_lock
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    return Err(BootstrapError::remote(
+                        Stage::Verify,
+                        &host,
+                        format!(
+                            "the upload did not install ({}) and the install lock could not be taken again; retry",
+                            v.unwrap_or("no verification report")
+                        ),
+                    ));
+                }
+                Ok(Finish::Failed(
+                    v.unwrap_or("the finishing script printed no verification report")
+                        .to_string(),
+                ))
+            }
+            // The build is there (ours, verified): the attach went on.
+            (outcome, _) => {
+                *self.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+                Ok(Finish::Ok(sent))
+            }
         }
     }
 }

@@ -36,7 +36,7 @@ pub use dest::{Destination, DestinationError};
 pub use error::{BootstrapError, HostKeyRefusal};
 pub use exec::{ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail};
 pub use install::{
-    install, install_probed, launch_command, probe, status, stop, uninstall, InstalledVersion,
+    install, install_and_attach, launch_command, probe, status, stop, uninstall, InstalledVersion,
     Probe, RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, Transfer,
     UninstallScope,
 };

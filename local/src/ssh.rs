@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use reasonix_bootstrap::attach::{attach, AttachOutcome, AttachSpec, OtherBuild};
 use reasonix_bootstrap::{
-    connect, install_probed, BootstrapError, Destination, Prompter, ShippedBinaries, SshOptions,
-    Stage,
+    connect, install_and_attach, BootstrapError, Destination, Prompter, ShippedBinaries,
+    SshOptions, Stage,
 };
 use reasonix_forward::proto::Hello;
 
@@ -39,6 +39,18 @@ pub struct SshConnector {
 }
 
 impl SshConnector {
+    /// This destination's host as the laptop's install hints know it (see
+    /// [`reasonix_bootstrap::HostBinaryCache::attached_build`]).
+    fn host_key(&self) -> String {
+        let d = &self.dest;
+        format!(
+            "{}@{}:{}",
+            d.user.as_deref().unwrap_or(""),
+            d.host,
+            d.port.map(|p| p.to_string()).unwrap_or_default()
+        )
+    }
+
     /// A connector for `dest` with OpenSSH-style options.
     pub fn new(dest: Destination, opts: SshOptions, prompter: Arc<dyn Prompter>) -> Self {
         let mut daemon_args = Vec::new();
@@ -177,10 +189,27 @@ impl Connector for SshConnector {
         };
         let mut read_only_build = sticky;
         let mut installed = false;
+        // A host this laptop has not linked with this build before probably needs an
+        // install: the SFTP session for its upload opens beside the first attach.
+        let first = !self.connected_once.load(Ordering::SeqCst);
+        let likely_missing = first
+            && self.binaries.cache().is_none_or(|c| {
+                c.attached_build(&self.host_key()).as_deref() != Some(spec.build_id.as_str())
+            });
+        let (mut next, mut sftp) = if likely_missing {
+            let (outcome, sftp) = tokio::join!(attach(&conn, &spec), conn.sftp());
+            (Some(outcome), Some(sftp))
+        } else {
+            (None, None)
+        };
         // Probe, version check and attach are one exec (see `reasonix_bootstrap::attach`);
         // only a missing build or a busy daemon of another build costs more.
         let linked = loop {
-            match attach(&conn, &spec).await.map_err(|e| self.classify(e))? {
+            let outcome = match next.take() {
+                Some(o) => o,
+                None => attach(&conn, &spec).await,
+            };
+            match outcome.map_err(|e| self.classify(e))? {
                 AttachOutcome::Linked(s) => break s,
                 AttachOutcome::Missing(probe) => {
                     if installed {
@@ -189,10 +218,19 @@ impl Connector for SshConnector {
                             spec.build_id, self.dest.host
                         )));
                     }
-                    install_probed(&conn, &spec.build_id, &self.binaries, Some(probe))
-                        .await
-                        .map_err(|e| ConnectError::Fatal(e.to_string()))?;
+                    // The upload's finishing script runs at the head of the next attach.
+                    let (_, outcome) = install_and_attach(
+                        &conn,
+                        &spec.build_id,
+                        &self.binaries,
+                        probe,
+                        &spec,
+                        sftp.take(),
+                    )
+                    .await
+                    .map_err(|e| ConnectError::Fatal(e.to_string()))?;
                     installed = true;
+                    next = Some(Ok(outcome));
                 }
                 AttachOutcome::Busy { build_id, sessions } => {
                     match decide_busy(
@@ -214,6 +252,12 @@ impl Connector for SshConnector {
                 }
             }
         };
+        drop(sftp);
+        if first && read_only_build.is_none() {
+            if let Some(cache) = self.binaries.cache() {
+                cache.record_attached(&self.host_key(), &spec.build_id);
+            }
+        }
         self.connected_once.store(true, Ordering::SeqCst);
         *self
             .read_only_build

@@ -194,6 +194,22 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
         "stdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The cold install took two execs and one SFTP session, as sshd saw them: the attach
+    // script that found the build missing (probe and lock in it), the upload, and the
+    // attach script that finished the install and linked (docs/REMOTE.md, "Bootstrap").
+    let requests = |log: &str, what: &str| {
+        log.lines()
+            .filter(|l| {
+                l.contains("server_input_channel_req") && l.contains(&format!("request {what} "))
+            })
+            .count()
+    };
+    let log = sshd.log();
+    assert_eq!(
+        (requests(&log, "exec"), requests(&log, "subsystem")),
+        (2, 1),
+        "execs and subsystems of a cold install, sshd log:\n{log}"
+    );
     let events: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -283,6 +299,13 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
         "{}{}",
         String::from_utf8_lossy(&rw.stdout),
         String::from_utf8_lossy(&rw.stderr)
+    );
+    // A warm attach is one exec, and this laptop knew the build is there: no SFTP.
+    let log = sshd.log();
+    assert_eq!(
+        (requests(&log, "exec"), requests(&log, "subsystem")),
+        (3, 1),
+        "execs and subsystems after one warm attach, sshd log:\n{log}"
     );
     assert!(
         !result.exists(),
@@ -865,4 +888,147 @@ async fn ctrl_c_over_ssh_cancels_the_turn_and_closes_the_provider_stream() {
     assert!(stdout.contains("second turn"), "{stdout}");
     assert_eq!(mock.request_count(), 2, "one request per turn: {stdout}");
     let _ = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", &ws]));
+}
+
+/// Safe upgrades over SSH (issue #17): the host runs "another build" (the same static
+/// binary under another build id: a wrapper the old laptop installs sets
+/// `REASONIX_TEST_BUILD_ID` for it and everything it starts), busy with a turn. A headless
+/// client of this build installs its own binary beside it and refuses to replace the busy
+/// daemon (the turn goes on); with `--upgrade` it replaces it, and the new daemon resumes the
+/// old session from its journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_ssh_a_busy_daemon_of_another_build_is_replaced_only_with_upgrade() {
+    const OLD: &str = "0.0.1-sshold";
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("ws/a.txt", "one\n", 0o644).expect("ws");
+    // The old build: this very binary, in the host user's home, started by a wrapper that
+    // gives it (and the daemon it starts) the old build id.
+    let real = std::fs::read(musl_host_binary()).expect("host binary");
+    user.write_file("old-build/reasonix-remote", "", 0o755)
+        .expect("old binary");
+    std::fs::write(user.home.join("old-build/reasonix-remote"), real).expect("old binary");
+    let laptop_dir = tempfile::tempdir().expect("wrapper dir");
+    let wrapper = laptop_dir.path().join("reasonix-remote-old");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nREASONIX_TEST_BUILD_ID={OLD} exec {} \"$@\"\n",
+            user.home.join("old-build/reasonix-remote").display()
+        ),
+    )
+    .expect("wrapper");
+    let slow: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
+    let mock = MockProvider::start(vec![
+        MockReply::text(&slow).slow(Duration::from_millis(100)),
+        MockReply::text(&["upgraded answer"]),
+        MockReply::text(&["resumed after the upgrade"]),
+    ])
+    .await;
+    let l = laptop_without_mcp(&sshd, &mock.base_url());
+    user.authorize(&l.key.public).expect("authorize");
+    let dest = format!("{}@127.0.0.1:ws", user.name);
+
+    let mut old = reasonix_command(&l, &sshd, &["run", "--ssh", &dest, "--yolo", "long job"])
+        .env("REASONIX_TEST_BUILD_ID", OLD)
+        .env("REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL", &wrapper)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("old run");
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while mock.request_count() < 1 {
+        if let Some(st) = old.try_wait().expect("old") {
+            let out = old.wait_with_output().expect("old output");
+            panic!(
+                "the old build's run ended ({st}) before its turn reached the model: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old build's turn never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let st = tokio::task::block_in_place(|| status_json(&l, &sshd, &dest));
+    let w = workspace_of(&st, "/ws").unwrap_or_else(|| panic!("no daemon: {st}"));
+    assert_eq!(w["build_id"], OLD, "{st}");
+    assert_eq!(w["sessions"][0]["state"], "running", "{st}");
+    let old_session = w["sessions"][0]["id"].as_str().expect("id").to_string();
+
+    // Headless, no --upgrade: refused with what to do; the old turn goes on.
+    let refused = tokio::task::block_in_place(|| {
+        reasonix(&l, &sshd, &["run", "--ssh", &dest, "--yolo", "quick"])
+    });
+    let err = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(!refused.status.success(), "{err}");
+    assert!(err.contains(OLD) && err.contains("--upgrade"), "{err}");
+    assert!(err.contains("middle of a turn"), "{err}");
+    assert!(
+        old.try_wait().expect("old").is_none(),
+        "the old run must still be going"
+    );
+    assert_eq!(mock.request_count(), 1, "nothing else reached the model");
+    let bin_dir = user.home.join(".reasonix/remote/bin");
+    for build in [OLD, reasonix_forward::build_id()] {
+        assert!(
+            bin_dir.join(format!("reasonix-remote-{build}")).is_file(),
+            "{build} installed beside the other"
+        );
+    }
+    let st = tokio::task::block_in_place(|| status_json(&l, &sshd, &dest));
+    let w = workspace_of(&st, "/ws").unwrap_or_else(|| panic!("no daemon: {st}"));
+    assert_eq!(w["build_id"], OLD, "still the old daemon: {st}");
+    assert_eq!(w["sessions"][0]["state"], "running", "{st}");
+
+    // --upgrade: the old daemon is replaced and this build answers.
+    let up = tokio::task::block_in_place(|| {
+        reasonix(
+            &l,
+            &sshd,
+            &["run", "--ssh", &dest, "--yolo", "--upgrade", "quick"],
+        )
+    });
+    let up_out = String::from_utf8_lossy(&up.stdout).to_string();
+    assert!(
+        up.status.success() && up_out.contains("upgraded answer"),
+        "{up_out}{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    // The old client loses its daemon and ends; it does not hang.
+    let _ = tokio::task::block_in_place(|| old.wait());
+    let st = tokio::task::block_in_place(|| status_json(&l, &sshd, &dest));
+    let w = workspace_of(&st, "/ws").unwrap_or_else(|| panic!("no daemon: {st}"));
+    assert_eq!(w["build_id"], reasonix_forward::build_id(), "{st}");
+    let resumed = w["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["id"] == old_session.as_str())
+        .unwrap_or_else(|| panic!("the old session is not in the new daemon: {st}"));
+    assert_eq!(resumed["state"], "idle", "{st}");
+    // The old session goes on with the new build.
+    let again = tokio::task::block_in_place(|| {
+        reasonix(
+            &l,
+            &sshd,
+            &[
+                "run",
+                "--ssh",
+                &dest,
+                "--yolo",
+                "--session",
+                &old_session,
+                "go on",
+            ],
+        )
+    });
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("resumed after the upgrade"),
+        "{}{}",
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let _ = tokio::task::block_in_place(|| reasonix(&l, &sshd, &["remote", "stop", &dest]));
 }
