@@ -614,3 +614,61 @@ async fn aarch64_host_gets_the_aarch64_binary() {
     let msg = e.to_string();
     assert!(msg.contains("riscv64") && msg.contains("Linux"), "{msg}");
 }
+
+/// The install as `reasonix ssh` runs it (docs/REMOTE.md, "Bootstrap"): the attach script
+/// that finds the build missing takes the lock; the finishing script runs at the head of the
+/// next attach, which then execs the installed program. On a host whose `xz` is broken the
+/// first upload does not verify there: that attach releases the lock and takes it again,
+/// the next codec goes up, and its attach links. Nothing temporary is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finishing_script_runs_in_the_attach_and_a_failed_codec_is_retried_there() {
+    use reasonix_bootstrap::attach::{attach, AttachOutcome, AttachSpec, OtherBuild};
+    use tokio::io::AsyncReadExt;
+    let s = key_setup(env_sshd(), UserOptions::default());
+    host_path(&s, &["xz"], &[("xz", "echo broken xz >&2; exit 1")]);
+    let laptop = tempfile::tempdir().unwrap();
+    // A stand-in for the bridge: prints a link preamble and its first argument.
+    let fake = laptop.path().join("fake-bridge");
+    let mut body = String::from("#!/bin/sh\nprintf 'REASONIX-LINK/1 fake %s\\n' \"$1\"\n");
+    // Large enough that the codecs differ from the plain file.
+    body.push_str(&format!("# {}\n", "padding ".repeat(4096)));
+    std::fs::write(&fake, body).unwrap();
+    let bins = ShippedBinaries::new().with_file(Target::X86_64Linux, &fake);
+    let spec = AttachSpec {
+        build_id: "vfold".into(),
+        workspace: "ws".into(),
+        daemon_args: vec![],
+        hello: b"hello".to_vec(),
+        other_build: OtherBuild::Ask,
+        mkdir: false,
+    };
+    let (c, _) = conn(&s).await;
+    let lock = s.user.home.join(".reasonix/remote/install.lock");
+    let AttachOutcome::Missing(probe) = guard(attach(&c, &spec)).await.unwrap() else {
+        panic!("the build is not installed yet");
+    };
+    assert!(lock.is_dir(), "the missing block took the install lock");
+    let (r, outcome) = guard(reasonix_bootstrap::install_and_attach(
+        &c, "vfold", &bins, probe, &spec, None,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.transfer, Transfer::Full { codec: Codec::Zstd });
+    assert_eq!(sha256_hex(Path::new(&r.path)), sha256_hex(&fake));
+    let AttachOutcome::Linked(mut linked) = outcome else {
+        panic!("the attach after the install did not link: {outcome:?}");
+    };
+    let mut line = vec![0u8; 64];
+    let n = guard(linked.reader.read(&mut line)).await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&line[..n]).starts_with("REASONIX-LINK/1 fake attach"),
+        "{:?}",
+        String::from_utf8_lossy(&line[..n])
+    );
+    assert!(!lock.exists(), "the finishing script released the lock");
+    let names: Vec<String> = std::fs::read_dir(bin_dir(&s))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["reasonix-remote-vfold"], "no temp files left");
+}
