@@ -11,6 +11,7 @@
 # bridge with the client's Hello (see docs/REMOTE.md, "Attach"); `WARM_ONLY=1` skips the cold
 # runs (one install, then N warm attaches against N `ssh host true`).
 # Usage (as root, after `cargo build --release --workspace --bins`): bench/ssh_bootstrap.sh [N]
+#   TRACE=FILE  also one traced cold run, its laptop debug log copied to FILE
 #   RX=path/to/reasonix BIN=path/to/reasonix-remote-<musl>  other binaries (e.g. a debug build:
 #   RX=target/debug/reasonix BIN=target/x86_64-unknown-linux-musl/debug/reasonix-remote)
 set -euo pipefail
@@ -108,6 +109,16 @@ for i in $(seq $N); do
   if [ "$WARM_ONLY" != 1 ]; then echo -n "run $i: cold ${cold[-1]}s scp ${scpt[-1]}s "; else echo -n "run $i: "; fi
   echo "warm ${warm[-1]}s ssh-true ${sshtrue[-1]}s"
 done
+# TRACE=FILE: one more cold run with the laptop's debug trace, copied to FILE (timestamps of
+# every SSH message, exec and upload step).
+if [ -n "${TRACE:-}" ] && [ "$WARM_ONLY" != 1 ]; then
+  for p in $(ip netns pids $NS); do
+    [ "$(stat -c %U /proc/$p 2>/dev/null)" = "$U" ] && kill $p 2>/dev/null || true
+  done
+  sleep 0.3; rm -rf /home/$U/.reasonix "$T/home/.reasonix"
+  echo "traced cold run: $(t ns env RUST_LOG="${TRACE_FILTER:-debug}" REASONIX_HOME="$T/home/.reasonix" "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}")s"
+  cp "$T/home/.reasonix/logs/reasonix.log" "$TRACE"
+fi
 # A sanity run that must succeed (prints the daemon status).
 ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" | head -3
 w=$(median "${warm[@]}"); b=$(median "${sshtrue[@]}")

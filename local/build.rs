@@ -11,6 +11,7 @@
 //! named in `.cargo/config.toml`) is a warning, not an error: SSH installs on such hosts then
 //! fail with a message that says how to build the binary.
 
+use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -168,9 +169,17 @@ fn place(built: &Path, dest: &Path) -> std::io::Result<()> {
         p.push(s);
         PathBuf::from(p)
     };
-    // The laptop checks each copy against the binary before use.
+    // The laptop checks each copy against the binary before use: by the hashes in the
+    // `.sha256` beside it (the copy's own, then the binary's), else by decompressing it.
+    let raw_sha = hex::encode(sha2::Sha256::digest(&data));
     for c in [codec::Codec::Xz, codec::Codec::Zstd, codec::Codec::Gzip] {
-        std::fs::write(with_suffix(c.suffix()), c.compress(&data)?)?;
+        let copy = c.compress(&data)?;
+        let copy_sha = hex::encode(sha2::Sha256::digest(&copy));
+        std::fs::write(with_suffix(c.suffix()), &copy)?;
+        std::fs::write(
+            with_suffix(&format!("{}.sha256", c.suffix())),
+            format!("{copy_sha} {raw_sha}\n"),
+        )?;
     }
     Ok(())
 }

@@ -3,9 +3,10 @@
 //!
 //! Sources of a full payload, in order: a compressed copy shipped next to the binary
 //! (`reasonix-remote-<triple>.xz` / `.zst` / `.gz`, written by the release build), the
-//! laptop's [`HostBinaryCache`], else compressed now (and cached). Shipped and cached copies
-//! are decompressed and hashed on the laptop before use (tens of milliseconds), so a stale or
-//! damaged copy is never sent.
+//! laptop's [`HostBinaryCache`], else compressed now (and cached). A shipped copy is checked
+//! against the hashes the release build wrote beside it (`<copy>.sha256`: the copy's SHA-256,
+//! then the binary's); without them, and for cached copies, the copy is decompressed and
+//! hashed on the laptop (about a tenth of a second). A stale or damaged copy is never sent.
 //!
 //! A delta ([`reasonix_forward::delta`]) is a `bidiff` patch from the base binary (which the
 //! laptop must have in its cache) to the new one, compressed the same way.
@@ -36,6 +37,19 @@ pub(crate) fn full(
     let mut shipped = local.as_os_str().to_os_string();
     shipped.push(codec.suffix());
     if let Ok(data) = std::fs::read(&shipped) {
+        // The release build writes the copy's hash and the binary's beside it: checking
+        // those costs milliseconds where decompressing costs a tenth of a second, on the
+        // way to the first upload.
+        let mut sums = shipped.clone();
+        sums.push(".sha256");
+        if let Ok(text) = std::fs::read_to_string(&sums) {
+            let mut words = text.split_whitespace();
+            if let (Some(copy_sha), Some(raw_sha)) = (words.next(), words.next()) {
+                if raw_sha == sha && sha256_hex(&data) == copy_sha {
+                    return Ok(data);
+                }
+            }
+        }
         match codec.decompress(&data) {
             Ok(d) if sha256_hex(&d) == sha => return Ok(data),
             _ => tracing::warn!(
@@ -121,5 +135,38 @@ mod tests {
         assert_eq!(Codec::Gzip.decompress(&got).unwrap(), raw);
         // ... and the fresh result is cached.
         assert_eq!(cache.payload(&sha, Codec::Gzip).unwrap(), got);
+    }
+
+    #[test]
+    fn a_shipped_copy_with_matching_hashes_beside_it_is_used_without_decompressing() {
+        let d = tempfile::tempdir().unwrap();
+        let bin = d.path().join("reasonix-remote-x");
+        let raw: Vec<u8> = (0..50_000u32)
+            .flat_map(|i| (i % 89).to_le_bytes())
+            .collect();
+        std::fs::write(&bin, &raw).unwrap();
+        let sha = sha256_hex(&raw);
+        let copy = Codec::Xz.compress(&raw[..]).unwrap();
+        let copy_path = d.path().join("reasonix-remote-x.xz");
+        let sums = d.path().join("reasonix-remote-x.xz.sha256");
+        std::fs::write(&copy_path, &copy).unwrap();
+        std::fs::write(&sums, format!("{} {sha}\n", sha256_hex(&copy))).unwrap();
+        assert_eq!(full(&bin, &raw, &sha, Codec::Xz, None).unwrap(), copy);
+        // The hashes decide: bytes that are no xz at all but match them are taken as is
+        // (which shows nothing was decompressed)...
+        let bogus = b"not xz".to_vec();
+        std::fs::write(&copy_path, &bogus).unwrap();
+        std::fs::write(&sums, format!("{} {sha}\n", sha256_hex(&bogus))).unwrap();
+        assert_eq!(full(&bin, &raw, &sha, Codec::Xz, None).unwrap(), bogus);
+        // ... a damaged copy (its hash differs) is checked the slow way and replaced...
+        std::fs::write(&sums, format!("{} {sha}\n", sha256_hex(&copy))).unwrap();
+        let got = full(&bin, &raw, &sha, Codec::Xz, None).unwrap();
+        assert_eq!(Codec::Xz.decompress(&got).unwrap(), raw);
+        // ... and so is a copy of another build (the binary's hash differs).
+        std::fs::write(&copy_path, &copy).unwrap();
+        std::fs::write(&sums, format!("{} {}\n", sha256_hex(&copy), "0".repeat(64))).unwrap();
+        let other: Vec<u8> = raw.iter().rev().copied().collect();
+        let got = full(&bin, &other, &sha256_hex(&other), Codec::Xz, None).unwrap();
+        assert_eq!(Codec::Xz.decompress(&got).unwrap(), other);
     }
 }

@@ -52,6 +52,16 @@ impl SentMessages {
         *self.lock() = Some((stream_id.to_string(), messages));
     }
 
+    /// The laptop stored `messages` as a base named `stream_id` (a
+    /// [`ProviderBase`](crate::proto::Request::ProviderBase)): kept unless a request was
+    /// accepted meanwhile (that one is the better base).
+    pub fn based(&self, stream_id: &str, messages: Arc<Vec<Value>>) {
+        let mut last = self.lock();
+        if last.is_none() {
+            *last = Some((stream_id.to_string(), messages));
+        }
+    }
+
     /// Send the next request in full (the laptop did not hold the base).
     pub fn forget(&self) {
         *self.lock() = None;
@@ -136,6 +146,26 @@ mod tests {
         assert_eq!(tail.len(), 2);
         let got = laptop.resolve(Some(&base), tail).expect("base held");
         assert_eq!(*got, second, "the laptop rebuilds the request exactly");
+    }
+
+    #[test]
+    fn a_base_handed_over_first_serves_the_first_request_unless_one_was_accepted() {
+        let host = SentMessages::default();
+        let mut laptop = MessageBases::default();
+        laptop.remember("base-1", Arc::new(msgs(3)));
+        host.based("base-1", Arc::new(msgs(3)));
+        let first = msgs(4);
+        let base = host.base_for(&first).expect("the handed base");
+        assert_eq!(base.stream_id, "base-1");
+        let got = laptop
+            .resolve(Some(&base), first[base.count..].to_vec())
+            .expect("held");
+        assert_eq!(*got, first);
+        // A request accepted before the base's answer arrived is the better base.
+        let host = SentMessages::default();
+        host.accepted("s1", Arc::new(msgs(5)));
+        host.based("base-1", Arc::new(msgs(3)));
+        assert_eq!(host.base_for(&msgs(6)).expect("s1").stream_id, "s1");
     }
 
     #[test]

@@ -299,6 +299,15 @@ pub enum Request {
     /// [`Response::ProviderAccepted`] at once; the chunks follow as
     /// [`Notification::ProviderChunk`] with the same `stream_id`.
     Provider(ProviderRequest),
+    /// The messages the session's next provider request will start with, sent when this
+    /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
+    /// request of the link can then go by prefix too (see `reasonix_forward::prefix`).
+    ProviderBase {
+        /// The name later requests give it in [`MessagesBase::stream_id`].
+        stream_id: String,
+        /// OpenAI-format messages (the system prompt and the conversation).
+        messages: Vec<Value>,
+    },
 }
 
 /// Parameters of [`Request::OpenSession`].

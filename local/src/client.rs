@@ -684,6 +684,13 @@ async fn serve_incoming(
                             .map_err(|e| reasonix_forward::proto::RpcError::new("mcp", e));
                     let _ = rpc.respond(id, result).await;
                 }
+                Request::ProviderBase {
+                    stream_id,
+                    messages,
+                } => {
+                    bases.remember(&stream_id, Arc::new(messages));
+                    let _ = rpc.respond(id, Ok(Response::Ok)).await;
+                }
                 Request::Provider(mut req) => {
                     // All the messages, when the host sent only those after an earlier
                     // request's (`reasonix_forward::prefix`); stored, before the answer, as

@@ -898,7 +898,7 @@ impl Daemon {
                 "bad_request",
                 "MCP servers are opened by the host on the laptop, not the other way round",
             )),
-            Request::Provider(_) => Err(RpcError::new(
+            Request::Provider(_) | Request::ProviderBase { .. } => Err(RpcError::new(
                 "bad_request",
                 "the host has no provider gateway; provider requests go from host to laptop",
             )),

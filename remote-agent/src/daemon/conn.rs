@@ -195,6 +195,40 @@ impl Gateway for ConnGateway {
     fn headless(&self) -> bool {
         *lock(&self.0.headless)
     }
+
+    fn provide_base(&self, messages: Vec<serde_json::Value>) {
+        // Too big for one frame: the first request goes by reference, which is never a
+        // base anyway.
+        let size: usize = messages
+            .iter()
+            .map(|m| serde_json::to_vec(m).map(|b| b.len()).unwrap_or(0))
+            .sum();
+        if size > reasonix_forward::content::PROVIDER_INLINE_MAX {
+            return;
+        }
+        let conn = Arc::clone(&self.0);
+        let stream_id = format!("base-{}-{:x}", conn.id, rand::random::<u32>());
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            let messages = Arc::new(messages);
+            let request = Request::ProviderBase {
+                stream_id: stream_id.clone(),
+                messages: messages.to_vec(),
+            };
+            match conn.rpc.request(request).await {
+                Ok(_) => {
+                    tracing::debug!(
+                        messages = messages.len(),
+                        "the laptop holds the base of the next request"
+                    );
+                    conn.sent_messages.based(&stream_id, messages);
+                }
+                Err(e) => tracing::debug!("the laptop did not take the next request's base: {e}"),
+            }
+        });
+    }
 }
 
 pub(super) struct ConnGateway(pub(super) Arc<Conn>);

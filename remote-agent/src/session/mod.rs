@@ -56,6 +56,9 @@ pub trait Gateway: Send + Sync {
     fn link_state(&self) -> watch::Receiver<bool>;
     /// True when the driving client is headless (asks are answered with a denial).
     fn headless(&self) -> bool;
+    /// Hand the laptop the messages the next provider request will start with, so that
+    /// request can go by prefix (gateways without a link ignore it).
+    fn provide_base(&self, _messages: Vec<serde_json::Value>) {}
 }
 
 /// Errors of session operations.
@@ -550,6 +553,13 @@ impl Session {
             inner.policy = enforced.rules;
             inner.enforced = enforced.policy;
             inner.settings = settings;
+        }
+        if let Some(g) = &gateway {
+            let messages = {
+                let inner = self.lock();
+                turn::request_messages(&self.prefix(), &inner.messages)
+            };
+            g.provide_base(messages);
         }
         self.driver.send_replace(gateway);
     }

@@ -225,9 +225,7 @@ impl Session {
         let (stream_base, request) = {
             let mut inner = self.lock();
             inner.context.last_bytes = compact::request_bytes_of(&self.prefix(), &inner.messages);
-            let mut messages = Vec::with_capacity(inner.messages.len() + 1);
-            messages.push(json!({"role": "system", "content": self.prefix().system}));
-            messages.extend(inner.messages.iter().cloned());
+            let messages = request_messages(&self.prefix(), &inner.messages);
             (
                 format!("{}-{}-{}", self.id, inner.turn, inner.messages.len()),
                 ProviderRequest {
@@ -635,4 +633,12 @@ enum StepEnd {
     /// With what streamed before the cancel (kept in the conversation).
     Cancelled(Collected),
     Failed(String),
+}
+
+/// The messages of a provider request: the system prompt, then the conversation.
+pub(super) fn request_messages(prefix: &Prefix, conversation: &[Value]) -> Vec<Value> {
+    let mut messages = Vec::with_capacity(conversation.len() + 1);
+    messages.push(json!({"role": "system", "content": prefix.system}));
+    messages.extend(conversation.iter().cloned());
+    messages
 }
