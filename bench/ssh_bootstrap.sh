@@ -125,6 +125,6 @@ w=$(median "${warm[@]}"); b=$(median "${sshtrue[@]}")
 echo "binary: $(stat -c %s "$BIN") bytes (as uploaded: xz $(stat -c %s "$BIN.xz" 2>/dev/null || echo -), zstd $(stat -c %s "$BIN.zst" 2>/dev/null || echo -), gzip $(stat -c %s "$BIN.gz" 2>/dev/null || echo -)); link: 20 Mbit/s, +${DELAY_MS:-25} ms each way; median of $N"
 if [ "$WARM_ONLY" != 1 ]; then
   c=$(median "${cold[@]}"); s=$(median "${scpt[@]}")
-  echo "cold bootstrap (remote ping, fresh host): ${c}s   scp of the binary: ${s}s   ratio $(echo "scale=2; $c / $s" | bc)"
+  echo "cold bootstrap (remote ping, fresh host): ${c}s   scp of the binary: ${s}s   ratio $(echo "scale=3; $c / $s" | bc)"
 fi
-echo "warm attach   (remote ping, installed)  : ${w}s   ssh host true    : ${b}s   ratio $(echo "scale=2; $w / $b" | bc)"
+echo "warm attach   (remote ping, installed)  : ${w}s   ssh host true    : ${b}s   ratio $(echo "scale=3; $w / $b" | bc)"

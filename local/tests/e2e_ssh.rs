@@ -210,6 +210,17 @@ async fn run_over_ssh_installs_the_host_binary_and_keeps_the_key_on_the_laptop()
         (2, 1),
         "execs and subsystems of a cold install, sshd log:\n{log}"
     );
+    // The key went first: no `none` request to learn the methods (one round trip less).
+    let methods: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("userauth-request for user"))
+        .filter_map(|l| l.split(" method ").nth(1))
+        .filter_map(|m| m.split_whitespace().next())
+        .collect();
+    assert!(
+        !methods.is_empty() && methods.iter().all(|m| *m == "publickey"),
+        "auth methods the client asked for: {methods:?}"
+    );
     let events: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

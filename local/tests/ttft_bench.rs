@@ -8,8 +8,10 @@
 //! logs `ttft_us` for every stream (daemon log, `first provider chunk`); the direct side is
 //! timed here with the same gateway code and the request bodies the mock recorded.
 //! Each turn is a `reasonix run` (a link of its own) of two model requests: one that asks
-//! for a `read_file`, then the answer. The first request of a link goes in full, the second
-//! extends it and goes by prefix (only its new messages cross the link). With
+//! for a `read_file`, then the answer. The first request of a link goes by prefix against
+//! the base the daemon handed the laptop when the link opened the session (in full when that
+//! base had not arrived yet, or the session was empty), the second extends the first and goes
+//! by prefix (only its new messages cross the link). With
 //! `BENCH_PAD_KB` > 0 every prompt carries that much text and the turns continue one
 //! session, so the conversation grows by that much per turn (a long session's requests).
 //! Environment: `BENCH_TURNS` (default 10), `BENCH_DELAY_MS` (default 25), `BENCH_PAD_KB`
@@ -212,7 +214,7 @@ fn ttft_through_the_link_vs_direct() {
         println!("link ttft ms: {link:.1?}");
         println!("direct ttft ms: {direct:.1?}");
         println!("request KiB: {kb:?}");
-        // Even indexes: the first request of a link (in full); odd: the second (by prefix).
+        // Even indexes: the first request of a link; odd: the second.
         for (name, parity) in [("all", None), ("first", Some(0)), ("second", Some(1))] {
             let pick = |v: &[f64]| -> Vec<f64> {
                 v.iter()
