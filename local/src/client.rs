@@ -208,16 +208,6 @@ impl Client {
 
     /// Send a request to the host on the current link (waiting for a link if none yet).
     pub async fn request(&self, body: Request) -> Result<Response, CallError> {
-        let body = match body {
-            Request::OpenSession(mut open)
-                if self.read_only.load(std::sync::atomic::Ordering::SeqCst) =>
-            {
-                open.read_only = true;
-                open.takeover = false;
-                Request::OpenSession(open)
-            }
-            other => other,
-        };
         if let Request::Approve {
             approval_id,
             decision: reasonix_forward::proto::ApprovalDecision::AllowAlways,
@@ -238,6 +228,22 @@ impl Client {
             if rx.changed().await.is_err() {
                 return Err(CallError::Link(reasonix_forward::link::LinkError::Closed));
             }
+        };
+        // Decided once a link is there (a request made before it waited for it).
+        let body = match body {
+            Request::OpenSession(mut open)
+                if self.read_only.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
+                open.read_only = true;
+                open.takeover = false;
+                // Read-only on another build's daemon (its turn is what the user chose to
+                // watch): the workspace's latest session, not a new one nobody could type in.
+                if open.new && open.session.is_none() {
+                    open.new = false;
+                }
+                Request::OpenSession(open)
+            }
+            other => other,
         };
         rpc.request(body).await
     }
@@ -503,6 +509,12 @@ impl Supervisor {
                 }
                 None => false,
             };
+            // Before the link is published: a request waiting for it (the TUI's first open)
+            // must see whether this link is read-only.
+            self.read_only.store(
+                transport.read_only && welcome.build_id != reasonix_forward::build_id(),
+                std::sync::atomic::Ordering::SeqCst,
+            );
             let link = match &current {
                 Some((link, _)) => link.clone(),
                 None => {
@@ -537,10 +549,6 @@ impl Supervisor {
                 }
             };
             *self.last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-            self.read_only.store(
-                transport.read_only && welcome.build_id != reasonix_forward::build_id(),
-                std::sync::atomic::Ordering::SeqCst,
-            );
             self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));
             if let Some(text) = transport.notice.clone() {
                 self.emit(ClientEvent::Event(Event {

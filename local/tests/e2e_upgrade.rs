@@ -8,6 +8,7 @@
 //!   (same executable, arguments and environment) and used.
 
 mod common;
+mod term_common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -237,6 +238,80 @@ async fn new_build_that_fails_to_start_falls_back_to_the_old_one() {
         after[0]["pid"].as_u64(),
         Some(old_pid),
         "restarted, not left alone"
+    );
+    stop(&home, &ws);
+}
+
+/// The TUI, faced with a daemon of another build that runs a turn, asks (issue #17): "attach
+/// read-only to the old build" shows the old turn streaming and changes nothing; a second
+/// TUI's "upgrade now" replaces the old daemon, and this build answers the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tui_asks_before_replacing_a_busy_old_build() {
+    use term_common::Tmux;
+    let slow: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
+    let mock = MockProvider::start(vec![
+        MockReply::text(&slow).slow(Duration::from_millis(100)),
+        MockReply::text(&["upgraded answer"]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_U_KEY", "sk-upgrade");
+    let (home, ws) = (rig.home.clone(), rig.ws.clone());
+    let mut old = reasonix(&home, &ws, Some(OLD), &["run", "--yolo", "long job"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("old run");
+    wait_for("the old build's turn to reach the model", || {
+        mock.request_count() >= 1
+    })
+    .await;
+    let tui = format!(
+        "cd {} && env -u XDG_RUNTIME_DIR -u REASONIX_TEST_BUILD_ID -u REASONIX_TEST_DAEMON_FAIL HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} REASONIX_IDLE_TIMEOUT_SECS=60 {}",
+        ws.display(),
+        rig.dir.path().display(),
+        home.display(),
+        host_bin().display(),
+        env!("CARGO_BIN_EXE_reasonix")
+    );
+    tokio::task::block_in_place(|| {
+        let t = Tmux::tui(&tui);
+        let s = t.wait_for("Another build is running a turn");
+        assert!(s.contains(OLD), "{s}");
+        assert!(s.contains("attach read-only to the old build"), "{s}");
+        t.send_keys(&["2"]);
+        // Read-only on the old build: the old turn's words stream in.
+        t.wait_screen(Duration::from_secs(60), "the old turn streaming", |s| {
+            s.contains("w3 w4")
+        });
+        t.send_keys(&["C-c"]);
+        t.send_keys(&["C-c"]);
+    });
+    assert!(
+        old.try_wait().expect("old").is_none(),
+        "the old run must still be going"
+    );
+    let st = host_status(&home);
+    assert_eq!(st.len(), 1, "{st:?}");
+    assert_eq!(st[0]["build_id"], OLD, "read-only replaced nothing: {st:?}");
+    assert_eq!(mock.request_count(), 1, "nothing else reached the model");
+
+    tokio::task::block_in_place(|| {
+        let t = Tmux::tui(&tui);
+        t.wait_for("Another build is running a turn");
+        t.send_keys(&["u"]);
+        t.wait_for("connected");
+        t.send_keys(&["quick", "Enter"]);
+        t.wait_for("upgraded answer");
+        t.send_keys(&["C-c"]);
+        t.send_keys(&["C-c"]);
+    });
+    let _ = tokio::task::block_in_place(|| old.wait());
+    let st = host_status(&home);
+    assert_eq!(st.len(), 1, "{st:?}");
+    assert_eq!(
+        st[0]["build_id"],
+        reasonix_forward::compiled_build_id(),
+        "{st:?}"
     );
     stop(&home, &ws);
 }
