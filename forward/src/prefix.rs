@@ -21,6 +21,12 @@ use serde_json::Value;
 
 use crate::proto::MessagesBase;
 
+/// Largest conversation (bytes of JSON messages) the daemon hands the laptop as a base when a
+/// link starts to drive a session. It crosses the link at once, before any request, so a
+/// client that only looks at a long session over a slow link is not made to wait behind it;
+/// a larger conversation's first request goes in full as before.
+pub const PROVIDED_BASE_MAX: usize = 1024 * 1024;
+
 /// How many requests' messages the laptop keeps per link. The host only ever names the
 /// last one it saw accepted; a few more cover requests that overlap.
 pub const BASES_KEPT: usize = 4;

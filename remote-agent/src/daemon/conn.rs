@@ -197,13 +197,12 @@ impl Gateway for ConnGateway {
     }
 
     fn provide_base(&self, messages: Vec<serde_json::Value>) {
-        // Too big for one frame: the first request goes by reference, which is never a
-        // base anyway.
+        // A long conversation is not sent ahead of any request (see `PROVIDED_BASE_MAX`).
         let size: usize = messages
             .iter()
             .map(|m| serde_json::to_vec(m).map(|b| b.len()).unwrap_or(0))
             .sum();
-        if size > reasonix_forward::content::PROVIDER_INLINE_MAX {
+        if size > reasonix_forward::prefix::PROVIDED_BASE_MAX {
             return;
         }
         let conn = Arc::clone(&self.0);
