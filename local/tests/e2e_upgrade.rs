@@ -76,9 +76,9 @@ async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn busy_old_build_is_not_replaced_headless_unless_upgrade() {
-    // The old build's turn streams for a long time; the new build's turns answer at once.
+/// The old build's `run` busy with a turn that streams for a long time (the new build's
+/// turns answer at once), once that turn reached the model.
+async fn busy_old_build() -> (MockProvider, LocalRig, std::process::Child) {
     let slow: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
     let mock = MockProvider::start(vec![
         MockReply::text(&slow).slow(Duration::from_millis(100)),
@@ -86,21 +86,27 @@ async fn busy_old_build_is_not_replaced_headless_unless_upgrade() {
     ])
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_U_KEY", "sk-upgrade");
-    let (home, ws) = (rig.home.clone(), rig.ws.clone());
-    let mut old = reasonix(
-        &home,
-        &ws,
+    let old = reasonix(
+        &rig.home,
+        &rig.ws,
         Some(OLD),
         &["run", "--yolo", "--json", "long job"],
     )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
     .spawn()
     .expect("old run");
     wait_for("the old build's turn to reach the model", || {
         mock.request_count() >= 1
     })
     .await;
+    (mock, rig, old)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_old_build_is_not_replaced_headless_unless_upgrade() {
+    let (mock, rig, mut old) = busy_old_build().await;
+    let (home, ws) = (rig.home.clone(), rig.ws.clone());
 
     // Headless, no --upgrade: refused, with a message that says what to do; nothing killed.
     let refused = tokio::task::block_in_place(|| {
@@ -248,23 +254,8 @@ async fn new_build_that_fails_to_start_falls_back_to_the_old_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tui_asks_before_replacing_a_busy_old_build() {
     use term_common::Tmux;
-    let slow: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
-    let mock = MockProvider::start(vec![
-        MockReply::text(&slow).slow(Duration::from_millis(100)),
-        MockReply::text(&["upgraded answer"]),
-    ])
-    .await;
-    let rig = LocalRig::new(&mock.base_url(), "RX_U_KEY", "sk-upgrade");
+    let (mock, rig, mut old) = busy_old_build().await;
     let (home, ws) = (rig.home.clone(), rig.ws.clone());
-    let mut old = reasonix(&home, &ws, Some(OLD), &["run", "--yolo", "long job"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("old run");
-    wait_for("the old build's turn to reach the model", || {
-        mock.request_count() >= 1
-    })
-    .await;
     let tui = format!(
         "cd {} && env -u XDG_RUNTIME_DIR -u REASONIX_TEST_BUILD_ID -u REASONIX_TEST_DAEMON_FAIL HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} REASONIX_IDLE_TIMEOUT_SECS=60 {}",
         ws.display(),
