@@ -131,8 +131,8 @@ fn chooser(steps: usize) -> impl Fn(&RecordedRequest) -> MockReply + Send + Sync
                 .find_map(|m| {
                     let c = content(m);
                     c.strip_prefix("[snipped tool result:")?;
-                    let rest = &c[c.find("archived on the host as ")? + 24..];
-                    Some(rest[..rest.find(';')?].to_string())
+                    let rest = &c[c.find("{\"load\":\"")? + 9..];
+                    Some(rest[..rest.find('"')?].to_string())
                 })
                 .unwrap_or_default();
             return MockReply::tool_calls(

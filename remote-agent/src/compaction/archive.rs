@@ -73,6 +73,25 @@ pub fn append(path: &Path, records: &[ArchivedMessage]) -> Result<(), ArchiveErr
     f.sync_all().map_err(io)
 }
 
+/// The id of the archive's record number `n`: `a<n>` (event ids in the history are `e<seq>`).
+pub fn record_id(n: u64) -> String {
+    format!("a{n}")
+}
+
+/// The number the next record gets: one past the highest `a<n>` id in the archive, and at
+/// least the number of records (ids of older formats count but are never reused). Records
+/// survive rewinds, so a number is never given twice in a session.
+pub fn next_number(path: &Path) -> Result<u64, ArchiveError> {
+    let records = read_all(path)?;
+    let highest = records
+        .iter()
+        .filter_map(|r| r.id.strip_prefix('a')?.parse::<u64>().ok())
+        .map(|n| n + 1)
+        .max()
+        .unwrap_or(0);
+    Ok(highest.max(records.len() as u64))
+}
+
 /// Every record of the archive (a missing file is an empty archive; a torn last line, left
 /// by a crash during an append, is skipped).
 pub fn read_all(path: &Path) -> Result<Vec<ArchivedMessage>, ArchiveError> {
@@ -97,4 +116,47 @@ pub fn read_all(path: &Path) -> Result<Vec<ArchivedMessage>, ArchiveError> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str) -> ArchivedMessage {
+        ArchivedMessage {
+            id: id.into(),
+            turn: 1,
+            kind: "snip".into(),
+            message: serde_json::json!({"role": "tool", "content": id}),
+        }
+    }
+
+    #[test]
+    fn record_numbers_go_on_from_the_highest_and_never_repeat() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = archive_path(dir.path(), "s1");
+        assert_eq!(next_number(&path).expect("missing file"), 0);
+        // Ids of the older random format count as records but are never parsed as numbers.
+        append(
+            &path,
+            &[record("ar00aa11bb22cc-0"), record("ar00aa11bb22cc-1")],
+        )
+        .expect("append");
+        assert_eq!(next_number(&path).expect("read"), 2);
+        append(&path, &[record(&record_id(2)), record(&record_id(7))]).expect("append");
+        assert_eq!(next_number(&path).expect("read"), 8);
+        // A torn last line (a crash during an append) does not lower the number.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(b"{\"id\":\"a9\",\"tu"))
+            .expect("tear");
+        assert_eq!(next_number(&path).expect("read"), 8);
+        let ids: Vec<String> = read_all(&path)
+            .expect("read")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, ["ar00aa11bb22cc-0", "ar00aa11bb22cc-1", "a2", "a7"]);
+    }
 }

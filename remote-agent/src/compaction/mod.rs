@@ -134,11 +134,14 @@ pub fn plan_snip(messages: &[Value], tail: usize) -> Vec<(usize, String, usize)>
         .collect()
 }
 
-/// The placeholder of a snipped result.
+/// The placeholder of a snipped result: what it was and the `history` call that reads it
+/// back. Short on purpose: every placeholder stays in every later request (until a summary),
+/// so its bytes are paid again and again, and what the snips cannot free decides how often
+/// they come (each one a cache miss of the recent tail).
 pub fn placeholder(s: &SnippedResult) -> String {
     format!(
-        "{SNIP_MARK} {} bytes, archived on the host as {}; call the history tool with {{\"load\": \"{}\"}} to read it in full]",
-        s.bytes, s.archive_id, s.archive_id
+        "{SNIP_MARK} {} bytes; history {{\"load\":\"{}\"}}]",
+        s.bytes, s.archive_id
     )
 }
 
@@ -293,7 +296,7 @@ mod tests {
             .iter()
             .map(|(_, id, bytes)| SnippedResult {
                 call_id: id.clone(),
-                archive_id: format!("a-{id}"),
+                archive_id: format!("a{}", &id[1..]),
                 bytes: *bytes as u64,
             })
             .collect();
@@ -304,7 +307,10 @@ mod tests {
             "no message removed: calls and results stay paired"
         );
         assert!(content(&m[2]).starts_with(SNIP_MARK));
-        assert!(content(&m[2]).contains("a-c1"));
+        assert_eq!(
+            content(&m[2]),
+            format!("{SNIP_MARK} 4000 bytes; history {{\"load\":\"a1\"}}]")
+        );
         assert_eq!(content(&m[7]).len(), 4000, "the tail is untouched");
         assert!(
             plan_snip(&m, 6).is_empty(),

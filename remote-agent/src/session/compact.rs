@@ -15,6 +15,8 @@ pub(super) struct ContextState {
     pub(super) last_bytes: usize,
     /// A rewrite since the last request: names it in the next usage's cache note.
     pub(super) pending_rewrite: Option<String>,
+    /// The number of the archive's next record, once read from the archive.
+    pub(super) archive_next: Option<u64>,
 }
 
 /// How a compaction attempt ended when it could not rewrite.
@@ -226,9 +228,10 @@ impl Session {
             .iter()
             .enumerate()
             .map(|(n, (_, id, bytes))| {
+                let next = inner.context.archive_next.unwrap_or(0);
                 let kept = compaction::placeholder(&SnippedResult {
                     call_id: id.clone(),
-                    archive_id: format!("{}-{n}", archive_tag()),
+                    archive_id: archive::record_id(next + n as u64),
                     bytes: *bytes as u64,
                 });
                 bytes.saturating_sub(kept.len())
@@ -256,11 +259,18 @@ impl Session {
         if plan.is_empty() {
             return;
         }
-        let tag = archive_tag();
+        let ids = match self.archive_ids(plan.len()).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                self.record(EventKind::Notice {
+                    text: format!("context not compacted: {e}; the history stays as it is"),
+                });
+                return;
+            }
+        };
         let mut snips = Vec::new();
         let mut records = Vec::new();
-        for (n, ((_, call_id, bytes), original)) in plan.into_iter().enumerate() {
-            let archive_id = format!("{tag}-{n}");
+        for (((_, call_id, bytes), original), archive_id) in plan.into_iter().zip(ids) {
             records.push(archive::ArchivedMessage {
                 id: archive_id.clone(),
                 turn,
@@ -351,12 +361,20 @@ impl Session {
                 return Ok(());
             }
         };
-        let tag = archive_tag();
+        let ids = match self.archive_ids(originals.len()).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                self.record(EventKind::Notice {
+                    text: format!("context not compacted: {e}; the history stays as it is"),
+                });
+                return Ok(());
+            }
+        };
         let records: Vec<archive::ArchivedMessage> = originals
             .into_iter()
-            .enumerate()
-            .map(|(n, message)| archive::ArchivedMessage {
-                id: format!("{tag}-{n}"),
+            .zip(ids)
+            .map(|(message, id)| archive::ArchivedMessage {
+                id,
                 turn,
                 kind: "summary".into(),
                 message,
@@ -429,6 +447,26 @@ impl Session {
     }
 
     /// Append to the session's archive off the async threads.
+    /// Ids for `n` new archive records (`a<N>`, numbered on from the archive's last; the
+    /// archive is read once per session to find where the numbers stand).
+    async fn archive_ids(&self, n: usize) -> Result<Vec<String>, String> {
+        let known = self.lock().context.archive_next;
+        let next = match known {
+            Some(next) => next,
+            None => {
+                let path = self.archive_path();
+                tokio::task::spawn_blocking(move || archive::next_number(&path))
+                    .await
+                    .map_err(|e| format!("archive task failed: {e}"))?
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let mut inner = self.lock();
+        let first = inner.context.archive_next.unwrap_or(next).max(next);
+        inner.context.archive_next = Some(first + n as u64);
+        Ok((first..first + n as u64).map(archive::record_id).collect())
+    }
+
     async fn archive(&self, records: Vec<archive::ArchivedMessage>) -> Result<(), String> {
         let path = self.archive_path();
         tokio::task::spawn_blocking(move || archive::append(&path, &records))
@@ -542,12 +580,6 @@ fn compaction_count(events: &[Event]) -> usize {
         .iter()
         .filter(|e| matches!(e.kind, EventKind::Compacted { .. }))
         .count()
-}
-
-/// A tag unique within the session's archive (ids survive rewinds, which never delete
-/// archive lines).
-fn archive_tag() -> String {
-    format!("ar{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff)
 }
 
 /// Bytes of a request of `messages` under `prefix` (what the usage report calibrates).
