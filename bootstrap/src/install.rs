@@ -217,6 +217,11 @@ pub(crate) struct Locked {
 }
 
 impl Locked {
+    /// The script took the install lock for this install.
+    fn held(&self) -> bool {
+        self.state == "held"
+    }
+
     fn parse(out: &str) -> Option<Locked> {
         Some(Locked {
             state: parse_kv(out, "lock")?.trim().to_string(),
@@ -512,9 +517,7 @@ pub async fn install(
     build_id: &str,
     binaries: &ShippedBinaries,
 ) -> Result<RemoteInstall, BootstrapError> {
-    let mut held = false;
-    let r = install_locked(conn, build_id, binaries, None, None, None, &mut held).await;
-    finish_or_release(conn, binaries.cache(), r, held)
+    install_or_release(conn, build_id, binaries, None, None, None)
         .await
         .map(|(r, _)| r)
 }
@@ -532,18 +535,8 @@ pub async fn install_and_attach(
     spec: &AttachSpec,
     sftp: Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>,
 ) -> Result<(RemoteInstall, AttachOutcome), BootstrapError> {
-    let mut held = probe.locked.as_ref().is_some_and(|l| l.state == "held");
-    let r = install_locked(
-        conn,
-        build_id,
-        binaries,
-        Some(probe),
-        sftp,
-        Some(spec),
-        &mut held,
-    )
-    .await;
-    let (install, outcome) = finish_or_release(conn, binaries.cache(), r, held).await?;
+    let (install, outcome) =
+        install_or_release(conn, build_id, binaries, Some(probe), sftp, Some(spec)).await?;
     let outcome = outcome.ok_or_else(|| {
         BootstrapError::remote(
             Stage::Attach,
@@ -554,20 +547,31 @@ pub async fn install_and_attach(
     Ok((install, outcome))
 }
 
-/// The last script of a successful install releases the lock; release it on every other
-/// path too, when this install holds it (a lost release goes stale after 60 s). A
-/// successful install keeps this build in the laptop's cache: the next upgrade of this
-/// host can be a delta.
-async fn finish_or_release(
+/// [`install_locked`], then: the last script of a successful install releases the lock;
+/// release it on every other path too, when this install holds it (a lost release goes
+/// stale after 60 s). A successful install keeps this build in the laptop's cache: the next
+/// upgrade of this host can be a delta.
+async fn install_or_release(
     conn: &SshConnection,
-    cache: Option<&HostBinaryCache>,
-    r: Result<(RemoteInstall, Option<AttachOutcome>, PathBuf), BootstrapError>,
-    held: bool,
+    build_id: &str,
+    binaries: &ShippedBinaries,
+    probed: Option<Probe>,
+    sftp: Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>,
+    attach: Option<&AttachSpec>,
 ) -> Result<(RemoteInstall, Option<AttachOutcome>), BootstrapError> {
+    // An attach script that found the build missing took the lock already.
+    let hold = LockHold::new(
+        probed
+            .as_ref()
+            .and_then(|p| p.locked.as_ref())
+            .is_some_and(Locked::held),
+    );
+    let r = install_locked(conn, build_id, binaries, probed, sftp, attach, &hold).await;
+    let cache = binaries.cache();
     let (install, outcome, local) = match r {
         Ok(r) => r,
         Err(e) => {
-            if held {
+            if hold.held() {
                 let release = "rmdir \"$HOME\"/.reasonix/remote/install.lock 2>/dev/null; exit 0";
                 let _ = conn.run_script_at(Stage::Upload, release).await;
             }
@@ -586,7 +590,26 @@ async fn finish_or_release(
     Ok((install, outcome))
 }
 
-/// Everything of an install after the probe; sets `held` while this install holds the lock.
+/// Whether this install holds the host's install lock: what a failed install needs to know
+/// to release it. One flag for the whole install, set where the lock is taken and cleared
+/// where a retry loses it; atomic because the install's future must be `Send`.
+struct LockHold(std::sync::atomic::AtomicBool);
+
+impl LockHold {
+    fn new(held: bool) -> LockHold {
+        LockHold(std::sync::atomic::AtomicBool::new(held))
+    }
+
+    fn held(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn set(&self, held: bool) {
+        self.0.store(held, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Everything of an install after the probe; keeps `hold` up to date while it runs.
 #[allow(clippy::too_many_arguments)]
 async fn install_locked(
     conn: &SshConnection,
@@ -595,7 +618,7 @@ async fn install_locked(
     probed: Option<Probe>,
     sftp: Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>,
     attach: Option<&AttachSpec>,
-    held: &mut bool,
+    hold: &LockHold,
 ) -> Result<(RemoteInstall, Option<AttachOutcome>, PathBuf), BootstrapError> {
     let host = conn.host().to_string();
     if !valid_build_id(build_id) {
@@ -667,23 +690,21 @@ async fn install_locked(
             (locked, sftp)
         }
     };
-    match locked.state.as_str() {
-        "held" => *held = true,
-        "busy" => {
-            return Err(BootstrapError::remote(
+    if !locked.held() {
+        return Err(match locked.state.as_str() {
+            "busy" => BootstrapError::remote(
                 Stage::Upload,
                 &host,
                 format!("another install on this host holds {lock} and did not finish within 2 minutes; retry, or remove the directory if no install is running"),
-            ))
-        }
-        other => {
-            return Err(BootstrapError::remote(
+            ),
+            other => BootstrapError::remote(
                 Stage::Upload,
                 &host,
                 format!("cannot create {bin_dir} or take the install lock ({other})"),
-            ))
-        }
+            ),
+        });
     }
+    hold.set(true);
     let job = Job {
         conn,
         probe: &probe,
@@ -699,15 +720,11 @@ async fn install_locked(
         sftp: std::sync::Mutex::new(Some(sftp)),
         attach,
         outcome: std::sync::Mutex::new(None),
-        lost_lock: std::sync::atomic::AtomicBool::new(false),
+        hold,
     };
-    let result = job.run(locked.final_sha, locked.bases).await;
-    if job.lost_lock.load(std::sync::atomic::Ordering::SeqCst) {
-        *held = false;
-    }
-    let result = result?;
+    let result = job.run(locked.final_sha, locked.bases).await?;
     // The finishing script released the lock.
-    *held = false;
+    hold.set(false);
     let outcome = job.outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
     Ok((result, outcome, local))
 }
@@ -732,8 +749,9 @@ struct Job<'a> {
     attach: Option<&'a AttachSpec>,
     /// What that attach gave, once the install finished.
     outcome: std::sync::Mutex<Option<AttachOutcome>>,
-    /// A failed finish in that attach released the lock and could not take it again.
-    lost_lock: std::sync::atomic::AtomicBool,
+    /// Whether this install holds the lock; a failed finish in that attach releases it and
+    /// may not take it again.
+    hold: &'a LockHold,
 }
 
 /// One upload: the whole binary or a delta against a base on the host.
@@ -1108,10 +1126,8 @@ exit 0"#,
         match (outcome, verify.as_deref()) {
             // Not there after all: the missing block took the lock again (or could not).
             (AttachOutcome::Missing(probe), v) => {
-                let held = probe.locked.as_ref().is_some_and(|l| l.state == "held");
-                if !held {
-                    self.lost_lock
-                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                if !probe.locked.as_ref().is_some_and(Locked::held) {
+                    self.hold.set(false);
                     return Err(BootstrapError::remote(
                         Stage::Verify,
                         &host,
