@@ -3,7 +3,21 @@
 //! channels, the session it has open, and the [`Gateway`] the session's turns use to reach
 //! the model through it ([`ConnGateway`]).
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use reasonix_forward::link::Link;
+use reasonix_forward::proto::{
+    ClientRole, Notification, ProviderChunk, ProviderRequest, Request, SessionSettings,
+};
+use reasonix_forward::rpc::Rpc;
+use tokio::sync::mpsc;
+
+use super::lock;
+use crate::content::TransientContent;
+use crate::session::{Gateway, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
 
 /// Where the lines of one tunnelled laptop MCP server go on the host.
 pub(super) struct McpRoute {

@@ -1,7 +1,12 @@
 //! Requests of the workbench features: steering a running turn, `!` shell commands and
 //! the workspace's prompt history (issue 16).
 
-use super::*;
+use std::sync::Arc;
+
+use reasonix_forward::proto::{Response, RpcError};
+
+use super::conn::Conn;
+use super::Daemon;
 use crate::session::SessionError;
 
 impl Daemon {
@@ -52,7 +57,8 @@ impl Daemon {
     }
 }
 
-/// The workbench requests, taken out of [`Request`] so their handler is one match.
+/// The workbench requests, taken out of [`Request`](reasonix_forward::proto::Request) so
+/// their handler is one match.
 pub(super) enum WorkbenchRequest {
     Steer {
         request_id: String,

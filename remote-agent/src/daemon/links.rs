@@ -1,0 +1,226 @@
+//! A client's transport: the handshake, resuming its link (or making a new one), the grace
+//! a cut link is kept for, and the loop routing what arrives on a link (provider chunks,
+//! MCP lines, terminal traffic, requests).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use reasonix_forward::handshake::{server_accept, server_welcome};
+use reasonix_forward::link::Link;
+use reasonix_forward::proto::{Notification, ProviderChunk, Request, Welcome, PROTOCOL_VERSION};
+use reasonix_forward::rpc::{Incoming, Rpc};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+use super::conn::Conn;
+use super::{lock, Daemon};
+use crate::content::TransientContent;
+
+impl Daemon {
+    pub(super) async fn handle_transport(
+        self: Arc<Self>,
+        stream: UnixStream,
+    ) -> Result<(), String> {
+        let (reader, mut writer) = stream.into_split();
+        let (reader, hello) = server_accept(reader, &mut writer, reasonix_forward::build_id())
+            .await
+            .map_err(|e| e.to_string())?;
+        if hello.protocol != PROTOCOL_VERSION {
+            let welcome = Welcome {
+                protocol: PROTOCOL_VERSION,
+                build_id: reasonix_forward::build_id().to_string(),
+                link_id: String::new(),
+                resumed: false,
+                received: 0,
+                resume_refused: Some(format!(
+                    "protocol mismatch: host speaks {PROTOCOL_VERSION}, client speaks {}",
+                    hello.protocol
+                )),
+            };
+            let _ = server_welcome(&mut writer, &welcome).await;
+            return Err("protocol mismatch".into());
+        }
+        let existing = hello
+            .resume
+            .as_ref()
+            .and_then(|r| lock(&self.links).get(&r.link_id).cloned());
+        let (conn, peer_received, resumed, refused) = match existing {
+            Some(conn) => {
+                let received = hello.resume.as_ref().map(|r| r.received).unwrap_or(0);
+                (conn, received, true, None)
+            }
+            None => {
+                let conn = self.new_conn();
+                let refused = hello.resume.as_ref().map(|r| {
+                    format!("link {} is unknown to this daemon (it restarted or the link expired); catching up from the journal", r.link_id)
+                });
+                (conn, 0, false, refused)
+            }
+        };
+        let welcome = Welcome {
+            protocol: PROTOCOL_VERSION,
+            build_id: reasonix_forward::build_id().to_string(),
+            link_id: conn.link_id.clone(),
+            resumed,
+            received: conn.link.received(),
+            resume_refused: refused,
+        };
+        server_welcome(&mut writer, &welcome)
+            .await
+            .map_err(|e| e.to_string())?;
+        let generation = conn.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        tracing::info!(link = %conn.link_id, resumed, "transport attached");
+        let err = conn.link.run_transport(reader, writer, peer_received).await;
+        tracing::info!(link = %conn.link_id, "transport ended: {err}");
+        self.touch();
+        // Keep the link for a resume; close it if no new transport came within the grace.
+        // A link that holds nothing a resume would save (a client that only said hello or
+        // asked for a status) is kept for a thirtieth of it (60 s by default).
+        let grace = if conn.holds_nothing() {
+            self.config.link_grace / 30
+        } else {
+            self.config.link_grace
+        };
+        let me = Arc::clone(&self);
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if conn.generation.load(Ordering::SeqCst) == generation && !conn.link.is_connected() {
+                me.drop_conn(&conn);
+            }
+        });
+        Ok(())
+    }
+
+    fn drop_conn(&self, conn: &Arc<Conn>) {
+        tracing::info!(link = %conn.link_id, "link expired");
+        lock(&self.links).remove(&conn.link_id);
+        conn.link.close();
+        conn.terminals.detach_all();
+        conn.end_all_streams();
+        for (_, route) in lock(&conn.mcp_channels).drain() {
+            route
+                .diagnostics
+                .set_exit("the link to the laptop running this server expired");
+        }
+        if let Some((session, _)) = lock(&conn.session).take() {
+            session.release_driver(conn.id);
+        }
+    }
+
+    fn new_conn(self: &Arc<Self>) -> Arc<Conn> {
+        let (link, inbound) = Link::new(self.config.link.clone());
+        let (rpc, incoming) = Rpc::new(link.clone(), inbound);
+        let id = self.next_conn.fetch_add(1, Ordering::SeqCst);
+        let link_id = format!("{:016x}{:08x}", rand::random::<u64>(), id);
+        let conn = Arc::new(Conn {
+            id,
+            link_id: link_id.clone(),
+            rpc: rpc.clone(),
+            link,
+            streams: Mutex::new(HashMap::new()),
+            transient: TransientContent::default(),
+            sent_messages: Default::default(),
+            stream_started: Mutex::new(HashMap::new()),
+            mcp_channels: Mutex::new(HashMap::new()),
+            session: Mutex::new(None),
+            headless: Mutex::new(false),
+            settings: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            terminals: crate::pty::attach::LinkTerminals::new(
+                Arc::clone(&self.terminals),
+                rpc.clone(),
+            ),
+        });
+        lock(&self.links).insert(link_id, Arc::clone(&conn));
+        let me = Arc::clone(self);
+        let c = Arc::clone(&conn);
+        tokio::spawn(async move { me.serve_conn(c, incoming).await });
+        conn
+    }
+
+    async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
+        while let Some(msg) = incoming.recv().await {
+            match msg {
+                Incoming::Notify(Notification::ProviderChunk { stream_id, chunk }) => {
+                    let finished = matches!(
+                        chunk,
+                        ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
+                    );
+                    if let Some(t0) = lock(&conn.stream_started).remove(&stream_id) {
+                        tracing::info!(
+                            stream_id = %stream_id,
+                            ttft_us = t0.elapsed().as_micros() as u64,
+                            "first provider chunk"
+                        );
+                    }
+                    let tx = lock(&conn.streams)
+                        .get(&stream_id)
+                        .map(|r| r.chunks.clone());
+                    if let Some(tx) = tx {
+                        // Waits while the turn runner is behind (backpressure through the
+                        // link); fails at once when the runner let go of the stream.
+                        let _ = tx.send(chunk).await;
+                    }
+                    if finished {
+                        conn.end_stream(&stream_id);
+                    }
+                }
+                Incoming::Notify(Notification::McpLine {
+                    channel,
+                    line,
+                    more,
+                }) => {
+                    let mut routes = lock(&conn.mcp_channels);
+                    let Some(route) = routes.get_mut(&channel) else {
+                        continue;
+                    };
+                    if let Err(e) = route.inlet.piece(line, more) {
+                        tracing::warn!(channel, "{e}");
+                        if let Some(route) = routes.remove(&channel) {
+                            route.diagnostics.set_exit(e.to_string());
+                        }
+                        drop(routes);
+                        reasonix_forward::tunnel::tell_closed(&conn.rpc, channel, e.to_string());
+                    }
+                }
+                Incoming::Notify(Notification::McpCredit { channel, bytes }) => {
+                    if let Some(route) = lock(&conn.mcp_channels).get(&channel) {
+                        route.inlet.credit(bytes);
+                    }
+                }
+                Incoming::Notify(Notification::McpClosed { channel, reason }) => {
+                    tracing::info!(channel, "laptop MCP server closed: {reason}");
+                    if let Some(route) = lock(&conn.mcp_channels).remove(&channel) {
+                        route
+                            .diagnostics
+                            .set_exit(format!("the laptop server ended: {reason}"));
+                    }
+                }
+                Incoming::Notify(Notification::Pty(n)) => conn.terminals.notify(n),
+                Incoming::Notify(other) => {
+                    tracing::debug!("ignored notification from client: {other:?}");
+                }
+                Incoming::Request {
+                    id,
+                    body: Request::Pty(req),
+                } => {
+                    // Answered by the terminals themselves: an attach's output must follow
+                    // its answer on the link.
+                    let c = Arc::clone(&conn);
+                    tokio::spawn(async move { c.terminals.request(id, req).await });
+                }
+                Incoming::Request { id, body } => {
+                    let me = Arc::clone(&self);
+                    let c = Arc::clone(&conn);
+                    tokio::spawn(async move {
+                        let result = me.handle_request(&c, body).await;
+                        if let Err(e) = c.rpc.respond(id, result).await {
+                            tracing::warn!("could not answer request {id}: {e}");
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
