@@ -110,6 +110,14 @@ fn ttft_through_the_link_vs_direct() {
             .collect();
         let pad_kb = env_u64("BENCH_PAD_KB", 0) as usize;
         let rig = Rig::new(Arc::clone(&ns), script).await;
+        // No compaction (`context_window = 0`): this measures forwarding. With the default
+        // window a padded session reaches the summary rung after eight turns; the summary
+        // requests then took the script's replies and every request after a rewrite went in
+        // full, which is what had made the large-conversation figures unsteady.
+        let config = rig.rx_home().join("config.toml");
+        let mut text = std::fs::read_to_string(&config).expect("config");
+        text.push_str("context_window = 0\n");
+        std::fs::write(&config, text).expect("config");
         rig.user
             .write_file("ws/small.txt", "a small file\n", 0o644)
             .expect("small file");
