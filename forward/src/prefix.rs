@@ -1,8 +1,12 @@
 //! Provider requests by prefix: a session's model requests extend each other byte for byte
 //! (the cache-first rule), so after the first one the host sends only the messages that are
-//! new, naming the earlier request they follow ([`MessagesBase`]), and the laptop puts that
-//! request's messages in front. The bytes on the link per request are then those of the new
-//! messages, not of the whole conversation.
+//! new, naming the earlier request they follow and how many of its messages this one starts
+//! with ([`MessagesBase`]), and the laptop puts those in front. The bytes on the link per
+//! request are then those of the new messages, not of the whole conversation; after a
+//! rewrite of the history (a compaction), those from the first rewritten message on.
+//!
+//! The laptop holds a request's messages as [`SharedMessages`]: runs shared with the bases
+//! they came from, so rebuilding a request copies no message.
 //!
 //! Each side keeps what it needs for one link:
 //! - the host, [`SentMessages`]: the messages of the last request the laptop accepted on
@@ -31,6 +35,78 @@ pub const PROVIDED_BASE_MAX: usize = 1024 * 1024;
 /// last one it saw accepted; a few more cover requests that overlap.
 pub const BASES_KEPT: usize = 4;
 
+/// Most runs a [`SharedMessages`] keeps before it is copied into one (once every this many
+/// requests of a link, so walking the runs stays cheap).
+pub const MAX_RUNS: usize = 64;
+
+/// A request's messages, as runs shared with the earlier requests they came from (the first
+/// `used` messages of each run, in order). Cloning one, taking a prefix of it or adding the
+/// new messages of the next request copies no message.
+#[derive(Debug, Clone, Default)]
+pub struct SharedMessages {
+    runs: Vec<(Arc<Vec<Value>>, usize)>,
+    len: usize,
+}
+
+impl From<Vec<Value>> for SharedMessages {
+    fn from(messages: Vec<Value>) -> SharedMessages {
+        SharedMessages::default().extended(messages)
+    }
+}
+
+impl SharedMessages {
+    /// How many messages.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No message at all.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The messages in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Value> + '_ {
+        self.runs.iter().flat_map(|(run, used)| run[..*used].iter())
+    }
+
+    /// The first `count` messages; `None` when there are fewer.
+    pub fn prefix(&self, count: usize) -> Option<SharedMessages> {
+        if count > self.len {
+            return None;
+        }
+        let mut out = SharedMessages::default();
+        for (run, used) in &self.runs {
+            if out.len == count {
+                break;
+            }
+            let take = (*used).min(count - out.len);
+            out.runs.push((Arc::clone(run), take));
+            out.len += take;
+        }
+        Some(out)
+    }
+
+    /// These messages, then `tail`. Past [`MAX_RUNS`] runs they are copied into one.
+    pub fn extended(mut self, tail: Vec<Value>) -> SharedMessages {
+        if !tail.is_empty() {
+            let used = tail.len();
+            self.len += used;
+            self.runs.push((Arc::new(tail), used));
+        }
+        if self.runs.len() > MAX_RUNS {
+            let all: Vec<Value> = self.iter().cloned().collect();
+            self.runs = vec![(Arc::new(all), self.len)];
+        }
+        self
+    }
+
+    /// A copy of the messages.
+    pub fn to_vec(&self) -> Vec<Value> {
+        self.iter().cloned().collect()
+    }
+}
+
 /// The host side: the messages of the last request the laptop accepted on a link.
 #[derive(Debug, Default)]
 pub struct SentMessages {
@@ -38,18 +114,21 @@ pub struct SentMessages {
 }
 
 impl SentMessages {
-    /// The base `messages` can be sent against: the last accepted request, when all its
-    /// messages are the start of `messages` and at least one of them is (an empty base
-    /// saves nothing).
+    /// The base `messages` can be sent against: the last accepted request and how many of
+    /// its first messages `messages` starts with (all of them when it extends that request;
+    /// fewer after a rewrite of the history); `None` when not even the first is shared (a
+    /// base of nothing saves nothing).
     pub fn base_for(&self, messages: &[Value]) -> Option<MessagesBase> {
         let last = self.lock();
         let (stream_id, prev) = last.as_ref()?;
-        let starts_with = !prev.is_empty()
-            && prev.len() <= messages.len()
-            && prev.iter().zip(messages).all(|(a, b)| a == b);
-        starts_with.then(|| MessagesBase {
+        let count = prev
+            .iter()
+            .zip(messages)
+            .take_while(|(a, b)| a == b)
+            .count();
+        (count > 0).then(|| MessagesBase {
             stream_id: stream_id.clone(),
-            count: prev.len(),
+            count,
         })
     }
 
@@ -81,34 +160,27 @@ impl SentMessages {
 /// The laptop side: the messages of the last [`BASES_KEPT`] requests of a link.
 #[derive(Debug, Default)]
 pub struct MessageBases {
-    kept: VecDeque<(String, Arc<Vec<Value>>)>,
+    kept: VecDeque<(String, SharedMessages)>,
 }
 
 impl MessageBases {
-    /// All the messages of a request: those of `base` (when set), then `tail`. `None` when
-    /// the base is not held here, or held with another count.
-    pub fn resolve(
-        &self,
-        base: Option<&MessagesBase>,
-        tail: Vec<Value>,
-    ) -> Option<Arc<Vec<Value>>> {
+    /// All the messages of a request: the first `base.count` of `base` (when set), then
+    /// `tail`. `None` when the base is not held here, or holds fewer messages.
+    pub fn resolve(&self, base: Option<&MessagesBase>, tail: Vec<Value>) -> Option<SharedMessages> {
         let Some(base) = base else {
-            return Some(Arc::new(tail));
+            return Some(SharedMessages::from(tail));
         };
         let (_, prev) = self
             .kept
             .iter()
             .rev()
-            .find(|(id, m)| *id == base.stream_id && m.len() == base.count)?;
-        let mut all = Vec::with_capacity(prev.len() + tail.len());
-        all.extend(prev.iter().cloned());
-        all.extend(tail);
-        Some(Arc::new(all))
+            .find(|(id, _)| *id == base.stream_id)?;
+        Some(prev.prefix(base.count)?.extended(tail))
     }
 
     /// Keep `messages` as the request `stream_id`'s, dropping the oldest beyond
     /// [`BASES_KEPT`].
-    pub fn remember(&mut self, stream_id: &str, messages: Arc<Vec<Value>>) {
+    pub fn remember(&mut self, stream_id: &str, messages: SharedMessages) {
         self.kept.retain(|(id, _)| id != stream_id);
         self.kept.push_back((stream_id.to_string(), messages));
         while self.kept.len() > BASES_KEPT {
@@ -136,7 +208,7 @@ mod tests {
         let first = msgs(3);
         assert_eq!(host.base_for(&first), None);
         let got = laptop.resolve(None, first.clone()).expect("no base needed");
-        laptop.remember("s1", Arc::clone(&got));
+        laptop.remember("s1", got.clone());
         host.accepted("s1", Arc::new(first.clone()));
         // Second: extends the first.
         let second = msgs(5);
@@ -151,14 +223,18 @@ mod tests {
         let tail = second[base.count..].to_vec();
         assert_eq!(tail.len(), 2);
         let got = laptop.resolve(Some(&base), tail).expect("base held");
-        assert_eq!(*got, second, "the laptop rebuilds the request exactly");
+        assert_eq!(
+            got.to_vec(),
+            second,
+            "the laptop rebuilds the request exactly"
+        );
     }
 
     #[test]
     fn a_base_handed_over_first_serves_the_first_request_unless_one_was_accepted() {
         let host = SentMessages::default();
         let mut laptop = MessageBases::default();
-        laptop.remember("base-1", Arc::new(msgs(3)));
+        laptop.remember("base-1", SharedMessages::from(msgs(3)));
         host.based("base-1", Arc::new(msgs(3)));
         let first = msgs(4);
         let base = host.base_for(&first).expect("the handed base");
@@ -166,7 +242,7 @@ mod tests {
         let got = laptop
             .resolve(Some(&base), first[base.count..].to_vec())
             .expect("held");
-        assert_eq!(*got, first);
+        assert_eq!(got.to_vec(), first);
         // A request accepted before the base's answer arrived is the better base.
         let host = SentMessages::default();
         host.accepted("s1", Arc::new(msgs(5)));
@@ -175,25 +251,59 @@ mod tests {
     }
 
     #[test]
-    fn a_rewritten_history_is_sent_in_full() {
+    fn a_rewritten_history_is_sent_from_its_first_changed_message() {
         let host = SentMessages::default();
+        let mut laptop = MessageBases::default();
         host.accepted("s1", Arc::new(msgs(4)));
+        laptop.remember("s1", SharedMessages::from(msgs(4)));
+        // A snip rewrote message 2: the first two are still the base's.
         let mut rewritten = msgs(6);
-        rewritten[2] = json!({"role": "user", "content": "summary"});
-        assert_eq!(host.base_for(&rewritten), None, "a changed message");
-        assert_eq!(host.base_for(&msgs(3)), None, "shorter than the base");
-        assert!(
-            host.base_for(&msgs(4)).is_some(),
-            "same messages (a re-issue)"
-        );
+        rewritten[2] = json!({"role": "tool", "content": "[snipped tool result: 9 bytes]"});
+        let base = host.base_for(&rewritten).expect("shares two messages");
+        assert_eq!(base.count, 2);
+        let got = laptop
+            .resolve(Some(&base), rewritten[2..].to_vec())
+            .expect("held");
+        assert_eq!(got.to_vec(), rewritten);
+        // A summary replaced the very first message: nothing is shared.
+        let mut summarised = msgs(3);
+        summarised[0] = json!({"role": "user", "content": "<compaction-summary>"});
+        assert_eq!(host.base_for(&summarised), None, "a base of nothing");
+        assert_eq!(host.base_for(&msgs(3)).expect("shorter").count, 3);
+        assert_eq!(host.base_for(&msgs(4)).expect("a re-issue").count, 4);
         host.forget();
         assert_eq!(host.base_for(&msgs(6)), None, "forgotten");
     }
 
     #[test]
+    fn shared_messages_copy_nothing_and_keep_their_order() {
+        let mut m = SharedMessages::from(msgs(3));
+        for i in 3..10 {
+            m = m.extended(vec![json!({"role": "user", "content": format!("m{i}")})]);
+        }
+        assert_eq!(m.to_vec(), msgs(10));
+        let first = m.prefix(3).expect("three");
+        assert!(
+            Arc::ptr_eq(&first.runs[0].0, &m.runs[0].0),
+            "a prefix shares the runs"
+        );
+        assert_eq!(m.prefix(5).expect("five").to_vec(), msgs(5));
+        assert_eq!(m.prefix(0).expect("none").len(), 0);
+        assert!(m.prefix(11).is_none());
+        assert_eq!(m.clone().extended(Vec::new()).len(), 10);
+        // Past MAX_RUNS the runs are folded into one, the messages unchanged.
+        let mut long = SharedMessages::default();
+        for i in 0..=MAX_RUNS {
+            long = long.extended(vec![json!({"role": "user", "content": format!("m{i}")})]);
+        }
+        assert_eq!(long.runs.len(), 1);
+        assert_eq!(long.to_vec(), msgs(MAX_RUNS + 1));
+    }
+
+    #[test]
     fn the_laptop_refuses_a_base_it_does_not_hold() {
         let mut laptop = MessageBases::default();
-        laptop.remember("s1", Arc::new(msgs(2)));
+        laptop.remember("s1", SharedMessages::from(msgs(2)));
         let wrong_count = MessagesBase {
             stream_id: "s1".into(),
             count: 3,
@@ -206,7 +316,7 @@ mod tests {
         assert!(laptop.resolve(Some(&unknown), msgs(1)).is_none());
         // Only the last BASES_KEPT are kept.
         for i in 0..BASES_KEPT {
-            laptop.remember(&format!("t{i}"), Arc::new(msgs(1)));
+            laptop.remember(&format!("t{i}"), SharedMessages::from(msgs(1)));
         }
         let evicted = MessagesBase {
             stream_id: "s1".into(),

@@ -904,7 +904,8 @@ pub struct ProviderRequest {
 pub struct MessagesBase {
     /// That request's stream id.
     pub stream_id: String,
-    /// How many messages it had (all of them are the start of this request's).
+    /// How many of its first messages this request starts with (all of them when this one
+    /// extends it; fewer after a rewrite of the history).
     pub count: usize,
 }
 

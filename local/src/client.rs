@@ -696,7 +696,7 @@ async fn serve_incoming(
                     stream_id,
                     messages,
                 } => {
-                    bases.remember(&stream_id, Arc::new(messages));
+                    bases.remember(&stream_id, messages.into());
                     let _ = rpc.respond(id, Ok(Response::Ok)).await;
                 }
                 Request::Provider(mut req) => {
@@ -719,7 +719,7 @@ async fn serve_incoming(
                         continue;
                     };
                     if req.messages_ref.is_none() {
-                        bases.remember(&req.stream_id, Arc::clone(&messages));
+                        bases.remember(&req.stream_id, messages.clone());
                     }
                     req.messages_base = None;
                     let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
@@ -878,7 +878,7 @@ async fn relay_provider_stream(
     rpc: Rpc,
     gateway: Arc<Gateway>,
     mut req: reasonix_forward::proto::ProviderRequest,
-    mut messages: Arc<Vec<serde_json::Value>>,
+    mut messages: reasonix_forward::prefix::SharedMessages,
 ) {
     let stream_id = req.stream_id.clone();
     if let Some(r) = req.messages_ref.take() {
@@ -891,7 +891,7 @@ async fn relay_provider_stream(
             });
         match fetched {
             // After the base's messages, when the request had one.
-            Ok(fetched) => messages = Arc::new(messages.iter().cloned().chain(fetched).collect()),
+            Ok(fetched) => messages = messages.extended(fetched),
             Err(e) => {
                 tracing::warn!(stream_id, "provider messages could not be fetched: {e}");
                 let chunk = reasonix_forward::proto::ProviderChunk::Error {

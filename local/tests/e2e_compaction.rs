@@ -413,16 +413,20 @@ async fn a_300_step_session_stays_in_a_32k_window_and_only_declared_rewrites_mis
         );
     }
 
-    // On the link, a request that extends the one before it on the same link (the same
-    // `reasonix run`) is sent as its new messages only; so is the first request of a link
-    // when the base the daemon handed the laptop as the link opened the session arrived
-    // first (a race with the turn's first request, so counted as a range). The laptop
-    // rebuilt every one of them exactly (the mock's bytes above).
+    // On the link, every request after the first of a link (the same `reasonix run`) is
+    // sent as what follows the messages it shares with the one before it: its new messages
+    // when it extends that one, those from the first rewritten message on after a snip or
+    // a summary (the system message, at least, is always shared). So is the first request
+    // of a link when the base the daemon handed the laptop as the link opened the session
+    // arrived first (a race with the turn's first request, so counted as a range). The
+    // laptop rebuilt every one of them exactly (the mock's bytes above).
     let mut same_link = 0;
+    let mut rewritten_same_link = 0;
     let mut first_of_link = 0;
     for j in 1..reqs.len() {
         if turn_of(&reqs[j - 1]) == turn_of(&reqs[j]) {
-            same_link += usize::from(extends(&reqs[j - 1], &reqs[j]));
+            same_link += 1;
+            rewritten_same_link += usize::from(!extends(&reqs[j - 1], &reqs[j]));
         } else {
             first_of_link += 1;
         }
@@ -434,18 +438,22 @@ async fn a_300_step_session_stays_in_a_32k_window_and_only_declared_rewrites_mis
         .filter(|l| l["fields"]["by_prefix"] == true)
         .collect();
     println!(
-        "by prefix: {} requests (extending their link's last: {same_link}, first of a link: {first_of_link})",
+        "by prefix: {} requests (after the first of their link: {same_link}, of which after a rewrite: {rewritten_same_link}; first of a link: {first_of_link})",
         by_prefix.len()
     );
     assert!(
         by_prefix.len() >= same_link && by_prefix.len() <= same_link + first_of_link + 1,
-        "requests sent by prefix: {} (extending their link's last: {same_link}, first of a link: {first_of_link})",
+        "requests sent by prefix: {} (after the first of their link: {same_link}, first of a link: {first_of_link})",
         by_prefix.len()
     );
     assert!(
         by_prefix.len() > same_link,
         "some first requests of a link went by prefix against the base the daemon sent: {} of {same_link}+{first_of_link}",
         by_prefix.len()
+    );
+    assert!(
+        rewritten_same_link > 0,
+        "the session rewrote its history within a link (a summary request, a forced rewrite)"
     );
     assert!(same_link > main.len() / 2, "{same_link}");
     for l in &by_prefix {

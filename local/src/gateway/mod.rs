@@ -16,6 +16,7 @@ pub mod think;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reasonix_forward::prefix::SharedMessages;
 use reasonix_forward::proto::{ProviderChunk, ProviderRequest, ProviderRetry, RetryPhase};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -125,7 +126,7 @@ impl Gateway {
     /// Every stream ends with exactly one `Done` or `Error`. Dropping the receiver cancels the
     /// request. Must be called inside a Tokio runtime.
     pub fn stream(&self, mut req: ProviderRequest) -> mpsc::Receiver<ProviderChunk> {
-        let messages = Arc::new(std::mem::take(&mut req.messages));
+        let messages = std::mem::take(&mut req.messages).into();
         self.stream_shared(req, messages)
     }
 
@@ -135,7 +136,7 @@ impl Gateway {
     pub fn stream_shared(
         &self,
         req: ProviderRequest,
-        messages: Arc<Vec<Value>>,
+        messages: SharedMessages,
     ) -> mpsc::Receiver<ProviderChunk> {
         let (tx, rx) = mpsc::channel(self.inner.settings.channel_capacity.max(1));
         let inner = self.inner.clone();
@@ -183,7 +184,7 @@ fn error_chunk(message: impl Into<String>, retryable: bool) -> ProviderChunk {
 async fn run_stream(
     inner: &Inner,
     req: ProviderRequest,
-    messages: &[Value],
+    messages: &SharedMessages,
     tx: &mpsc::Sender<ProviderChunk>,
 ) {
     let client = match &inner.client {
@@ -274,13 +275,13 @@ struct StreamOptions {
 
 /// Messages as sent: each one as it is, except an assistant message with tool calls that
 /// lost its `reasoning_content`, which gets an empty one ([`fix_reasoning_replay`]).
-struct ReplayedMessages<'a>(&'a [Value]);
+struct ReplayedMessages<'a>(&'a SharedMessages);
 
 impl serde::Serialize for ReplayedMessages<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for m in self.0 {
+        for m in self.0.iter() {
             if needs_reasoning_fix(m) {
                 let mut fixed = [m.clone()];
                 fix_reasoning_replay(&mut fixed);
