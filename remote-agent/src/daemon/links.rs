@@ -26,21 +26,7 @@ impl Daemon {
         let (reader, hello) = server_accept(reader, &mut writer, reasonix_forward::build_id())
             .await
             .map_err(|e| e.to_string())?;
-        if hello.protocol != PROTOCOL_VERSION {
-            let welcome = Welcome {
-                protocol: PROTOCOL_VERSION,
-                build_id: reasonix_forward::build_id().to_string(),
-                link_id: String::new(),
-                resumed: false,
-                received: 0,
-                resume_refused: Some(format!(
-                    "protocol mismatch: host speaks {PROTOCOL_VERSION}, client speaks {}",
-                    hello.protocol
-                )),
-            };
-            let _ = server_welcome(&mut writer, &welcome).await;
-            return Err("protocol mismatch".into());
-        }
+        // `server_accept` has refused another protocol (and told the client) already.
         let existing = hello
             .resume
             .as_ref()
