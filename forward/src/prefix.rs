@@ -48,6 +48,20 @@ pub struct SharedMessages {
     len: usize,
 }
 
+impl From<Arc<Vec<Value>>> for SharedMessages {
+    fn from(messages: Arc<Vec<Value>>) -> SharedMessages {
+        let len = messages.len();
+        SharedMessages {
+            runs: if len == 0 {
+                Vec::new()
+            } else {
+                vec![(messages, len)]
+            },
+            len,
+        }
+    }
+}
+
 impl From<Vec<Value>> for SharedMessages {
     fn from(messages: Vec<Value>) -> SharedMessages {
         SharedMessages::default().extended(messages)
@@ -291,6 +305,14 @@ mod tests {
         assert_eq!(m.prefix(0).expect("none").len(), 0);
         assert!(m.prefix(11).is_none());
         assert_eq!(m.clone().extended(Vec::new()).len(), 10);
+        let handed = Arc::new(msgs(2));
+        let held = SharedMessages::from(Arc::clone(&handed));
+        assert!(
+            Arc::ptr_eq(&held.runs[0].0, &handed),
+            "a handed base is not copied"
+        );
+        assert_eq!(held.to_vec(), msgs(2));
+        assert!(SharedMessages::from(Arc::new(Vec::new())).runs.is_empty());
         // Past MAX_RUNS the runs are folded into one, the messages unchanged.
         let mut long = SharedMessages::default();
         for i in 0..=MAX_RUNS {

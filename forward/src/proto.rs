@@ -305,8 +305,9 @@ pub enum Request {
     ProviderBase {
         /// The name later requests give it in [`MessagesBase::stream_id`].
         stream_id: String,
-        /// OpenAI-format messages (the system prompt and the conversation).
-        messages: Vec<Value>,
+        /// OpenAI-format messages (the system prompt and the conversation); shared, so the
+        /// daemon keeps them as its base without a copy.
+        messages: std::sync::Arc<Vec<Value>>,
     },
 }
 

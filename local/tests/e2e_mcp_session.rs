@@ -241,8 +241,38 @@ async fn an_edited_mcp_declaration_applies_to_the_next_session_without_a_daemon_
         },
     )
     .await;
-    turn(&client, &mut events, "t3").await;
+    // Everything this link receives from here: the first session's catch-up, then its new
+    // turn, each event once and in order (the forwarder of the first open, still waiting on
+    // the first session, once sent the new turn's events too, ahead of the catch-up).
+    client
+        .request(Request::SubmitTurn {
+            request_id: "t3".into(),
+            text: "turn t3".into(),
+        })
+        .await
+        .expect("submit");
+    let mut third = Vec::new();
+    let mut started = false;
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .expect("turn end within 60 s")
+            .expect("client alive");
+        let ClientEvent::Event(e) = ev else { continue };
+        started |= matches!(&e.kind, EventKind::UserTurn { request_id, .. } if request_id == "t3");
+        let done = started && matches!(e.kind, EventKind::TurnFinished { .. });
+        third.push((e.seq, e.kind));
+        if done {
+            break;
+        }
+    }
+    let seqs: Vec<u64> = third.iter().map(|(s, _)| *s).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]) && seqs.first() == Some(&1),
+        "the catch-up then the turn, each event once, in order: {third:?}"
+    );
     let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "one model request per turn: {third:?}");
     assert_eq!(
         requests[2].body["tools"], requests[0].body["tools"],
         "a running session keeps the tools it started with"

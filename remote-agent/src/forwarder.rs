@@ -50,10 +50,13 @@ impl Forwarder {
             return;
         }
         loop {
+            let next = live.recv().await;
+            // Checked after the wait too: a forwarder of an earlier open must not send what
+            // the current one is about to (it would come before that one's catch-up).
             if !still_open() {
                 return;
             }
-            let result = match live.recv().await {
+            let result = match next {
                 Ok(Notification::Event(ev)) => self.event_in_order(ev).await,
                 Ok(other) => self.notify(other).await,
                 Err(broadcast::error::RecvError::Lagged(n)) => {

@@ -62,6 +62,9 @@ pub(super) struct Conn {
     /// Bumped on every transport attach; a grace timer only closes the link when no newer
     /// transport arrived.
     pub(super) generation: AtomicU64,
+    /// Bumped on every `OpenSession`: an event forwarder of an earlier open stops, even
+    /// when the link opened the same session again meanwhile (A, B, then A).
+    pub(super) opens: AtomicU64,
     /// Terminals this link follows.
     pub(super) terminals: crate::pty::attach::LinkTerminals,
 }
@@ -228,7 +231,7 @@ impl Gateway for ConnGateway {
             let messages = Arc::new(messages);
             let request = Request::ProviderBase {
                 stream_id: stream_id.clone(),
-                messages: messages.to_vec(),
+                messages: Arc::clone(&messages),
             };
             match conn.rpc.request(request).await {
                 Ok(_) => {

@@ -113,6 +113,7 @@ impl Daemon {
             headless: Mutex::new(false),
             settings: Mutex::new(None),
             generation: AtomicU64::new(0),
+            opens: AtomicU64::new(0),
             terminals: crate::pty::attach::LinkTerminals::new(
                 Arc::clone(&self.terminals),
                 rpc.clone(),

@@ -1,6 +1,7 @@
 //! Opening a session on a link and who drives it: `OpenSession`, the driver and spectator
 //! roles, takeover, and the policy a driver's turns run under.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{
@@ -126,6 +127,8 @@ impl Daemon {
         };
         *lock(&conn.headless) = open.settings.headless;
         *lock(&conn.settings) = Some(open.settings.clone());
+        // Before the link's session changes: the forwarders of earlier opens stop here.
+        let this_open = conn.opens.fetch_add(1, Ordering::SeqCst) + 1;
         // Detach from a previously open session.
         if let Some((old, _)) = lock(&conn.session).take() {
             old.release_driver(conn.id);
@@ -165,12 +168,14 @@ impl Daemon {
             crate::forwarder::Forwarder::new(conn.rpc.clone(), Arc::clone(&session), open.since);
         let s = Arc::clone(&session);
         let my_conn = Arc::clone(conn);
-        // Stop forwarding when this link switched to another session.
+        // Stop forwarding when this link opened a session again (another one, or this one
+        // with a forwarder of its own) or closed it.
         let still_open = move || {
-            lock(&my_conn.session)
-                .as_ref()
-                .map(|(x, _)| Arc::ptr_eq(x, &s))
-                .unwrap_or(false)
+            my_conn.opens.load(Ordering::SeqCst) == this_open
+                && lock(&my_conn.session)
+                    .as_ref()
+                    .map(|(x, _)| Arc::ptr_eq(x, &s))
+                    .unwrap_or(false)
         };
         tokio::spawn(forwarder.run(events, live, state, detail, still_open));
         Ok(Response::SessionOpened(SessionOpened {
