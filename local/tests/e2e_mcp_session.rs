@@ -94,6 +94,22 @@ async fn turn(
     events: &mut UnboundedReceiver<ClientEvent>,
     id: &str,
 ) -> Vec<EventKind> {
+    // Events of this turn only: a reopened session replays its earlier turns first.
+    let all = received_through_turn(client, events, id).await;
+    let start = all
+        .iter()
+        .position(|(_, k)| matches!(k, EventKind::UserTurn { request_id, .. } if request_id == id))
+        .unwrap_or(0);
+    all.into_iter().skip(start).map(|(_, k)| k).collect()
+}
+
+/// Submit turn `id`; every event (seq, kind) the link receives until that turn finishes,
+/// including the catch-up of a reopened session before it.
+async fn received_through_turn(
+    client: &Client,
+    events: &mut UnboundedReceiver<ClientEvent>,
+    id: &str,
+) -> Vec<(u64, EventKind)> {
     client
         .request(Request::SubmitTurn {
             request_id: id.into(),
@@ -101,7 +117,6 @@ async fn turn(
         })
         .await
         .expect("submit");
-    // Events of this turn only: a reopened session replays its earlier turns first.
     let mut seen = Vec::new();
     let mut started = false;
     loop {
@@ -110,14 +125,10 @@ async fn turn(
             .expect("turn end within 60 s")
             .expect("client alive");
         if let ClientEvent::Event(e) = ev {
-            if matches!(&e.kind, EventKind::UserTurn { request_id, .. } if request_id == id) {
-                started = true;
-            }
-            if !started {
-                continue;
-            }
-            let done = matches!(e.kind, EventKind::TurnFinished { .. });
-            seen.push(e.kind);
+            started |=
+                matches!(&e.kind, EventKind::UserTurn { request_id, .. } if request_id == id);
+            let done = started && matches!(e.kind, EventKind::TurnFinished { .. });
+            seen.push((e.seq, e.kind));
             if done {
                 return seen;
             }
@@ -244,28 +255,7 @@ async fn an_edited_mcp_declaration_applies_to_the_next_session_without_a_daemon_
     // Everything this link receives from here: the first session's catch-up, then its new
     // turn, each event once and in order (the forwarder of the first open, still waiting on
     // the first session, once sent the new turn's events too, ahead of the catch-up).
-    client
-        .request(Request::SubmitTurn {
-            request_id: "t3".into(),
-            text: "turn t3".into(),
-        })
-        .await
-        .expect("submit");
-    let mut third = Vec::new();
-    let mut started = false;
-    loop {
-        let ev = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .expect("turn end within 60 s")
-            .expect("client alive");
-        let ClientEvent::Event(e) = ev else { continue };
-        started |= matches!(&e.kind, EventKind::UserTurn { request_id, .. } if request_id == "t3");
-        let done = started && matches!(e.kind, EventKind::TurnFinished { .. });
-        third.push((e.seq, e.kind));
-        if done {
-            break;
-        }
-    }
+    let third = received_through_turn(&client, &mut events, "t3").await;
     let seqs: Vec<u64> = third.iter().map(|(s, _)| *s).collect();
     assert!(
         seqs.windows(2).all(|w| w[0] < w[1]) && seqs.first() == Some(&1),
