@@ -131,7 +131,22 @@ impl Daemon {
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks for existence/permission.
     let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    let exists = rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    // A killed daemon stays a zombie until its parent (the attach bridge that started it)
+    // reaps it; signal 0 still finds it, but it runs nothing and holds no lock.
+    exists && !is_zombie(pid)
+}
+
+/// `pid` has exited and waits to be reaped (state `Z` or `X` in `/proc/PID/stat`, after the
+/// command name, which may itself hold spaces and parentheses).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+        })
+        .unwrap_or(false)
 }
 
 async fn shutdown_signal() {
@@ -147,5 +162,31 @@ async fn shutdown_signal() {
             }
         }
         _ => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let mut live = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        assert!(pid_alive(live.id()));
+        let mut dead = std::process::Command::new("true").spawn().expect("true");
+        // Exited but not reaped: a zombie until `wait`.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !is_zombie(dead.id()) {
+            assert!(Instant::now() < deadline, "`true` never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!pid_alive(dead.id()), "a zombie is not alive");
+        let _ = dead.wait();
+        assert!(!pid_alive(dead.id()), "a reaped process is not alive");
+        let _ = live.kill();
+        let _ = live.wait();
     }
 }
