@@ -262,9 +262,7 @@ impl Session {
         let ids = match self.archive_ids(plan.len()).await {
             Ok(ids) => ids,
             Err(e) => {
-                self.record(EventKind::Notice {
-                    text: format!("context not compacted: {e}; the history stays as it is"),
-                });
+                self.not_compacted(&e);
                 return;
             }
         };
@@ -284,9 +282,7 @@ impl Session {
             });
         }
         if let Err(e) = self.archive(records).await {
-            self.record(EventKind::Notice {
-                text: format!("context not compacted: {e}; the history stays as it is"),
-            });
+            self.not_compacted(&e);
             return;
         }
         let mut inner = self.lock();
@@ -364,9 +360,7 @@ impl Session {
         let ids = match self.archive_ids(originals.len()).await {
             Ok(ids) => ids,
             Err(e) => {
-                self.record(EventKind::Notice {
-                    text: format!("context not compacted: {e}; the history stays as it is"),
-                });
+                self.not_compacted(&e);
                 return Ok(());
             }
         };
@@ -382,9 +376,7 @@ impl Session {
             .collect();
         let archived: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
         if let Err(e) = self.archive(records).await {
-            self.record(EventKind::Notice {
-                text: format!("context not compacted: {e}; the history stays as it is"),
-            });
+            self.not_compacted(&e);
             return Ok(());
         }
         let content = compaction::summary_content(&summary);
@@ -446,7 +438,6 @@ impl Session {
         );
     }
 
-    /// Append to the session's archive off the async threads.
     /// Ids for `n` new archive records (`a<N>`, numbered on from the archive's last; the
     /// archive is read once per session to find where the numbers stand).
     async fn archive_ids(&self, n: usize) -> Result<Vec<String>, String> {
@@ -467,6 +458,14 @@ impl Session {
         Ok((first..first + n as u64).map(archive::record_id).collect())
     }
 
+    /// The archive could not be written: the history stays as it is, and the user is told.
+    fn not_compacted(&self, why: &str) {
+        self.record(EventKind::Notice {
+            text: format!("context not compacted: {why}; the history stays as it is"),
+        });
+    }
+
+    /// Append to the session's archive off the async threads.
     async fn archive(&self, records: Vec<archive::ArchivedMessage>) -> Result<(), String> {
         let path = self.archive_path();
         tokio::task::spawn_blocking(move || archive::append(&path, &records))
