@@ -3,8 +3,11 @@
 //! DeepSeek's context cache serves the longest prefix a request shares with an earlier
 //! request (of the same account and model), in units of 64 tokens, and bills the rest as a
 //! miss. The mock does the same with tokens estimated from bytes ([`BYTES_PER_TOKEN`] bytes a
-//! token, rounded up) over a canonical serialisation of the prompt: the tool schemas, then
-//! every message in order. A prompt over the configured window is refused with the 400 error
+//! token, rounded up) over a canonical serialisation of the prompt in the order DeepSeek's chat
+//! template renders it (the model card's tool-call format is `{system prompt}{tool_description}
+//! <｜User｜>…`): the system messages, then the tool schemas, then every other message in order.
+//! So a system prompt that changes at its head (a date, a workspace listing) costs the tool
+//! schemas after it as well, as it does on the real service. A prompt over the configured window is refused with the 400 error
 //! DeepSeek sends (`maximum context length`).
 
 use serde_json::{json, Value};
@@ -35,16 +38,25 @@ pub fn tokens_of(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(BYTES_PER_TOKEN)
 }
 
-/// The canonical prompt text of a chat-completions body: tool schemas, then each message.
+/// The canonical prompt text of a chat-completions body, in the template's order: the system
+/// messages (DeepSeek gathers every one of them into the system prompt), the tool schemas,
+/// then each other message.
 pub fn prompt_text(body: &Value) -> String {
+    let msgs: &[Value] = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let is_system = |m: &&Value| m.get("role").and_then(Value::as_str) == Some("system");
     let mut s = String::new();
+    for m in msgs.iter().filter(is_system) {
+        s.push_str(&m.to_string());
+    }
     if let Some(tools) = body.get("tools") {
         s.push_str(&tools.to_string());
     }
-    if let Some(msgs) = body.get("messages").and_then(Value::as_array) {
-        for m in msgs {
-            s.push_str(&m.to_string());
-        }
+    for m in msgs.iter().filter(|m| !is_system(m)) {
+        s.push_str(&m.to_string());
     }
     s
 }
@@ -165,6 +177,35 @@ mod tests {
         // A rewrite of the first message misses from the change on.
         let changed = c.account(3, "k", &body(&["y", &big])).expect("fits");
         assert_eq!(changed.hit_tokens, 0);
+    }
+
+    /// DeepSeek's template puts the tool descriptions after the system prompt: a system
+    /// prompt that changes at its head misses the cache for the tools too, and the same
+    /// system prompt with other tools keeps it.
+    #[test]
+    fn the_system_prompt_comes_before_the_tool_schemas() {
+        let tools = json!([{"type": "function", "function": {"name": "t", "description": "d".repeat(4000)}}]);
+        let req = |system: &str, tools: &Value| {
+            json!({"model": "m", "tools": tools, "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": "hello"},
+            ]})
+        };
+        let system = "s".repeat(2000);
+        let mut c = PromptCache::new(None);
+        c.account(0, "k", &req(&system, &tools)).expect("fits");
+        let rebuilt = c
+            .account(1, "k", &req(&format!("Turn 1.\n{system}"), &tools))
+            .expect("fits");
+        assert_eq!(rebuilt.hit_tokens, 0, "{rebuilt:?}");
+        let other_tools = c
+            .account(2, "k", &req(&system, &json!([])))
+            .expect("fits");
+        // The system message (about 500 tokens) is shared, cut to whole units.
+        assert!(
+            (448..=512).contains(&other_tools.hit_tokens),
+            "{other_tools:?}"
+        );
     }
 
     #[test]
