@@ -39,7 +39,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
@@ -257,12 +256,19 @@ impl Drop for FaultGuard<'_> {
 /// bytes `delay` after it arrived, in both directions (constant added latency; order and
 /// throughput are kept). Stands in for `tc netem delay`, which this kernel lacks.
 ///
+/// Each direction of a connection is a reader thread that stamps chunks and a writer thread
+/// that releases them on time with `std::thread::sleep` (the kernel's high-resolution timer,
+/// within tens of microseconds): tokio's timer rounds every wait up to its next millisecond
+/// tick, which added about a millisecond each way to the configured latency.
+///
 /// Sockets belong to the namespace of the thread that creates them: start the proxy from a
 /// runtime whose threads are inside the namespace (see [`NetNs::enter_current_thread`]).
 pub struct DelayProxy {
     port: u16,
-    delay_ms: Arc<AtomicU64>,
-    tasks: Arc<Mutex<Vec<AbortHandle>>>,
+    delay_us: Arc<AtomicU64>,
+    accept: AbortHandle,
+    /// Every proxied socket, shut down on drop (which ends the threads serving them).
+    sockets: Arc<Mutex<Vec<std::net::TcpStream>>>,
 }
 
 impl DelayProxy {
@@ -270,42 +276,33 @@ impl DelayProxy {
     pub async fn start(target: SocketAddr, delay: Duration) -> io::Result<DelayProxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
-        let tasks: Arc<Mutex<Vec<AbortHandle>>> = Arc::new(Mutex::new(Vec::new()));
-        let delay_ms = Arc::new(AtomicU64::new(delay.as_millis() as u64));
-        let t = Arc::clone(&tasks);
-        let d = Arc::clone(&delay_ms);
+        let sockets: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let delay_us = Arc::new(AtomicU64::new(delay.as_micros() as u64));
+        let kept = Arc::clone(&sockets);
+        let d = Arc::clone(&delay_us);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(upstream) = TcpStream::connect(target).await else {
                     continue;
                 };
-                let _ = client.set_nodelay(true);
-                let _ = upstream.set_nodelay(true);
-                let (cr, cw) = client.into_split();
-                let (ur, uw) = upstream.into_split();
-                let a = tokio::spawn(pipe(cr, uw, Arc::clone(&d)));
-                let b = tokio::spawn(pipe(ur, cw, Arc::clone(&d)));
-                let mut g = t.lock().unwrap_or_else(|p| p.into_inner());
-                g.push(a.abort_handle());
-                g.push(b.abort_handle());
+                if let Err(e) = proxy_connection(client, upstream, &d, &kept) {
+                    eprintln!("delay proxy: a connection could not be set up: {e}");
+                }
             }
         });
-        tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(accept.abort_handle());
         Ok(DelayProxy {
             port,
-            delay_ms,
-            tasks,
+            delay_us,
+            accept: accept.abort_handle(),
+            sockets,
         })
     }
 
     /// Change the added latency; applies to bytes read from now on (e.g. connect and
     /// install quickly, then slow the link down for the part under test).
     pub fn set_delay(&self, delay: Duration) {
-        self.delay_ms
-            .store(delay.as_millis() as u64, Ordering::Relaxed);
+        self.delay_us
+            .store(delay.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// The port clients connect to.
@@ -316,56 +313,93 @@ impl DelayProxy {
 
 impl Drop for DelayProxy {
     fn drop(&mut self) {
-        for t in self
-            .tasks
+        self.accept.abort();
+        for s in self
+            .sockets
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .drain(..)
         {
-            t.abort();
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
 }
 
-/// Copy `from` to `to`, each chunk released `delay` after it was read. A reader task stamps
-/// chunks and a writer task sleeps until each is due, so the delay does not slow throughput.
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    delay_ms: Arc<AtomicU64>,
-) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-    let writer = tokio::spawn(async move {
-        while let Some((due, bytes)) = rx.recv().await {
-            tokio::time::sleep_until(due).await;
-            if bytes.is_empty() {
-                let _ = to.shutdown().await;
-                return;
+/// Serve one proxied connection: both sockets become blocking std sockets, and each
+/// direction gets its reader and writer threads ([`pipe`]).
+fn proxy_connection(
+    client: TcpStream,
+    upstream: TcpStream,
+    delay_us: &Arc<AtomicU64>,
+    kept: &Mutex<Vec<std::net::TcpStream>>,
+) -> io::Result<()> {
+    let blocking = |s: TcpStream| -> io::Result<std::net::TcpStream> {
+        let s = s.into_std()?;
+        s.set_nonblocking(false)?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    };
+    let (client, upstream) = (blocking(client)?, blocking(upstream)?);
+    let halves = [
+        (client.try_clone()?, upstream.try_clone()?),
+        (upstream.try_clone()?, client.try_clone()?),
+    ];
+    {
+        let mut g = kept.lock().unwrap_or_else(|p| p.into_inner());
+        g.push(client);
+        g.push(upstream);
+    }
+    for (from, to) in halves {
+        let d = Arc::clone(delay_us);
+        std::thread::Builder::new()
+            .name("delay-proxy".into())
+            .spawn(move || pipe(from, to, d))?;
+    }
+    Ok(())
+}
+
+/// Copy `from` to `to`, each chunk released `delay` after it was read. The reader stamps
+/// chunks and a writer thread sleeps until each is due, so the delay does not slow
+/// throughput; chunks go out in order, so a changed delay never reorders bytes.
+fn pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay_us: Arc<AtomicU64>) {
+    use std::io::{Read, Write};
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let writer = std::thread::Builder::new()
+        .name("delay-proxy-out".into())
+        .spawn(move || {
+            while let Ok((due, bytes)) = rx.recv() {
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                // An empty chunk marks EOF: shut this side down once it is due.
+                if bytes.is_empty() {
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                    return;
+                }
+                if to.write_all(&bytes).is_err() {
+                    return;
+                }
             }
-            if to.write_all(&bytes).await.is_err() {
-                return;
-            }
-        }
-    });
+        });
+    let Ok(writer) = writer else { return };
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // A read error ends the direction like EOF does.
-        let n: usize = from.read(&mut buf).await.unwrap_or_default();
-        let delay = Duration::from_millis(delay_ms.load(Ordering::Relaxed));
-        // The writer releases chunks in order, so a changed delay never reorders bytes.
-        let due = tokio::time::Instant::now() + delay;
-        // An empty chunk marks EOF: the writer shuts its side down once it is due.
+        let n = from.read(&mut buf).unwrap_or_default();
+        let due = Instant::now() + Duration::from_micros(delay_us.load(Ordering::Relaxed));
         if tx.send((due, buf[..n].to_vec())).is_err() || n == 0 {
             break;
         }
     }
-    let _ = writer.await;
+    let _ = writer.join();
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn netns_faults_and_delay_proxy() {

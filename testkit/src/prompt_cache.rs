@@ -198,9 +198,7 @@ mod tests {
             .account(1, "k", &req(&format!("Turn 1.\n{system}"), &tools))
             .expect("fits");
         assert_eq!(rebuilt.hit_tokens, 0, "{rebuilt:?}");
-        let other_tools = c
-            .account(2, "k", &req(&system, &json!([])))
-            .expect("fits");
+        let other_tools = c.account(2, "k", &req(&system, &json!([]))).expect("fits");
         // The system message (about 500 tokens) is shared, cut to whole units.
         assert!(
             (448..=512).contains(&other_tools.hit_tokens),
