@@ -215,8 +215,8 @@ fn ttft_through_the_link_vs_direct() {
         let rtt = 2.0 * delay.as_secs_f64() * 1000.0;
         let measured_rtt = proxy_rtt_ms(delay).await;
         println!(
-            "RESULT rtt through the delay proxy: {measured_rtt:.2}ms (configured {rtt:.0}ms; the \
-             proxy's timer rounds each direction up to the next millisecond)"
+            "RESULT rtt through the delay proxy: {measured_rtt:.2}ms (configured {rtt:.0}ms; what \
+             is over it is the proxy's own threads and loopback)"
         );
         let kb: Vec<usize> = bodies.iter().map(|b| b.to_string().len() / 1024).collect();
         println!("link ttft ms: {link:.1?}");
