@@ -30,6 +30,7 @@ pub mod pty;
 pub mod rpc;
 pub mod testing;
 pub mod tunnel;
+pub mod units;
 pub mod workspaces;
 
 /// Build id of this build: crate version plus a hash of the host-side sources (see

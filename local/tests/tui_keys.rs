@@ -829,7 +829,7 @@ fn output_command_asks_for_the_full_output_by_reference() {
     // The card says the full output is on the host and how to get it.
     let s = draw(&app, 100, 30);
     assert!(
-        s.contains("12.0 MB in full on the host; /output saves it to a file"),
+        s.contains("12 MiB in full on the host; /output saves it to a file"),
         "{s}"
     );
     type_str(&mut app, "/output");

@@ -8,7 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reasonix_remote::checkpoint::{fmt_bytes, CheckpointStore};
+use reasonix_forward::units::bytes as fmt_bytes;
+use reasonix_remote::checkpoint::CheckpointStore;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod attach;
 pub mod catalog;
 pub mod checkpoint;
+pub mod clock;
 pub mod commands;
 pub mod compaction;
 pub mod content;

@@ -72,33 +72,15 @@ pub(crate) async fn save(
     Ok((path, bytes.len() as u64))
 }
 
-/// "12.0 MB" style sizes for messages.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["bytes", "KB", "MB", "GB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} bytes")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn nth_and_sizes() {
+    fn nth() {
         assert_eq!(parse_nth(""), Ok(1));
         assert_eq!(parse_nth("3"), Ok(3));
         assert!(parse_nth("0").is_err());
         assert!(parse_nth("last").is_err());
-        assert_eq!(human_bytes(12 * 1024 * 1024), "12.0 MB");
-        assert_eq!(human_bytes(10), "10 bytes");
     }
 }

@@ -1116,7 +1116,7 @@ fn tool_card(card: &ToolCard, ctx: &LayoutCtx, w: usize) -> Vec<Line<'static>> {
                     Span::styled(
                         format!(
                             "… {} in full on the host; /output saves it to a file",
-                            super::fullout::human_bytes(r.bytes)
+                            reasonix_forward::units::bytes(r.bytes)
                         ),
                         theme::dim(),
                     ),

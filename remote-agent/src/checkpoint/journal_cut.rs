@@ -97,7 +97,7 @@ pub fn truncate_journal(journal: &Path, to_turn: u64) -> Result<JournalCut, Chec
 
 /// A fresh archive name; a counter suffix keeps two rewinds in the same millisecond apart.
 fn archive_path(journal: &Path) -> PathBuf {
-    let stamp = super::compact_timestamp(super::now_ms());
+    let stamp = crate::clock::compact_timestamp(crate::clock::now_ms());
     let base = journal.as_os_str().to_string_lossy().into_owned();
     let mut candidate = PathBuf::from(format!("{base}.rewound-{stamp}.jsonl"));
     let mut n = 1;

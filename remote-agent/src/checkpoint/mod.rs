@@ -41,6 +41,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::clock::now_ms;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -585,7 +586,7 @@ impl CheckpointStore {
     }
 
     fn coverage_locked(&self, inner: &Inner) -> String {
-        let max = fmt_bytes(self.limits.max_file_bytes);
+        let max = reasonix_forward::units::bytes(self.limits.max_file_bytes);
         match (&self.shadow, &inner.shadow_suspended, &self.no_shadow_reason) {
             (Some(_), None, _) => format!(
                 "file tools and bash: each turn snapshots the whole workspace (honouring .gitignore) \
@@ -720,8 +721,8 @@ impl CheckpointStore {
                 for (path, size) in &snap.oversize {
                     let reason = format!(
                         "{} is over the {} per-file limit",
-                        fmt_bytes(*size),
-                        fmt_bytes(self.limits.max_file_bytes)
+                        reasonix_forward::units::bytes(*size),
+                        reasonix_forward::units::bytes(self.limits.max_file_bytes)
                     );
                     rec.notes.push(format!("{path} is not covered: {reason}"));
                     rec.not_covered.push(NotCovered {
@@ -778,7 +779,7 @@ impl CheckpointStore {
                 notes.push(format!(
                     "dropped the oldest checkpoint {}: the store is over its {} limit",
                     victim.id,
-                    fmt_bytes(max)
+                    reasonix_forward::units::bytes(max)
                 ));
                 self.drop_record(inner, &victim.id);
                 dropped_any = true;
@@ -802,7 +803,7 @@ impl CheckpointStore {
                     shadow.reset_index();
                     let why = format!(
                         "one snapshot of this workspace is larger than the {} store limit",
-                        fmt_bytes(max)
+                        reasonix_forward::units::bytes(max)
                     );
                     rec.shadow_note = Some(why.clone());
                     notes.push(format!("no workspace snapshot: {why}; bash changes are not covered until the daemon restarts"));
@@ -990,8 +991,8 @@ impl CheckpointStore {
             return PriorState::NotCovered {
                 reason: format!(
                     "{} is over the {} per-file limit",
-                    fmt_bytes(size),
-                    fmt_bytes(self.limits.max_file_bytes)
+                    reasonix_forward::units::bytes(size),
+                    reasonix_forward::units::bytes(self.limits.max_file_bytes)
                 ),
             };
         }
@@ -1011,7 +1012,7 @@ impl CheckpointStore {
                 return PriorState::NotCovered {
                     reason: format!(
                         "the checkpoint store is full ({} limit)",
-                        fmt_bytes(self.limits.max_store_bytes)
+                        reasonix_forward::units::bytes(self.limits.max_store_bytes)
                     ),
                 };
             }
@@ -1691,7 +1692,7 @@ fn info(r: &Record, changed: BTreeSet<String>) -> CheckpointInfo {
         session: r.session.clone(),
         turn: r.turn,
         kind: r.kind.clone(),
-        created: rfc3339(r.created_ms),
+        created: crate::clock::rfc3339_ms(r.created_ms),
         created_unix_ms: r.created_ms,
         files_changed: changed.len(),
         changed_paths: changed.into_iter().take(CHANGED_PATHS_SHOWN).collect(),
@@ -1721,88 +1722,4 @@ fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
-}
-
-/// Milliseconds since the epoch.
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// (year, month, day, hour, minute, second, millisecond) in UTC.
-fn civil(ms: u64) -> (i64, u32, u32, u64, u64, u64, u64) {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        year,
-        month,
-        day,
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        ms % 1000,
-    )
-}
-
-/// RFC 3339 UTC with milliseconds.
-fn rfc3339(ms: u64) -> String {
-    let (y, mo, d, h, mi, s, milli) = civil(ms);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
-}
-
-/// `YYYYMMDDTHHMMSSmmmZ`, safe in file names.
-pub(crate) fn compact_timestamp(ms: u64) -> String {
-    let (y, mo, d, h, mi, s, milli) = civil(ms);
-    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}{milli:03}Z")
-}
-
-/// `1.5 MiB`-style sizes.
-pub fn fmt_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else if (v - v.round()).abs() < 0.05 {
-        format!("{} {}", v.round() as u64, UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(compact_timestamp(1_700_000_000_000), "20231114T221320000Z");
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(fmt_bytes(12), "12 B");
-        assert_eq!(fmt_bytes(32 << 20), "32 MiB");
-        assert_eq!(fmt_bytes(1 << 30), "1 GiB");
-        assert_eq!(fmt_bytes(1536), "1.5 KiB");
-    }
 }

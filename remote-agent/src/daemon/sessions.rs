@@ -176,7 +176,7 @@ impl Daemon {
                             return None;
                         }
                     };
-                    let rfc = |secs: u64| crate::journal::format_rfc3339(secs as i64, 0);
+                    let rfc = crate::clock::rfc3339_secs;
                     Some(TrashedSession {
                         info: SessionInfo {
                             title: catalog.trashed_title(&e.id).unwrap_or(sum.title),

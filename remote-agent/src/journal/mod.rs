@@ -216,43 +216,11 @@ pub fn title_of(text: &str) -> String {
     text.lines().next().unwrap_or("").chars().take(80).collect()
 }
 
-/// Current UTC time as RFC 3339 with milliseconds.
-pub fn now_rfc3339() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format_rfc3339(now.as_secs() as i64, now.subsec_millis())
-}
-
-/// Format seconds since the epoch (UTC) as RFC 3339.
-pub fn format_rfc3339(secs: i64, millis: u32) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Civil-from-days (proleptic Gregorian), valid for all i64 day counts we meet.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z")
-}
+pub use crate::clock::now_rfc3339;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_known_dates() {
-        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
-        assert_eq!(format_rfc3339(1_796_043_600, 0), "2026-11-30T13:00:00.000Z");
-    }
 
     #[test]
     fn torn_last_line_is_skipped_and_numbering_continues() {

@@ -128,7 +128,7 @@ impl App {
                 self.transcript.notice(
                     format!(
                         "full output of {tool} ({}{}) saved to {}",
-                        crate::tui::fullout::human_bytes(bytes),
+                        reasonix_forward::units::bytes(bytes),
                         if fetched {
                             ", fetched from the host, SHA-256 checked"
                         } else {

@@ -491,16 +491,6 @@ const STAGES: [Stage; 9] = [
     Stage::Attach,
 ];
 
-pub(super) fn fmt_bytes(n: u64) -> String {
-    if n >= 1 << 20 {
-        format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
-    } else if n >= 1 << 10 {
-        format!("{:.0} KiB", n as f64 / 1024.0)
-    } else {
-        format!("{n} B")
-    }
-}
-
 pub(super) fn render_progress(app: &App, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw: usize) {
     let p = &app.progress;
     let cur = p
@@ -541,8 +531,8 @@ pub(super) fn render_progress(app: &App, frame: &mut Frame<'_>, area: Rect, max_
                 spans.push(Span::raw(format!(
                     " {:>3.0}% {}/{}",
                     frac * 100.0,
-                    fmt_bytes(done),
-                    fmt_bytes(total)
+                    reasonix_forward::units::bytes(done),
+                    reasonix_forward::units::bytes(total)
                 )));
             } else if !p.detail.is_empty() {
                 spans.push(Span::styled(
