@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-10}
 REL=target/release
+ROOT=$PWD
 [ -x $REL/reasonix ] || { echo "build first: cargo build --release --workspace --bins"; exit 2; }
 MUSL=$(ls $PWD/target/host-musl/x86_64-unknown-linux-musl/release/reasonix-remote \
           $PWD/target/x86_64-unknown-linux-musl/release/reasonix-remote 2>/dev/null | head -1 || true)
@@ -42,8 +43,8 @@ export REASONIX_HOME="$tmp/home" BENCH_KEY=sk-bench
 unset XDG_RUNTIME_DIR
 cd "$tmp/ws"
 # Warm-up (starts the daemon).
-/work/main/$REL/reasonix run --yolo "list the folder" >/dev/null 2>&1
-python3 - "$RUNS" "/work/main/$REL" <<'PY'
+$ROOT/$REL/reasonix run --yolo "list the folder" >/dev/null 2>&1
+python3 - "$RUNS" "$ROOT/$REL" <<'PY'
 import subprocess, sys, time, statistics
 runs, rel = int(sys.argv[1]), sys.argv[2]
 def timeit(cmd):

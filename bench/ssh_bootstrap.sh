@@ -89,7 +89,13 @@ RXO=(-p 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_host
 SSHO=("${RXO[@]}" -o BatchMode=yes)
 ns() { ip netns exec $NS env HOME="$T/home" "$@"; }
 median() { python3 -c 'import sys,statistics; print(f"{statistics.median(map(float,sys.argv[1:])):.3f}")' "$@"; }
-t() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; local e=$(date +%s.%N); echo "$e - $s" | bc; }
+# Time one command; a command that fails stops the bench (a failure is fast, and timing it
+# would report a figure for something that did not happen).
+t() {
+  local s=$(date +%s.%N) err
+  if ! err=$("$@" 2>&1 >/dev/null); then echo "FAILED: $* : $err" >&2; exit 1; fi
+  local e=$(date +%s.%N); echo "$e - $s" | bc
+}
 cold=(); scpt=(); warm=(); sshtrue=()
 if [ "$WARM_ONLY" = 1 ]; then
   ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" >/dev/null
@@ -102,7 +108,7 @@ for i in $(seq $N); do
     done
     sleep 0.3; rm -rf /home/$U/.reasonix "$T/home/.reasonix/cache"
     cold+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}" ))
-    scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:/tmp/scp-copy-$i"))
+    scpt+=($(t ns scp -q -P 2223 -i "$T/home/.ssh/id" -o UserKnownHostsFile="$T/home/.ssh/known_hosts" -o BatchMode=yes "$BIN" "$U@127.0.0.1:scp-copy-$i"))
   fi
   warm+=($(t ns "$RX" remote ping "$U@127.0.0.1:ws" -F none "${RXO[@]}"))
   sshtrue+=($(t ns ssh "${SSHO[@]}" "$U@127.0.0.1" true))
