@@ -15,6 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use reasonix_forward::sync::LockExt;
 use sha2::{Digest, Sha256};
 
 use crate::attach::{AttachOutcome, AttachSpec};
@@ -725,7 +726,7 @@ async fn install_locked(
     let result = job.run(locked.final_sha, locked.bases).await?;
     // The finishing script released the lock.
     hold.set(false);
-    let outcome = job.outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let outcome = job.outcome.lock_or_recover().take();
     Ok((result, outcome, local))
 }
 
@@ -993,7 +994,7 @@ impl Job<'_> {
             Attempt::Full(c) => format!("{tmp}{}", c.suffix()),
             Attempt::Delta { codec, .. } => format!("{tmp}.delta{}", codec.suffix()),
         };
-        let opened = self.sftp.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let opened = self.sftp.lock_or_recover().take();
         let sftp = match opened {
             Some(s) => s?,
             None => self.conn.sftp().await?,
@@ -1144,7 +1145,7 @@ exit 0"#,
             }
             // The build is there (ours, verified): the attach went on.
             (outcome, _) => {
-                *self.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+                *self.outcome.lock_or_recover() = Some(outcome);
                 Ok(Finish::Ok(sent))
             }
         }

@@ -5,12 +5,14 @@
 
 use std::collections::VecDeque;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
+
+use crate::sync::LockExt;
 
 /// Stderr lines kept per process.
 pub const STDERR_TAIL_LINES: usize = 20;
@@ -37,7 +39,7 @@ impl ChildDiagnostics {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DiagnosticsInner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner.lock_or_recover()
     }
 
     /// Records one stderr line (the last [`STDERR_TAIL_LINES`] are kept, each shortened).

@@ -28,6 +28,7 @@ pub mod prefix;
 pub mod proto;
 pub mod pty;
 pub mod rpc;
+pub mod sync;
 pub mod testing;
 pub mod tunnel;
 pub mod units;

@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -22,6 +22,7 @@ use crate::frame::{
     encode_parts, io_closed, Frame, FrameDecoder, FrameKind, HEADER_LEN, PREFIX_LEN,
 };
 use crate::proto::Envelope;
+use crate::sync::LockExt;
 
 /// Tunables of a link.
 #[derive(Debug, Clone)]
@@ -168,12 +169,6 @@ struct Shared {
     wire: Mutex<Option<Arc<Wire>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of our locks leaves consistent data (every critical section
-    // is a few field updates), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// One end of a resumable link. Cheap to clone; all clones share the same state.
 #[derive(Clone)]
 pub struct Link {
@@ -266,7 +261,7 @@ impl Link {
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
-                let mut st = lock(&self.shared.state);
+                let mut st = self.shared.state.lock_or_recover();
                 if st.closed {
                     return Err((LinkError::Closed, None));
                 }
@@ -296,7 +291,7 @@ impl Link {
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
-                let st = lock(&self.shared.state);
+                let st = self.shared.state.lock_or_recover();
                 if st.buffer.is_empty() {
                     return Ok(());
                 }
@@ -339,7 +334,7 @@ impl Link {
         let shared = Arc::clone(&self.shared);
         // Claim the generation and stop the previous transport.
         let generation = {
-            let mut st = lock(&shared.state);
+            let mut st = shared.state.lock_or_recover();
             if st.closed {
                 None
             } else {
@@ -390,12 +385,12 @@ impl Link {
 
     /// Why the link was closed: the local reason, or the peer's `Close` frame text.
     pub fn close_reason(&self) -> Option<String> {
-        lock(&self.shared.state).close_reason.clone()
+        self.shared.state.lock_or_recover().close_reason.clone()
     }
 
     /// Counters of this link end.
     pub fn stats(&self) -> LinkStats {
-        let st = lock(&self.shared.state);
+        let st = self.shared.state.lock_or_recover();
         let mut s = st.stats.clone();
         s.peer_acked = st.front_seq - 1;
         s.received = self.received();
@@ -419,7 +414,7 @@ impl Link {
 
 impl Shared {
     fn wake_writer(&self) {
-        if let Some(w) = lock(&self.wire).as_ref() {
+        if let Some(w) = self.wire.lock_or_recover().as_ref() {
             w.wake.notify_one();
         }
     }
@@ -427,7 +422,7 @@ impl Shared {
     /// Send a `Ping` (answered at once with a `Pong` carrying the peer's ack) unless one
     /// is already out.
     fn request_ack(&self) {
-        if let Some(w) = lock(&self.wire).as_ref() {
+        if let Some(w) = self.wire.lock_or_recover().as_ref() {
             if !w.ack_requested.swap(true, Ordering::AcqRel) {
                 w.ack_ping_due.store(true, Ordering::Release);
                 w.wake.notify_one();
@@ -437,7 +432,7 @@ impl Shared {
 
     fn close(&self, reason: String) {
         {
-            let mut st = lock(&self.state);
+            let mut st = self.state.lock_or_recover();
             if st.closed {
                 return;
             }
@@ -483,7 +478,7 @@ where
     });
     // Validate the peer's position and trim what it already has.
     let start_seq = {
-        let mut st = lock(&shared.state);
+        let mut st = shared.state.lock_or_recover();
         if st.closed {
             return LinkError::Closed;
         }
@@ -502,7 +497,7 @@ where
         // whichever is higher. A peer that really lost frames we discarded sees a gap.
         trim(&mut st, peer_received);
         st.stats.transports += 1;
-        *lock(&shared.wire) = Some(Arc::clone(&wire));
+        *shared.wire.lock_or_recover() = Some(Arc::clone(&wire));
         (peer_received + 1).max(st.front_seq)
     };
     shared.space.notify_waiters();
@@ -544,7 +539,7 @@ where
     // stopped (finished or aborted), not merely when this function returns.
     drop(transport);
     {
-        let mut st = lock(&shared.state);
+        let mut st = shared.state.lock_or_recover();
         if st.generation != generation || st.closed {
             // Superseded or closed while we were starting: stop at once.
             drop(st);
@@ -624,10 +619,10 @@ struct ConnectedGuard<'a> {
 
 impl Drop for ConnectedGuard<'_> {
     fn drop(&mut self) {
-        let st = lock(&self.shared.state);
+        let st = self.shared.state.lock_or_recover();
         if st.generation == self.generation {
             self.shared.connected.send_replace(false);
-            *lock(&self.shared.wire) = None;
+            *self.shared.wire.lock_or_recover() = None;
         }
     }
 }
@@ -650,7 +645,7 @@ struct Wire {
 
 impl Wire {
     fn push_control(&self, kind: FrameKind, payload: Bytes) {
-        lock(&self.control).push_back((kind, payload));
+        self.control.lock_or_recover().push_back((kind, payload));
         self.wake.notify_one();
     }
 }
@@ -672,7 +667,7 @@ impl Transport {
     async fn read_loop<R: AsyncRead + Unpin>(&self, mut reader: R) -> LinkError {
         let config = &self.shared.config;
         let mut decoder = FrameDecoder::new(config.max_frame_bytes);
-        let inbound = match lock(&self.shared.state).inbound_tx.clone() {
+        let inbound = match self.shared.state.lock_or_recover().inbound_tx.clone() {
             Some(tx) => tx,
             None => return LinkError::Closed,
         };
@@ -718,7 +713,7 @@ impl Transport {
         // Every frame carries the peer's ack.
         if frame.ack > 0 {
             let freed = {
-                let mut st = lock(&self.shared.state);
+                let mut st = self.shared.state.lock_or_recover();
                 let sent = st.next_seq - 1;
                 if frame.ack > sent {
                     return Err(LinkError::Malformed(format!(
@@ -740,7 +735,7 @@ impl Transport {
                     return Err(LinkError::Malformed("data frame with seq 0".into()));
                 }
                 if frame.seq <= received {
-                    lock(&self.shared.state).stats.duplicates_dropped += 1;
+                    self.shared.state.lock_or_recover().stats.duplicates_dropped += 1;
                     return Ok(());
                 }
                 if frame.seq != received + 1 {
@@ -777,8 +772,8 @@ impl Transport {
             }
             FrameKind::Pong => {
                 self.wire.ack_requested.store(false, Ordering::Release);
-                if let Some(at) = lock(&self.wire.ping_sent_at).take() {
-                    lock(&self.shared.state).stats.last_rtt = Some(at.elapsed());
+                if let Some(at) = self.wire.ping_sent_at.lock_or_recover().take() {
+                    self.shared.state.lock_or_recover().stats.last_rtt = Some(at.elapsed());
                 }
                 Ok(())
             }
@@ -809,15 +804,16 @@ impl Transport {
 
             out.clear();
             let received = self.shared.received.load(Ordering::Acquire);
-            let controls: Vec<(FrameKind, Bytes)> = lock(&self.wire.control).drain(..).collect();
+            let controls: Vec<(FrameKind, Bytes)> =
+                self.wire.control.lock_or_recover().drain(..).collect();
             for (kind, payload) in &controls {
                 encode_parts(*kind, 0, received, payload, &mut out);
                 if *kind == FrameKind::Ping {
-                    *lock(&self.wire.ping_sent_at) = Some(Instant::now());
+                    *self.wire.ping_sent_at.lock_or_recover() = Some(Instant::now());
                 }
             }
             let closing = {
-                let mut st = lock(&self.shared.state);
+                let mut st = self.shared.state.lock_or_recover();
                 if st.closed {
                     Some(st.close_reason.clone().unwrap_or_default())
                 } else {
@@ -856,7 +852,7 @@ impl Transport {
             }
             if self.wire.ack_ping_due.swap(false, Ordering::AcqRel) {
                 encode_parts(FrameKind::Ping, 0, received, &[], &mut out);
-                *lock(&self.wire.ping_sent_at) = Some(Instant::now());
+                *self.wire.ping_sent_at.lock_or_recover() = Some(Instant::now());
             }
             let ack_sent = self.wire.ack_sent.load(Ordering::Acquire);
             if out.is_empty() && received > ack_sent {
@@ -872,8 +868,8 @@ impl Transport {
                 self.wire.ack_sent.store(received, Ordering::Release);
                 ack_pending_since = None;
                 // Flush only when nothing else is waiting, so bursts go out in big writes.
-                let more = cursor < lock(&self.shared.state).next_seq
-                    || !lock(&self.wire.control).is_empty();
+                let more = cursor < self.shared.state.lock_or_recover().next_seq
+                    || !self.wire.control.lock_or_recover().is_empty();
                 if !more {
                     if let Err(e) = writer.flush().await {
                         return io_closed("flushing to the peer", &e);

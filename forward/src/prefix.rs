@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::proto::MessagesBase;
+use crate::sync::LockExt;
 
 /// Largest conversation (bytes of JSON messages) the daemon hands the laptop as a base when a
 /// link starts to drive a session. It crosses the link at once, before any request, so a
@@ -167,7 +168,7 @@ impl SentMessages {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<(String, Arc<Vec<Value>>)>> {
-        self.last.lock().unwrap_or_else(|p| p.into_inner())
+        self.last.lock_or_recover()
     }
 }
 

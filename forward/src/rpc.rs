@@ -6,12 +6,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::link::{Link, LinkError};
 use crate::proto::{Envelope, Notification, Request, Response, RpcError};
+use crate::sync::LockExt;
 
 /// Capacity of the [`Incoming`] channel. The dispatcher waits when it is full (which in
 /// turn stops the link reader), so a handler that makes its own calls should run in its own
@@ -57,11 +58,6 @@ struct Inner {
     pending: Arc<Mutex<Pending>>,
 }
 
-fn lock(m: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
-    // Critical sections are single map operations; a poisoned lock still holds valid data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The RPC layer over a link. Cheap to clone.
 #[derive(Clone)]
 pub struct Rpc {
@@ -71,7 +67,7 @@ pub struct Rpc {
 impl std::fmt::Debug for Rpc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Rpc")
-            .field("pending", &lock(&self.inner.pending).calls.len())
+            .field("pending", &self.inner.pending.lock_or_recover().calls.len())
             .finish()
     }
 }
@@ -84,7 +80,7 @@ struct PendingGuard<'a> {
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        lock(self.pending).calls.remove(&self.id);
+        self.pending.lock_or_recover().calls.remove(&self.id);
     }
 }
 
@@ -121,7 +117,7 @@ impl Rpc {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
-            let mut p = lock(&self.inner.pending);
+            let mut p = self.inner.pending.lock_or_recover();
             if p.closed {
                 return Err(CallError::Link(LinkError::Closed));
             }
@@ -180,7 +176,7 @@ impl Rpc {
 
     /// Number of calls waiting for an answer.
     pub fn pending_calls(&self) -> usize {
-        lock(&self.inner.pending).calls.len()
+        self.inner.pending.lock_or_recover().calls.len()
     }
 }
 
@@ -192,7 +188,7 @@ async fn dispatch(
     while let Some(envelope) = inbound.recv().await {
         match envelope {
             Envelope::Response { id, result } => {
-                let reply = lock(&pending).calls.remove(&id);
+                let reply = pending.lock_or_recover().calls.remove(&id);
                 match reply {
                     // The caller may have given up meanwhile; that is fine.
                     Some(tx) => {
@@ -214,7 +210,7 @@ async fn dispatch(
         }
     }
     // The link closed: fail every waiting call (dropping a sender wakes its caller).
-    let mut p = lock(&pending);
+    let mut p = pending.lock_or_recover();
     p.closed = true;
     p.calls.clear();
 }

@@ -17,12 +17,13 @@
 use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::link::{Link, LinkError};
+use crate::sync::LockExt;
 
 /// Default bytes buffered per direction before writes wait.
 pub const DEFAULT_CAPACITY: usize = 256 * 1024;
@@ -62,11 +63,6 @@ impl Inner {
 
 type SharedInner = Arc<Mutex<Inner>>;
 
-fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    // Critical sections only move bytes and flags; a poisoned lock still holds valid data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Fault injection handle of a [`pair`]. Cheap to clone.
 #[derive(Clone)]
 pub struct Control {
@@ -75,7 +71,7 @@ pub struct Control {
 
 impl std::fmt::Debug for Control {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let i = lock(&self.inner);
+        let i = self.inner.lock_or_recover();
         f.debug_struct("Control")
             .field("cut", &i.cut)
             .field("stalled", &i.stalled)
@@ -88,7 +84,7 @@ impl Control {
     /// Cut the connection now: bytes in flight are lost, both ends see EOF on read and
     /// `BrokenPipe` on write.
     pub fn cut(&self) {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         i.cut = true;
         for d in &mut i.dirs {
             d.buf.clear();
@@ -104,7 +100,7 @@ impl Control {
     /// Let `bytes` more bytes through (counting both directions), then cut. Bytes written
     /// before the cut point stay readable; the write that crosses it is truncated there.
     pub fn cut_after(&self, bytes: u64) {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         if bytes == 0 {
             i.cut = true;
             i.wake_all();
@@ -115,12 +111,12 @@ impl Control {
 
     /// Stop the flow silently: reads wait, writes fill the buffer and then wait.
     pub fn stall(&self) {
-        lock(&self.inner).stalled = true;
+        self.inner.lock_or_recover().stalled = true;
     }
 
     /// Let bytes flow again after [`Control::stall`].
     pub fn unstall(&self) {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         i.stalled = false;
         i.wake_all();
     }
@@ -128,7 +124,7 @@ impl Control {
     /// Make every byte written from now on vanish (writes still succeed), and stop
     /// delivering what is buffered: a route that silently drops packets.
     pub fn blackhole(&self) {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         i.blackhole = true;
         for d in &mut i.dirs {
             d.buf.clear();
@@ -137,12 +133,12 @@ impl Control {
 
     /// True once the connection was cut (by [`Control::cut`] or a [`Control::cut_after`]).
     pub fn is_cut(&self) -> bool {
-        lock(&self.inner).cut
+        self.inner.lock_or_recover().cut
     }
 
     /// Bytes carried so far, both directions together.
     pub fn carried(&self) -> u64 {
-        lock(&self.inner).carried
+        self.inner.lock_or_recover().carried
     }
 }
 
@@ -235,7 +231,7 @@ impl AsyncRead for MemReader {
         cx: &mut Context<'_>,
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         let dir = self.dir;
         if i.stalled || i.blackhole {
             if i.cut {
@@ -271,7 +267,7 @@ impl AsyncWrite for MemWriter {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         let dir = self.dir;
         if i.cut || i.dirs[dir].reader_gone || i.dirs[dir].writer_gone {
             return Poll::Ready(Err(io::Error::new(
@@ -320,7 +316,7 @@ impl AsyncWrite for MemWriter {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         let dir = self.dir;
         i.dirs[dir].writer_gone = true;
         if let Some(w) = i.dirs[dir].read_waker.take() {
@@ -332,7 +328,7 @@ impl AsyncWrite for MemWriter {
 
 impl Drop for MemWriter {
     fn drop(&mut self) {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         let dir = self.dir;
         i.dirs[dir].writer_gone = true;
         if let Some(w) = i.dirs[dir].read_waker.take() {
@@ -343,7 +339,7 @@ impl Drop for MemWriter {
 
 impl Drop for MemReader {
     fn drop(&mut self) {
-        let mut i = lock(&self.inner);
+        let mut i = self.inner.lock_or_recover();
         let dir = self.dir;
         i.dirs[dir].reader_gone = true;
         i.dirs[dir].buf.clear();

@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, Semaphore};
 use crate::content::{split_line, LineJoiner};
 use crate::proto::Notification;
 use crate::rpc::Rpc;
+use crate::sync::LockExt;
 
 /// Bytes one direction of a channel may have in flight (sent, not yet granted back).
 pub const WINDOW: u32 = 8 * 1024 * 1024;
@@ -169,7 +170,7 @@ impl LineInlet {
                     Queued::Joined(cost) => cost,
                 };
                 let grant = {
-                    let mut w = drain_window.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut w = drain_window.lock_or_recover();
                     w.consumed += cost;
                     (w.consumed >= GRANT_AT).then(|| {
                         let g = std::mem::take(&mut w.consumed);
@@ -201,7 +202,7 @@ impl LineInlet {
     pub fn piece(&mut self, piece: String, more: bool) -> Result<(), FlowError> {
         let c = u64::from(cost(&piece));
         {
-            let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+            let mut w = self.window.lock_or_recover();
             w.outstanding += c;
             if w.outstanding > u64::from(WINDOW) {
                 return Err(FlowError::Overrun {

@@ -13,6 +13,7 @@ use reasonix_forward::proto::{
     TurnState, PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
+use reasonix_forward::sync::LockExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::always_scope::AlwaysScope;
@@ -201,8 +202,7 @@ impl Client {
     /// default (this workspace). Call before sending the answer.
     pub fn remember_always_scope(&self, approval_id: &str, scope: AlwaysScope) {
         self.answered_always
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .insert(approval_id.to_string(), Some(scope));
     }
 
@@ -215,8 +215,7 @@ impl Client {
         } = &body
         {
             self.answered_always
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .lock_or_recover()
                 .entry(approval_id.clone())
                 .or_insert(None);
         }
@@ -313,7 +312,7 @@ impl Client {
     /// replaces the first receiver.
     pub fn terminal_events(&self) -> mpsc::UnboundedReceiver<PtyNotification> {
         let (tx, rx) = mpsc::unbounded_channel();
-        *self.terminals.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        *self.terminals.lock_or_recover() = Some(tx);
         rx
     }
 
@@ -548,7 +547,7 @@ impl Supervisor {
                     link
                 }
             };
-            *self.last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            *self.last_contact.lock_or_recover() = Instant::now();
             self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));
             if let Some(text) = transport.notice.clone() {
                 self.emit(ClientEvent::Event(Event {
@@ -583,7 +582,7 @@ impl Supervisor {
 }
 
 fn tail(diag: &Arc<Mutex<String>>) -> String {
-    let d = diag.lock().unwrap_or_else(|p| p.into_inner());
+    let d = diag.lock_or_recover();
     let t = d.trim();
     let start = t.len().saturating_sub(400);
     let mut s = start;
@@ -616,20 +615,14 @@ fn open_laptop_mcp(
         host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
     let chans = host.open(server).map_err(|e| e.to_string())?;
     let (inlet, window) = reasonix_forward::tunnel::LineInlet::open(rpc, channel, chans.to_server);
-    routes
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(channel, inlet);
+    routes.lock_or_recover().insert(channel, inlet);
     let rpc = rpc.clone();
     let routes = Arc::clone(routes);
     let mut from = chans.from_server;
     let diag = chans.diagnostics;
     tokio::spawn(async move {
         let ended = reasonix_forward::tunnel::send_lines(&rpc, channel, &mut from, &window).await;
-        routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&channel);
+        routes.lock_or_recover().remove(&channel);
         let reason = match ended {
             Err(e) => {
                 tracing::warn!(channel, "MCP lines to the host stopped: {e}");
@@ -682,7 +675,7 @@ async fn serve_incoming(
         answered_always,
     } = save_rules;
     while let Some(msg) = incoming.recv().await {
-        *last_contact.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *last_contact.lock_or_recover() = Instant::now();
         match msg {
             Incoming::Request { id, body } => match body {
                 Request::McpOpen { server, channel } => {
@@ -763,8 +756,7 @@ async fn serve_incoming(
                         ) = (&e.kind, &config_home)
                         {
                             let mine = answered_always
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
+                                .lock_or_recover()
                                 .remove(approval_id);
                             let Some(scope) = mine else {
                                 // Another client's answer, or a catch-up of the journal.
@@ -826,7 +818,7 @@ async fn serve_incoming(
                         line,
                         more,
                     } => {
-                        let mut routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut routes = routes.lock_or_recover();
                         if let Some(inlet) = routes.get_mut(&channel) {
                             if let Err(e) = inlet.piece(line, more) {
                                 // Closing the server's stdin ends it; the host hears why.
@@ -839,8 +831,7 @@ async fn serve_incoming(
                     }
                     Notification::McpCredit { channel, bytes } => {
                         if let Some(inlet) = routes
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
+                            .lock_or_recover()
                             .get(&channel)
                         {
                             inlet.credit(bytes);
@@ -852,13 +843,12 @@ async fn serve_incoming(
                         // closing its stdin lets it exit.
                         tracing::info!(channel, "host closed laptop MCP channel: {reason}");
                         routes
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
+                            .lock_or_recover()
                             .remove(&channel);
                         continue;
                     }
                     Notification::Pty(n) => {
-                        let mut sink = terminals.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut sink = terminals.lock_or_recover();
                         if sink.as_ref().is_some_and(|tx| tx.send(n).is_err()) {
                             *sink = None;
                         }

@@ -10,6 +10,7 @@ use reasonix_bootstrap::attach::{scan, OtherBuild, Scanned};
 use reasonix_bootstrap::{Prompter, UpgradeAnswer, UpgradeQuestion};
 use reasonix_forward::attach::{AttachReport, BusySession};
 use reasonix_forward::proto::Hello;
+use reasonix_forward::sync::LockExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// A connected byte stream to `reasonix-remote attach`.
@@ -265,7 +266,7 @@ impl LocalConnector {
                 if n == 0 {
                     break;
                 }
-                let mut d = diag.lock().unwrap_or_else(|p| p.into_inner());
+                let mut d = diag.lock_or_recover();
                 d.push_str(&String::from_utf8_lossy(&buf[..n]));
                 let len = d.len();
                 if len > 8192 {
@@ -322,10 +323,7 @@ impl LocalConnector {
             ),
             Scanned::Ended { output } | Scanned::TooMuchNoise { output } => {
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(2), done_rx).await;
-                let stderr = diagnostics
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
+                let stderr = diagnostics.lock_or_recover().clone();
                 Err(ConnectError::Fatal(format!(
                     "reasonix-remote attach ended without a link: {}{}",
                     stderr.trim(),

@@ -18,8 +18,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use reasonix_forward::sync::LockExt;
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
@@ -129,27 +130,19 @@ impl McpHost {
         self.close(server);
         let (channels, guard) = spawn_stdio(&spec)?;
         self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .lock_or_recover()
             .insert(server.to_string(), guard);
         Ok(channels)
     }
 
     /// Kills `server` if running; true when it was.
     pub fn close(&self, server: &str) -> bool {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(server)
-            .is_some()
+        self.running.lock_or_recover().remove(server).is_some()
     }
 
     /// Kills every running server.
     pub fn close_all(&self) {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.running.lock_or_recover().clear();
     }
 }
 

@@ -13,6 +13,7 @@ use reasonix_bootstrap::{
     SshOptions, Stage,
 };
 use reasonix_forward::proto::Hello;
+use reasonix_forward::sync::LockExt;
 
 use crate::connect::{
     decide_busy, fallback_notice, BusyDecision, ConnectError, Connector, Transport, UpgradePolicy,
@@ -166,11 +167,7 @@ impl Connector for SshConnector {
             .map_err(|e| self.classify(e))?;
         let frame = reasonix_forward::handshake::hello_frame(hello)
             .map_err(|e| ConnectError::Fatal(e.to_string()))?;
-        let sticky = self
-            .read_only_build
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let sticky = self.read_only_build.lock_or_recover().clone();
         let mut spec = AttachSpec {
             build_id: reasonix_forward::build_id().to_string(),
             workspace: self.workspace_arg(),
@@ -259,10 +256,7 @@ impl Connector for SshConnector {
             }
         }
         self.connected_once.store(true, Ordering::SeqCst);
-        *self
-            .read_only_build
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = read_only_build.clone();
+        *self.read_only_build.lock_or_recover() = read_only_build.clone();
         let diagnostics = Arc::new(Mutex::new(String::new()));
         let diag = Arc::clone(&diagnostics);
         let stderr = linked.stderr.clone();
@@ -275,7 +269,7 @@ impl Connector for SshConnector {
                     break;
                 }
             }
-            *diag.lock().unwrap_or_else(|p| p.into_inner()) = stderr.text();
+            *diag.lock_or_recover() = stderr.text();
         });
         let mut transport = Transport {
             reader: linked.reader,

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use reasonix_forward::content::{
     is_sha256_hex, ContentChunk, ContentRef, EXTERNALIZE_OVER, FETCH_CHUNK_MAX,
 };
+use reasonix_forward::sync::LockExt;
 
 use crate::tools::bound_for_context;
 
@@ -167,7 +168,7 @@ pub struct TransientContent {
 impl TransientContent {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Vec<u8>>>> {
         // Single map operations; a poisoned lock still holds a valid map.
-        self.blobs.lock().unwrap_or_else(|p| p.into_inner())
+        self.blobs.lock_or_recover()
     }
 
     /// Hold `content` until [`TransientContent::release`].

@@ -12,6 +12,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use reasonix_forward::sync::LockExt;
+
 /// Most entries kept.
 pub const MAX_ENTRIES: usize = 1000;
 /// Most bytes kept (the file's size, one JSON line per entry).
@@ -64,7 +66,7 @@ impl PromptHistory {
     /// All entries, oldest first. A missing file is an empty history; unreadable lines
     /// (a hand-edited file) are skipped.
     pub fn list(&self) -> Result<Vec<String>, HistoryError> {
-        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = self.lock.lock_or_recover();
         self.read()
     }
 
@@ -88,7 +90,7 @@ impl PromptHistory {
         if text.trim().is_empty() || text.len() > MAX_ENTRY_BYTES {
             return Ok(());
         }
-        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = self.lock.lock_or_recover();
         let mut entries = self.read()?;
         if entries.last().map(String::as_str) == Some(text) {
             return Ok(());

@@ -11,6 +11,7 @@ use reasonix_bootstrap::{
     Destination, HostKeyAnswer, HostKeyQuestion, KbdRound, NonInteractivePrompter, Prompter,
     SecretPrompt, SshOptions, Stage,
 };
+use reasonix_forward::sync::LockExt;
 use zeroize::Zeroizing;
 
 use super::session::SessionSpec;
@@ -125,7 +126,7 @@ pub struct EditorPrompter {
 
 impl EditorPrompter {
     fn note(&self, r: Refused) {
-        let mut v = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v = self.refused.lock_or_recover();
         if !v.contains(&r) {
             v.push(r);
         }
@@ -133,11 +134,7 @@ impl EditorPrompter {
 
     /// `reason` with what the user can do about each refused question.
     pub fn explain(&self, dest: &str, reason: &str) -> String {
-        let refused = self
-            .refused
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let refused = self.refused.lock_or_recover().clone();
         let mut out = reason.to_string();
         for r in refused {
             match r {

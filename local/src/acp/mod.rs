@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema as acp;
+use reasonix_forward::sync::LockExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -78,7 +79,7 @@ where
                                 {
                                     Ok((sid, handle)) => {
                                         let commands = handle.load_commands().await;
-                                        lock(&sessions).insert(sid.clone(), Arc::new(handle));
+                                        sessions.lock_or_recover().insert(sid.clone(), Arc::new(handle));
                                         peer.respond_with(
                                             id,
                                             Ok(acp::NewSessionResponse::new(sid.clone())),
@@ -114,7 +115,7 @@ where
                                 match opened {
                                     Ok((sid, handle)) => {
                                         let commands = handle.load_commands().await;
-                                        lock(&sessions).insert(sid.clone(), Arc::new(handle));
+                                        sessions.lock_or_recover().insert(sid.clone(), Arc::new(handle));
                                         peer.respond_with(id, Ok(acp::LoadSessionResponse::new()));
                                         announce(&peer, &sid, &commands, unused);
                                     }
@@ -127,7 +128,7 @@ where
                     "session/prompt" => {
                         let r = parse::<acp::PromptRequest>(params).and_then(|req| {
                             let sid = req.session_id.0.to_string();
-                            let handle = lock(&sessions)
+                            let handle = sessions.lock_or_recover()
                                 .get(&sid)
                                 .cloned()
                                 .ok_or_else(|| acp::Error::session_not_found(sid.clone()))?;
@@ -153,7 +154,7 @@ where
             Inbound::Notification { method, params } => match method.as_str() {
                 "session/cancel" => match parse::<acp::CancelNotification>(params) {
                     Ok(n) => {
-                        if let Some(h) = lock(&sessions).get(n.session_id.0.as_ref()) {
+                        if let Some(h) = sessions.lock_or_recover().get(n.session_id.0.as_ref()) {
                             h.cancel();
                         }
                     }
@@ -166,11 +167,6 @@ where
         }
     }
     0
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The session map only sees single inserts and lookups; a panic cannot leave it half done.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn parse<T: DeserializeOwned>(params: Value) -> Result<T, acp::Error> {

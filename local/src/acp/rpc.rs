@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema as acp;
+use reasonix_forward::sync::LockExt;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
@@ -84,7 +85,7 @@ impl Peer {
         let params = to_value(params)?;
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, tx);
+        self.pending.lock_or_recover().insert(id, tx);
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         rx.await.unwrap_or_else(|_| {
             Err(acp::Error::internal_error()
@@ -97,7 +98,7 @@ impl Peer {
             tracing::warn!("answer to an id this agent never used: {id}");
             return;
         };
-        match lock(&self.pending).remove(&n) {
+        match self.pending.lock_or_recover().remove(&n) {
             Some(tx) => {
                 let _ = tx.send(result);
             }
@@ -107,13 +108,8 @@ impl Peer {
 
     /// Fail every request still waiting for the editor (its input ended).
     fn close_pending(&self) {
-        lock(&self.pending).clear();
+        self.pending.lock_or_recover().clear();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding this map cannot leave it inconsistent (single inserts/removes).
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A value as JSON, or an internal error.

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reasonix_bootstrap::{Destination, NonInteractivePrompter, SshOptions};
+use reasonix_forward::sync::LockExt;
 use reasonix_local::client::{Client, ClientEvent, ClientOptions};
 use reasonix_local::config::{Config, LoadOptions};
 use reasonix_local::gateway::Gateway;
@@ -345,7 +346,7 @@ impl ClientProc {
                 let Ok(line) = line else { break };
                 let value = serde_json::from_str(&line)
                     .unwrap_or_else(|_| serde_json::json!({"type": "raw", "text": line}));
-                l.lock().unwrap_or_else(|p| p.into_inner()).push(Line {
+                l.lock_or_recover().push(Line {
                     at: Instant::now(),
                     value,
                 });
@@ -356,7 +357,7 @@ impl ClientProc {
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines() {
                 let Ok(line) = line else { break };
-                let mut s = e.lock().unwrap_or_else(|p| p.into_inner());
+                let mut s = e.lock_or_recover();
                 s.push_str(&line);
                 s.push('\n');
             }
@@ -369,7 +370,7 @@ impl ClientProc {
     }
 
     pub fn lines(&self) -> Vec<Line> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.lines.lock_or_recover().clone()
     }
 
     pub fn values(&self) -> Vec<Value> {
@@ -377,10 +378,7 @@ impl ClientProc {
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.stderr.lock_or_recover().clone()
     }
 
     /// Everything printed so far, for failure messages.

@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::clock::now_ms;
+use reasonix_forward::sync::LockExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -576,7 +577,7 @@ impl CheckpointStore {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves consistent-enough data (every change is
         // persisted record by record), so keep going rather than poison every later call.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock_or_recover()
     }
 
     /// What a checkpoint covers on this host, in one sentence for the user.

@@ -13,9 +13,9 @@ use reasonix_forward::proto::{
     ClientRole, Notification, ProviderChunk, ProviderRequest, Request, SessionSettings,
 };
 use reasonix_forward::rpc::Rpc;
+use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
 
-use super::lock;
 use crate::content::TransientContent;
 use crate::session::{Gateway, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
 
@@ -74,14 +74,17 @@ impl Gateway for ConnGateway {
         let (tx, rx) = mpsc::channel(PROVIDER_CHUNK_BUFFER);
         let all = Arc::new(std::mem::take(&mut request.messages));
         let id = request.stream_id.clone();
-        lock(&self.0.streams).insert(
+        self.0.streams.lock_or_recover().insert(
             id.clone(),
             StreamRoute {
                 chunks: tx,
                 held: None,
             },
         );
-        lock(&self.0.stream_started).insert(id.clone(), Instant::now());
+        self.0
+            .stream_started
+            .lock_or_recover()
+            .insert(id.clone(), Instant::now());
         let rpc = self.0.rpc.clone();
         let conn = Arc::clone(&self.0);
         let stream = id.clone();
@@ -171,7 +174,7 @@ impl Gateway for ConnGateway {
             let (inlet, window) =
                 reasonix_forward::tunnel::LineInlet::open(&conn.rpc, channel, from_tx);
             let diagnostics = crate::mcp::Diagnostics::new();
-            lock(&conn.mcp_channels).insert(
+            conn.mcp_channels.lock_or_recover().insert(
                 channel,
                 McpRoute {
                     inlet,
@@ -200,7 +203,7 @@ impl Gateway for ConnGateway {
                     diagnostics: Some(diagnostics),
                 }),
                 Err(e) => {
-                    lock(&conn.mcp_channels).remove(&channel);
+                    conn.mcp_channels.lock_or_recover().remove(&channel);
                     Err(format!(
                         "the laptop could not start MCP server {server}: {e}"
                     ))
@@ -210,7 +213,7 @@ impl Gateway for ConnGateway {
     }
 
     fn headless(&self) -> bool {
-        *lock(&self.0.headless)
+        *self.0.headless.lock_or_recover()
     }
 
     fn provide_base(&self, messages: Vec<serde_json::Value>) {
@@ -272,7 +275,9 @@ impl Conn {
             ..meta.clone()
         };
         if let Some(sha) = hold_large_messages(&self.transient, &mut wire) {
-            let old = lock(&self.streams)
+            let old = self
+                .streams
+                .lock_or_recover()
                 .get_mut(&meta.stream_id)
                 .and_then(|r| r.held.replace(sha));
             if let Some(old) = old {
@@ -283,8 +288,8 @@ impl Conn {
     }
 
     pub(super) fn end_stream(&self, stream_id: &str) -> bool {
-        lock(&self.stream_started).remove(stream_id);
-        let route = lock(&self.streams).remove(stream_id);
+        self.stream_started.lock_or_recover().remove(stream_id);
+        let route = self.streams.lock_or_recover().remove(stream_id);
         match route {
             Some(route) => {
                 if let Some(sha) = route.held {
@@ -300,15 +305,20 @@ impl Conn {
     /// or provider stream. (Answers the client has not received yet may be lost with it: a
     /// client resuming late finds the link gone and asks again.)
     pub(super) fn holds_nothing(&self) -> bool {
-        lock(&self.session).is_none()
-            && lock(&self.mcp_channels).is_empty()
-            && lock(&self.streams).is_empty()
+        self.session.lock_or_recover().is_none()
+            && self.mcp_channels.lock_or_recover().is_empty()
+            && self.streams.lock_or_recover().is_empty()
             && self.terminals.is_empty()
     }
 
     /// Forget every provider stream (their turns see the end and re-issue).
     pub(super) fn end_all_streams(&self) {
-        let routes: Vec<StreamRoute> = lock(&self.streams).drain().map(|(_, r)| r).collect();
+        let routes: Vec<StreamRoute> = self
+            .streams
+            .lock_or_recover()
+            .drain()
+            .map(|(_, r)| r)
+            .collect();
         for r in routes {
             if let Some(sha) = r.held {
                 self.transient.release(&sha);

@@ -7,9 +7,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use reasonix_forward::sync::LockExt;
 use tokio::net::UnixListener;
 
-use super::{io_ctx, lock, Daemon, DaemonError, DaemonMarker};
+use super::{io_ctx, Daemon, DaemonError, DaemonMarker};
 use crate::session::Session;
 
 impl Daemon {
@@ -98,7 +99,7 @@ impl Daemon {
         let _ = std::fs::remove_file(&self.paths.socket);
         self.terminals.close_all();
         // Durability point: every session's journal is written and fsynced before exit.
-        let open: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        let open: Vec<Arc<Session>> = self.sessions.lock_or_recover().values().cloned().collect();
         for session in open {
             if let Err(e) = session.flush_journal().await {
                 tracing::error!("session {}: {e}", session.id);
@@ -110,12 +111,18 @@ impl Daemon {
     }
 
     pub(super) fn touch(&self) {
-        *lock(&self.last_activity) = Instant::now();
+        *self.last_activity.lock_or_recover() = Instant::now();
     }
 
     fn idle_expired(&self) -> bool {
-        let connected = lock(&self.links).values().any(|c| c.link.is_connected());
-        let busy = lock(&self.sessions)
+        let connected = self
+            .links
+            .lock_or_recover()
+            .values()
+            .any(|c| c.link.is_connected());
+        let busy = self
+            .sessions
+            .lock_or_recover()
             .values()
             .any(|s| s.busy() || s.jobs_running());
         // A running shell is work: the user's terminal outlives its clients.
@@ -123,7 +130,7 @@ impl Daemon {
             self.touch();
             return false;
         }
-        lock(&self.last_activity).elapsed() >= self.config.idle_timeout
+        self.last_activity.lock_or_recover().elapsed() >= self.config.idle_timeout
     }
 }
 

@@ -10,11 +10,12 @@ use reasonix_forward::handshake::{server_accept, server_welcome};
 use reasonix_forward::link::Link;
 use reasonix_forward::proto::{Notification, ProviderChunk, Request, Welcome, PROTOCOL_VERSION};
 use reasonix_forward::rpc::{Incoming, Rpc};
+use reasonix_forward::sync::LockExt;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use super::conn::Conn;
-use super::{lock, Daemon};
+use super::Daemon;
 use crate::content::TransientContent;
 
 impl Daemon {
@@ -30,7 +31,7 @@ impl Daemon {
         let existing = hello
             .resume
             .as_ref()
-            .and_then(|r| lock(&self.links).get(&r.link_id).cloned());
+            .and_then(|r| self.links.lock_or_recover().get(&r.link_id).cloned());
         let (conn, peer_received, resumed, refused) = match existing {
             Some(conn) => {
                 let received = hello.resume.as_ref().map(|r| r.received).unwrap_or(0);
@@ -80,16 +81,16 @@ impl Daemon {
 
     fn drop_conn(&self, conn: &Arc<Conn>) {
         tracing::info!(link = %conn.link_id, "link expired");
-        lock(&self.links).remove(&conn.link_id);
+        self.links.lock_or_recover().remove(&conn.link_id);
         conn.link.close();
         conn.terminals.detach_all();
         conn.end_all_streams();
-        for (_, route) in lock(&conn.mcp_channels).drain() {
+        for (_, route) in conn.mcp_channels.lock_or_recover().drain() {
             route
                 .diagnostics
                 .set_exit("the link to the laptop running this server expired");
         }
-        if let Some((session, _)) = lock(&conn.session).take() {
+        if let Some((session, _)) = conn.session.lock_or_recover().take() {
             session.release_driver(conn.id);
         }
     }
@@ -119,7 +120,9 @@ impl Daemon {
                 rpc.clone(),
             ),
         });
-        lock(&self.links).insert(link_id, Arc::clone(&conn));
+        self.links
+            .lock_or_recover()
+            .insert(link_id, Arc::clone(&conn));
         let me = Arc::clone(self);
         let c = Arc::clone(&conn);
         tokio::spawn(async move { me.serve_conn(c, incoming).await });
@@ -134,14 +137,16 @@ impl Daemon {
                         chunk,
                         ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
                     );
-                    if let Some(t0) = lock(&conn.stream_started).remove(&stream_id) {
+                    if let Some(t0) = conn.stream_started.lock_or_recover().remove(&stream_id) {
                         tracing::info!(
                             stream_id = %stream_id,
                             ttft_us = t0.elapsed().as_micros() as u64,
                             "first provider chunk"
                         );
                     }
-                    let tx = lock(&conn.streams)
+                    let tx = conn
+                        .streams
+                        .lock_or_recover()
                         .get(&stream_id)
                         .map(|r| r.chunks.clone());
                     if let Some(tx) = tx {
@@ -158,7 +163,7 @@ impl Daemon {
                     line,
                     more,
                 }) => {
-                    let mut routes = lock(&conn.mcp_channels);
+                    let mut routes = conn.mcp_channels.lock_or_recover();
                     let Some(route) = routes.get_mut(&channel) else {
                         continue;
                     };
@@ -172,13 +177,13 @@ impl Daemon {
                     }
                 }
                 Incoming::Notify(Notification::McpCredit { channel, bytes }) => {
-                    if let Some(route) = lock(&conn.mcp_channels).get(&channel) {
+                    if let Some(route) = conn.mcp_channels.lock_or_recover().get(&channel) {
                         route.inlet.credit(bytes);
                     }
                 }
                 Incoming::Notify(Notification::McpClosed { channel, reason }) => {
                     tracing::info!(channel, "laptop MCP server closed: {reason}");
-                    if let Some(route) = lock(&conn.mcp_channels).remove(&channel) {
+                    if let Some(route) = conn.mcp_channels.lock_or_recover().remove(&channel) {
                         route
                             .diagnostics
                             .set_exit(format!("the laptop server ended: {reason}"));

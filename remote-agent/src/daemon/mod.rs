@@ -103,10 +103,6 @@ mod workbench;
 use conn::Conn;
 pub use lifecycle::pid_alive;
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Daemon {
     /// Prepare a daemon for `paths` (does not bind yet).
     pub fn new(

@@ -6,12 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{DaemonStatus, DirEntry, McpServerInfo, Request, Response, RpcError};
+use reasonix_forward::sync::LockExt;
 
 use super::conn::{Conn, ConnGateway};
 use super::roles::no_session;
 use super::sessions::catalog_error;
 use super::workbench::WorkbenchRequest;
-use super::{lock, Daemon};
+use super::Daemon;
 use crate::content::ContentStore;
 use crate::session::Gateway;
 
@@ -86,13 +87,15 @@ impl Daemon {
                 }
             }
             Request::Takeover => {
-                let session = lock(&conn.session)
+                let session = conn
+                    .session
+                    .lock_or_recover()
                     .as_ref()
                     .map(|(s, _)| Arc::clone(s))
                     .ok_or_else(no_session)?;
                 // The taker's own settings replace the previous driver's (a TUI taking over
                 // from a headless run gets its approvals asked, in its own mode and rules).
-                let settings = lock(&conn.settings).clone().unwrap_or_default();
+                let settings = conn.settings.lock_or_recover().clone().unwrap_or_default();
                 let enforced = self.enforce(&settings)?;
                 self.make_driver(conn, &session, Some((settings, enforced)));
                 Ok(Response::Ok)
@@ -152,7 +155,9 @@ impl Daemon {
                 }
             }
             Request::ContextReport => {
-                let session = lock(&conn.session)
+                let session = conn
+                    .session
+                    .lock_or_recover()
                     .as_ref()
                     .map(|(s, _)| Arc::clone(s))
                     .ok_or_else(no_session)?;
@@ -223,7 +228,7 @@ impl Daemon {
     /// sent the request, even if its transport is still being set up).
     fn status(&self, asking: &Conn) -> DaemonStatus {
         let (clients, links) = {
-            let links = lock(&self.links);
+            let links = self.links.lock_or_recover();
             let connected = links
                 .values()
                 .filter(|c| c.id == asking.id || c.link.is_connected())
@@ -279,7 +284,11 @@ impl Daemon {
     /// session opened now would get and the laptop servers `laptop` started through this
     /// link for this answer only.
     async fn mcp_status(&self, conn: &Arc<Conn>, laptop: &[String]) -> Response {
-        let session = lock(&conn.session).as_ref().map(|(s, _)| Arc::clone(s));
+        let session = conn
+            .session
+            .lock_or_recover()
+            .as_ref()
+            .map(|(s, _)| Arc::clone(s));
         let host_status = match &session {
             Some(session) => session.workspace_mcp_status().await,
             None => {
@@ -298,7 +307,11 @@ impl Daemon {
 
     /// The MCP servers of the link's session, or (no session) the workspace's latest.
     async fn mcp_managers(&self, conn: &Arc<Conn>) -> Vec<Arc<crate::mcp::McpManager>> {
-        let session = lock(&conn.session).as_ref().map(|(s, _)| Arc::clone(s));
+        let session = conn
+            .session
+            .lock_or_recover()
+            .as_ref()
+            .map(|(s, _)| Arc::clone(s));
         match session {
             Some(s) => s.mcp_managers().await,
             // No session: the servers a session opened now would get.

@@ -7,14 +7,15 @@ use std::sync::Arc;
 use reasonix_forward::proto::{
     ClientRole, Notification, OpenSession, Response, RpcError, SessionOpened, SessionSettings,
 };
+use reasonix_forward::sync::LockExt;
 
 use super::conn::{Conn, ConnGateway, McpRoute};
-use super::{lock, Daemon};
+use super::Daemon;
 use crate::session::Session;
 
 impl Daemon {
     pub(super) fn driven_session(&self, conn: &Arc<Conn>) -> Result<Arc<Session>, RpcError> {
-        match lock(&conn.session).as_ref() {
+        match conn.session.lock_or_recover().as_ref() {
             Some((s, ClientRole::Driver)) if s.driver_id() == Some(conn.id) => Ok(Arc::clone(s)),
             Some(_) => Err(RpcError::new(
                 "read_only",
@@ -46,13 +47,19 @@ impl Daemon {
         let old_conn = session
             .driver_id()
             .filter(|id| *id != conn.id)
-            .and_then(|old| lock(&self.links).values().find(|c| c.id == old).cloned());
+            .and_then(|old| {
+                self.links
+                    .lock_or_recover()
+                    .values()
+                    .find(|c| c.id == old)
+                    .cloned()
+            });
         if let Some(old_conn) = &old_conn {
-            if let Some(entry) = lock(&old_conn.session).as_mut() {
+            if let Some(entry) = old_conn.session.lock_or_recover().as_mut() {
                 entry.1 = ClientRole::Spectator;
             }
         }
-        if let Some(entry) = lock(&conn.session).as_mut() {
+        if let Some(entry) = conn.session.lock_or_recover().as_mut() {
             entry.1 = ClientRole::Driver;
         }
         // The new driver is in place before anything of the old one is ended: a turn woken
@@ -64,7 +71,8 @@ impl Daemon {
         // a call in flight there ends as a tool error at once (never re-sent: it may have
         // run) instead of waiting for that link to expire, and the servers start again
         // through the new driver on next use.
-        let routes: Vec<(u64, McpRoute)> = lock(&old_conn.mcp_channels).drain().collect();
+        let routes: Vec<(u64, McpRoute)> =
+            old_conn.mcp_channels.lock_or_recover().drain().collect();
         let reason = "the driving client changed; laptop MCP servers run on the driver's laptop and start again there on next use";
         for (_, route) in &routes {
             route.diagnostics.set_exit(reason);
@@ -110,7 +118,7 @@ impl Daemon {
         };
         if !created
             && open.session.is_some()
-            && !lock(&self.sessions).contains_key(&id)
+            && !self.sessions.lock_or_recover().contains_key(&id)
             && !self.paths.sessions_dir.join(format!("{id}.jsonl")).exists()
         {
             return Err(RpcError::new(
@@ -125,18 +133,24 @@ impl Daemon {
         } else {
             Some(self.enforce(&open.settings)?)
         };
-        *lock(&conn.headless) = open.settings.headless;
-        *lock(&conn.settings) = Some(open.settings.clone());
+        *conn.headless.lock_or_recover() = open.settings.headless;
+        *conn.settings.lock_or_recover() = Some(open.settings.clone());
         // Before the link's session changes: the forwarders of earlier opens stop here.
         let this_open = conn.opens.fetch_add(1, Ordering::SeqCst) + 1;
         // Detach from a previously open session.
-        if let Some((old, _)) = lock(&conn.session).take() {
+        if let Some((old, _)) = conn.session.lock_or_recover().take() {
             old.release_driver(conn.id);
         }
-        *lock(&conn.session) = Some((Arc::clone(&session), ClientRole::Spectator));
+        *conn.session.lock_or_recover() = Some((Arc::clone(&session), ClientRole::Spectator));
         let current = session.driver_id();
         let current_live = current
-            .and_then(|d| lock(&self.links).values().find(|c| c.id == d).cloned())
+            .and_then(|d| {
+                self.links
+                    .lock_or_recover()
+                    .values()
+                    .find(|c| c.id == d)
+                    .cloned()
+            })
             .map(|c| c.link.is_connected())
             .unwrap_or(false);
         let mut ignored = Vec::new();
@@ -172,7 +186,9 @@ impl Daemon {
         // with a forwarder of its own) or closed it.
         let still_open = move || {
             my_conn.opens.load(Ordering::SeqCst) == this_open
-                && lock(&my_conn.session)
+                && my_conn
+                    .session
+                    .lock_or_recover()
                     .as_ref()
                     .map(|(x, _)| Arc::ptr_eq(x, &s))
                     .unwrap_or(false)

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{Response, RpcError};
+use reasonix_forward::sync::LockExt;
 
 use super::conn::Conn;
-use super::{lock, Daemon};
+use super::Daemon;
 use crate::session::Session;
 
 impl Daemon {
@@ -33,7 +34,7 @@ impl Daemon {
     /// their journal's head and tail (nothing is loaded or kept).
     pub(super) async fn list_sessions(&self) -> Vec<reasonix_forward::proto::SessionInfo> {
         let ids = self.list_session_ids();
-        let open: HashMap<String, Arc<Session>> = lock(&self.sessions).clone();
+        let open: HashMap<String, Arc<Session>> = self.sessions.lock_or_recover().clone();
         let dir = self.paths.sessions_dir.clone();
         let mut out = Vec::with_capacity(ids.len());
         let mut closed = Vec::new();
@@ -93,11 +94,13 @@ impl Daemon {
     /// Whether a client with a live link drives `session`, and how many links have it open.
     fn attachment(&self, session: &Arc<Session>) -> (bool, u32) {
         let driver = session.driver_id();
-        let links: Vec<Arc<Conn>> = lock(&self.links).values().cloned().collect();
+        let links: Vec<Arc<Conn>> = self.links.lock_or_recover().values().cloned().collect();
         let mut driver_live = false;
         let mut clients = 0;
         for c in links {
-            let has = lock(&c.session)
+            let has = c
+                .session
+                .lock_or_recover()
                 .as_ref()
                 .map(|(s, _)| Arc::ptr_eq(s, session))
                 .unwrap_or(false);
@@ -122,7 +125,7 @@ impl Daemon {
         let _loading = self.loading.lock().await;
         // Held across the check and the move: an open of this id waits for it (the open
         // then finds no journal and answers `not_found`).
-        let mut sessions = lock(&self.sessions);
+        let mut sessions = self.sessions.lock_or_recover();
         if let Some(s) = sessions.get(&id).cloned() {
             let state = s.state();
             if reasonix_forward::workspaces::state_busy(state) || s.jobs_running() {
@@ -140,8 +143,8 @@ impl Daemon {
             }
             // Links in their grace let go of it; one that resumes later finds no session
             // open and opens another.
-            for c in lock(&self.links).values() {
-                let mut open = lock(&c.session);
+            for c in self.links.lock_or_recover().values() {
+                let mut open = c.session.lock_or_recover();
                 if open.as_ref().is_some_and(|(x, _)| Arc::ptr_eq(x, &s)) {
                     *open = None;
                     s.release_driver(c.id);
@@ -208,7 +211,7 @@ impl Daemon {
         &self,
         id: &str,
     ) -> Result<(Arc<Session>, Option<String>), RpcError> {
-        if let Some(s) = lock(&self.sessions).get(id) {
+        if let Some(s) = self.sessions.lock_or_recover().get(id) {
             return Ok((Arc::clone(s), None));
         }
         if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
@@ -220,7 +223,7 @@ impl Daemon {
         let _loading = self.loading.lock().await;
         let snapshot = self.runtime.mcp.refresh().await;
         // Another link may have loaded it while this one waited.
-        if let Some(s) = lock(&self.sessions).get(id) {
+        if let Some(s) = self.sessions.lock_or_recover().get(id) {
             return Ok((Arc::clone(s), None));
         }
         let path = self.paths.sessions_dir.join(format!("{id}.jsonl"));
@@ -232,7 +235,9 @@ impl Daemon {
         .await
         .map_err(|e| RpcError::new("journal", format!("loading the session failed: {e}")))?
         .map_err(|e| RpcError::new("journal", e.to_string()))?;
-        lock(&self.sessions).insert(id.to_string(), Arc::clone(&session));
+        self.sessions
+            .lock_or_recover()
+            .insert(id.to_string(), Arc::clone(&session));
         Ok((session, notice))
     }
 }

@@ -19,10 +19,11 @@
 //! [`JournalWriter::over_high_water`] and waits on a barrier when it is over.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use reasonix_forward::proto::{Event, EventKind};
+use reasonix_forward::sync::{CondvarExt, LockExt};
 use tokio::sync::watch;
 
 use super::{encode, now_rfc3339, JournalError};
@@ -76,11 +77,6 @@ struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
     progress: watch::Sender<Progress>,
-}
-
-fn lock(m: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
-    // The queue holds plain data updated in single steps; a panic elsewhere leaves it usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A session's handle on its journal writer. Dropping it flushes, fsyncs and ends the
@@ -146,7 +142,7 @@ impl JournalWriter {
         self.next_seq += 1;
         match encode(&event) {
             Ok(line) => {
-                let mut q = lock(&self.shared.queue);
+                let mut q = self.shared.queue.lock_or_recover();
                 q.pending.extend_from_slice(&line);
                 q.pending_last = event.seq;
                 if !lazy || q.pending.len() >= BATCH_BYTES {
@@ -165,7 +161,7 @@ impl JournalWriter {
     /// Ask for everything appended so far to be written and fsynced; wait on the result.
     pub fn barrier(&self) -> Barrier {
         let target = self.next_seq - 1;
-        let mut q = lock(&self.shared.queue);
+        let mut q = self.shared.queue.lock_or_recover();
         q.sync_target = q.sync_target.max(target);
         q.epoch += 1;
         let epoch = q.epoch;
@@ -183,7 +179,7 @@ impl JournalWriter {
     /// error that prevented it).
     pub fn after_flush(&self, op: impl FnOnce(Result<(), JournalError>) + Send + 'static) {
         let target = self.next_seq - 1;
-        let mut q = lock(&self.shared.queue);
+        let mut q = self.shared.queue.lock_or_recover();
         q.sync_target = q.sync_target.max(target);
         q.epoch += 1;
         q.ops.push_back(Box::new(op));
@@ -193,7 +189,7 @@ impl JournalWriter {
 
     /// True when so much is queued that the producer should wait on a [`Barrier`].
     pub fn over_high_water(&self) -> bool {
-        lock(&self.shared.queue).pending.len() >= HIGH_WATER_BYTES
+        self.shared.queue.lock_or_recover().pending.len() >= HIGH_WATER_BYTES
     }
 
     /// Make the next event number at least `seq + 1` (numbers are never reused).
@@ -214,7 +210,7 @@ impl JournalWriter {
 
 impl Drop for JournalWriter {
     fn drop(&mut self) {
-        lock(&self.shared.queue).closing = true;
+        self.shared.queue.lock_or_recover().closing = true;
         self.shared.wake.notify_one();
     }
 }
@@ -273,7 +269,7 @@ fn run(shared: &Shared, mut sink: Box<dyn JournalSink>, last_seq: u64) {
     // timer (a full disk is not fixed by spinning).
     let mut failed: Option<u64> = None;
     loop {
-        let mut q = lock(&shared.queue);
+        let mut q = shared.queue.lock_or_recover();
         loop {
             let retry_sync = match failed {
                 None => q.sync_target > durable,
@@ -284,16 +280,13 @@ fn run(shared: &Shared, mut sink: Box<dyn JournalSink>, last_seq: u64) {
                 break;
             }
             if !q.pending.is_empty() && failed.is_none() {
-                let (g, timeout) = shared
-                    .wake
-                    .wait_timeout(q, DELTA_BATCH_WINDOW)
-                    .unwrap_or_else(|p| p.into_inner());
+                let (g, timeout) = shared.wake.wait_timeout_or_recover(q, DELTA_BATCH_WINDOW);
                 q = g;
                 if timeout.timed_out() {
                     break;
                 }
             } else {
-                q = shared.wake.wait(q).unwrap_or_else(|p| p.into_inner());
+                q = shared.wake.wait_or_recover(q);
             }
         }
         let batch = std::mem::take(&mut q.pending);
@@ -330,7 +323,7 @@ fn run(shared: &Shared, mut sink: Box<dyn JournalSink>, last_seq: u64) {
                 failed = Some(epoch);
                 if !batch.is_empty() && written < batch_last {
                     // Keep the lines, in front of anything queued meanwhile.
-                    let mut q = lock(&shared.queue);
+                    let mut q = shared.queue.lock_or_recover();
                     let mut back = batch;
                     back.extend_from_slice(&q.pending);
                     q.pending = back;
@@ -344,7 +337,7 @@ fn run(shared: &Shared, mut sink: Box<dyn JournalSink>, last_seq: u64) {
             op(result.clone());
         }
         if closing {
-            let q = lock(&shared.queue);
+            let q = shared.queue.lock_or_recover();
             if q.pending.is_empty() && q.ops.is_empty() || result.is_err() {
                 return;
             }
@@ -374,7 +367,7 @@ mod tests {
 
     impl JournalSink for Fake {
         fn append(&mut self, bytes: &[u8]) -> Result<(), JournalError> {
-            let _g = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+            let _g = self.gate.lock_or_recover();
             if self.fail.load(Ordering::SeqCst) {
                 return Err(JournalError::io(
                     Path::new("/fake/s.jsonl"),
@@ -457,7 +450,7 @@ mod tests {
         let gate = fake.gate.lock().expect("gate");
         // The writer picks this up and blocks inside the write on the gate.
         w.append(1, notice("start"));
-        while lock(&w.shared.queue).urgent {
+        while w.shared.queue.lock_or_recover().urgent {
             std::thread::yield_now();
         }
         for _ in 0..500 {

@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reasonix_forward::sync::LockExt;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::transport::{lock, Diagnostics, McpConnection};
+use super::transport::{Diagnostics, McpConnection};
 use super::{McpError, PROTOCOL_VERSION};
 
 /// Progress of a running `tools/call` (`notifications/progress`).
@@ -325,12 +326,12 @@ impl McpClient {
 
     /// False once the connection closed (process exited, channel dropped).
     pub fn is_alive(&self) -> bool {
-        lock(&self.shared.closed).is_none()
+        self.shared.closed.lock_or_recover().is_none()
     }
 
     /// Why the connection closed, once it did.
     pub fn closed_reason(&self) -> Option<String> {
-        lock(&self.shared.closed).clone()
+        self.shared.closed.lock_or_recover().clone()
     }
 
     /// Stderr tail and exit status of the server, as far as known.
@@ -555,14 +556,17 @@ impl McpClient {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let token = progress.map(|sink| {
             let token = format!("reasonix-{id}");
-            lock(&self.shared.progress).insert(token.clone(), sink);
+            self.shared
+                .progress
+                .lock_or_recover()
+                .insert(token.clone(), sink);
             if let Value::Object(m) = &mut params {
                 m.insert("_meta".into(), json!({ "progressToken": token }));
             }
             token
         });
         let (done_tx, done_rx) = oneshot::channel();
-        lock(&self.shared.pending).insert(id, done_tx);
+        self.shared.pending.lock_or_recover().insert(id, done_tx);
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let result = if self.shared.tx.send(msg.to_string()).await.is_err() {
             Err(McpError::Closed(
@@ -595,9 +599,9 @@ impl McpClient {
                 }
             }
         };
-        lock(&self.shared.pending).remove(&id);
+        self.shared.pending.lock_or_recover().remove(&id);
         if let Some(t) = token {
-            lock(&self.shared.progress).remove(&t);
+            self.shared.progress.lock_or_recover().remove(&t);
         }
         result
     }
@@ -643,9 +647,9 @@ async fn read_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<String>) {
         reason.push_str(": ");
         reason.push_str(&diag);
     }
-    *lock(&shared.closed) = Some(reason);
+    *shared.closed.lock_or_recover() = Some(reason);
     // Dropping the senders wakes every waiting request with "closed".
-    lock(&shared.pending).clear();
+    shared.pending.lock_or_recover().clear();
 }
 
 fn skip_malformed(shared: &Shared, line: &str, why: &str) {
@@ -680,7 +684,7 @@ async fn handle_message(shared: &Shared, v: Value) {
                 Some(Value::Number(n)) => n.to_string(),
                 _ => return,
             };
-            let sink = lock(&shared.progress).get(&token).cloned();
+            let sink = shared.progress.lock_or_recover().get(&token).cloned();
             if let Some(sink) = sink {
                 sink(McpProgress {
                     progress: p.get("progress").and_then(Value::as_f64).unwrap_or(0.0),
@@ -701,7 +705,7 @@ async fn handle_message(shared: &Shared, v: Value) {
                 skip_malformed(shared, &v.to_string(), "response id is not one of ours");
                 return;
             };
-            let Some(waiter) = lock(&shared.pending).remove(&id) else {
+            let Some(waiter) = shared.pending.lock_or_recover().remove(&id) else {
                 tracing::debug!(target: "mcp", server = %shared.label, id, "late or unknown response dropped");
                 return;
             };

@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reasonix_forward::sync::LockExt;
 use serde::{Deserialize, Serialize};
 
 use super::client::{McpClient, McpToolInfo};
 use super::config::{McpServerSpec, RunOn};
 use super::tool::{exposed_names, McpTool};
-use super::transport::{lock, transport_for_spec, BrokenTransport, McpTransport};
+use super::transport::{transport_for_spec, BrokenTransport, McpTransport};
 use super::{McpError, DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT};
 use crate::tools::ToolRegistry;
 
@@ -129,7 +130,7 @@ impl Server {
         match client.list_tools(self.startup_timeout).await {
             Ok(tools) => {
                 tracing::info!(target: "mcp", server = %self.spec.name, tools = tools.len(), "MCP tools listed again after a change");
-                *lock(&self.tools) = Some(tools);
+                *self.tools.lock_or_recover() = Some(tools);
                 self.listed_at.store(changes, Ordering::Relaxed);
             }
             Err(e) => {
@@ -139,7 +140,7 @@ impl Server {
     }
 
     fn set_state(&self, s: McpServerState) {
-        *lock(&self.state) = s;
+        *self.state.lock_or_recover() = s;
     }
 
     /// The live session, starting the server when it has none or its last one died.
@@ -173,7 +174,7 @@ impl Server {
         match started {
             Ok((client, tools)) => {
                 tracing::info!(target: "mcp", server = %self.spec.name, tools = tools.len(), "MCP server ready");
-                *lock(&self.tools) = Some(tools);
+                *self.tools.lock_or_recover() = Some(tools);
                 let client = Arc::new(client);
                 *slot = Some(client.clone());
                 self.set_state(McpServerState::Ready);
@@ -212,9 +213,9 @@ impl Server {
     /// failed before it ever listed tools (a server that was ready once restarts on its next
     /// call instead).
     fn needs_start(&self) -> bool {
-        match &*lock(&self.state) {
+        match &*self.state.lock_or_recover() {
             McpServerState::Starting => true,
-            McpServerState::Failed { .. } => lock(&self.tools).is_none(),
+            McpServerState::Failed { .. } => self.tools.lock_or_recover().is_none(),
             McpServerState::Ready => false,
         }
     }
@@ -367,7 +368,7 @@ impl McpManager {
     pub async fn start_pending(&self) {
         let mut set = tokio::task::JoinSet::new();
         for s in &self.servers {
-            if *lock(&s.state) != McpServerState::Starting {
+            if *s.state.lock_or_recover() != McpServerState::Starting {
                 continue;
             }
             let s = s.clone();
@@ -409,7 +410,7 @@ impl McpManager {
                     name: s.spec.name.clone(),
                     run_on: s.spec.run_on,
                     transport: s.transport.describe(),
-                    state: lock(&s.state).clone(),
+                    state: s.state.lock_or_recover().clone(),
                     tools: names,
                     restarts: s.starts.load(Ordering::Relaxed).saturating_sub(1),
                 }
@@ -424,7 +425,7 @@ impl McpManager {
     pub fn tools(&self) -> Vec<Arc<McpTool>> {
         let mut entries: Vec<(Arc<Server>, McpToolInfo)> = Vec::new();
         for s in &self.servers {
-            if let Some(list) = lock(&s.tools).as_ref() {
+            if let Some(list) = s.tools.lock_or_recover().as_ref() {
                 for t in list {
                     entries.push((s.clone(), t.clone()));
                 }

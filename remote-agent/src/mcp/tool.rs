@@ -6,11 +6,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use reasonix_forward::sync::LockExt;
 use serde_json::{json, Value};
 
 use super::client::{McpToolInfo, ProgressSink};
 use super::manager::Server;
-use super::transport::lock;
 use super::McpError;
 use crate::tools::{canonicalize, Tool, ToolContext, ToolOutput};
 
@@ -82,7 +82,9 @@ pub fn exposed_names(pairs: &[(String, String)]) -> Vec<String> {
 /// leaked once; tool names and descriptions are few and live for the whole process anyway.
 fn intern(s: &str) -> &'static str {
     static SET: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut set = lock(SET.get_or_init(|| Mutex::new(HashSet::new())));
+    let mut set = SET
+        .get_or_init(|| Mutex::new(HashSet::new()))
+        .lock_or_recover();
     if let Some(hit) = set.get(s) {
         return hit;
     }

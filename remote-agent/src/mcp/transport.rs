@@ -7,6 +7,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
 
 use super::config::{expand_spec, McpServerSpec, RunOn};
@@ -17,12 +18,6 @@ use super::McpError;
 /// What is known about a server besides its JSON-RPC stream (stderr tail, how it ended);
 /// the same record the laptop keeps for its servers.
 pub use reasonix_forward::child::ChildDiagnostics as Diagnostics;
-
-/// Locks a std mutex, recovering from poisoning: the guarded data are plain records that stay
-/// valid even if a holder panicked.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// The pieces of an [`McpConnection`]: lines out, lines in, diagnostics, keep-alive guard.
 pub(crate) type ConnectionParts = (
@@ -143,7 +138,7 @@ impl McpTransport for ChannelTransport {
     async fn open(&self) -> Result<McpConnection, McpError> {
         let ch = match &self.source {
             ChannelSource::Opener(open) => open().await.map_err(McpError::Connect)?,
-            ChannelSource::Once(slot) => lock(slot).take().ok_or_else(|| {
+            ChannelSource::Once(slot) => slot.lock_or_recover().take().ok_or_else(|| {
                 McpError::Connect("the channel was already used and cannot be reopened".into())
             })?,
         };

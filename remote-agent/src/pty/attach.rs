@@ -14,9 +14,10 @@ use reasonix_forward::proto::{
 };
 use reasonix_forward::pty::OUTPUT_CHUNK_MAX;
 use reasonix_forward::rpc::Rpc;
+use reasonix_forward::sync::LockExt;
 use tokio::task::AbortHandle;
 
-use super::{lock, Next, PtyError, Start, Terminal, Terminals};
+use super::{Next, PtyError, Start, Terminal, Terminals};
 
 /// Terminals attached to one link.
 pub struct LinkTerminals {
@@ -56,10 +57,7 @@ impl LinkTerminals {
 
     /// Whether this link follows no terminal.
     pub fn is_empty(&self) -> bool {
-        self.followers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
+        self.followers.lock_or_recover().is_empty()
     }
 
     /// Serve request `id` and answer it on the link. An attach's output is sent only after
@@ -140,7 +138,10 @@ impl LinkTerminals {
         let t = Arc::clone(&terminal);
         let task = tokio::spawn(async move { follow(rpc, t, start).await });
         terminal.client_delta(self.key, Some(self.rpc.link().clone()));
-        let old = lock(&self.followers).insert(terminal.id, (task.abort_handle(), terminal));
+        let old = self
+            .followers
+            .lock_or_recover()
+            .insert(terminal.id, (task.abort_handle(), terminal));
         if let Some((task, _)) = old {
             task.abort();
         }
@@ -148,7 +149,7 @@ impl LinkTerminals {
 
     /// Stop following one terminal.
     pub fn detach(&self, pty: u64) {
-        if let Some((task, t)) = lock(&self.followers).remove(&pty) {
+        if let Some((task, t)) = self.followers.lock_or_recover().remove(&pty) {
             task.abort();
             t.client_delta(self.key, None);
         }
@@ -156,7 +157,7 @@ impl LinkTerminals {
 
     /// Stop following every terminal (the link expired or closed); the shells keep running.
     pub fn detach_all(&self) {
-        for (_, (task, t)) in lock(&self.followers).drain() {
+        for (_, (task, t)) in self.followers.lock_or_recover().drain() {
             task.abort();
             t.client_delta(self.key, None);
         }

@@ -5,8 +5,9 @@
 //! the user sees in that terminal now, not its raw byte history.
 
 use reasonix_forward::proto::Attachment;
+use reasonix_forward::sync::LockExt;
 
-use super::{lock, Terminals};
+use super::Terminals;
 
 /// Prefix of the attachment path that marks a terminal screen (`term:N`).
 pub const TERM_PREFIX: &str = "term:";
@@ -17,7 +18,7 @@ const MAX_TERMINALS: usize = 4;
 impl super::Terminal {
     /// The visible screen as text, without the blank rows at the bottom.
     pub fn screen_text(&self) -> String {
-        let out = lock(&self.output);
+        let out = self.output.lock_or_recover();
         let text = out.screen.screen().contents();
         text.trim_end_matches(['\n', ' ']).to_string()
     }

@@ -16,13 +16,14 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use std::num::NonZeroU16;
 
 use portable_pty::{CommandBuilder, MasterPty, PtySize as NativeSize};
 use reasonix_forward::proto::{PtyInfo, PtySize};
+use reasonix_forward::sync::LockExt;
 use tokio::sync::watch;
 
 /// Recent output bytes kept per terminal for clients that re-attach with an offset.
@@ -58,11 +59,6 @@ pub enum PtyError {
         /// Rows asked for.
         rows: u16,
     },
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section is a few field updates; a poisoned lock holds valid data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Output of one terminal: the ring of recent bytes and the screen model.
@@ -142,17 +138,17 @@ pub struct Terminal {
 impl Terminal {
     /// Size of a terminal as the wire has it.
     pub fn size(&self) -> PtySize {
-        *lock(&self.size)
+        *self.size.lock_or_recover()
     }
 
     /// The shell's exit status, once it exited.
     pub fn exited(&self) -> Option<String> {
-        lock(&self.output).exited.clone()
+        self.output.lock_or_recover().exited.clone()
     }
 
     /// Description for listings.
     pub fn info(&self) -> PtyInfo {
-        let out = lock(&self.output);
+        let out = self.output.lock_or_recover();
         PtyInfo {
             id: self.id,
             pid: self.pid,
@@ -175,14 +171,15 @@ impl Terminal {
     /// Resize the PTY (the shell's foreground process group gets SIGWINCH) and the model.
     pub fn resize(&self, size: PtySize) -> Result<(), PtyError> {
         check_size(size)?;
-        let mut current = lock(&self.size);
+        let mut current = self.size.lock_or_recover();
         if *current == size {
             return Ok(());
         }
-        if let Err(e) = lock(&self.master).resize(native(size)) {
+        if let Err(e) = self.master.lock_or_recover().resize(native(size)) {
             tracing::warn!(pty = self.id, "resize failed: {e}");
         }
-        lock(&self.output)
+        self.output
+            .lock_or_recover()
             .screen
             .screen_mut()
             .set_size(nz(size.rows), nz(size.cols));
@@ -192,7 +189,7 @@ impl Terminal {
 
     /// Where a follower that already shows everything before `have` starts.
     pub fn start(&self, have: Option<u64>) -> Start {
-        let out = lock(&self.output);
+        let out = self.output.lock_or_recover();
         match have {
             Some(h) if h >= out.ring_start && h <= out.end => Start::Replay(h),
             _ => {
@@ -204,7 +201,7 @@ impl Terminal {
 
     /// What a follower at `cursor` reads next (at most `max` bytes).
     pub fn next(&self, cursor: u64, max: usize) -> Next {
-        let out = lock(&self.output);
+        let out = self.output.lock_or_recover();
         if cursor < out.ring_start {
             let (offset, size, data) = screen_of(&out);
             return Next::Screen { offset, size, data };
@@ -231,7 +228,7 @@ impl Terminal {
 
     /// Count a follower in (with its link) or out (for listings).
     pub fn client_delta(&self, key: u64, link: Option<reasonix_forward::link::Link>) {
-        let mut clients = lock(&self.clients);
+        let mut clients = self.clients.lock_or_recover();
         clients.retain(|(k, _)| *k != key);
         if let Some(link) = link {
             clients.push((key, link));
@@ -240,7 +237,8 @@ impl Terminal {
 
     /// Followers whose link is connected now.
     pub fn connected_clients(&self) -> u32 {
-        lock(&self.clients)
+        self.clients
+            .lock_or_recover()
             .iter()
             .filter(|(_, l)| l.is_connected())
             .count() as u32
@@ -261,7 +259,7 @@ impl Terminal {
         std::thread::spawn(move || {
             std::thread::sleep(CLOSE_GRACE);
             if me.exited().is_none() {
-                let _ = lock(&me.killer).kill();
+                let _ = me.killer.lock_or_recover().kill();
             }
         });
     }
@@ -436,7 +434,7 @@ impl Terminals {
                 };
                 tracing::info!(pty = t.id, %status, "terminal shell exited");
                 let end = {
-                    let mut out = lock(&t.output);
+                    let mut out = t.output.lock_or_recover();
                     out.exited = Some(status);
                     out.end
                 };
@@ -444,13 +442,14 @@ impl Terminals {
             })
             .map_err(|e| spawn_err(format!("output thread: {e}")))?;
         tracing::info!(pty = id, pid, %shell, "terminal opened");
-        lock(&self.all).insert(id, Arc::clone(&terminal));
+        self.all.lock_or_recover().insert(id, Arc::clone(&terminal));
         Ok(terminal)
     }
 
     /// A terminal by id.
     pub fn get(&self, id: u64) -> Result<Arc<Terminal>, PtyError> {
-        lock(&self.all)
+        self.all
+            .lock_or_recover()
             .get(&id)
             .cloned()
             .ok_or(PtyError::NotFound(id))
@@ -459,7 +458,7 @@ impl Terminals {
     /// Every terminal, oldest first. Terminals whose shell exited are listed (with how)
     /// until [`Terminals::close`] or until they are listed once with no client attached.
     pub fn list(&self) -> Vec<PtyInfo> {
-        let mut all = lock(&self.all);
+        let mut all = self.all.lock_or_recover();
         let infos: Vec<PtyInfo> = all.values().map(|t| t.info()).collect();
         all.retain(|_, t| t.exited().is_none() || t.connected_clients() > 0);
         infos
@@ -467,19 +466,26 @@ impl Terminals {
 
     /// Close a terminal (see [`Terminal::close`]) and forget it.
     pub fn close(&self, id: u64) -> Result<(), PtyError> {
-        let t = lock(&self.all).remove(&id).ok_or(PtyError::NotFound(id))?;
+        let t = self
+            .all
+            .lock_or_recover()
+            .remove(&id)
+            .ok_or(PtyError::NotFound(id))?;
         t.close();
         Ok(())
     }
 
     /// True while some shell runs: the daemon does not exit on idle then.
     pub fn any_running(&self) -> bool {
-        lock(&self.all).values().any(|t| t.exited().is_none())
+        self.all
+            .lock_or_recover()
+            .values()
+            .any(|t| t.exited().is_none())
     }
 
     /// Close every terminal (daemon shutdown).
     pub fn close_all(&self) {
-        let all: Vec<Arc<Terminal>> = std::mem::take(&mut *lock(&self.all))
+        let all: Vec<Arc<Terminal>> = std::mem::take(&mut *self.all.lock_or_recover())
             .into_values()
             .collect();
         for t in all {
@@ -491,7 +497,7 @@ impl Terminals {
 impl Terminal {
     fn push_output(&self, bytes: &[u8]) {
         let end = {
-            let mut out = lock(&self.output);
+            let mut out = self.output.lock_or_recover();
             out.screen.process(bytes);
             out.ring.extend(bytes.iter().copied());
             out.end += bytes.len() as u64;
@@ -605,7 +611,8 @@ mod tests {
         let mut watch = t.watch();
         tokio::time::timeout(Duration::from_secs(30), async {
             loop {
-                if lock(&t.output)
+                if t.output
+                    .lock_or_recover()
                     .screen
                     .screen()
                     .contents()

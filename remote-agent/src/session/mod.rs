@@ -11,6 +11,7 @@ use reasonix_forward::proto::{
     ApprovalDecision, Denied, Event, EventKind, Notification, ProviderChunk, ProviderRequest,
     ProviderRetry, RetryPhase, SessionInfo, SessionSettings, ToolCall, TurnState, Usage,
 };
+use reasonix_forward::sync::LockExt;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -302,17 +303,14 @@ impl Session {
                 journal_path.parent().unwrap_or(std::path::Path::new(".")),
             ),
         });
-        session
-            .tool_ctx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .history = Arc::new(compact::SessionHistory::of(&session));
+        session.tool_ctx.lock_or_recover().history =
+            Arc::new(compact::SessionHistory::of(&session));
         Ok((session, notice))
     }
 
     /// The session's stable prefix.
     fn prefix(&self) -> Arc<Prefix> {
-        Arc::clone(&self.prefix.lock().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&self.prefix.lock_or_recover())
     }
 
     /// Start the laptop-side MCP servers `names` (tunnelled through whichever client drives
@@ -366,8 +364,8 @@ impl Session {
                 .cmp(b["function"]["name"].as_str().unwrap_or(""))
         });
         let prefix = Prefix::build(&self.workspace, tools);
-        *self.prefix.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(prefix);
-        *self.laptop_tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(registry));
+        *self.prefix.lock_or_recover() = Arc::new(prefix);
+        *self.laptop_tools.lock_or_recover() = Some(Arc::new(registry));
         for st in manager.status() {
             self.record(EventKind::Notice {
                 text: format!(
@@ -404,10 +402,7 @@ impl Session {
         let changes = self.workspace_mcp.tool_list_changes();
         let mut fresh = Vec::new();
         {
-            let mut told = self
-                .mcp_changes_told
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut told = self.mcp_changes_told.lock_or_recover();
             for (server, n) in changes {
                 let seen = told.entry(server.clone()).or_insert(0);
                 if n > *seen {
@@ -439,7 +434,7 @@ impl Session {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock means a panic while journaling; the data is still consistent
         // enough to keep serving (each append is one write).
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock_or_recover()
     }
 
     /// Summary for listings.
@@ -540,7 +535,7 @@ impl Session {
         if let Some((settings, enforced)) = settings {
             let mut ctx = enforced.tool_ctx;
             {
-                let mut slot = self.tool_ctx.lock().unwrap_or_else(|p| p.into_inner());
+                let mut slot = self.tool_ctx.lock_or_recover();
                 // The checkpoint hook, background jobs and plan are the session's own; keep
                 // them.
                 ctx.mutation_hook = Arc::clone(&slot.mutation_hook);
@@ -576,10 +571,7 @@ impl Session {
 
     /// The tool context of the current policy.
     fn tool_ctx(&self) -> ToolContext {
-        self.tool_ctx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.tool_ctx.lock_or_recover().clone()
     }
 
     /// The current driver's connection id.

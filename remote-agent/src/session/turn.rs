@@ -415,11 +415,7 @@ impl Session {
     /// the user-facing text when the journal could not be written at a durability point: the
     /// tool did not run and the turn must end.
     async fn run_tool(&self, call: &ToolCall, cancel: &CancellationToken) -> Result<(), String> {
-        let laptop = self
-            .laptop_tools
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let laptop = self.laptop_tools.lock_or_recover().clone();
         let tool = self
             .tools
             .get(&call.name)

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
+use reasonix_forward::sync::LockExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::jobs::{exit_status, finish, kill_group, lock, spawn_captured, JobStatus, Running};
+use super::jobs::{exit_status, finish, kill_group, spawn_captured, JobStatus, Running};
 use super::{parse_args, Tool, ToolContext, ToolOutput};
 
 /// Output bytes a foreground command keeps (older bytes are dropped and reported).
@@ -50,7 +51,7 @@ impl Streamer {
         if self.stopped {
             return;
         }
-        let (bytes, lost) = lock(out).take_new();
+        let (bytes, lost) = out.lock_or_recover().take_new();
         if bytes.is_empty() && lost == 0 {
             return;
         }
@@ -206,7 +207,7 @@ async fn run_foreground(cmd: tokio::process::Command, timeout: Duration) -> Tool
     finish(pgid, &mut reader).await;
     guard.0 = None;
     let (text, dropped) = {
-        let g = lock(&out);
+        let g = out.lock_or_recover();
         let (bytes, dropped) = g.all();
         (String::from_utf8_lossy(&bytes).into_owned(), dropped)
     };

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use reasonix_forward::sync::LockExt;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -104,10 +105,6 @@ impl OutBuf {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A started process: its child handle, group id, output and the task filling it.
 pub(crate) struct Running {
     pub child: tokio::process::Child,
@@ -140,7 +137,7 @@ pub(crate) fn spawn_captured(
         loop {
             match rx.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => lock(&sink).push(&buf[..n]),
+                Ok(n) => sink.lock_or_recover().push(&buf[..n]),
             }
         }
     });
@@ -246,13 +243,13 @@ impl Job {
     /// Output since the previous call, lossily decoded, and how many unread bytes the cap
     /// dropped.
     pub fn take_new_output(&self) -> (String, u64) {
-        let (bytes, lost) = lock(&self.out).take_new();
+        let (bytes, lost) = self.out.lock_or_recover().take_new();
         (String::from_utf8_lossy(&bytes).into_owned(), lost)
     }
 
     /// All output kept so far (does not move the read position).
     pub fn full_output(&self) -> String {
-        String::from_utf8_lossy(&lock(&self.out).all().0).into_owned()
+        String::from_utf8_lossy(&self.out.lock_or_recover().all().0).into_owned()
     }
 
     /// Waits until the job ends, or `timeout` passes; returns the status then.
@@ -320,7 +317,7 @@ impl JobTable {
             finished_at: finished_at.clone(),
         });
         {
-            let mut g = lock(&self.inner);
+            let mut g = self.inner.lock_or_recover();
             prune(&mut g, Instant::now());
             g.insert(number, job.clone());
         }
@@ -340,19 +337,19 @@ impl JobTable {
     /// The job with this id (only this session's jobs).
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
         let n = job_number(id)?;
-        lock(&self.inner).get(&n).cloned()
+        self.inner.lock_or_recover().get(&n).cloned()
     }
 
     /// All job ids this session remembers, in start order.
     pub fn ids(&self) -> Vec<JobId> {
-        let mut g = lock(&self.inner);
+        let mut g = self.inner.lock_or_recover();
         prune(&mut g, Instant::now());
         g.values().map(|j| j.id.clone()).collect()
     }
 
     /// Kills every running job (session end).
     pub fn kill_all(&self) {
-        for job in lock(&self.inner).values() {
+        for job in self.inner.lock_or_recover().values() {
             job.kill();
         }
     }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ignore::{WalkBuilder, WalkState};
+use reasonix_forward::sync::LockExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -298,13 +299,15 @@ fn glob(ctx: &ToolContext, pattern: &str) -> ToolOutput {
                 }
                 if let Ok(rel) = entry.path().strip_prefix(ws) {
                     if matcher.is_match(rel) {
-                        lock(found).push(rel.to_string_lossy().into_owned());
+                        found
+                            .lock_or_recover()
+                            .push(rel.to_string_lossy().into_owned());
                     }
                 }
                 WalkState::Continue
             })
         });
-    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut found = found.into_inner_or_recover();
     if found.is_empty() {
         return ToolOutput::ok(format!("no files match {pattern}"));
     }
@@ -340,10 +343,6 @@ fn walker(start: &Path, skip_hidden: bool, prune: Prune) -> WalkBuilder {
         )
         .filter_entry(move |e| e.file_name() != ".git" && !prune.hides(e.path()));
     b
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 // -------------------------------------------------------------------------------------- grep
@@ -461,12 +460,12 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
                 let found = search_file(entry.path(), re, ctx);
                 if !found.is_empty() {
                     count.fetch_add(found.len(), Ordering::Relaxed);
-                    lock(hits).extend(found);
+                    hits.lock_or_recover().extend(found);
                 }
                 WalkState::Continue
             })
         });
-    let mut hits = hits.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut hits = hits.into_inner_or_recover();
     let timed_out = timed_out.load(Ordering::Relaxed);
     if hits.is_empty() {
         let mut text = format!("no matches for {} in {shown}", a.pattern);

@@ -1,9 +1,9 @@
 //! `todo_write`: the agent's plan, replaced as a whole on every call.
 
+use reasonix_forward::sync::LockExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::jobs::lock;
 use super::{parse_args, Tool, ToolContext, ToolOutput};
 
 /// `todo_write{todos[{content, status, active_form?}]}`.
@@ -104,7 +104,7 @@ impl Tool for TodoWriteTool {
             .iter()
             .filter_map(|t| serde_json::to_value(t).ok())
             .collect();
-        *lock(&ctx.todos) = stored;
+        *ctx.todos.lock_or_recover() = stored;
         ToolOutput::ok(text)
     }
 }

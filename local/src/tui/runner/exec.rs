@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use reasonix_forward::proto::{OpenSession, Request, Response};
 use reasonix_forward::rpc::CallError;
+use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
 
 use super::settings::session_settings;
@@ -35,7 +36,7 @@ fn call_error(e: CallError) -> String {
 
 impl Exec {
     pub(super) fn config(&self) -> std::sync::MutexGuard<'_, Config> {
-        self.config.lock().unwrap_or_else(|p| p.into_inner())
+        self.config.lock_or_recover()
     }
 
     /// `/permissions [remove N]`: the listing (after the removal, if any).
