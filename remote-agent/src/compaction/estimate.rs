@@ -7,16 +7,36 @@ use serde_json::Value;
 /// DeepSeek's tokenizer gives for code and English within a few per cent).
 pub const DEFAULT_TOKENS_PER_BYTE: f64 = 0.25;
 
-/// Bytes of one message as it is sent (its JSON text).
+/// Bytes of one message as it is sent (its JSON text), counted without building the text.
 pub fn message_bytes(message: &Value) -> usize {
-    message.to_string().len()
+    json_len(message)
+}
+
+/// Length of `value`'s compact JSON text (what `to_string()` would give), counted by a
+/// writer that keeps nothing: measuring a long conversation before every request allocates
+/// nothing.
+pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // `Count` never errs, and the values measured here (messages, strings) always serialise.
+    let _ = serde_json::to_writer(&mut c, value);
+    c.0
 }
 
 /// Bytes of a request's prompt: tool schemas, the system prompt and every message.
 pub fn request_bytes(system: &str, tools: &[Value], messages: &[Value]) -> usize {
-    let tools_bytes: usize = tools.iter().map(|t| t.to_string().len()).sum();
+    let tools_bytes: usize = tools.iter().map(json_len).sum();
     // `{"role":"system","content":…}` around the prompt, escaped like the real one.
-    let system_bytes = Value::String(system.to_string()).to_string().len() + 30;
+    let system_bytes = json_len(system) + 30;
     tools_bytes + system_bytes + messages.iter().map(message_bytes).sum::<usize>()
 }
 
@@ -60,6 +80,16 @@ impl Estimator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_len_is_the_length_of_the_text() {
+        let v = serde_json::json!({"role": "tool", "content": "a\n\"b\" → ü", "n": [1, 2.5, null]});
+        assert_eq!(json_len(&v), v.to_string().len());
+        assert_eq!(
+            json_len("a\tb"),
+            Value::String("a\tb".into()).to_string().len()
+        );
+    }
 
     #[test]
     fn calibration_follows_the_provider() {

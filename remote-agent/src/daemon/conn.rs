@@ -220,7 +220,7 @@ impl Gateway for ConnGateway {
         // A long conversation is not sent ahead of any request (see `PROVIDED_BASE_MAX`).
         let size: usize = messages
             .iter()
-            .map(|m| serde_json::to_vec(m).map(|b| b.len()).unwrap_or(0))
+            .map(crate::compaction::estimate::json_len)
             .sum();
         if size > reasonix_forward::prefix::PROVIDED_BASE_MAX {
             return;

@@ -550,11 +550,22 @@ impl Session {
             inner.settings = settings;
         }
         if let Some(g) = &gateway {
+            // A long conversation is not handed ahead of any request (`PROVIDED_BASE_MAX`):
+            // measured before it is copied.
             let messages = {
                 let inner = self.lock();
-                turn::request_messages(&self.prefix(), &inner.messages)
+                let prefix = self.prefix();
+                let size = crate::compaction::estimate::request_bytes(
+                    &prefix.system,
+                    &[],
+                    &inner.messages,
+                );
+                (size <= reasonix_forward::prefix::PROVIDED_BASE_MAX)
+                    .then(|| turn::request_messages(&prefix, &inner.messages))
             };
-            g.provide_base(messages);
+            if let Some(messages) = messages {
+                g.provide_base(messages);
+            }
         }
         self.driver.send_replace(gateway);
     }
