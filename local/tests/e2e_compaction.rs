@@ -616,6 +616,77 @@ async fn rewind_to_before_a_compaction_restores_the_conversation_exactly() {
     stop_daemon(&env.home);
 }
 
+/// A session whose model explains every step (1.5 KB of text beside each tool call, a 64k
+/// window): each snip leaves the placeholders and those assistant steps behind, which no
+/// snip can shorten. Once they fill a third of the snip rung, the snip rung summarises
+/// instead of snipping again (a summary at a turn start, below the compact rung), and that
+/// summary frees what the snips before it could not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snip_rung_summarises_once_snips_cannot_free_enough() {
+    const WIDE: u64 = 64_000;
+    let base = chooser(3);
+    let mock = MockProvider::start_with(move |r: &RecordedRequest| match base(r) {
+        MockReply::ToolCalls {
+            calls,
+            split,
+            interleave,
+            ..
+        } => MockReply::ToolCalls {
+            text: vec!["I read the next file to see how the fox line continues. ".repeat(27)],
+            calls,
+            split,
+            interleave,
+        },
+        other => other,
+    })
+    .await;
+    mock.enable_prompt_cache(Some(WIDE));
+    let env = setup(&mock.base_url());
+    write_config(&env.home, &mock.base_url(), WIDE);
+    let compact_rung = WIDE * 8 / 10;
+    let mut compactions: Vec<Value> = Vec::new();
+    let mut found = None;
+    for t in 0..80 {
+        let lines = run_turn(&env, t, t == 0);
+        for l in lines.into_iter().filter(|l| l["type"] == "compacted") {
+            let at_snip_rung = l["kind"] == "summary"
+                && l["trigger"] == "threshold"
+                && l["tokens_before"]
+                    .as_u64()
+                    .is_some_and(|b| b < compact_rung);
+            compactions.push(l);
+            if at_snip_rung {
+                found = Some(compactions.len() - 1);
+            }
+        }
+        if found.is_some() {
+            break;
+        }
+    }
+    stop_daemon(&env.home);
+    assert!(
+        mock.prompt_accounting().iter().all(|a| !a.rejected),
+        "a request over the window"
+    );
+    let at = found.unwrap_or_else(|| panic!("no summary at the snip rung: {compactions:#?}"));
+    let snips: Vec<&Value> = compactions[..at]
+        .iter()
+        .filter(|c| c["kind"] == "snip")
+        .collect();
+    assert!(snips.len() >= 3, "snips came first: {compactions:#?}");
+    // What the snips left grew (their placeholders and the assistant steps stay)...
+    let left = |c: &Value| c["tokens_after"].as_u64().expect("tokens_after");
+    assert!(
+        left(snips[snips.len() - 1]) > left(snips[0]),
+        "{compactions:#?}"
+    );
+    // ...and the summary folds it: it leaves less than the last snip did.
+    assert!(
+        left(&compactions[at]) < left(snips[snips.len() - 1]),
+        "{compactions:#?}"
+    );
+}
+
 /// The turn a recorded request belongs to (from its last "turn T:" prompt).
 fn turn_of(r: &RecordedRequest) -> Option<usize> {
     r.messages()

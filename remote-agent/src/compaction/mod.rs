@@ -3,10 +3,14 @@
 //!
 //! - below the snip ratio the history is never rewritten;
 //! - at a turn start at or over the snip ratio, old tool results outside the recent tail are
-//!   replaced by a placeholder naming the archived original ([`plan_snip`]);
+//!   replaced by a placeholder naming the archived original ([`plan_snip`]); when what a
+//!   snip cannot shorten before the tail (placeholders, assistant steps) has grown to a
+//!   third of the snip ratio ([`Thresholds::fold_worth`]), snips would come back every turn
+//!   or two, so the rung summarises instead;
 //! - at a turn start at or over the compact ratio, the old middle is replaced by a
 //!   model-written summary ([`plan_summary`]; the session asks the model with the cached,
-//!   unsnipped history), unless a snip alone would bring the request under the snip ratio;
+//!   unsnipped history), unless a snip alone brings the request under the snip ratio (and
+//!   the same test finds nothing worth folding);
 //! - before any request (also mid-turn) at or over the force ratio, both run as needed.
 //!
 //! The rewrite itself ([`apply`]) is a pure function of the conversation and the journaled
@@ -53,6 +57,10 @@ pub struct Thresholds {
     pub window: u64,
     /// Snip from here.
     pub snip: u64,
+    /// At the snip rung, summarise instead of snipping when what a snip would leave before
+    /// the tail, besides the user turns a summary keeps, is at least this (a third of
+    /// `snip`): see `session/compact.rs`.
+    pub fold_worth: u64,
     /// Summarise from here (at a turn start).
     pub compact: u64,
     /// Force from here (before any request).
@@ -74,6 +82,7 @@ impl Thresholds {
         Some(Thresholds {
             window: ctx.window,
             snip: at(ctx.snip_permille),
+            fold_worth: at(ctx.snip_permille) / 3,
             compact: at(ctx.compact_permille),
             force: at(ctx.force_permille),
             tail: ctx.tail_tokens.min(ctx.window / 4),
@@ -184,6 +193,14 @@ pub fn summary_content(summary: &str) -> String {
         "{SUMMARY_OPEN}\nEarlier parts of this session were compacted; the originals are archived on the host and can be searched or loaded with the history tool.\n{}\n</compaction-summary>",
         summary.trim()
     )
+}
+
+/// Bytes of the user messages before `end` that a summary would keep verbatim.
+pub fn summary_keeps_bytes(messages: &[Value], end: usize) -> usize {
+    kept_user_turns(messages, (0, end.min(messages.len())))
+        .iter()
+        .map(estimate::message_bytes)
+        .sum()
 }
 
 /// User messages of `range` kept verbatim by a summary: normal-sized, not an earlier summary.
@@ -357,7 +374,10 @@ mod tests {
             ..ContextSettings::default()
         })
         .expect("enabled");
-        assert_eq!((t.snip, t.compact, t.force, t.tail), (600, 800, 900, 250));
+        assert_eq!(
+            (t.snip, t.fold_worth, t.compact, t.force, t.tail),
+            (600, 200, 800, 900, 250)
+        );
         assert_eq!(t.level(599, true), Level::None);
         assert_eq!(t.level(600, true), Level::Snip);
         assert_eq!(t.level(800, true), Level::Summary);

@@ -19,6 +19,15 @@ pub(super) struct ContextState {
     pub(super) archive_next: Option<u64>,
 }
 
+/// What a snip now would leave, in estimated tokens.
+struct SnipOutlook {
+    /// The next request.
+    tokens: u64,
+    /// The part before the tail a snip cannot shorten and a summary would fold (everything
+    /// but the user turns it keeps).
+    unfoldable_before_tail: u64,
+}
+
 /// How a compaction attempt ended when it could not rewrite.
 pub(super) enum CompactEnd {
     /// The turn was cancelled meanwhile.
@@ -61,16 +70,23 @@ impl Session {
         };
         match thresholds.level(tokens, turn_start) {
             Level::None => Ok(()),
-            Level::Snip => {
-                self.snip(&thresholds, trigger).await;
-                Ok(())
-            }
-            Level::Summary => {
-                // When a snip alone would do, snip. Otherwise summarise first: the summary
-                // request is then the history the provider has cached (a snip before it
-                // would make the whole request after the first placeholder a miss), and
-                // the summary replaces the old results the snip would have replaced.
-                if self.tokens_after_snip(&thresholds) < thresholds.snip {
+            level @ (Level::Snip | Level::Summary) => {
+                // Snip when that is enough: it needs no model call. It is not enough when
+                // it would leave the request over the snip rung at the compact rung (or
+                // when forced), nor when what it cannot shorten before the tail (the
+                // placeholders of earlier snips, assistant steps) has grown to
+                // `fold_worth`: each snip would then free a little, be back within a turn
+                // or two and cost a cache miss of the tail each time, where a summary folds
+                // all of it. Otherwise summarise first: the summary request is then the
+                // history the provider has cached (a snip before it would make the whole
+                // request after the first placeholder a miss), and the summary replaces
+                // the old results the snip would have replaced.
+                let outlook = self.snip_outlook(&thresholds);
+                let enough = match level {
+                    Level::Snip => true,
+                    _ => outlook.tokens < thresholds.snip,
+                };
+                if enough && outlook.unfoldable_before_tail < thresholds.fold_worth {
                     self.snip(&thresholds, trigger).await;
                     return Ok(());
                 }
@@ -126,6 +142,7 @@ impl Session {
             let mut t = Thresholds::of(&ctx).unwrap_or(Thresholds {
                 window: u64::MAX,
                 snip: 0,
+                fold_worth: u64::MAX,
                 compact: 0,
                 force: u64::MAX,
                 tail,
@@ -180,13 +197,9 @@ impl Session {
         let prefix = self.prefix();
         let est = &inner.context.estimator;
         let system_bytes = request_bytes_of(&prefix, &[])
-            - prefix
-                .tools
-                .iter()
-                .map(|t| t.to_string().len())
-                .sum::<usize>();
+            - prefix.tools.iter().map(estimate::json_len).sum::<usize>();
         let instructions_bytes = crate::agent::instruction_bytes(&prefix.system).min(system_bytes);
-        let tools_bytes: usize = prefix.tools.iter().map(|t| t.to_string().len()).sum();
+        let tools_bytes: usize = prefix.tools.iter().map(estimate::json_len).sum();
         let (mut conversation, mut results) = (0usize, 0usize);
         for m in &inner.messages {
             let b = estimate::message_bytes(m);
@@ -218,9 +231,8 @@ impl Session {
         }
     }
 
-    /// Estimated tokens of the next request if the old results outside the tail were
-    /// snipped now (nothing is changed).
-    fn tokens_after_snip(&self, t: &Thresholds) -> u64 {
+    /// What a snip now would leave (nothing is changed).
+    fn snip_outlook(&self, t: &Thresholds) -> SnipOutlook {
         let inner = self.lock();
         let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
         let (bytes, _) = self.next_request_tokens(&inner);
@@ -237,7 +249,19 @@ impl Session {
                 bytes.saturating_sub(kept.len())
             })
             .sum();
-        inner.context.estimator.tokens(bytes.saturating_sub(freed))
+        let before_tail: usize = inner.messages[..tail]
+            .iter()
+            .map(estimate::message_bytes)
+            .sum();
+        let est = &inner.context.estimator;
+        SnipOutlook {
+            tokens: est.tokens(bytes.saturating_sub(freed)),
+            unfoldable_before_tail: est.tokens(
+                before_tail
+                    .saturating_sub(freed)
+                    .saturating_sub(compaction::summary_keeps_bytes(&inner.messages, tail)),
+            ),
+        }
     }
 
     /// Snip old tool results outside the tail. Archive first (durably), then journal.
