@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::fs;
 
-use super::{CheckpointStore, Inner, PriorState};
+use super::{CheckpointStore, Inner, PriorState, Record};
 
 impl CheckpointStore {
     /// Applies the count and byte caps after `new_id` was added; returns what happened.
@@ -104,6 +104,11 @@ impl CheckpointStore {
         }
         inner.dropped_since_gc += 1;
         inner.dropped_total += 1;
+        self.release_blobs(inner, &rec);
+    }
+
+    /// Delete the blobs `rec` held that no record still in `inner` uses.
+    pub(super) fn release_blobs(&self, inner: &mut Inner, rec: &Record) {
         let used: HashSet<&str> = inner
             .records
             .iter()
@@ -113,15 +118,16 @@ impl CheckpointStore {
                 _ => None,
             })
             .collect();
+        let mut freed = 0u64;
         for state in rec.files.values() {
             if let PriorState::File { sha256, size, .. } = state {
-                if !used.contains(sha256.as_str()) {
-                    let p = self.state_dir.join("blobs").join(sha256);
-                    if fs::remove_file(&p).is_ok() {
-                        inner.blob_bytes = inner.blob_bytes.saturating_sub(*size);
-                    }
+                if !used.contains(sha256.as_str())
+                    && fs::remove_file(self.state_dir.join("blobs").join(sha256)).is_ok()
+                {
+                    freed += *size;
                 }
             }
         }
+        inner.blob_bytes = inner.blob_bytes.saturating_sub(freed);
     }
 }

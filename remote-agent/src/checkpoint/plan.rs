@@ -218,24 +218,7 @@ impl CheckpointStore {
             let _ = shadow.delete_ref(&rec.id);
         }
         let _ = fs::remove_file(self.state_dir.join("meta").join(format!("{}.json", rec.id)));
-        let used: HashSet<&str> = inner
-            .records
-            .iter()
-            .flat_map(|r| r.files.values())
-            .filter_map(|s| match s {
-                PriorState::File { sha256, .. } => Some(sha256.as_str()),
-                _ => None,
-            })
-            .collect();
-        for state in rec.files.values() {
-            if let PriorState::File { sha256, size, .. } = state {
-                if !used.contains(sha256.as_str())
-                    && fs::remove_file(self.state_dir.join("blobs").join(sha256)).is_ok()
-                {
-                    inner.blob_bytes = inner.blob_bytes.saturating_sub(*size);
-                }
-            }
-        }
+        self.release_blobs(inner, rec);
     }
 
     #[allow(clippy::too_many_arguments)]
