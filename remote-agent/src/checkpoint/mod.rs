@@ -80,6 +80,27 @@ struct Record {
     notes: Vec<String>,
 }
 
+impl Record {
+    /// A record created now that holds nothing yet.
+    fn empty(id: String, seq: u64, session: &str, turn: u64, kind: CheckpointKind) -> Record {
+        Record {
+            id,
+            seq,
+            session: session.to_string(),
+            turn,
+            kind,
+            created_ms: now_ms(),
+            tree: None,
+            shadow_note: None,
+            files: BTreeMap::new(),
+            not_covered: Vec::new(),
+            bytes: 0,
+            superseded: false,
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// `store.json`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct StoreFile {
@@ -363,21 +384,7 @@ impl CheckpointStore {
     ) -> Record {
         let seq = inner.store.next_seq;
         inner.store.next_seq += 1;
-        Record {
-            id: format!("ck-{seq}"),
-            seq,
-            session: session.to_string(),
-            turn,
-            kind,
-            created_ms: now_ms(),
-            tree: None,
-            shadow_note: None,
-            files: BTreeMap::new(),
-            not_covered: Vec::new(),
-            bytes: 0,
-            superseded: false,
-            notes: Vec::new(),
-        }
+        Record::empty(format!("ck-{seq}"), seq, session, turn, kind)
     }
 
     /// The file-tool hook for one session: prior states go to that session's current turn.

@@ -195,21 +195,7 @@ impl CheckpointStore {
     }
 
     fn new_record_scratch(&self, session: &str) -> Record {
-        Record {
-            id: "dry-run".into(),
-            seq: u64::MAX,
-            session: session.to_string(),
-            turn: 0,
-            kind: CheckpointKind::Turn,
-            created_ms: now_ms(),
-            tree: None,
-            shadow_note: None,
-            files: BTreeMap::new(),
-            not_covered: Vec::new(),
-            bytes: 0,
-            superseded: false,
-            notes: Vec::new(),
-        }
+        Record::empty("dry-run".into(), u64::MAX, session, 0, CheckpointKind::Turn)
     }
 
     /// Removes every trace of an undo record that never became a checkpoint.
