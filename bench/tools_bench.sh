@@ -45,12 +45,14 @@ PY
     touch "$DIR/.generated-$FILES"
 fi
 
-# best-of-REPS wall time in ms of a command (output discarded)
+# best-of-REPS wall time in ms of a command (output discarded). Every timed command here
+# finds something, so any failure stops the benchmark instead of timing an error.
 best_ms() {
     local best=
     for _ in $(seq $REPS); do
-        local s e ms
-        s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N)
+        local s e ms rc=0
+        s=$(date +%s%N); "$@" >/dev/null 2>&1 || rc=$?; e=$(date +%s%N)
+        if (( rc != 0 )); then echo "timed command failed (exit $rc): $*" >&2; exit 1; fi
         ms=$(( (e - s) / 1000000 ))
         if [[ -z "$best" || $ms -lt $best ]]; then best=$ms; fi
     done

@@ -692,16 +692,9 @@ impl Config {
         }
     }
 
-    /// Apply a trusted (user) file.
-    fn apply_user(&mut self, file: FileConfig, path: &Path) -> Result<(), ConfigError> {
-        let src = path.display().to_string();
-        if let Some(m) = file.default_model {
-            self.default_model = Some(m);
-        }
-        for (i, pf) in file.providers.into_iter().enumerate() {
-            self.merge_provider(pf, &src, i)?;
-        }
-        let a = file.agent;
+    /// Apply a file's `[agent]` table (the same from a user and a project file: agent
+    /// settings are not security settings).
+    fn apply_agent(&mut self, a: AgentFile) {
         set(&mut self.agent.temperature, a.temperature.map(Some));
         set(&mut self.agent.compact_ratio, a.compact_ratio);
         set(&mut self.agent.max_steps, a.max_steps);
@@ -717,6 +710,18 @@ impl Config {
             a.provider_retry_seconds,
         );
         set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
+    }
+
+    /// Apply a trusted (user) file.
+    fn apply_user(&mut self, file: FileConfig, path: &Path) -> Result<(), ConfigError> {
+        let src = path.display().to_string();
+        if let Some(m) = file.default_model {
+            self.default_model = Some(m);
+        }
+        for (i, pf) in file.providers.into_iter().enumerate() {
+            self.merge_provider(pf, &src, i)?;
+        }
+        self.apply_agent(file.agent);
         let t = file.tools;
         set(&mut self.tools.enabled, t.enabled.map(Some));
         set(&mut self.tools.bash_timeout_seconds, t.bash_timeout_seconds);
@@ -877,22 +882,7 @@ impl Config {
         }
 
         // Agent settings are not security settings.
-        let a = file.agent;
-        set(&mut self.agent.temperature, a.temperature.map(Some));
-        set(&mut self.agent.compact_ratio, a.compact_ratio);
-        set(&mut self.agent.max_steps, a.max_steps);
-        set(
-            &mut self.agent.tool_result_snip_ratio,
-            a.tool_result_snip_ratio,
-        );
-        set(&mut self.agent.compact_force_ratio, a.compact_force_ratio);
-        set(&mut self.agent.compact_tail_tokens, a.compact_tail_tokens);
-        set(&mut self.agent.provider_retries, a.provider_retries);
-        set(
-            &mut self.agent.provider_retry_seconds,
-            a.provider_retry_seconds,
-        );
-        set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
+        self.apply_agent(file.agent);
 
         let t = &file.tools;
         if let Some(list) = t.enabled.clone() {

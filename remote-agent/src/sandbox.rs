@@ -3,10 +3,13 @@
 //! optionally no network. Probed once per session; when enforced but unusable, bash refuses to
 //! run (never silently unconfined).
 
+use reasonix_forward::sync::LockExt;
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How bash commands are confined (`[sandbox] bash`).
@@ -112,6 +115,28 @@ pub struct Sandbox {
 /// How long the bwrap probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The bwrap binaries (with the network flag probed) whose probe passed in this process.
+/// Every session open builds its sandbox again (the policy may differ), and the daemon
+/// does that on its runtime: a probe that passed once is not run again, so an open costs no
+/// process and no blocked worker. A failed probe is not remembered: the next open tries
+/// again (the user may have fixed the host meanwhile).
+fn passed_probes() -> &'static Mutex<HashSet<(PathBuf, bool)>> {
+    static PASSED: OnceLock<Mutex<HashSet<(PathBuf, bool)>>> = OnceLock::new();
+    PASSED.get_or_init(Mutex::default)
+}
+
+fn probe_passed(bwrap: &Path, network: bool) -> bool {
+    passed_probes()
+        .lock_or_recover()
+        .contains(&(bwrap.to_path_buf(), network))
+}
+
+fn remember_passed(bwrap: &Path, network: bool) {
+    passed_probes()
+        .lock_or_recover()
+        .insert((bwrap.to_path_buf(), network));
+}
+
 impl Sandbox {
     /// Probes bwrap once (2 s budget) with the namespaces we use and records the outcome.
     /// Blocks the calling thread while the probe runs: async code uses
@@ -121,8 +146,12 @@ impl Sandbox {
             SandboxMode::Off => State::Off,
             SandboxMode::Enforce => match find_bwrap(&config) {
                 Err(why) => State::Unavailable(why),
+                Ok(bwrap) if probe_passed(&bwrap, config.network) => State::Bwrap(bwrap),
                 Ok(bwrap) => match run_probe(&bwrap, config.network) {
-                    Ok(()) => State::Bwrap(bwrap),
+                    Ok(()) => {
+                        remember_passed(&bwrap, config.network);
+                        State::Bwrap(bwrap)
+                    }
                     Err(why) => State::Unavailable(why),
                 },
             },
@@ -137,8 +166,12 @@ impl Sandbox {
             SandboxMode::Off => State::Off,
             SandboxMode::Enforce => match find_bwrap(&config) {
                 Err(why) => State::Unavailable(why),
+                Ok(bwrap) if probe_passed(&bwrap, config.network) => State::Bwrap(bwrap),
                 Ok(bwrap) => match run_probe_async(&bwrap, config.network).await {
-                    Ok(()) => State::Bwrap(bwrap),
+                    Ok(()) => {
+                        remember_passed(&bwrap, config.network);
+                        State::Bwrap(bwrap)
+                    }
                     Err(why) => State::Unavailable(why),
                 },
             },

@@ -244,3 +244,67 @@ async fn sandboxed_timeout_kills_everything() {
         );
     }
 }
+
+/// Every session open builds its sandbox again: a probe that passed is not run again in
+/// the same process (no process, no blocked runtime worker per open), a failed one is.
+#[tokio::test]
+async fn a_passed_probe_is_not_run_again_and_a_failed_one_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = outside_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("calls");
+    let fail = dir.path().join("fail");
+    let wrapper = dir.path().join("bwrap");
+    let real = which_bwrap();
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho x >> '{}'\n[ -e '{}' ] && exit 1\nexec '{}' \"$@\"\n",
+            calls.display(),
+            fail.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let count = || {
+        std::fs::read_to_string(&calls)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let mut cfg = config();
+    cfg.bwrap_path = wrapper.clone();
+    // Failing first: not remembered, so the next probe runs the program again.
+    std::fs::write(&fail, "").unwrap();
+    assert!(Sandbox::probe(cfg.clone(), ws.path())
+        .status()
+        .starts_with("unavailable"));
+    assert!(Sandbox::probe_async(cfg.clone(), ws.path())
+        .await
+        .status()
+        .starts_with("unavailable"));
+    assert_eq!(count(), 2);
+    // Fixed: one more probe passes, and later ones (either kind) run nothing.
+    std::fs::remove_file(&fail).unwrap();
+    assert_eq!(Sandbox::probe(cfg.clone(), ws.path()).status(), "bwrap");
+    assert_eq!(count(), 3);
+    assert_eq!(Sandbox::probe(cfg.clone(), ws.path()).status(), "bwrap");
+    assert_eq!(
+        Sandbox::probe_async(cfg.clone(), ws.path()).await.status(),
+        "bwrap"
+    );
+    assert_eq!(count(), 3);
+    // The network flag is part of what was probed.
+    cfg.network = !cfg.network;
+    assert_eq!(Sandbox::probe(cfg, ws.path()).status(), "bwrap");
+    assert_eq!(count(), 4);
+}
+
+fn which_bwrap() -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file())
+        .expect("bwrap on PATH")
+}

@@ -31,6 +31,7 @@
 //!
 //! Needs root, `ip` (iproute2) and `iptables`.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -267,25 +268,31 @@ pub struct DelayProxy {
     port: u16,
     delay_us: Arc<AtomicU64>,
     accept: AbortHandle,
-    /// Every proxied socket, shut down on drop (which ends the threads serving them).
-    sockets: Arc<Mutex<Vec<std::net::TcpStream>>>,
+    /// The sockets of every connection still being proxied, shut down on drop (which ends
+    /// the threads serving them); a connection leaves the table when both its directions end.
+    sockets: Kept,
 }
+
+/// Live proxied connections by id: the client and upstream sockets of each.
+type Kept = Arc<Mutex<HashMap<u64, [std::net::TcpStream; 2]>>>;
 
 impl DelayProxy {
     /// Listen on a free loopback port and forward every connection to `target`.
     pub async fn start(target: SocketAddr, delay: Duration) -> io::Result<DelayProxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
-        let sockets: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let sockets: Kept = Arc::default();
         let delay_us = Arc::new(AtomicU64::new(delay.as_micros() as u64));
         let kept = Arc::clone(&sockets);
         let d = Arc::clone(&delay_us);
         let accept = tokio::spawn(async move {
+            let mut next_id = 0u64;
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(upstream) = TcpStream::connect(target).await else {
                     continue;
                 };
-                if let Err(e) = proxy_connection(client, upstream, &d, &kept) {
+                next_id += 1;
+                if let Err(e) = proxy_connection(next_id, client, upstream, &d, &kept) {
                     eprintln!("delay proxy: a connection could not be set up: {e}");
                 }
             }
@@ -318,7 +325,8 @@ impl Drop for DelayProxy {
             .sockets
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
+            .drain()
+            .flat_map(|(_, pair)| pair)
         {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
@@ -326,12 +334,14 @@ impl Drop for DelayProxy {
 }
 
 /// Serve one proxied connection: both sockets become blocking std sockets, and each
-/// direction gets its reader and writer threads ([`pipe`]).
+/// direction gets its reader and writer threads ([`pipe`]). The connection is in `kept`
+/// until both directions have ended.
 fn proxy_connection(
+    id: u64,
     client: TcpStream,
     upstream: TcpStream,
     delay_us: &Arc<AtomicU64>,
-    kept: &Mutex<Vec<std::net::TcpStream>>,
+    kept: &Kept,
 ) -> io::Result<()> {
     let blocking = |s: TcpStream| -> io::Result<std::net::TcpStream> {
         let s = s.into_std()?;
@@ -344,16 +354,21 @@ fn proxy_connection(
         (client.try_clone()?, upstream.try_clone()?),
         (upstream.try_clone()?, client.try_clone()?),
     ];
-    {
-        let mut g = kept.lock().unwrap_or_else(|p| p.into_inner());
-        g.push(client);
-        g.push(upstream);
-    }
+    kept.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, [client, upstream]);
+    let live = Arc::new(AtomicU64::new(halves.len() as u64));
     for (from, to) in halves {
         let d = Arc::clone(delay_us);
+        let (live, kept) = (Arc::clone(&live), Arc::clone(kept));
         std::thread::Builder::new()
             .name("delay-proxy".into())
-            .spawn(move || pipe(from, to, d))?;
+            .spawn(move || {
+                pipe(from, to, d);
+                if live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    kept.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                }
+            })?;
     }
     Ok(())
 }
@@ -401,6 +416,25 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A TCP echo server on a free loopback port (in the namespace of the calling thread).
+    async fn echo_server() -> SocketAddr {
+        let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let mut b = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut b).await {
+                        if n == 0 || s.write_all(&b[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
     #[test]
     fn netns_faults_and_delay_proxy() {
         let ns = NetNs::create().unwrap();
@@ -412,20 +446,7 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             // An echo server inside the namespace.
-            let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let echo_addr = echo.local_addr().unwrap();
-            tokio::spawn(async move {
-                while let Ok((mut s, _)) = echo.accept().await {
-                    tokio::spawn(async move {
-                        let mut b = [0u8; 1024];
-                        while let Ok(n) = s.read(&mut b).await {
-                            if n == 0 || s.write_all(&b[..n]).await.is_err() {
-                                break;
-                            }
-                        }
-                    });
-                }
-            });
+            let echo_addr = echo_server().await;
             // The delay proxy adds about 2 x 150 ms per round trip.
             let proxy = DelayProxy::start(echo_addr, Duration::from_millis(150))
                 .await
@@ -473,5 +494,51 @@ mod tests {
         drop(ns);
         let list = run(Command::new("ip").args(["netns", "list"])).unwrap();
         assert!(!list.contains(&name), "{list}");
+    }
+
+    /// A connection both sides have closed leaves the proxy's table, so its sockets are
+    /// closed at once and a long benchmark does not accumulate descriptors.
+    #[test]
+    fn a_closed_connection_releases_its_sockets() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let echo_addr = echo_server().await;
+            let proxy = DelayProxy::start(echo_addr, Duration::from_millis(5))
+                .await
+                .unwrap();
+            let live = || proxy.sockets.lock().unwrap().len();
+            let mut conns = Vec::new();
+            for _ in 0..3 {
+                let mut c = TcpStream::connect(("127.0.0.1", proxy.port()))
+                    .await
+                    .unwrap();
+                c.write_all(b"hi").await.unwrap();
+                let mut b = [0u8; 2];
+                c.read_exact(&mut b).await.unwrap();
+                conns.push(c);
+            }
+            assert_eq!(live(), 3);
+            drop(conns.pop());
+            let t0 = Instant::now();
+            while live() != 2 {
+                assert!(t0.elapsed() < Duration::from_secs(10), "{} live", live());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // The others still work.
+            for c in &mut conns {
+                c.write_all(b"ok").await.unwrap();
+                let mut b = [0u8; 2];
+                c.read_exact(&mut b).await.unwrap();
+                assert_eq!(&b, b"ok");
+            }
+            drop(conns);
+            while live() != 0 {
+                assert!(t0.elapsed() < Duration::from_secs(10), "{} live", live());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
     }
 }

@@ -82,10 +82,7 @@ impl Session {
                 // request after the first placeholder a miss), and the summary replaces
                 // the old results the snip would have replaced.
                 let outlook = self.snip_outlook(&thresholds);
-                let enough = match level {
-                    Level::Snip => true,
-                    _ => outlook.tokens < thresholds.snip,
-                };
+                let enough = level == Level::Snip || outlook.tokens < thresholds.snip;
                 if enough && outlook.unfoldable_before_tail < thresholds.fold_worth {
                     self.snip(&thresholds, trigger).await;
                     return Ok(());
