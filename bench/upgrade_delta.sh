@@ -14,13 +14,8 @@ TRIPLE=x86_64-unknown-linux-musl
 T=$(mktemp -d)
 NS=rxdelta$$
 U=rxd$$
-cleanup() {
-  ip netns pids $NS 2>/dev/null | xargs -r kill 2>/dev/null || true
-  ip netns del $NS 2>/dev/null || true
-  userdel -r $U 2>/dev/null || true
-  rm -rf "$T"
-}
-trap cleanup EXIT
+. bench/lib/shaped_link.sh
+trap shaped_link_down EXIT
 echo "== build A (this tree)"
 cargo build -q --profile host -p reasonix-remote --target $TRIPLE
 cp target/$TRIPLE/host/reasonix-remote "$T/A"
@@ -48,49 +43,6 @@ EX=$ROOT/target/release/examples/upgrade_delta
 echo "A: $(stat -c %s "$T/A") bytes  B: $(stat -c %s "$T/B") bytes  (cmp: $(cmp -l "$T/A" "$T/B" 2>/dev/null | wc -l) bytes differ in place)"
 
 echo "== shaped link"
-ip netns add $NS
-ip netns exec $NS ip link set lo up mtu 1500
-ip netns exec $NS tc qdisc add dev lo root tbf rate 20mbit burst 32kbit latency 400ms
-useradd -m -s /bin/bash $U && usermod -p '*' $U
-mkdir -p /run/sshd "$T/home/.ssh"
-ssh-keygen -q -t ed25519 -N '' -f "$T/hostkey"
-ssh-keygen -q -t ed25519 -N '' -f "$T/home/.ssh/id"
-install -d -m 700 -o $U -g $U /home/$U/.ssh
-install -m 600 -o $U -g $U "$T/home/.ssh/id.pub" /home/$U/.ssh/authorized_keys
-cat > "$T/sshd_config" <<CFG
-Port 2222
-ListenAddress 127.0.0.1
-HostKey $T/hostkey
-PidFile $T/sshd.pid
-UsePAM no
-PasswordAuthentication no
-PubkeyAuthentication yes
-Subsystem sftp internal-sftp
-CFG
-ip netns exec $NS /usr/sbin/sshd -f "$T/sshd_config" -E "$T/sshd.log"
-cat > "$T/proxy.py" <<'PY'
-import asyncio
-DELAY = 0.025
-async def pipe(r, w):
-    try:
-        while True:
-            data = await r.read(65536)
-            if not data:
-                break
-            await asyncio.sleep(DELAY)
-            w.write(data); await w.drain()
-    finally:
-        w.close()
-async def handle(cr, cw):
-    sr, sw = await asyncio.open_connection("127.0.0.1", 2222)
-    await asyncio.gather(pipe(cr, sw), pipe(sr, cw))
-async def main():
-    srv = await asyncio.start_server(handle, "127.0.0.1", 2223)
-    async with srv: await srv.serve_forever()
-asyncio.run(main())
-PY
-ip netns exec $NS python3 "$T/proxy.py" 2>/dev/null &
-sleep 1
-echo "[127.0.0.1]:2223 $(cut -d' ' -f1-2 "$T/hostkey.pub")" > "$T/home/.ssh/known_hosts"
-ip netns exec $NS env HOME="$T/home" "$EX" "$T/A" "$T/B" "$U@127.0.0.1" \
+shaped_link_up
+ns "$EX" "$T/A" "$T/B" "$U@127.0.0.1" \
   -p 2223 -i "$T/home/.ssh/id" -k "$T/home/.ssh/known_hosts"
