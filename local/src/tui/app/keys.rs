@@ -252,6 +252,8 @@ impl App {
 
     pub(super) fn prompt_key(&mut self, key: KeyEvent) -> Vec<Action> {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Esc or Ctrl-C answers a text prompt with "no answer".
+        let cancel = key.code == KeyCode::Esc || (ctrl && key.code == KeyCode::Char('c'));
         let Some(p) = self.prompts.front_mut() else {
             return Vec::new();
         };
@@ -280,39 +282,29 @@ impl App {
                     done = true;
                 }
             }
-            PromptModal::Secret { input, reply, .. } => match key.code {
-                KeyCode::Enter => {
+            PromptModal::Secret { input, reply, .. } => {
+                if cancel {
+                    answer_none(reply);
+                    done = true;
+                } else if key.code == KeyCode::Enter {
                     if let Some(r) = reply.take() {
                         let _ = r.send(Some(Zeroizing::new(std::mem::take(&mut **input))));
                     }
                     done = true;
+                } else {
+                    edit_line(input, key.code, ctrl);
                 }
-                KeyCode::Esc => {
-                    if let Some(r) = reply.take() {
-                        let _ = r.send(None);
-                    }
-                    done = true;
-                }
-                KeyCode::Char('c') if ctrl => {
-                    if let Some(r) = reply.take() {
-                        let _ = r.send(None);
-                    }
-                    done = true;
-                }
-                KeyCode::Char('u') if ctrl => input.clear(),
-                KeyCode::Backspace => {
-                    input.pop();
-                }
-                KeyCode::Char(c) if !ctrl => input.push(c),
-                _ => {}
-            },
+            }
             PromptModal::Keyboard {
                 round,
                 answers,
                 input,
                 reply,
-            } => match key.code {
-                KeyCode::Enter => {
+            } => {
+                if cancel {
+                    answer_none(reply);
+                    done = true;
+                } else if key.code == KeyCode::Enter {
                     answers.push(Zeroizing::new(std::mem::take(&mut **input)));
                     if answers.len() >= round.prompts.len() {
                         if let Some(r) = reply.take() {
@@ -320,26 +312,10 @@ impl App {
                         }
                         done = true;
                     }
+                } else {
+                    edit_line(input, key.code, ctrl);
                 }
-                KeyCode::Esc => {
-                    if let Some(r) = reply.take() {
-                        let _ = r.send(None);
-                    }
-                    done = true;
-                }
-                KeyCode::Char('c') if ctrl => {
-                    if let Some(r) = reply.take() {
-                        let _ = r.send(None);
-                    }
-                    done = true;
-                }
-                KeyCode::Char('u') if ctrl => input.clear(),
-                KeyCode::Backspace => {
-                    input.pop();
-                }
-                KeyCode::Char(c) if !ctrl => input.push(c),
-                _ => {}
-            },
+            }
             PromptModal::Upgrade { reply, .. } => {
                 let answer = match key.code {
                     KeyCode::Char('1') | KeyCode::Char('u') => Some(UpgradeAnswer::UpgradeNow),
@@ -713,5 +689,25 @@ impl App {
         }
         out.extend(self.submit(text));
         out
+    }
+}
+
+/// Line editing in a text prompt (a password, a keyboard-interactive answer): Ctrl-U clears,
+/// Backspace deletes, other characters without Ctrl are typed.
+fn edit_line(input: &mut String, code: KeyCode, ctrl: bool) {
+    match code {
+        KeyCode::Char('u') if ctrl => input.clear(),
+        KeyCode::Backspace => {
+            input.pop();
+        }
+        KeyCode::Char(c) if !ctrl => input.push(c),
+        _ => {}
+    }
+}
+
+/// Answer a text prompt with "no answer" (the user cancelled it).
+fn answer_none<T>(reply: &mut Option<tokio::sync::oneshot::Sender<Option<T>>>) {
+    if let Some(r) = reply.take() {
+        let _ = r.send(None);
     }
 }
