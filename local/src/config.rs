@@ -282,9 +282,11 @@ pub struct PermissionsConfig {
     pub deny: Vec<Rule>,
 }
 
-/// `[sandbox]` settings.
+/// The user's `[sandbox]` settings (sent to the host as part of the typed
+/// [`SessionPolicy`](reasonix_forward::policy::SessionPolicy); the host builds its own
+/// `sandbox::SandboxConfig` from that policy at each session open).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SandboxConfig {
+pub struct SandboxSettings {
     /// Workspace root on the host; `None` means the directory the session is opened in.
     pub workspace_root: Option<PathBuf>,
     /// Extra writable roots besides the workspace.
@@ -297,7 +299,7 @@ pub struct SandboxConfig {
     pub network: bool,
 }
 
-impl Default for SandboxConfig {
+impl Default for SandboxSettings {
     fn default() -> Self {
         Self {
             workspace_root: None,
@@ -420,7 +422,7 @@ pub struct Config {
     /// `[permissions]`.
     pub permissions: PermissionsConfig,
     /// `[sandbox]`.
-    pub sandbox: SandboxConfig,
+    pub sandbox: SandboxSettings,
     /// `[[mcp]]` servers.
     pub mcp: Vec<McpServerConfig>,
     /// The Reasonix home directory (holds `config.toml` and `.env`).
@@ -463,7 +465,7 @@ impl Config {
             agent: AgentConfig::default(),
             tools: ToolsConfig::default(),
             permissions: PermissionsConfig::default(),
-            sandbox: SandboxConfig::default(),
+            sandbox: SandboxSettings::default(),
             mcp: Vec::new(),
             home,
             sources: Vec::new(),
