@@ -14,9 +14,9 @@
 //! - the laptop, [`MessageBases`]: the messages of its last few requests on this link.
 //!
 //! A laptop that does not hold the base refuses the request with
-//! [`UNKNOWN_MESSAGES_BASE`](crate::proto::UNKNOWN_MESSAGES_BASE); the host forgets its base
-//! and sends the request again in full. Nothing reaches the provider until the laptop has
-//! the whole request, so that costs a round trip, never a second model call.
+//! [`ErrorCode::UnknownMessagesBase`](crate::proto::ErrorCode::UnknownMessagesBase); the host
+//! forgets its base and sends the request again in full. Nothing reaches the provider until
+//! the laptop has the whole request, so that costs a round trip, never a second model call.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

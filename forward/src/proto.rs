@@ -89,19 +89,117 @@ pub enum Envelope {
 /// An error answer to a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RpcError {
-    /// Machine-readable code (e.g. `not_found`, `read_only`, `bad_request`).
-    pub code: String,
+    /// Machine-readable code the receiver acts on.
+    pub code: ErrorCode,
     /// Human-readable message that says what to do.
     pub message: String,
 }
 
 impl RpcError {
     /// Build an error with a code and a message.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            code: code.into(),
+            code,
             message: message.into(),
         }
+    }
+}
+
+/// The machine-readable code of an [`RpcError`]. On the wire it is the snake_case name
+/// (`"not_found"`, `"read_only"`, ...); a code this build does not know decodes as
+/// [`ErrorCode::Unknown`], so a peer's new code still reaches the caller with its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The request is malformed or not served by this side (bad id, bad size, wrong
+    /// direction).
+    BadRequest,
+    /// The answer did not fit the request (laptop-side: an unexpected response variant).
+    BadResponse,
+    /// A turn or job runs; try again once it ends.
+    Busy,
+    /// A session to delete is open in a client with a live link.
+    Attached,
+    /// No such session, file, content, terminal or MCP server.
+    NotFound,
+    /// The thing to create (a restored session) exists already.
+    Exists,
+    /// This client is attached read-only; another client drives the session.
+    ReadOnly,
+    /// The request needs a session open on the link.
+    NoSession,
+    /// A steer arrived with no turn running.
+    NotRunning,
+    /// `Continue` arrived with no turn paused.
+    NotPaused,
+    /// A `!` command was refused by the policy.
+    Denied,
+    /// A workbench request that cannot be done in this state (empty steer, bad policy, no
+    /// such approval, ...).
+    Invalid,
+    /// The session journal could not be written or read.
+    Journal,
+    /// File I/O on the answering side failed.
+    Io,
+    /// A path outside the workspace was asked for.
+    OutsideWorkspace,
+    /// The prompt history could not be read or written.
+    History,
+    /// A rewind was refused or failed (the message says why).
+    Rewind,
+    /// An `/mcp__…` prompt in a submitted turn could not be expanded.
+    McpPrompt,
+    /// A laptop MCP server could not be opened for the host.
+    Mcp,
+    /// The project file or the session policy cannot be applied.
+    BadConfig,
+    /// A terminal (PTY or its shell) could not start.
+    Pty,
+    /// The laptop does not hold the [`MessagesBase`] of a provider request; the host sends
+    /// it again in full.
+    UnknownMessagesBase,
+    /// An unexpected failure on the answering side (a task that died, a listing that failed).
+    Internal,
+    /// A code this build does not know (sent by a newer peer).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ErrorCode {
+    /// The wire name (the serde form, without quotes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::BadResponse => "bad_response",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Attached => "attached",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Exists => "exists",
+            ErrorCode::ReadOnly => "read_only",
+            ErrorCode::NoSession => "no_session",
+            ErrorCode::NotRunning => "not_running",
+            ErrorCode::NotPaused => "not_paused",
+            ErrorCode::Denied => "denied",
+            ErrorCode::Invalid => "invalid",
+            ErrorCode::Journal => "journal",
+            ErrorCode::Io => "io",
+            ErrorCode::OutsideWorkspace => "outside_workspace",
+            ErrorCode::History => "history",
+            ErrorCode::Rewind => "rewind",
+            ErrorCode::McpPrompt => "mcp_prompt",
+            ErrorCode::Mcp => "mcp",
+            ErrorCode::BadConfig => "bad_config",
+            ErrorCode::Pty => "pty",
+            ErrorCode::UnknownMessagesBase => "unknown_messages_base",
+            ErrorCode::Internal => "internal",
+            ErrorCode::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -891,7 +989,7 @@ pub struct ProviderRequest {
     /// on the same link (a session's requests extend each other byte for byte): `messages`
     /// (or `messages_ref`) then holds only the messages after those, and the laptop puts
     /// the earlier ones in front. A laptop that no longer has them refuses the request with
-    /// the error code [`UNKNOWN_MESSAGES_BASE`] and the host sends it again in full.
+    /// the error code [`ErrorCode::UnknownMessagesBase`] and the host sends it again in full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages_base: Option<MessagesBase>,
     /// OpenAI-format tool definitions, already canonicalised and sorted.
@@ -909,10 +1007,6 @@ pub struct MessagesBase {
     /// extends it; fewer after a rewrite of the history).
     pub count: usize,
 }
-
-/// The [`RpcError`] code of a provider request whose [`MessagesBase`] the laptop does not
-/// hold (any more); the host then sends the request again with all its messages.
-pub const UNKNOWN_MESSAGES_BASE: &str = "unknown_messages_base";
 
 /// One typed piece of a provider stream, as produced by the gateway's SSE parser.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1062,6 +1156,47 @@ pub enum Denied {
     Cancelled,
 }
 
+/// How a turn ended ([`EventKind::TurnFinished`]). On the wire (and in journals) it is the
+/// snake_case name; an outcome this build does not know decodes as [`TurnOutcome::Unknown`],
+/// so a journal written by a newer build still loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnOutcome {
+    /// The model answered without further tool calls.
+    Completed,
+    /// The user cancelled it (or the partial step was dropped by a cancel).
+    Cancelled,
+    /// It reached its step limit (or waits otherwise); `Continue` goes on with it.
+    Paused,
+    /// The host daemon stopped while it ran (found when the journal was loaded again).
+    Interrupted,
+    /// A model request or the journal failed; the detail says why.
+    Failed,
+    /// An outcome this build does not know (written by a newer build).
+    #[serde(other)]
+    Unknown,
+}
+
+impl TurnOutcome {
+    /// The wire name (the serde form, without quotes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnOutcome::Completed => "completed",
+            TurnOutcome::Cancelled => "cancelled",
+            TurnOutcome::Paused => "paused",
+            TurnOutcome::Interrupted => "interrupted",
+            TurnOutcome::Failed => "failed",
+            TurnOutcome::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for TurnOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -1182,8 +1317,8 @@ pub enum EventKind {
     },
     /// The turn finished.
     TurnFinished {
-        /// `completed`, `cancelled`, `paused`, `interrupted` or `failed`.
-        outcome: String,
+        /// How it ended.
+        outcome: TurnOutcome,
         /// Detail, e.g. the error.
         detail: Option<String>,
     },
@@ -1295,6 +1430,162 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<EventKind>(&line).expect("parses"),
             new
+        );
+    }
+
+    /// Every error code with its exact wire string: journals, fixtures and peers of earlier
+    /// builds used these strings, so they must never change.
+    const CODES: [(ErrorCode, &str); 24] = [
+        (ErrorCode::BadRequest, "bad_request"),
+        (ErrorCode::BadResponse, "bad_response"),
+        (ErrorCode::Busy, "busy"),
+        (ErrorCode::Attached, "attached"),
+        (ErrorCode::NotFound, "not_found"),
+        (ErrorCode::Exists, "exists"),
+        (ErrorCode::ReadOnly, "read_only"),
+        (ErrorCode::NoSession, "no_session"),
+        (ErrorCode::NotRunning, "not_running"),
+        (ErrorCode::NotPaused, "not_paused"),
+        (ErrorCode::Denied, "denied"),
+        (ErrorCode::Invalid, "invalid"),
+        (ErrorCode::Journal, "journal"),
+        (ErrorCode::Io, "io"),
+        (ErrorCode::OutsideWorkspace, "outside_workspace"),
+        (ErrorCode::History, "history"),
+        (ErrorCode::Rewind, "rewind"),
+        (ErrorCode::McpPrompt, "mcp_prompt"),
+        (ErrorCode::Mcp, "mcp"),
+        (ErrorCode::BadConfig, "bad_config"),
+        (ErrorCode::Pty, "pty"),
+        (ErrorCode::UnknownMessagesBase, "unknown_messages_base"),
+        (ErrorCode::Internal, "internal"),
+        (ErrorCode::Unknown, "unknown"),
+    ];
+
+    const OUTCOMES: [(TurnOutcome, &str); 6] = [
+        (TurnOutcome::Completed, "completed"),
+        (TurnOutcome::Cancelled, "cancelled"),
+        (TurnOutcome::Paused, "paused"),
+        (TurnOutcome::Interrupted, "interrupted"),
+        (TurnOutcome::Failed, "failed"),
+        (TurnOutcome::Unknown, "unknown"),
+    ];
+
+    #[test]
+    fn error_codes_keep_their_wire_strings() {
+        for (code, wire) in CODES {
+            let json = serde_json::to_string(&code).expect("json");
+            assert_eq!(json, format!("\"{wire}\""), "{code:?}");
+            assert_eq!(code.as_str(), wire);
+            assert_eq!(code.to_string(), wire);
+            assert_eq!(
+                serde_json::from_str::<ErrorCode>(&json).expect("parses"),
+                code
+            );
+        }
+        // A code added here must be added to the table too (the match is exhaustive).
+        for (code, _) in CODES {
+            match code {
+                ErrorCode::BadRequest
+                | ErrorCode::BadResponse
+                | ErrorCode::Busy
+                | ErrorCode::Attached
+                | ErrorCode::NotFound
+                | ErrorCode::Exists
+                | ErrorCode::ReadOnly
+                | ErrorCode::NoSession
+                | ErrorCode::NotRunning
+                | ErrorCode::NotPaused
+                | ErrorCode::Denied
+                | ErrorCode::Invalid
+                | ErrorCode::Journal
+                | ErrorCode::Io
+                | ErrorCode::OutsideWorkspace
+                | ErrorCode::History
+                | ErrorCode::Rewind
+                | ErrorCode::McpPrompt
+                | ErrorCode::Mcp
+                | ErrorCode::BadConfig
+                | ErrorCode::Pty
+                | ErrorCode::UnknownMessagesBase
+                | ErrorCode::Internal
+                | ErrorCode::Unknown => {}
+            }
+        }
+        let codes: std::collections::HashSet<_> = CODES.iter().map(|(c, _)| *c).collect();
+        assert_eq!(codes.len(), CODES.len(), "a code is listed twice");
+    }
+
+    #[test]
+    fn rpc_errors_keep_their_wire_form_and_unknown_codes_still_parse() {
+        let e = RpcError::new(ErrorCode::ReadOnly, "someone else drives");
+        let json = serde_json::to_string(&e).expect("json");
+        assert_eq!(
+            json,
+            r#"{"code":"read_only","message":"someone else drives"}"#
+        );
+        assert_eq!(e.to_string(), "someone else drives (read_only)");
+        // An answer as earlier builds wrote it.
+        let old: Envelope = serde_json::from_str(
+            r#"{"t":"response","id":9,"result":{"Err":{"code":"bad_request","message":"no"}}}"#,
+        )
+        .expect("parses");
+        assert_eq!(
+            old,
+            Envelope::Response {
+                id: 9,
+                result: Err(RpcError::new(ErrorCode::BadRequest, "no")),
+            }
+        );
+        // A code of a newer peer: the error still arrives, with its message.
+        let newer: RpcError =
+            serde_json::from_str(r#"{"code":"quota_exceeded","message":"later"}"#).expect("parses");
+        assert_eq!(newer, RpcError::new(ErrorCode::Unknown, "later"));
+    }
+
+    #[test]
+    fn turn_outcomes_keep_their_wire_strings() {
+        for (outcome, wire) in OUTCOMES {
+            let json = serde_json::to_string(&outcome).expect("json");
+            assert_eq!(json, format!("\"{wire}\""), "{outcome:?}");
+            assert_eq!(outcome.as_str(), wire);
+            assert_eq!(outcome.to_string(), wire);
+            assert_eq!(
+                serde_json::from_str::<TurnOutcome>(&json).expect("parses"),
+                outcome
+            );
+        }
+        for (outcome, _) in OUTCOMES {
+            match outcome {
+                TurnOutcome::Completed
+                | TurnOutcome::Cancelled
+                | TurnOutcome::Paused
+                | TurnOutcome::Interrupted
+                | TurnOutcome::Failed
+                | TurnOutcome::Unknown => {}
+            }
+        }
+        // A journal line as earlier builds wrote it, and one of a newer build.
+        let line = r#"{"type":"turn_finished","outcome":"interrupted","detail":"daemon stopped"}"#;
+        let kind: EventKind = serde_json::from_str(line).expect("parses");
+        assert_eq!(
+            kind,
+            EventKind::TurnFinished {
+                outcome: TurnOutcome::Interrupted,
+                detail: Some("daemon stopped".into()),
+            }
+        );
+        assert_eq!(serde_json::to_string(&kind).expect("json"), line);
+        let newer: EventKind = serde_json::from_str(
+            r#"{"type":"turn_finished","outcome":"handed_off","detail":null}"#,
+        )
+        .expect("parses");
+        assert_eq!(
+            newer,
+            EventKind::TurnFinished {
+                outcome: TurnOutcome::Unknown,
+                detail: None,
+            }
         );
     }
 }

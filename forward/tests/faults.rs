@@ -15,7 +15,7 @@ use common::{guard, numbered, numbered_index};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reasonix_forward::link::{Link, LinkConfig, LinkError};
-use reasonix_forward::proto::{Envelope, Request, Response, RpcError};
+use reasonix_forward::proto::{Envelope, ErrorCode, Request, Response, RpcError};
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
 use reasonix_forward::testing::connect_with_capacity;
 use tokio::sync::{mpsc, watch};
@@ -291,7 +291,7 @@ async fn rpc_calls_complete_across_random_cuts() {
                 if let Incoming::Request { id, body } = msg {
                     handled.fetch_add(1, Ordering::SeqCst);
                     let result = match body {
-                        Request::ListDir { path } => Err(RpcError::new("echo", path)),
+                        Request::ListDir { path } => Err(RpcError::new(ErrorCode::NotFound, path)),
                         _ => Ok(Response::Ok),
                     };
                     server.respond(id, result).await.unwrap();

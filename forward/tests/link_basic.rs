@@ -12,8 +12,8 @@ use reasonix_forward::handshake::{
 };
 use reasonix_forward::link::{Link, LinkConfig, LinkError};
 use reasonix_forward::proto::{
-    DaemonStatus, Hello, Notification, Request, Response, ResumeRequest, RpcError, Welcome,
-    PROTOCOL_VERSION,
+    DaemonStatus, ErrorCode, Hello, Notification, Request, Response, ResumeRequest, RpcError,
+    Welcome, PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
 use reasonix_forward::testing::{self, connect};
@@ -269,7 +269,7 @@ async fn rpc_request_response_notify() {
                             build_id: "test".into(),
                             ..DaemonStatus::default()
                         })),
-                        Request::ListDir { path } => Err(RpcError::new("not_found", path)),
+                        Request::ListDir { path } => Err(RpcError::new(ErrorCode::NotFound, path)),
                         _ => Ok(Response::Ok),
                     };
                     srv.respond(id, result).await.unwrap();
@@ -297,7 +297,7 @@ async fn rpc_request_response_notify() {
     .await
     {
         Err(CallError::Remote(e)) => {
-            assert_eq!(e.code, "not_found");
+            assert_eq!(e.code, ErrorCode::NotFound);
             assert_eq!(e.message, "nope");
         }
         other => panic!("unexpected {other:?}"),

@@ -9,8 +9,8 @@ use rand::Rng;
 use reasonix_forward::handshake::{client_handshake, client_handshake_pipelined};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
-    ClientRole, Event, Hello, Notification, PtyNotification, Request, Response, ResumeRequest,
-    TurnState, PROTOCOL_VERSION,
+    ClientRole, ErrorCode, Event, Hello, Notification, PtyNotification, Request, Response,
+    ResumeRequest, TurnState, PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
 use reasonix_forward::sync::LockExt;
@@ -268,7 +268,7 @@ impl Client {
         match self.request(Request::OpenSession(open)).await? {
             Response::SessionOpened(o) => Ok(o),
             other => Err(CallError::Remote(reasonix_forward::proto::RpcError::new(
-                "bad_response",
+                ErrorCode::BadResponse,
                 format!("unexpected answer to OpenSession: {other:?}"),
             ))),
         }
@@ -284,7 +284,7 @@ impl Client {
                 text: text.to_string(),
             };
             match self.request(submit).await {
-                Err(CallError::Remote(e)) if e.code == "busy" => {
+                Err(CallError::Remote(e)) if e.code == ErrorCode::Busy => {
                     tokio::time::sleep(Duration::from_millis(300)).await;
                 }
                 other => return other,
@@ -682,7 +682,7 @@ async fn serve_incoming(
                     let result =
                         open_laptop_mcp(&rpc, laptop_mcp.as_ref(), &routes, &server, channel)
                             .map(|()| Response::Ok)
-                            .map_err(|e| reasonix_forward::proto::RpcError::new("mcp", e));
+                            .map_err(|e| reasonix_forward::proto::RpcError::new(ErrorCode::Mcp, e));
                     let _ = rpc.respond(id, result).await;
                 }
                 Request::ProviderBase {
@@ -700,7 +700,7 @@ async fn serve_incoming(
                     let tail = std::mem::take(&mut req.messages);
                     let Some(messages) = bases.resolve(req.messages_base.as_ref(), tail) else {
                         let refused = reasonix_forward::proto::RpcError::new(
-                            reasonix_forward::proto::UNKNOWN_MESSAGES_BASE,
+                            ErrorCode::UnknownMessagesBase,
                             format!(
                                 "this laptop no longer holds the messages of request {}",
                                 req.messages_base
@@ -736,7 +736,7 @@ async fn serve_incoming(
                         .respond(
                             id,
                             Err(reasonix_forward::proto::RpcError::new(
-                                "bad_request",
+                                ErrorCode::BadRequest,
                                 format!("the laptop does not serve {other:?}"),
                             )),
                         )

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{
-    EventKind, OpenSession, Request, Response, SessionSettings, TurnState, Usage,
+    EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome, TurnState, Usage,
 };
 use serde_json::json;
 
@@ -273,31 +273,33 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                                 }
                             }
                         }
-                        out.finished(outcome, detail.as_deref(), &usage, &model, &tally);
-                        return match outcome.as_str() {
-                            "completed" if !denied_headless.is_empty() => RunOutcome {
+                        out.finished(*outcome, detail.as_deref(), &usage, &model, &tally);
+                        return match outcome {
+                            TurnOutcome::Completed if !denied_headless.is_empty() => RunOutcome {
                                 exit: Exit::NeedsApproval,
                                 reason: Some(format!(
                                     "{} needed approval and was denied because the run is headless; rerun with --auto (or --yolo), or allow it in the config",
                                     denied_headless.join(", ")
                                 )),
                             },
-                            "cancelled" => RunOutcome {
+                            TurnOutcome::Cancelled => RunOutcome {
                                 exit: Exit::Cancelled,
                                 reason: Some("the turn was cancelled".into()),
                             },
-                            "completed" => RunOutcome {
+                            TurnOutcome::Completed => RunOutcome {
                                 exit: Exit::Completed,
                                 reason: None,
                             },
-                            "paused" => RunOutcome {
+                            TurnOutcome::Paused => RunOutcome {
                                 exit: Exit::Paused,
                                 reason: Some(detail.clone().unwrap_or_else(|| "paused".into())),
                             },
-                            other => RunOutcome {
+                            TurnOutcome::Interrupted
+                            | TurnOutcome::Failed
+                            | TurnOutcome::Unknown => RunOutcome {
                                 exit: Exit::Failed,
                                 reason: Some(format!(
-                                    "turn {other}{}",
+                                    "turn {outcome}{}",
                                     detail
                                         .as_ref()
                                         .map(|d| format!(": {d}"))
@@ -729,7 +731,7 @@ impl Printer {
 
     fn finished(
         &mut self,
-        outcome: &str,
+        outcome: TurnOutcome,
         detail: Option<&str>,
         usage: &Usage,
         model: &str,
@@ -750,7 +752,7 @@ impl Printer {
                 "cache_hit_ratio": hit_ratio, "cost_usd": tally.cost}));
         } else {
             println!();
-            if outcome != "completed" {
+            if outcome != TurnOutcome::Completed {
                 eprintln!(
                     "[reasonix] turn {outcome}{}",
                     detail.map(|d| format!(": {d}")).unwrap_or_default()

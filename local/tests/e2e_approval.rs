@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::LocalRig;
 use reasonix_forward::proto::{
-    ApprovalDecision, EventKind, OpenSession, Request, Response, SessionSettings,
+    ApprovalDecision, EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome,
 };
 use reasonix_local::client::{Client, ClientEvent};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
@@ -287,7 +287,7 @@ async fn approval_ids_are_unique_when_the_provider_reuses_tool_call_ids() {
         assert!(
             seen.iter().any(|k| matches!(
                 k,
-                EventKind::TurnFinished { outcome, .. } if outcome == "completed"
+                EventKind::TurnFinished { outcome, .. } if matches!(outcome, TurnOutcome::Completed)
             )),
             "turn {i}: {seen:?}"
         );

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use common::LocalRig;
 use reasonix_forward::content::{sha256_hex, EXTERNALIZE_OVER};
-use reasonix_forward::proto::{Event, EventKind, OpenSession, Request, Response, SessionSettings};
+use reasonix_forward::proto::{
+    Event, EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome,
+};
 use reasonix_local::client::{Client, ClientEvent};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::{json, Value};
@@ -114,9 +116,9 @@ fn assert_contiguous(events: &[Event]) {
     }
 }
 
-fn outcome(events: &[Event]) -> String {
+fn outcome(events: &[Event]) -> TurnOutcome {
     match events.last().map(|e| &e.kind) {
-        Some(EventKind::TurnFinished { outcome, .. }) => outcome.clone(),
+        Some(EventKind::TurnFinished { outcome, .. }) => *outcome,
         other => panic!("no TurnFinished: {other:?}"),
     }
 }
@@ -180,7 +182,7 @@ async fn twelve_mb_of_quotes_arrive_by_reference_and_the_next_turn_works() {
     open(&client).await;
 
     let first = turn(&client, &mut events, "t1", "print quotes").await;
-    assert_eq!(outcome(&first), "completed", "{}", kinds(&first));
+    assert_eq!(outcome(&first), TurnOutcome::Completed, "{}", kinds(&first));
     assert_contiguous(&first);
     let (preview, is_error, r) = tool_finished(&first, "bash");
     assert!(!is_error, "{preview}");
@@ -205,7 +207,7 @@ async fn twelve_mb_of_quotes_arrive_by_reference_and_the_next_turn_works() {
     assert_eq!(model_saw(&mock, "b1"), preview);
 
     let second = turn(&client, &mut events, "t2", "again").await;
-    assert_eq!(outcome(&second), "completed");
+    assert_eq!(outcome(&second), TurnOutcome::Completed);
     let text: String = second
         .iter()
         .filter_map(|e| match &e.kind {
@@ -253,14 +255,14 @@ async fn forty_mb_single_line_file_is_read_and_the_next_turn_works() {
     let (client, mut events) = rig.client(&config);
     open(&client).await;
     let first = turn(&client, &mut events, "t1", "read the file").await;
-    assert_eq!(outcome(&first), "completed", "{}", kinds(&first));
+    assert_eq!(outcome(&first), TurnOutcome::Completed, "{}", kinds(&first));
     assert_contiguous(&first);
     let (output, is_error, _) = tool_finished(&first, "read_file");
     assert!(!is_error, "{output}");
     assert!(output.contains("[line truncated]"), "{output}");
     assert_eq!(model_saw(&mock, "r1"), output);
     let second = turn(&client, &mut events, "t2", "next").await;
-    assert_eq!(outcome(&second), "completed");
+    assert_eq!(outcome(&second), TurnOutcome::Completed);
 }
 
 /// A stdio MCP server (python3) whose one tool `big` returns `n` `"` characters.
@@ -346,7 +348,7 @@ async fn five_mb_mcp_result(run_on_laptop: bool) {
     });
     client.request(open).await.expect("open");
     let first = turn(&client, &mut events, "t1", "call big").await;
-    assert_eq!(outcome(&first), "completed", "{}", kinds(&first));
+    assert_eq!(outcome(&first), TurnOutcome::Completed, "{}", kinds(&first));
     assert_contiguous(&first);
     let (preview, is_error, r) = tool_finished(&first, tool);
     assert!(!is_error, "{preview}");
@@ -361,7 +363,7 @@ async fn five_mb_mcp_result(run_on_laptop: bool) {
     assert!(full.iter().all(|b| *b == b'"'));
     assert_eq!(model_saw(&mock, "m1"), preview);
     let second = turn(&client, &mut events, "t2", "next").await;
-    assert_eq!(outcome(&second), "completed");
+    assert_eq!(outcome(&second), TurnOutcome::Completed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,7 +393,7 @@ async fn a_conversation_too_big_for_a_frame_reaches_the_provider_whole() {
     let (client, mut events) = rig.client(&config);
     open(&client).await;
     let first = turn(&client, &mut events, "t1", &big).await;
-    assert_eq!(outcome(&first), "completed", "{}", kinds(&first));
+    assert_eq!(outcome(&first), TurnOutcome::Completed, "{}", kinds(&first));
     let reqs = mock.requests();
     let user: Vec<Value> = reqs[0]
         .messages()
@@ -402,7 +404,12 @@ async fn a_conversation_too_big_for_a_frame_reaches_the_provider_whole() {
     assert_eq!(user[0]["content"].as_str().map(str::len), Some(big.len()));
     // The next request extends a conversation that went by reference: it arrives whole too.
     let second = turn(&client, &mut events, "t2", "and now?").await;
-    assert_eq!(outcome(&second), "completed", "{}", kinds(&second));
+    assert_eq!(
+        outcome(&second),
+        TurnOutcome::Completed,
+        "{}",
+        kinds(&second)
+    );
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 2);
     let first_msgs = reqs[0].messages();
@@ -475,9 +482,9 @@ async fn cancel_closes_the_provider_connection_and_the_next_turn_works() {
     })
     .await
     .expect("the cancelled turn finished");
-    assert_eq!(finished, "cancelled");
+    assert_eq!(finished, TurnOutcome::Cancelled);
     let second = turn(&client, &mut events, "t2", "again").await;
-    assert_eq!(outcome(&second), "completed");
+    assert_eq!(outcome(&second), TurnOutcome::Completed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -498,7 +505,7 @@ async fn an_event_too_big_for_a_frame_arrives_by_reference_and_the_session_goes_
     let (client, mut events) = rig.client(&config);
     let session = open(&client).await;
     let first = turn(&client, &mut events, "t1", "say a lot").await;
-    assert_eq!(outcome(&first), "completed", "{}", kinds(&first));
+    assert_eq!(outcome(&first), TurnOutcome::Completed, "{}", kinds(&first));
     assert_contiguous(&first);
     let text_len: usize = first
         .iter()
@@ -555,7 +562,7 @@ async fn an_event_too_big_for_a_frame_arrives_by_reference_and_the_session_goes_
     drop(watcher);
 
     let second = turn(&client, &mut events, "t2", "and now?").await;
-    assert_eq!(outcome(&second), "completed");
+    assert_eq!(outcome(&second), TurnOutcome::Completed);
     let reqs = mock.requests();
     let answer = reqs[1]
         .messages()

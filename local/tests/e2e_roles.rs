@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::LocalRig;
 use reasonix_forward::proto::{
-    ClientRole, EventKind, OpenSession, Request, Response, SessionSettings, TurnState,
+    ClientRole, EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome, TurnState,
 };
 use reasonix_local::client::ClientEvent;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
@@ -286,7 +286,7 @@ async fn a_driver_whose_link_is_down_shows_waiting_for_laptop_until_it_resumes()
     assert_eq!(text, chunks.concat());
     assert!(matches!(
         seen.last(),
-        Some(ClientEvent::Event(e)) if matches!(&e.kind, EventKind::TurnFinished { outcome, .. } if outcome == "completed")
+        Some(ClientEvent::Event(e)) if matches!(&e.kind, EventKind::TurnFinished { outcome, .. } if matches!(outcome, TurnOutcome::Completed))
     ));
     assert_eq!(mock.request_count(), 1, "the reply was not asked for twice");
     assert!(
@@ -414,7 +414,7 @@ async fn a_new_driver_ends_laptop_mcp_calls_stuck_on_the_old_one_and_serves_the_
                     ..
                 } => finished.push((call_id, is_error, output)),
                 EventKind::TurnFinished { outcome, .. } => {
-                    assert_eq!(outcome, "completed");
+                    assert_eq!(outcome, TurnOutcome::Completed);
                     turns_done += 1;
                     if turns_done == 2 {
                         return;

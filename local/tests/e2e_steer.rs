@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use common::LocalRig;
 use reasonix_forward::policy::{PermissionMode, SessionPolicy};
-use reasonix_forward::proto::{EventKind, OpenSession, Request, Response, SessionSettings};
+use reasonix_forward::proto::{
+    ErrorCode, EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome,
+};
 use reasonix_forward::rpc::CallError;
 use reasonix_local::client::{Client, ClientEvent};
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
@@ -158,7 +160,7 @@ async fn a_steer_reaches_the_next_step_of_the_same_turn_and_survives_a_restart()
         })
         .await
     {
-        Err(CallError::Remote(e)) => assert_eq!(e.code, "not_running", "{e}"),
+        Err(CallError::Remote(e)) => assert_eq!(e.code, ErrorCode::NotRunning, "{e}"),
         other => panic!("steer while idle: {other:?}"),
     }
 
@@ -192,7 +194,7 @@ async fn a_steer_reaches_the_next_step_of_the_same_turn_and_survives_a_restart()
     assert!(seen.iter().any(|k| matches!(k,
         EventKind::SteerInjected { request_ids, est_tokens } if request_ids == &["s1".to_string()] && *est_tokens > 0)));
     assert!(seen.iter().any(|k| matches!(k,
-        EventKind::TurnFinished { outcome, .. } if outcome == "completed")));
+        EventKind::TurnFinished { outcome, .. } if matches!(outcome, TurnOutcome::Completed))));
 
     // The provider got the steer in the second step of the same turn, as a user message
     // after the tool result: the request extends the first one (cached prefix kept).
@@ -446,7 +448,7 @@ async fn a_bang_command_runs_sandboxed_and_its_output_reaches_the_next_turn_when
         .await
     {
         Err(CallError::Remote(e)) => {
-            assert_eq!(e.code, "denied", "{e}");
+            assert_eq!(e.code, ErrorCode::Denied, "{e}");
             assert!(e.message.contains("rm"), "{e}");
         }
         other => panic!("a denied ! ran: {other:?}"),

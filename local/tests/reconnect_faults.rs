@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reasonix_forward::proto::{
-    ApprovalDecision, ClientRole, EventKind, OpenSession, Request, Response, SessionSettings,
-    TurnState,
+    ApprovalDecision, ClientRole, ErrorCode, EventKind, OpenSession, Request, Response,
+    SessionSettings, TurnOutcome, TurnState,
 };
 use reasonix_forward::rpc::CallError;
 use reasonix_local::client::{Client, ClientEvent, ConnState};
@@ -401,7 +401,7 @@ fn reset_during_an_approval_keeps_it_pending_and_runs_the_tool_once() {
             "the approval is not asked twice"
         );
         assert!(
-            matches!(kinds.last(), Some(EventKind::TurnFinished { outcome, .. }) if outcome == "completed")
+            matches!(kinds.last(), Some(EventKind::TurnFinished { outcome, .. }) if matches!(outcome, TurnOutcome::Completed))
         );
         assert_eq!(
             std::fs::read_to_string(rig.host_file("approved.txt")).expect("file"),
@@ -800,7 +800,7 @@ fn submit(id: &str, text: &str) -> Request {
 
 fn assert_read_only(r: Result<Response, CallError>) {
     match r {
-        Err(CallError::Remote(e)) => assert_eq!(e.code, "read_only", "{}", e.message),
+        Err(CallError::Remote(e)) => assert_eq!(e.code, ErrorCode::ReadOnly, "{}", e.message),
         other => panic!("a read-only client submitted a turn: {other:?}"),
     }
 }
@@ -910,7 +910,7 @@ fn second_client_over_ssh_is_read_only_until_it_takes_over() {
         .await;
         assert!(
             b_seen.iter().any(|e| matches!(e, ClientEvent::Event(ev) if ev.turn == 2
-                && matches!(&ev.kind, EventKind::TurnFinished { outcome, .. } if outcome == "completed"))),
+                && matches!(&ev.kind, EventKind::TurnFinished { outcome, .. } if matches!(outcome, TurnOutcome::Completed)))),
             "{b_seen:#?}"
         );
         assert_eq!(rig.mock.request_count(), 2);

@@ -7,7 +7,7 @@ mod tui_common;
 use crossterm::event::KeyCode;
 use reasonix_forward::proto::{
     ClientRole, CompactionKind, CompactionTrigger, ContextReport, ContextSettings, EventKind,
-    TurnState, Usage,
+    TurnOutcome, TurnState, Usage,
 };
 use reasonix_local::client::ClientEvent;
 use reasonix_local::tui::{Action, App, AppEvent};
@@ -58,7 +58,7 @@ fn long_session() -> App {
             &mut app,
             n as f64 * 10.0 + 6.0,
             EventKind::TurnFinished {
-                outcome: "completed".into(),
+                outcome: TurnOutcome::Completed,
                 detail: None,
             },
         );

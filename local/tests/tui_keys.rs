@@ -8,7 +8,8 @@ use reasonix_bootstrap::{
     HostKeyAnswer, HostKeyQuestion, HostKeyStatus, Prompter, SecretPrompt, SecretPurpose,
 };
 use reasonix_forward::proto::{
-    ApprovalDecision, ClientRole, DirEntry, EventKind, McpServerInfo, RewindScope, TurnState,
+    ApprovalDecision, ClientRole, DirEntry, EventKind, McpServerInfo, RewindScope, TurnOutcome,
+    TurnState,
 };
 use reasonix_local::client::ClientEvent;
 use reasonix_local::tui::{prompter_channel, Action, App, AppEvent, OpenParams, PromptRequest};
@@ -46,7 +47,7 @@ fn finish_turn(app: &mut App, f: &mut Feed, rid: &str, text: &str) {
         app,
         0.1,
         EventKind::TurnFinished {
-            outcome: "completed".into(),
+            outcome: TurnOutcome::Completed,
             detail: None,
         },
     );
@@ -183,7 +184,7 @@ fn messages_queued_with_tab_during_a_turn_are_sent_once_when_it_ends() {
         ts: ts(9.0),
         turn: 1,
         kind: EventKind::TurnFinished {
-            outcome: "completed".into(),
+            outcome: TurnOutcome::Completed,
             detail: None,
         },
     };

@@ -10,7 +10,7 @@ use std::time::Instant;
 use crossterm::event::KeyCode;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
-use reasonix_forward::proto::{ClientRole, EventKind};
+use reasonix_forward::proto::{ClientRole, EventKind, TurnOutcome};
 use reasonix_local::tui::{render, App};
 use tui_common::*;
 
@@ -68,7 +68,7 @@ fn long_app(messages: usize) -> App {
             &mut app,
             0.4,
             EventKind::TurnFinished {
-                outcome: "completed".into(),
+                outcome: TurnOutcome::Completed,
                 detail: None,
             },
         );

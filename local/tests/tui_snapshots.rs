@@ -12,7 +12,8 @@ use reasonix_bootstrap::{
     HostKeyQuestion, HostKeyStatus, KbdRound, SecretPrompt, SecretPurpose, Stage,
 };
 use reasonix_forward::proto::{
-    ClientRole, DaemonStatus, DirEntry, EventKind, McpServerInfo, SessionInfo, TurnState,
+    ClientRole, DaemonStatus, DirEntry, EventKind, McpServerInfo, SessionInfo, TurnOutcome,
+    TurnState,
 };
 use reasonix_local::client::{ClientEvent, ConnState};
 use reasonix_local::tui::{App, AppEvent, PromptRequest};
@@ -620,7 +621,7 @@ fn streaming_reasoning_and_paused_turn() {
         &mut app,
         3.5,
         EventKind::TurnFinished {
-            outcome: "paused".into(),
+            outcome: TurnOutcome::Paused,
             detail: Some("the turn reached its limit of 50 model steps".into()),
         },
     );

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema as acp;
 use reasonix_forward::proto::{
-    ApprovalDecision, ClientRole, EventKind, OpenSession, Request, Response, RewindScope,
-    SessionOpened, SessionSettings, TurnState,
+    ApprovalDecision, ClientRole, ErrorCode, EventKind, OpenSession, Request, Response,
+    RewindScope, SessionOpened, SessionSettings, TurnOutcome, TurnState,
 };
 use reasonix_forward::rpc::CallError;
 use serde_json::Value;
@@ -389,11 +389,11 @@ impl Actor {
             EventKind::Notice { text } => self.notice(text),
             EventKind::ProviderRetry(r) => self.notice(&r.describe(r.delay_ms.div_ceil(1000))),
             EventKind::TurnFinished { outcome, detail } => {
-                self.paused_turn = (outcome == "paused").then_some(turn);
+                self.paused_turn = (*outcome == TurnOutcome::Paused).then_some(turn);
                 if self.prompt.as_ref().and_then(|p| p.turn) == Some(turn) {
                     if let Some(p) = self.prompt.take() {
                         self.peer
-                            .respond_with(p.id, stop_reason(outcome, detail.as_deref()));
+                            .respond_with(p.id, stop_reason(*outcome, detail.as_deref()));
                     }
                 }
             }
@@ -474,10 +474,7 @@ impl Actor {
             Done::Opened(Ok(o)) => self.opened(o),
             Done::Opened(Err(CallError::Remote(e))) => {
                 if self.opened_reply.is_some() {
-                    let err = if e.message.contains("no such session")
-                        || e.code == "not_found"
-                        || e.message.contains("not found")
-                    {
+                    let err = if e.code == ErrorCode::NotFound {
                         acp::Error::resource_not_found(None).data(e.message)
                     } else {
                         acp::Error::internal_error().data(e.message)
@@ -741,7 +738,7 @@ fn decision_of(outcome: &acp::RequestPermissionOutcome) -> ApprovalDecision {
 
 fn rpc_error(e: CallError) -> acp::Error {
     match e {
-        CallError::Remote(e) if e.code == "bad_request" => {
+        CallError::Remote(e) if e.code == ErrorCode::BadRequest => {
             acp::Error::invalid_params().data(e.message)
         }
         CallError::Remote(e) => acp::Error::internal_error().data(e.message),
@@ -750,14 +747,17 @@ fn rpc_error(e: CallError) -> acp::Error {
 }
 
 /// How a turn's outcome ends an ACP prompt.
-fn stop_reason(outcome: &str, detail: Option<&str>) -> Result<acp::PromptResponse, acp::Error> {
+fn stop_reason(
+    outcome: TurnOutcome,
+    detail: Option<&str>,
+) -> Result<acp::PromptResponse, acp::Error> {
     let reason = match outcome {
-        "completed" => acp::StopReason::EndTurn,
-        "cancelled" => acp::StopReason::Cancelled,
-        "paused" => acp::StopReason::MaxTurnRequests,
-        other => {
+        TurnOutcome::Completed => acp::StopReason::EndTurn,
+        TurnOutcome::Cancelled => acp::StopReason::Cancelled,
+        TurnOutcome::Paused => acp::StopReason::MaxTurnRequests,
+        TurnOutcome::Interrupted | TurnOutcome::Failed | TurnOutcome::Unknown => {
             return Err(acp::Error::internal_error().data(format!(
-                "the turn {other}{}",
+                "the turn {outcome}{}",
                 detail.map(|d| format!(": {d}")).unwrap_or_default()
             )))
         }

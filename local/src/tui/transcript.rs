@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use reasonix_forward::content::ContentRef;
-use reasonix_forward::proto::{ApprovalDecision, EventKind};
+use reasonix_forward::proto::{ApprovalDecision, EventKind, TurnOutcome};
 use serde_json::Value;
 
 use super::diff;
@@ -471,14 +471,18 @@ impl Transcript {
                     .as_ref()
                     .map(|d| format!(": {d}"))
                     .unwrap_or_default();
-                match outcome.as_str() {
-                    "completed" => {}
-                    "paused" => self.notice(
+                match outcome {
+                    TurnOutcome::Completed => {}
+                    TurnOutcome::Paused => self.notice(
                         format!("turn paused{detail} — type /continue to go on"),
                         Level::Warn,
                     ),
-                    "cancelled" => self.notice(format!("turn cancelled{detail}"), Level::Warn),
-                    other => self.notice(format!("turn {other}{detail}"), Level::Error),
+                    TurnOutcome::Cancelled => {
+                        self.notice(format!("turn cancelled{detail}"), Level::Warn)
+                    }
+                    TurnOutcome::Interrupted | TurnOutcome::Failed | TurnOutcome::Unknown => {
+                        self.notice(format!("turn {outcome}{detail}"), Level::Error)
+                    }
                 }
             }
             EventKind::Notice { text } => self.notice(text.clone(), Level::Info),

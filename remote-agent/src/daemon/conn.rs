@@ -113,7 +113,9 @@ impl Gateway for ConnGateway {
                         }
                     }
                     Err(reasonix_forward::rpc::CallError::Remote(e))
-                        if based && e.code == reasonix_forward::proto::UNKNOWN_MESSAGES_BASE =>
+                        if based
+                            && e.code
+                                == reasonix_forward::proto::ErrorCode::UnknownMessagesBase =>
                     {
                         tracing::info!("provider request {id}: {}; sending it in full", e.message);
                         conn.sent_messages.forget();

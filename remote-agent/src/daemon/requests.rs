@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use reasonix_forward::proto::{DaemonStatus, DirEntry, McpServerInfo, Request, Response, RpcError};
+use reasonix_forward::proto::{
+    DaemonStatus, DirEntry, ErrorCode, McpServerInfo, Request, Response, RpcError,
+};
 use reasonix_forward::sync::LockExt;
 
 use super::conn::{Conn, ConnGateway};
@@ -46,13 +48,13 @@ impl Daemon {
                 let text = match crate::mcp::prompt::expand_command(&managers, &text).await {
                     None => text,
                     Some(Ok(expanded)) => expanded,
-                    Some(Err(e)) => return Err(RpcError::new("mcp_prompt", e)),
+                    Some(Err(e)) => return Err(RpcError::new(ErrorCode::McpPrompt, e)),
                 };
                 screens.extend(resources);
                 match session.submit_with(&request_id, &text, screens, notices) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
-                    Err(e) => Err(RpcError::new("busy", e.to_string())),
+                    Err(e) => Err(RpcError::new(ErrorCode::Busy, e.to_string())),
                 }
             }
             Request::ContinueTurn { request_id } => {
@@ -60,7 +62,7 @@ impl Daemon {
                 match session.continue_turn(&request_id) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
-                    Err(e) => Err(RpcError::new("not_paused", e.to_string())),
+                    Err(e) => Err(RpcError::new(ErrorCode::NotPaused, e.to_string())),
                 }
             }
             Request::Cancel { request_id } => {
@@ -81,9 +83,9 @@ impl Daemon {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
                     Err(e @ crate::session::SessionError::Journal(_)) => {
-                        Err(RpcError::new("journal", e.to_string()))
+                        Err(RpcError::new(ErrorCode::Journal, e.to_string()))
                     }
-                    Err(e) => Err(RpcError::new("not_found", e.to_string())),
+                    Err(e) => Err(RpcError::new(ErrorCode::NotFound, e.to_string())),
                 }
             }
             Request::Takeover => {
@@ -111,7 +113,7 @@ impl Daemon {
                     .rewind(&request_id, to_turn, scope, dry_run)
                     .await
                     .map(|(summary, paths)| Response::Rewound { summary, paths })
-                    .map_err(|e| RpcError::new("rewind", e))
+                    .map_err(|e| RpcError::new(ErrorCode::Rewind, e.to_string()))
             }
             Request::Steer { request_id, text } => {
                 self.handle_workbench(conn, WorkbenchRequest::Steer { request_id, text })
@@ -151,7 +153,7 @@ impl Daemon {
                         last_seq: session.last_seq(),
                     }),
                     Ok(None) => Ok(Response::Duplicate),
-                    Err(e) => Err(RpcError::new("busy", e)),
+                    Err(e) => Err(RpcError::new(ErrorCode::Busy, e)),
                 }
             }
             Request::ContextReport => {
@@ -189,7 +191,9 @@ impl Daemon {
                 tokio::task::spawn_blocking(move || crate::commands::read_command_files(&workspace))
                     .await
                     .map(|(files, skipped)| Response::CommandFiles { files, skipped })
-                    .map_err(|e| RpcError::new("internal", format!("command listing failed: {e}")))
+                    .map_err(|e| {
+                        RpcError::new(ErrorCode::Internal, format!("command listing failed: {e}"))
+                    })
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
             Request::McpPrompts => {
@@ -202,7 +206,7 @@ impl Daemon {
                 crate::mcp::prompt::list_resources(&managers, &server)
                     .await
                     .map(|resources| Response::McpResources { resources })
-                    .map_err(|e| RpcError::new("not_found", e))
+                    .map_err(|e| RpcError::new(ErrorCode::NotFound, e))
             }
             Request::FetchContent {
                 sha256,
@@ -210,15 +214,15 @@ impl Daemon {
                 len,
             } => self.fetch_content(conn, sha256, offset, len).await,
             Request::Pty(_) => Err(RpcError::new(
-                "bad_request",
+                ErrorCode::BadRequest,
                 "terminal requests are served by the link's terminals",
             )),
             Request::McpOpen { .. } => Err(RpcError::new(
-                "bad_request",
+                ErrorCode::BadRequest,
                 "MCP servers are opened by the host on the laptop, not the other way round",
             )),
             Request::Provider(_) | Request::ProviderBase { .. } => Err(RpcError::new(
-                "bad_request",
+                ErrorCode::BadRequest,
                 "the host has no provider gateway; provider requests go from host to laptop",
             )),
         }
@@ -263,18 +267,23 @@ impl Daemon {
         let store = ContentStore::for_sessions(&self.paths.sessions_dir);
         let read = tokio::task::spawn_blocking(move || store.read_chunk(&sha256, offset, len))
             .await
-            .map_err(|e| RpcError::new("internal", format!("content read task failed: {e}")))?;
+            .map_err(|e| {
+                RpcError::new(
+                    ErrorCode::Internal,
+                    format!("content read task failed: {e}"),
+                )
+            })?;
         match read {
             Ok(chunk) => Ok(Response::Content(chunk)),
             Err(e @ crate::content::ContentStoreError::BadName(_)) => {
-                Err(RpcError::new("bad_request", e.to_string()))
+                Err(RpcError::new(ErrorCode::BadRequest, e.to_string()))
             }
             Err(e @ crate::content::ContentStoreError::NotFound(_)) => {
-                Err(RpcError::new("not_found", e.to_string()))
+                Err(RpcError::new(ErrorCode::NotFound, e.to_string()))
             }
             Err(e @ crate::content::ContentStoreError::Io { .. }) => {
                 tracing::error!("{e}");
-                Err(RpcError::new("io", e.to_string()))
+                Err(RpcError::new(ErrorCode::Io, e.to_string()))
             }
         }
     }
@@ -327,13 +336,14 @@ impl Daemon {
                 .any(|c| matches!(c, std::path::Component::ParentDir))
         {
             return Err(RpcError::new(
-                "outside_workspace",
+                ErrorCode::OutsideWorkspace,
                 "only paths inside the workspace can be listed",
             ));
         }
         let dir = self.paths.workspace.join(rel);
-        let rd = std::fs::read_dir(&dir)
-            .map_err(|e| RpcError::new("io", format!("cannot list {}: {e}", dir.display())))?;
+        let rd = std::fs::read_dir(&dir).map_err(|e| {
+            RpcError::new(ErrorCode::Io, format!("cannot list {}: {e}", dir.display()))
+        })?;
         let mut entries: Vec<DirEntry> = rd
             .flatten()
             .map(|e| DirEntry {

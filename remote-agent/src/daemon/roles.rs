@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{
-    ClientRole, Notification, OpenSession, Response, RpcError, SessionOpened, SessionSettings,
+    ClientRole, ErrorCode, Notification, OpenSession, Response, RpcError, SessionOpened,
+    SessionSettings,
 };
 use reasonix_forward::sync::LockExt;
 
@@ -18,7 +19,7 @@ impl Daemon {
         match conn.session.lock_or_recover().as_ref() {
             Some((s, ClientRole::Driver)) if s.driver_id() == Some(conn.id) => Ok(Arc::clone(s)),
             Some(_) => Err(RpcError::new(
-                "read_only",
+                ErrorCode::ReadOnly,
                 "this client is attached read-only; another client drives the session (start with --takeover to take it over)",
             )),
             None => Err(no_session()),
@@ -35,7 +36,7 @@ impl Daemon {
             &self.paths.workspace,
             &self.runtime.tool_ctx,
         )
-        .map_err(|e| RpcError::new("bad_config", e.to_string()))
+        .map_err(|e| RpcError::new(ErrorCode::BadConfig, e.to_string()))
     }
 
     pub(super) fn make_driver(
@@ -122,7 +123,7 @@ impl Daemon {
             && !self.paths.sessions_dir.join(format!("{id}.jsonl")).exists()
         {
             return Err(RpcError::new(
-                "not_found",
+                ErrorCode::NotFound,
                 format!("no session {id} in this workspace; list them with /sessions or `reasonix run --continue`"),
             ));
         }
@@ -209,7 +210,7 @@ impl Daemon {
 }
 
 pub(super) fn no_session() -> RpcError {
-    RpcError::new("no_session", "open a session first")
+    RpcError::new(ErrorCode::NoSession, "open a session first")
 }
 
 fn new_session_id() -> String {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use reasonix_forward::proto::{Response, RpcError};
+use reasonix_forward::proto::{ErrorCode, Response, RpcError};
 use reasonix_forward::sync::LockExt;
 
 use super::conn::Conn;
@@ -120,7 +120,8 @@ impl Daemon {
     /// stops work by itself) and while any client has the session open (it would keep
     /// writing a journal that is gone from the listing).
     pub(super) async fn delete_session(&self, id: String) -> Result<Response, RpcError> {
-        crate::catalog::check_id(&id).map_err(|e| RpcError::new("bad_request", e.to_string()))?;
+        crate::catalog::check_id(&id)
+            .map_err(|e| RpcError::new(ErrorCode::BadRequest, e.to_string()))?;
         // No load of any session runs meanwhile (it would read a journal being moved).
         let _loading = self.loading.lock().await;
         // Held across the check and the move: an open of this id waits for it (the open
@@ -130,14 +131,14 @@ impl Daemon {
             let state = s.state();
             if reasonix_forward::workspaces::state_busy(state) || s.jobs_running() {
                 return Err(RpcError::new(
-                    "busy",
+                    ErrorCode::Busy,
                     format!("session {id} is running a turn or a background job ({state:?}); cancel it first (Esc in the TUI), then delete it"),
                 ));
             }
             let (_, clients) = self.attachment(&s);
             if clients > 0 {
                 return Err(RpcError::new(
-                    "attached",
+                    ErrorCode::Attached,
                     format!("session {id} is open in {clients} client(s); switch them to another session or close them, then delete it"),
                 ));
             }
@@ -199,7 +200,7 @@ impl Daemon {
                 .collect::<Vec<_>>()
         })
         .await
-        .map_err(|e| RpcError::new("internal", format!("trash listing failed: {e}")))?;
+        .map_err(|e| RpcError::new(ErrorCode::Internal, format!("trash listing failed: {e}")))?;
         Ok(Response::Trash { sessions })
     }
 
@@ -216,7 +217,7 @@ impl Daemon {
         }
         if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
             return Err(RpcError::new(
-                "bad_request",
+                ErrorCode::BadRequest,
                 format!("invalid session id {id:?}"),
             ));
         }
@@ -233,8 +234,13 @@ impl Daemon {
             Session::open(&owned_id, &path, runtime, &workspace, snapshot.manager)
         })
         .await
-        .map_err(|e| RpcError::new("journal", format!("loading the session failed: {e}")))?
-        .map_err(|e| RpcError::new("journal", e.to_string()))?;
+        .map_err(|e| {
+            RpcError::new(
+                ErrorCode::Journal,
+                format!("loading the session failed: {e}"),
+            )
+        })?
+        .map_err(|e| RpcError::new(ErrorCode::Journal, e.to_string()))?;
         self.sessions
             .lock_or_recover()
             .insert(id.to_string(), Arc::clone(&session));
@@ -245,10 +251,10 @@ impl Daemon {
 pub(super) fn catalog_error(e: crate::catalog::CatalogError) -> RpcError {
     use crate::catalog::CatalogError;
     let code = match &e {
-        CatalogError::BadId(_) => "bad_request",
-        CatalogError::NotFound(_) => "not_found",
-        CatalogError::Exists(_) => "exists",
-        CatalogError::Io { .. } => "io",
+        CatalogError::BadId(_) => ErrorCode::BadRequest,
+        CatalogError::NotFound(_) => ErrorCode::NotFound,
+        CatalogError::Exists(_) => ErrorCode::Exists,
+        CatalogError::Io { .. } => ErrorCode::Io,
     };
     RpcError::new(code, e.to_string())
 }

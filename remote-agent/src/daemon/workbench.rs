@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use reasonix_forward::proto::{Response, RpcError};
+use reasonix_forward::proto::{ErrorCode, Response, RpcError};
 
 use super::conn::Conn;
 use super::Daemon;
@@ -41,17 +41,17 @@ impl Daemon {
                 let history = Arc::clone(&self.history);
                 tokio::task::spawn_blocking(move || history.list())
                     .await
-                    .map_err(|e| RpcError::new("internal", e.to_string()))?
+                    .map_err(|e| RpcError::new(ErrorCode::Internal, e.to_string()))?
                     .map(|entries| Response::History { entries })
-                    .map_err(|e| RpcError::new("history", e.to_string()))
+                    .map_err(|e| RpcError::new(ErrorCode::History, e.to_string()))
             }
             WorkbenchRequest::HistoryAppend { text } => {
                 let history = Arc::clone(&self.history);
                 tokio::task::spawn_blocking(move || history.append(&text))
                     .await
-                    .map_err(|e| RpcError::new("internal", e.to_string()))?
+                    .map_err(|e| RpcError::new(ErrorCode::Internal, e.to_string()))?
                     .map(|()| Response::Ok)
-                    .map_err(|e| RpcError::new("history", e.to_string()))
+                    .map_err(|e| RpcError::new(ErrorCode::History, e.to_string()))
             }
         }
     }
@@ -78,13 +78,13 @@ pub(super) enum WorkbenchRequest {
 /// The wire error of a session error: a typed code the client can act on.
 fn session_error(e: SessionError) -> RpcError {
     let code = match &e {
-        SessionError::Journal(_) => "journal",
-        SessionError::Busy => "busy",
-        SessionError::NotRunning => "not_running",
-        SessionError::ShellDenied(_) => "denied",
-        SessionError::EmptySteer | SessionError::Shell(_) => "invalid",
+        SessionError::Journal(_) => ErrorCode::Journal,
+        SessionError::Busy => ErrorCode::Busy,
+        SessionError::NotRunning => ErrorCode::NotRunning,
+        SessionError::ShellDenied(_) => ErrorCode::Denied,
+        SessionError::EmptySteer | SessionError::Shell(_) => ErrorCode::Invalid,
         SessionError::NotPaused | SessionError::Policy(_) | SessionError::NoSuchApproval(_) => {
-            "invalid"
+            ErrorCode::Invalid
         }
     };
     RpcError::new(code, e.to_string())

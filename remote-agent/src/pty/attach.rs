@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use reasonix_forward::proto::{
-    PtyBytes, PtyNotification, PtyRequest, PtyResponse, Response, RpcError,
+    ErrorCode, PtyBytes, PtyNotification, PtyRequest, PtyResponse, Response, RpcError,
 };
 use reasonix_forward::pty::OUTPUT_CHUNK_MAX;
 use reasonix_forward::rpc::Rpc;
@@ -36,9 +36,9 @@ static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 impl From<PtyError> for RpcError {
     fn from(e: PtyError) -> RpcError {
         let code = match &e {
-            PtyError::Spawn { .. } => "pty",
-            PtyError::NotFound(_) => "not_found",
-            PtyError::BadSize { .. } => "bad_request",
+            PtyError::Spawn { .. } => ErrorCode::Pty,
+            PtyError::NotFound(_) => ErrorCode::NotFound,
+            PtyError::BadSize { .. } => ErrorCode::BadRequest,
         };
         RpcError::new(code, e.to_string())
     }

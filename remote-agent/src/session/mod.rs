@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
     ApprovalDecision, Denied, Event, EventKind, Notification, ProviderChunk, ProviderRequest,
-    ProviderRetry, RetryPhase, SessionInfo, SessionSettings, ToolCall, TurnState, Usage,
+    ProviderRetry, RetryPhase, SessionInfo, SessionSettings, ToolCall, TurnOutcome, TurnState,
+    Usage,
 };
 use reasonix_forward::sync::LockExt;
 use serde_json::{json, Value};
@@ -30,6 +31,7 @@ mod steer;
 mod turn;
 
 pub use provider::{ProviderStream, PROVIDER_CHUNK_BUFFER};
+pub use rewind::RewindError;
 
 /// Default number of model steps per turn before the turn pauses.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
@@ -227,7 +229,7 @@ impl Session {
                 events.push(journal.append(
                     turn,
                     EventKind::TurnFinished {
-                        outcome: "interrupted".into(),
+                        outcome: TurnOutcome::Interrupted,
                         detail: Some(text.clone()),
                     },
                 )?);
@@ -726,7 +728,7 @@ impl Session {
             self.emit(
                 &mut inner,
                 EventKind::TurnFinished {
-                    outcome: "cancelled".into(),
+                    outcome: TurnOutcome::Cancelled,
                     detail: None,
                 },
             );

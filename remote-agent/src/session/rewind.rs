@@ -1,6 +1,43 @@
 //! Per-turn checkpoints and rewind of a session (files, conversation or both).
 
 use super::*;
+use crate::checkpoint::CheckpointError;
+
+/// Why a rewind was refused or failed. Each goes on the wire with the code
+/// [`ErrorCode::Rewind`](reasonix_forward::proto::ErrorCode::Rewind) and its text as the
+/// message.
+#[derive(Debug, thiserror::Error)]
+pub enum RewindError {
+    /// A turn is running; only an idle or paused session is rewound.
+    #[error("a turn is running; cancel it before rewinding")]
+    TurnRunning,
+    /// The turn to rewind to is not in the session.
+    #[error("no turn {to_turn} in this session (turns 1..={last})")]
+    NoSuchTurn {
+        /// The turn asked for.
+        to_turn: u64,
+        /// The session's last turn.
+        last: u64,
+    },
+    /// The host has no checkpoint store, so files cannot be rewound.
+    #[error("checkpoints are unavailable on this host (see the daemon log)")]
+    NoCheckpoints,
+    /// Restoring the files from the checkpoint failed.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// The blocking task restoring the files died.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+    /// The journal could not be flushed or read back around the cut.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Cutting the conversation out of the journal failed.
+    #[error(transparent)]
+    JournalCut(CheckpointError),
+    /// The journal writer stopped before the cut ran.
+    #[error("the journal writer stopped during the rewind")]
+    WriterStopped,
+}
 
 impl Session {
     /// Take the checkpoint of the current turn (before its first mutation).
@@ -43,18 +80,18 @@ impl Session {
         to_turn: u64,
         scope: reasonix_forward::proto::RewindScope,
         dry_run: bool,
-    ) -> Result<(String, Vec<String>), String> {
+    ) -> Result<(String, Vec<String>), RewindError> {
         use reasonix_forward::proto::RewindScope;
         {
             let mut inner = self.lock();
             if !matches!(inner.state, TurnState::Idle | TurnState::Paused) {
-                return Err("a turn is running; cancel it before rewinding".into());
+                return Err(RewindError::TurnRunning);
             }
             if to_turn == 0 || to_turn > inner.turn {
-                return Err(format!(
-                    "no turn {to_turn} in this session (turns 1..={})",
-                    inner.turn
-                ));
+                return Err(RewindError::NoSuchTurn {
+                    to_turn,
+                    last: inner.turn,
+                });
             }
             if !dry_run && !inner.seen_requests.insert(request_id.to_string()) {
                 return Ok(("duplicate rewind request ignored".into(), Vec::new()));
@@ -64,13 +101,11 @@ impl Session {
         let mut paths = Vec::new();
         if matches!(scope, RewindScope::Code | RewindScope::Both) {
             let Some(store) = self.runtime.checkpoints.clone() else {
-                return Err("checkpoints are unavailable on this host (see the daemon log)".into());
+                return Err(RewindError::NoCheckpoints);
             };
             let id = self.id.clone();
-            let report = tokio::task::spawn_blocking(move || store.rewind(&id, to_turn, dry_run))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+            let report =
+                tokio::task::spawn_blocking(move || store.rewind(&id, to_turn, dry_run)).await??;
             summary.push(report.summary());
             paths = report.paths();
         }
@@ -93,7 +128,7 @@ impl Session {
         Ok((text, paths))
     }
 
-    async fn rewind_conversation(&self, to_turn: u64) -> Result<(), String> {
+    async fn rewind_conversation(&self, to_turn: u64) -> Result<(), RewindError> {
         // The cut runs on the journal writer thread, ordered after every event queued before
         // it and once they are durable (a durability point), so no file I/O happens here.
         let (tx, rx) = oneshot::channel();
@@ -101,20 +136,16 @@ impl Session {
             let inner = self.lock();
             let path = self.journal_path.clone();
             inner.journal.after_flush(move |flushed| {
-                let result = flushed.map_err(|e| e.to_string()).and_then(|()| {
+                let result = flushed.map_err(RewindError::from).and_then(|()| {
                     crate::checkpoint::truncate_journal(&path, to_turn)
-                        .map_err(|e| e.to_string())?;
-                    crate::journal::read_events(&path)
-                        .map(|(events, _)| events)
-                        .map_err(|e| e.to_string())
+                        .map_err(RewindError::JournalCut)?;
+                    Ok(crate::journal::read_events(&path).map(|(events, _)| events)?)
                 });
                 let _ = tx.send(result);
             });
             inner.journal.last_seq()
         };
-        let mut events = rx
-            .await
-            .map_err(|_| "the journal writer stopped during the rewind".to_string())??;
+        let mut events = rx.await.map_err(|_| RewindError::WriterStopped)??;
         let mut inner = self.lock();
         // Events queued after the cut was ordered are in the file after it; keep them in
         // memory too. Numbering stays monotonic so clients never mistake new events for ones

@@ -105,7 +105,7 @@ impl Session {
 
     /// The turn ended without another model step: steers still pending were not delivered;
     /// say so (their text is in the journal and the transcript).
-    pub(super) fn drop_pending_steers(&self, inner: &mut Inner, outcome: &str) {
+    pub(super) fn drop_pending_steers(&self, inner: &mut Inner, outcome: TurnOutcome) {
         if inner.pending.steers.is_empty() {
             return;
         }

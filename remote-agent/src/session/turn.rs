@@ -30,12 +30,12 @@ impl Session {
     /// Close the turn with `outcome`, or return `None` when a steer arrived after the last
     /// step looked: the turn then goes on with it (decided under the lock that ends the
     /// turn, so no steer falls in between).
-    fn end_turn(&self, outcome: &'static str, detail: Option<String>) -> Option<Barrier> {
+    fn end_turn(&self, outcome: TurnOutcome, detail: Option<String>) -> Option<Barrier> {
         let mut inner = self.lock();
-        if outcome == "completed" && !inner.pending.steers.is_empty() {
+        if outcome == TurnOutcome::Completed && !inner.pending.steers.is_empty() {
             return None;
         }
-        let new_state = if outcome == "paused" {
+        let new_state = if outcome == TurnOutcome::Paused {
             TurnState::Paused
         } else {
             TurnState::Idle
@@ -43,13 +43,7 @@ impl Session {
         if new_state == TurnState::Idle {
             self.drop_pending_steers(&mut inner, outcome);
         }
-        self.emit(
-            &mut inner,
-            EventKind::TurnFinished {
-                outcome: outcome.to_string(),
-                detail,
-            },
-        );
+        self.emit(&mut inner, EventKind::TurnFinished { outcome, detail });
         if new_state == TurnState::Idle {
             inner.cancel = None;
         }
@@ -64,12 +58,12 @@ impl Session {
         &self,
         cancel: &CancellationToken,
         admitted: Option<Barrier>,
-    ) -> (&'static str, Option<String>) {
+    ) -> (TurnOutcome, Option<String>) {
         let fresh = admitted.is_some();
         if let Some(admitted) = admitted {
             if let Err(e) = admitted.wait().await {
                 return (
-                    "failed",
+                    TurnOutcome::Failed,
                     Some(self.journal_failure("the turn did not start", &e)),
                 );
             }
@@ -83,7 +77,7 @@ impl Session {
         let mut step = 0u32;
         loop {
             if step >= max_steps {
-                break ("paused", Some(format!("the turn reached its limit of {max_steps} model steps; continue to let it go on")));
+                break (TurnOutcome::Paused, Some(format!("the turn reached its limit of {max_steps} model steps; continue to let it go on")));
             }
             step += 1;
             // The first request of a fresh turn may climb the whole ladder; later ones only
@@ -93,15 +87,15 @@ impl Session {
             if let Err(compact::CompactEnd::Cancelled) =
                 self.keep_in_window(&cancel, turn_start).await
             {
-                break ("cancelled", None);
+                break (TurnOutcome::Cancelled, None);
             }
             let collected = match self.model_step(&cancel).await {
                 Ok(c) => c,
                 Err(StepEnd::Cancelled(partial)) => {
                     self.keep_partial(partial);
-                    break ("cancelled", None);
+                    break (TurnOutcome::Cancelled, None);
                 }
-                Err(StepEnd::Failed(msg)) => break ("failed", Some(msg)),
+                Err(StepEnd::Failed(msg)) => break (TurnOutcome::Failed, Some(msg)),
             };
             {
                 let mut inner = self.lock();
@@ -155,7 +149,7 @@ impl Session {
                     // The answer is in, but the user steered meanwhile: one more step.
                     continue;
                 }
-                break ("completed", None);
+                break (TurnOutcome::Completed, None);
             }
             let mut journal_failed = None;
             for call in &collected.calls {
@@ -178,10 +172,10 @@ impl Session {
                 }
             }
             if let Some(msg) = journal_failed {
-                break ("failed", Some(msg));
+                break (TurnOutcome::Failed, Some(msg));
             }
             if cancel.is_cancelled() {
-                break ("cancelled", None);
+                break (TurnOutcome::Cancelled, None);
             }
         }
     }

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use reasonix_forward::proto::{OpenSession, Request, Response};
+use reasonix_forward::proto::{ErrorCode, OpenSession, Request, Response};
 use reasonix_forward::rpc::CallError;
 use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
@@ -116,7 +116,7 @@ impl Exec {
             };
             let ev = match client.request(req).await {
                 Ok(_) => None,
-                Err(CallError::Remote(e)) if e.code == "not_running" => {
+                Err(CallError::Remote(e)) if e.code == ErrorCode::NotRunning => {
                     Some(AppEvent::SteerRefused { text })
                 }
                 Err(e) => Some(AppEvent::RequestFailed {
