@@ -54,7 +54,7 @@ impl Daemon {
                 match session.submit_with(&request_id, &text, screens, notices) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
-                    Err(e) => Err(RpcError::new(ErrorCode::Busy, e.to_string())),
+                    Err(e) => Err(e.into()),
                 }
             }
             Request::ContinueTurn { request_id } => {
@@ -62,7 +62,7 @@ impl Daemon {
                 match session.continue_turn(&request_id) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
-                    Err(e) => Err(RpcError::new(ErrorCode::NotPaused, e.to_string())),
+                    Err(e) => Err(e.into()),
                 }
             }
             Request::Cancel { request_id } => {
@@ -82,10 +82,7 @@ impl Daemon {
                 match session.approve(&request_id, &approval_id, decision).await {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
-                    Err(e @ crate::session::SessionError::Journal(_)) => {
-                        Err(RpcError::new(ErrorCode::Journal, e.to_string()))
-                    }
-                    Err(e) => Err(RpcError::new(ErrorCode::NotFound, e.to_string())),
+                    Err(e) => Err(e.into()),
                 }
             }
             Request::Takeover => {

@@ -7,7 +7,6 @@ use reasonix_forward::proto::{ErrorCode, Response, RpcError};
 
 use super::conn::Conn;
 use super::Daemon;
-use crate::session::SessionError;
 
 impl Daemon {
     /// Steer, Shell, HistoryList, HistoryAppend.
@@ -22,7 +21,7 @@ impl Daemon {
                 match session.steer(&request_id, &text).await {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
-                    Err(e) => Err(session_error(e)),
+                    Err(e) => Err(e.into()),
                 }
             }
             WorkbenchRequest::Shell {
@@ -34,7 +33,7 @@ impl Daemon {
                 match session.shell(&request_id, &command, add_to_context).await {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
-                    Err(e) => Err(session_error(e)),
+                    Err(e) => Err(e.into()),
                 }
             }
             WorkbenchRequest::HistoryList => {
@@ -73,19 +72,4 @@ pub(super) enum WorkbenchRequest {
     HistoryAppend {
         text: String,
     },
-}
-
-/// The wire error of a session error: a typed code the client can act on.
-fn session_error(e: SessionError) -> RpcError {
-    let code = match &e {
-        SessionError::Journal(_) => ErrorCode::Journal,
-        SessionError::Busy => ErrorCode::Busy,
-        SessionError::NotRunning => ErrorCode::NotRunning,
-        SessionError::ShellDenied(_) => ErrorCode::Denied,
-        SessionError::EmptySteer | SessionError::Shell(_) => ErrorCode::Invalid,
-        SessionError::NotPaused | SessionError::Policy(_) | SessionError::NoSuchApproval(_) => {
-            ErrorCode::Invalid
-        }
-    };
-    RpcError::new(code, e.to_string())
 }

@@ -8,9 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
-    ApprovalDecision, Denied, Event, EventKind, Notification, ProviderChunk, ProviderRequest,
-    ProviderRetry, RetryPhase, SessionInfo, SessionSettings, ToolCall, TurnOutcome, TurnState,
-    Usage,
+    ApprovalDecision, Denied, ErrorCode, Event, EventKind, Notification, ProviderChunk,
+    ProviderRequest, ProviderRetry, RetryPhase, RpcError, SessionInfo, SessionSettings, ToolCall,
+    TurnOutcome, TurnState, Usage,
 };
 use reasonix_forward::sync::LockExt;
 use serde_json::{json, Value};
@@ -94,6 +94,28 @@ pub enum SessionError {
     /// A `!` command that could not be run.
     #[error("{0}")]
     Shell(String),
+}
+
+impl SessionError {
+    /// The wire code a client acts on (a full disk is `journal`, not `busy`).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            SessionError::Journal(_) => ErrorCode::Journal,
+            SessionError::Busy => ErrorCode::Busy,
+            SessionError::NotPaused => ErrorCode::NotPaused,
+            SessionError::Policy(_) => ErrorCode::BadConfig,
+            SessionError::NoSuchApproval(_) => ErrorCode::NotFound,
+            SessionError::NotRunning => ErrorCode::NotRunning,
+            SessionError::ShellDenied(_) => ErrorCode::Denied,
+            SessionError::EmptySteer | SessionError::Shell(_) => ErrorCode::Invalid,
+        }
+    }
+}
+
+impl From<SessionError> for RpcError {
+    fn from(e: SessionError) -> RpcError {
+        RpcError::new(e.code(), e.to_string())
+    }
 }
 
 struct PendingApproval {
