@@ -122,7 +122,9 @@ fn chooser(steps: usize) -> impl Fn(&RecordedRequest) -> MockReply + Send + Sync
         let msgs = r.messages();
         // A probe turn: load the first snipped result by the id its placeholder names.
         let last_user = msgs.iter().rev().find(|m| m["role"] == "user").map(content);
-        if last_user.map(|u| u.starts_with("probe")).unwrap_or(false) {
+        // (Its last paragraph: a request may join it to the user messages before it.)
+        let last_prompt = last_user.and_then(|u| u.rsplit("\n\n").next());
+        if last_prompt.is_some_and(|u| u.starts_with("probe")) {
             if msgs.last().map(|m| m["role"] == "tool").unwrap_or(false) {
                 return MockReply::text(&["loaded"]);
             }
@@ -150,18 +152,8 @@ fn chooser(steps: usize) -> impl Fn(&RecordedRequest) -> MockReply + Send + Sync
                 "## Pending work\n- keep reading\n",
             ]);
         }
-        // The current turn: the last user message that is a turn prompt.
-        let turn: usize = msgs
-            .iter()
-            .rev()
-            .filter(|m| m["role"] == "user")
-            .find_map(|m| {
-                content(m)
-                    .strip_prefix("turn ")
-                    .and_then(|s| s.split(':').next())
-                    .and_then(|n| n.parse().ok())
-            })
-            .unwrap_or(0);
+        // The current turn: the last turn prompt.
+        let turn = last_turn_prompt(&msgs).unwrap_or(0);
         // The step: from the id of the last tool result of this turn ("tT-sS").
         let step = match msgs.last() {
             Some(m) if m["role"] == "tool" => m["tool_call_id"]
@@ -689,15 +681,22 @@ async fn the_snip_rung_summarises_once_snips_cannot_free_enough() {
 
 /// The turn a recorded request belongs to (from its last "turn T:" prompt).
 fn turn_of(r: &RecordedRequest) -> Option<usize> {
-    r.messages()
-        .iter()
+    last_turn_prompt(&r.messages())
+}
+
+/// The number of the last "turn T:" prompt in `msgs`. A prompt may share its user message
+/// with others (a request joins successive user messages: a summary, the prompts it keeps,
+/// the current one), so every paragraph of a user message counts.
+fn last_turn_prompt(msgs: &[Value]) -> Option<usize> {
+    msgs.iter()
         .rev()
         .filter(|m| m["role"] == "user")
         .find_map(|m| {
-            content(m)
-                .strip_prefix("turn ")
-                .and_then(|s| s.split(':').next())
-                .and_then(|n| n.parse().ok())
+            content(m).rsplit("\n\n").find_map(|p| {
+                p.strip_prefix("turn ")
+                    .and_then(|s| s.split(':').next())
+                    .and_then(|n| n.parse().ok())
+            })
         })
 }
 

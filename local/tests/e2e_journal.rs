@@ -248,6 +248,38 @@ async fn a_full_state_dir_refuses_the_tool_and_the_session_recovers_when_space_i
         .iter()
         .any(|l| l["type"] == "turn_finished" && l["turn"] == 2 && l["outcome"] == "failed"));
 
+    // A turn that cannot even be saved fails at once, naming the journal and the cause, and
+    // nothing is asked of the model (its prompt is larger than a page, so it cannot hide in
+    // the journal file's last partial page).
+    fill(&sessions.join("filler"));
+    let big = format!("save me {}", "y".repeat(3 * 4096));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(["run", "--continue", "--yolo", &big])
+        .current_dir(&ws)
+        .env("REASONIX_HOME", &home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a submit that cannot be journaled still waits after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let fourth = child.wait_with_output().expect("output");
+    let out = text(&fourth);
+    assert!(!fourth.status.success(), "{out}");
+    assert!(out.contains("No space left on device"), "{out}");
+    assert!(out.contains(&journal.display().to_string()), "{out}");
+    assert_eq!(mock.request_count(), 4, "nothing was asked of the model");
+    std::fs::remove_file(sessions.join("filler")).expect("free space");
+
     if let Some(pid) = daemon_pid(&sessions) {
         unsafe {
             libc::kill(pid, libc::SIGTERM);

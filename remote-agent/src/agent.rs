@@ -292,6 +292,28 @@ pub fn user_message(text: &str, attachments: &[Attachment]) -> Value {
     json!({"role": "user", "content": content})
 }
 
+/// Append `message` to a provider request's messages, joining it to the last one when both
+/// are user messages with text content (a blank line apart). A request then never has two
+/// user messages in a row, which DeepSeek's reasoning models refuse with a 400 ("does not
+/// support successive user or assistant messages"). The conversation keeps them apart (a
+/// turn whose model request failed, then the next prompt; a summary, then the user turns it
+/// keeps); only what is sent is joined, the same way for every request, so requests still
+/// extend each other.
+pub fn push_request_message(messages: &mut Vec<Value>, message: Value) {
+    if let (Some(last), Some(next)) = (
+        messages.last_mut().filter(|m| m["role"] == "user"),
+        (message["role"] == "user")
+            .then(|| message["content"].as_str())
+            .flatten(),
+    ) {
+        if let Some(text) = last["content"].as_str() {
+            last["content"] = Value::String(format!("{text}\n\n{next}"));
+            return;
+        }
+    }
+    messages.push(message);
+}
+
 /// An assistant message in OpenAI format. DeepSeek needs `reasoning_content` replayed on
 /// messages that had reasoning or tool calls (an empty string when it was lost).
 pub fn assistant_message(content: &str, reasoning: Option<&str>, tool_calls: &[ToolCall]) -> Value {
@@ -368,6 +390,32 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_never_has_two_user_messages_in_a_row() {
+        let conv = [
+            json!({"role": "user", "content": "first try"}),
+            json!({"role": "user", "content": "second try"}),
+            json!({"role": "assistant", "content": "ok"}),
+            json!({"role": "user", "content": "next"}),
+            json!({"role": "user", "content": [{"type": "text", "text": "parts"}]}),
+        ];
+        let mut messages = vec![json!({"role": "system", "content": "sys"})];
+        for m in conv {
+            push_request_message(&mut messages, m);
+        }
+        assert_eq!(
+            messages,
+            [
+                json!({"role": "system", "content": "sys"}),
+                json!({"role": "user", "content": "first try\n\nsecond try"}),
+                json!({"role": "assistant", "content": "ok"}),
+                json!({"role": "user", "content": "next"}),
+                // Content that is not text is not joined into.
+                json!({"role": "user", "content": [{"type": "text", "text": "parts"}]}),
+            ]
+        );
+    }
 
     #[test]
     fn mentions_attach_workspace_files_only() {

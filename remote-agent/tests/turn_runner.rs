@@ -457,6 +457,12 @@ async fn provider_errors_fail_the_turn_and_retryable_ones_are_reissued_three_tim
             "the same request again"
         );
     }
+    // Turn one got no answer: its prompt and the next are sent as one user message, never
+    // two in a row (DeepSeek's reasoning models refuse that with a 400).
+    assert_eq!(
+        texts(&reqs[1].messages[1..]),
+        texts(&[json!({"role": "user", "content": "one\n\ntwo"})]),
+    );
     let ids: std::collections::HashSet<&str> =
         reqs[1..5].iter().map(|r| r.stream_id.as_str()).collect();
     assert_eq!(ids.len(), 4, "each attempt is its own stream");

@@ -20,6 +20,9 @@
 //! usage chunk with `prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`, and a prompt over
 //! the window is answered with DeepSeek's 400 error instead of the scripted reply (which
 //! stays in the script for the next request).
+//!
+//! Like DeepSeek's reasoning models, the mock refuses a request with two user (or two
+//! assistant) messages in a row with a 400 (always, cache or not).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -457,6 +460,9 @@ async fn serve(mut sock: TcpStream, state: &State) -> std::io::Result<()> {
         )
         .await;
     }
+    if let Some(body) = successive_roles_error(&recorded.body) {
+        return write_simple(&mut sock, 400, "", &body).await;
+    }
     let cached = match &mut *lock(&state.cache) {
         Some(cache) => {
             let key = format!(
@@ -493,6 +499,34 @@ async fn serve(mut sock: TcpStream, state: &State) -> std::io::Result<()> {
         state.closed_notify.notify_waiters();
     }
     result.map(|_| ())
+}
+
+/// DeepSeek's reasoning models refuse a request with two user (or two assistant) messages in
+/// a row; the mock refuses it the same way, with the provider's error body, so a client that
+/// would send one fails its test instead of failing only against the real service.
+fn successive_roles_error(body: &Value) -> Option<String> {
+    let messages = body.get("messages")?.as_array()?;
+    let role = |m: &Value| {
+        m.get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let i = messages.windows(2).position(|w| {
+        role(&w[0]) == role(&w[1]) && matches!(role(&w[0]).as_str(), "user" | "assistant")
+    })?;
+    Some(
+        json!({"error": {
+            "message": format!(
+                "deepseek-reasoner does not support successive user or assistant messages (messages[{i}] and messages[{}] in your input). You should interleave the user/assistant messages in the message sequence.",
+                i + 1
+            ),
+            "type": "invalid_request_error",
+            "param": null,
+            "code": "invalid_request_error",
+        }})
+        .to_string(),
+    )
 }
 
 /// How serving one reply ended.

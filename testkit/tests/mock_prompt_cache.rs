@@ -61,3 +61,38 @@ async fn cached_prefix_is_reported_and_over_window_is_refused() {
     assert_eq!(log.iter().filter(|a| a.rejected).count(), 1);
     assert_eq!(log.len(), 4);
 }
+
+/// Like DeepSeek's reasoning models, the mock refuses two user (or two assistant) messages
+/// in a row with the provider's 400, and does not spend a scripted reply on it.
+#[tokio::test]
+async fn successive_user_or_assistant_messages_are_refused_like_deepseek() {
+    let mock = MockProvider::start(vec![MockReply::text(&["fine"])]).await;
+    for (messages, at) in [
+        (
+            json!([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
+            {"role": "user", "content": "b"}]),
+            "messages[1] and messages[2]",
+        ),
+        (
+            json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+            {"role": "assistant", "content": "c"}]),
+            "messages[1] and messages[2]",
+        ),
+    ] {
+        let r = post(
+            &mock.base_url(),
+            &json!({"model": "m", "messages": messages}),
+        )
+        .await;
+        assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+        assert!(
+            r.contains("does not support successive user or assistant messages"),
+            "{r}"
+        );
+        assert!(r.contains(at), "{r}");
+    }
+    let ok = json!({"model": "m", "messages": [{"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]});
+    let r = post(&mock.base_url(), &ok).await;
+    assert!(r.contains(r#""content":"fine""#), "{r}");
+}

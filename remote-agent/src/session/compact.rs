@@ -337,9 +337,14 @@ impl Session {
             let prefix = self.prefix();
             let mut messages = Vec::with_capacity(range.1 + 2);
             messages.push(json!({"role": "system", "content": prefix.system}));
-            // A byte prefix of the conversation the provider has seen: served from cache.
-            messages.extend(inner.messages[..range.1].iter().cloned());
-            messages.push(compaction::summary_instruction(focus));
+            // A prefix of the request the provider has seen: served from cache.
+            for m in &inner.messages[..range.1] {
+                crate::agent::push_request_message(&mut messages, m.clone());
+            }
+            crate::agent::push_request_message(
+                &mut messages,
+                compaction::summary_instruction(focus),
+            );
             (
                 range,
                 ProviderRequest {

@@ -625,10 +625,13 @@ enum StepEnd {
     Failed(String),
 }
 
-/// The messages of a provider request: the system prompt, then the conversation.
+/// The messages of a provider request: the system prompt, then the conversation (successive
+/// user messages joined, [`crate::agent::push_request_message`]).
 pub(super) fn request_messages(prefix: &Prefix, conversation: &[Value]) -> Vec<Value> {
     let mut messages = Vec::with_capacity(conversation.len() + 1);
     messages.push(json!({"role": "system", "content": prefix.system}));
-    messages.extend(conversation.iter().cloned());
+    for m in conversation {
+        crate::agent::push_request_message(&mut messages, m.clone());
+    }
     messages
 }
