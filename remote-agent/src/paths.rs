@@ -58,7 +58,13 @@ impl HostPaths {
     /// Compute the paths for `workspace` (which must exist) and create the directories
     /// with private modes.
     pub fn for_workspace(workspace: &Path) -> io::Result<HostPaths> {
-        let paths = HostPaths::locate(workspace)?;
+        HostPaths::for_workspace_in(&state_home(), workspace)
+    }
+
+    /// [`HostPaths::for_workspace`] with the state home given instead of read from the
+    /// environment (in-process tests run many homes in one process).
+    pub fn for_workspace_in(home: &Path, workspace: &Path) -> io::Result<HostPaths> {
+        let paths = HostPaths::locate_in(home, workspace)?;
         private_dir(&paths.home)?;
         private_dir(&paths.run_dir)?;
         private_dir(&paths.sessions_dir)?;
@@ -69,6 +75,11 @@ impl HostPaths {
     /// The paths for `workspace` (which must exist), without creating anything (for
     /// `reasonix-remote stop`, which must not leave state behind).
     pub fn locate(workspace: &Path) -> io::Result<HostPaths> {
+        HostPaths::locate_in(&state_home(), workspace)
+    }
+
+    fn locate_in(home: &Path, workspace: &Path) -> io::Result<HostPaths> {
+        let home = home.to_path_buf();
         let workspace = workspace.canonicalize().map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -81,7 +92,6 @@ impl HostPaths {
                 format!("workspace {} is not a directory", workspace.display()),
             ));
         }
-        let home = state_home();
         let key = workspace_key(&workspace);
         let run_base = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
             Some(d) if Path::new(&d).is_dir() => PathBuf::from(d).join("reasonix"),

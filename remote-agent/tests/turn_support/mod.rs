@@ -317,22 +317,7 @@ impl Rig {
         let home_dir = tempfile::tempdir().unwrap();
         let workspace = workspace_dir.path().canonicalize().unwrap();
         let home = home_dir.path().canonicalize().unwrap();
-        let key = reasonix_remote::paths::workspace_key(&workspace);
-        let run_dir = home.join("run");
-        let sessions_dir = home.join("sessions").join(&key);
-        std::fs::create_dir_all(&sessions_dir).unwrap();
-        std::fs::create_dir_all(&run_dir).unwrap();
-        let paths = HostPaths {
-            socket: run_dir.join(format!("{key}.sock")),
-            lock: run_dir.join(format!("{key}.lock")),
-            log_file: home.join("logs").join(format!("daemon-{key}.log")),
-            daemon_state: sessions_dir.join("daemon.json"),
-            sessions_dir,
-            run_dir,
-            home,
-            workspace,
-            key,
-        };
+        let paths = HostPaths::for_workspace_in(&home, &workspace).unwrap();
         let runtime = Arc::new(reasonix_remote::runtime::build(&paths).await);
         let snapshot = runtime.mcp.refresh().await;
         let journal = paths.sessions_dir.join("s1.jsonl");
