@@ -11,6 +11,7 @@
 //! Pure data and pure functions: no I/O, no TOML. Each binary reads the file its own way and
 //! hands the parsed [`ProjectLayer`] in.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -270,6 +271,89 @@ impl McpRunOn {
             McpRunOn::Laptop => "laptop",
             McpRunOn::Host => "host",
         }
+    }
+}
+
+/// One MCP server as declared by an `[[mcp]]` entry, in the user config or a workspace's
+/// `reasonix.toml` (the same keys in both; unknown keys are refused). Exactly one of `command`
+/// (stdio) and `url` (Streamable HTTP) is set. Values may contain `${VAR}` /
+/// `${VAR:-default}`, expanded on the host when the server starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSpec {
+    /// Server name; its tools appear as `mcp__<name>__<tool>`.
+    pub name: String,
+    /// Program of a stdio server.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Arguments of `command`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment of `command` (added to the inherited one).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// URL of a Streamable HTTP server (instead of `command`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Extra HTTP request headers for `url` (e.g. `Authorization = "Bearer ${TOKEN}"`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Where the server runs. Unset means: on the laptop for an entry of the user config (it
+    /// lives on the laptop), on the host for an entry of a workspace file (it comes with the
+    /// workspace). The loaders set it; [`McpServerSpec::runs_on`] reads it.
+    #[serde(default)]
+    pub run_on: Option<McpRunOn>,
+    /// `tools/call` timeout of this server in seconds (default: the session's, 300). The
+    /// session's `[tools] mcp_call_timeout_seconds` caps it: it can only shorten a call's limit.
+    #[serde(default, alias = "call_timeout_seconds")]
+    pub timeout_seconds: Option<u64>,
+    /// Startup (`initialize` + `tools/list`) timeout in seconds (default 30).
+    #[serde(default)]
+    pub startup_timeout_seconds: Option<u64>,
+    /// Per-tool call timeouts in seconds, keyed by the server's own tool name (capped like
+    /// `timeout_seconds`).
+    #[serde(default)]
+    pub tool_timeouts: BTreeMap<String, u64>,
+}
+
+impl McpServerSpec {
+    /// A stdio server running `command args…` on the host.
+    pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: &[&str]) -> Self {
+        Self {
+            command: Some(command.into()),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            ..Self::named(name)
+        }
+    }
+
+    /// A Streamable HTTP server at `url`, reached from the host.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            url: Some(url.into()),
+            ..Self::named(name)
+        }
+    }
+
+    /// A server called `name` running on the host, with neither `command` nor `url` set yet
+    /// (for a loader that fills it in field by field).
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            run_on: Some(McpRunOn::Host),
+            timeout_seconds: None,
+            startup_timeout_seconds: None,
+            tool_timeouts: BTreeMap::new(),
+        }
+    }
+
+    /// Where the server runs: `run_on`, or the host if unset (every loader sets it).
+    pub fn runs_on(&self) -> McpRunOn {
+        self.run_on.unwrap_or(McpRunOn::Host)
     }
 }
 
@@ -655,5 +739,30 @@ mod tests {
             serde_json::from_str::<SessionPolicy>(&wire.replace("\"ask\"", "\"loose\"")).is_err(),
             "an unknown mode is refused, never read as a default"
         );
+    }
+
+    #[test]
+    fn mcp_server_spec_defaults_aliases_and_unknown_keys() {
+        let s: McpServerSpec =
+            serde_json::from_str(r#"{"name":"t","command":"c","call_timeout_seconds":9}"#).unwrap();
+        assert_eq!(s.run_on, None, "left for the loader to set");
+        assert_eq!(s.runs_on(), McpRunOn::Host);
+        assert_eq!(s.timeout_seconds, Some(9));
+        assert_eq!(
+            McpServerSpec::stdio("t", "c", &[]).run_on,
+            Some(McpRunOn::Host)
+        );
+        assert_eq!(
+            McpServerSpec::http("h", "http://x/").runs_on(),
+            McpRunOn::Host
+        );
+        let laptop: McpServerSpec =
+            serde_json::from_str(r#"{"name":"t","command":"c","run_on":"laptop"}"#).unwrap();
+        assert_eq!(laptop.runs_on(), McpRunOn::Laptop);
+        let e = serde_json::from_str::<McpServerSpec>(r#"{"name":"t","command":"c","colour":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        assert_eq!(serde_json::to_string(&McpRunOn::Host).unwrap(), "\"host\"");
     }
 }

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use crate::content::{ContentChunk, ContentRef};
 pub use crate::policy::{
-    BashSandbox, Ignored, McpRunOn, PermissionMode, Rule, Rules, SandboxPolicy, SessionPolicy,
-    Timeouts,
+    BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
+    SessionPolicy, Timeouts,
 };
 pub use crate::pty::{PtyBytes, PtyInfo, PtyNotification, PtyRequest, PtyResponse, PtySize};
 

@@ -18,8 +18,8 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use reasonix_forward::policy::{
-    BashSandbox, Ignored, McpRunOn, PermissionMode, PermissionsLayer, ProjectLayer, Rule, Rules,
-    SandboxLayer, SandboxPolicy, SessionPolicy, Timeouts, ToolsLayer,
+    BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, PermissionsLayer, ProjectLayer,
+    Rule, Rules, SandboxLayer, SandboxPolicy, SessionPolicy, Timeouts, ToolsLayer,
 };
 
 /// Name of the project config file looked up in the project directory.
@@ -311,51 +311,6 @@ impl Default for SandboxSettings {
     }
 }
 
-/// One `[[mcp]]` server entry, as written.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    /// Server name (tools become `mcp__<name>__<tool>`).
-    pub name: String,
-    /// Program to start for a stdio server.
-    #[serde(default)]
-    pub command: Option<String>,
-    /// Arguments of `command`.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Extra environment of `command`.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// URL of an HTTP server (instead of `command`).
-    #[serde(default)]
-    pub url: Option<String>,
-    /// HTTP headers for `url`.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Where the server runs. Unset means: on the laptop for an entry of the user config
-    /// (it lives on the laptop), on the host for an entry of a project file (it comes with
-    /// the workspace). After loading it is always set.
-    #[serde(default)]
-    pub run_on: Option<McpRunOn>,
-    /// `tools/call` timeout of this server in seconds. The session's
-    /// `[tools] mcp_call_timeout_seconds` caps it: it can only shorten a call's limit.
-    #[serde(default, alias = "call_timeout_seconds")]
-    pub timeout_seconds: Option<u64>,
-    /// Startup (`initialize` + `tools/list`) timeout in seconds (default 30).
-    #[serde(default)]
-    pub startup_timeout_seconds: Option<u64>,
-    /// Per-tool call timeouts in seconds (capped like `timeout_seconds`).
-    #[serde(default)]
-    pub tool_timeouts: BTreeMap<String, u64>,
-}
-
-impl McpServerConfig {
-    /// Where the server runs (set for every loaded entry; `host` if somehow unset).
-    pub fn runs_on(&self) -> McpRunOn {
-        self.run_on.unwrap_or(McpRunOn::Host)
-    }
-}
-
 /// Command-line flags; they win over every file and are trusted.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
@@ -424,7 +379,7 @@ pub struct Config {
     /// `[sandbox]`.
     pub sandbox: SandboxSettings,
     /// `[[mcp]]` servers.
-    pub mcp: Vec<McpServerConfig>,
+    pub mcp: Vec<McpServerSpec>,
     /// The Reasonix home directory (holds `config.toml` and `.env`).
     pub home: PathBuf,
     /// Config files that were read, lowest precedence first.
@@ -1059,7 +1014,7 @@ fn set<T>(slot: &mut T, value: Option<T>) {
     }
 }
 
-fn upsert_mcp(list: &mut Vec<McpServerConfig>, m: McpServerConfig) {
+fn upsert_mcp(list: &mut Vec<McpServerSpec>, m: McpServerSpec) {
     match list.iter_mut().find(|x| x.name == m.name) {
         Some(slot) => *slot = m,
         None => list.push(m),
@@ -1133,7 +1088,7 @@ struct FileConfig {
     #[serde(default)]
     sandbox: SandboxLayer,
     #[serde(default)]
-    mcp: Vec<McpServerConfig>,
+    mcp: Vec<McpServerSpec>,
     #[serde(default)]
     workspaces: BTreeMap<String, crate::always_scope::WorkspaceFile>,
 }

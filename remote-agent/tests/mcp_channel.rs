@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use reasonix_forward::policy::{McpRunOn, McpServerSpec};
 use reasonix_remote::mcp::{
-    ChannelOpener, ChannelTransport, LineChannels, McpClient, McpManager, McpServerSpec,
-    McpServerState, McpSettings, McpTransport, RunOn, StdioTransport,
+    ChannelOpener, ChannelTransport, LineChannels, McpClient, McpManager, McpServerState,
+    McpSettings, McpTransport, StdioTransport,
 };
 use reasonix_remote::tools::Tool;
 use serde_json::json;
@@ -85,7 +86,7 @@ async fn channel_round_trip_with_real_servers() {
     for spec in [time, every] {
         let name = spec.name.clone();
         let laptop = McpServerSpec {
-            run_on: RunOn::Laptop,
+            run_on: Some(McpRunOn::Laptop),
             ..spec
         };
         m.add(
@@ -99,7 +100,7 @@ async fn channel_round_trip_with_real_servers() {
     m.start_all().await;
     for s in m.status() {
         assert_eq!(s.state, McpServerState::Ready, "{s:?}");
-        assert_eq!(s.run_on, RunOn::Laptop);
+        assert_eq!(s.run_on, McpRunOn::Laptop);
         assert_eq!(s.transport, "channel: laptop");
     }
     let tools = m.tools();
@@ -164,7 +165,7 @@ async fn channel_server_crash_mid_call_recovers() {
     let mut m = McpManager::new(McpSettings::default());
     m.add(
         McpServerSpec {
-            run_on: RunOn::Laptop,
+            run_on: Some(McpRunOn::Laptop),
             ..spec
         },
         Arc::new(ChannelTransport::new(

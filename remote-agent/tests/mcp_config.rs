@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use reasonix_forward::policy::{McpRunOn, McpServerSpec};
 use reasonix_remote::mcp::{
     expand_spec, expand_vars, load_workspace_servers, parse_mcp_json, parse_reasonix_toml,
-    transport_for_spec, McpError, McpServerSpec, RunOn,
+    transport_for_spec, McpError,
 };
 
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -120,7 +121,7 @@ run_on = "laptop"
     assert_eq!(time.timeout_seconds, Some(20));
     assert_eq!(time.tool_timeouts["get_current_time"], 5);
     // A workspace cannot place a server on the laptop.
-    assert_eq!(cfg.servers[1].run_on, RunOn::Host);
+    assert_eq!(cfg.servers[1].run_on, Some(McpRunOn::Host));
     assert!(
         cfg.warnings
             .iter()
@@ -154,6 +155,48 @@ run_on = "laptop"
         load_workspace_servers(empty.path()).unwrap().servers.len(),
         0
     );
+}
+
+#[test]
+fn unknown_key_in_a_workspace_entry_is_refused_naming_file_line_and_key() {
+    // The same rule as the laptop's loader: an `[[mcp]]` entry has exactly the keys of
+    // `McpServerSpec`, so a typo is an error, not a silently dropped setting.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("reasonix.toml"),
+        "[[mcp]]\nname = \"time\"\ncommand = \"mcp-server-time\"\ntimeout_secs = 5\n",
+    )
+    .unwrap();
+    let e = load_workspace_servers(d.path()).unwrap_err().to_string();
+    let file = d.path().join("reasonix.toml").display().to_string();
+    assert!(e.contains(&file), "names the file: {e}");
+    assert!(e.contains("line 4"), "names the line: {e}");
+    assert!(
+        e.contains("unknown field `timeout_secs`"),
+        "names the key: {e}"
+    );
+    assert!(e.contains("`timeout_seconds`"), "lists the known keys: {e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+    assert_eq!(e.matches("MCP config").count(), 1, "{e}");
+
+    // Other tables of the file are not the MCP loader's business.
+    std::fs::write(
+        d.path().join("reasonix.toml"),
+        "default_model = \"x\"\n[agent]\nmax_steps = 3\n[[mcp]]\nname = \"t\"\ncommand = \"c\"\n",
+    )
+    .unwrap();
+    assert_eq!(load_workspace_servers(d.path()).unwrap().servers.len(), 1);
+
+    // `.mcp.json` is Claude Code's schema, converted by hand: its extra keys are tolerated.
+    std::fs::remove_file(d.path().join("reasonix.toml")).unwrap();
+    std::fs::write(
+        d.path().join(".mcp.json"),
+        r#"{"mcpServers": {"t": {"type": "stdio", "command": "c", "disabled": false, "alwaysAllow": []}}, "other": 1}"#,
+    )
+    .unwrap();
+    let cfg = load_workspace_servers(d.path()).unwrap();
+    assert_eq!(cfg.servers.len(), 1);
+    assert_eq!(cfg.servers[0].run_on, Some(McpRunOn::Host));
 }
 
 #[test]

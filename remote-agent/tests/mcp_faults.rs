@@ -6,8 +6,9 @@ mod mcp_support;
 
 use std::time::Duration;
 
+use reasonix_forward::policy::McpServerSpec;
 use reasonix_remote::mcp::{
-    McpClient, McpManager, McpServerSpec, McpServerState, McpSettings, McpTransport, StdioTransport,
+    McpClient, McpManager, McpServerState, McpSettings, McpTransport, StdioTransport,
 };
 use reasonix_remote::tools::{Tool, ToolRegistry};
 use serde_json::json;

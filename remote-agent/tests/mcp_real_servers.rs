@@ -19,7 +19,7 @@ use mcp_support::{ctx, everything_server, free_port, time_server};
 
 const T: Duration = Duration::from_secs(60);
 
-fn stdio_of(spec: &reasonix_remote::mcp::McpServerSpec) -> StdioTransport {
+fn stdio_of(spec: &reasonix_forward::policy::McpServerSpec) -> StdioTransport {
     StdioTransport::new(
         spec.command.clone().unwrap_or_default(),
         spec.args.clone(),

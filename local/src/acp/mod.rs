@@ -241,7 +241,7 @@ fn editor_mcp(spec: &mut session::SessionSpec, servers: &[acp::McpServer]) -> Op
                     ));
                     continue;
                 }
-                spec.config.mcp.push(crate::config::McpServerConfig {
+                spec.config.mcp.push(crate::config::McpServerSpec {
                     name: s.name.clone(),
                     command: Some(s.command.display().to_string()),
                     args: s.args.clone(),

@@ -4,100 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use reasonix_forward::policy::{McpRunOn, McpServerSpec};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::McpError;
-
-/// Where a server process runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum RunOn {
-    /// On the host, next to the workspace (every workspace server).
-    #[default]
-    Host,
-    /// On the laptop; its JSON-RPC lines are tunnelled over the link.
-    Laptop,
-}
-
-impl RunOn {
-    /// `host` or `laptop`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunOn::Host => "host",
-            RunOn::Laptop => "laptop",
-        }
-    }
-}
-
-/// One MCP server as declared. Exactly one of `command` (stdio) and `url` (Streamable HTTP)
-/// is set. Values may contain `${VAR}` / `${VAR:-default}`, expanded when the server starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct McpServerSpec {
-    /// Server name; tools appear as `mcp__<name>__<tool>`.
-    pub name: String,
-    /// Program of a stdio server.
-    #[serde(default)]
-    pub command: Option<String>,
-    /// Its arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Extra environment for it (added to the inherited one).
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// URL of a Streamable HTTP server.
-    #[serde(default)]
-    pub url: Option<String>,
-    /// Extra HTTP request headers (e.g. `Authorization = "Bearer ${TOKEN}"`).
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// `tools/call` timeout of this server in seconds (default: the session's, 300).
-    #[serde(default, alias = "call_timeout_seconds")]
-    pub timeout_seconds: Option<u64>,
-    /// Startup (`initialize` + `tools/list`) timeout in seconds (default 30).
-    #[serde(default)]
-    pub startup_timeout_seconds: Option<u64>,
-    /// Per-tool call timeouts in seconds, keyed by the server's own tool name.
-    #[serde(default)]
-    pub tool_timeouts: BTreeMap<String, u64>,
-    /// Where it runs.
-    #[serde(default)]
-    pub run_on: RunOn,
-}
-
-impl McpServerSpec {
-    /// A stdio server running `command args…` on the host.
-    pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: &[&str]) -> Self {
-        Self {
-            command: Some(command.into()),
-            args: args.iter().map(|s| s.to_string()).collect(),
-            ..Self::empty(name.into())
-        }
-    }
-
-    /// A Streamable HTTP server at `url`, reached from the host.
-    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
-        Self {
-            url: Some(url.into()),
-            ..Self::empty(name.into())
-        }
-    }
-
-    fn empty(name: String) -> Self {
-        Self {
-            name,
-            command: None,
-            args: Vec::new(),
-            env: BTreeMap::new(),
-            url: None,
-            headers: BTreeMap::new(),
-            timeout_seconds: None,
-            startup_timeout_seconds: None,
-            tool_timeouts: BTreeMap::new(),
-            run_on: RunOn::Host,
-        }
-    }
-}
 
 /// The servers a workspace declares, with notes about entries that were adjusted or skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -116,16 +27,14 @@ pub fn load_workspace_servers(workspace: &Path) -> Result<McpConfig, McpError> {
     let mut warnings = Vec::new();
     let toml_path = workspace.join("reasonix.toml");
     let from_toml = match std::fs::read_to_string(&toml_path) {
-        Ok(text) => parse_reasonix_toml(&text)
-            .map_err(|e| McpError::Config(format!("{}: {e}", toml_path.display())))?,
+        Ok(text) => parse_reasonix_toml(&text).map_err(|e| in_file(&toml_path, e))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(McpError::Config(format!("{}: {e}", toml_path.display()))),
     };
     let json_path = workspace.join(".mcp.json");
     let from_json = match std::fs::read_to_string(&json_path) {
         Ok(text) => {
-            let (servers, w) = parse_mcp_json(&text)
-                .map_err(|e| McpError::Config(format!("{}: {e}", json_path.display())))?;
+            let (servers, w) = parse_mcp_json(&text).map_err(|e| in_file(&json_path, e))?;
             warnings.extend(w.into_iter().map(|w| format!(".mcp.json: {w}")));
             servers
         }
@@ -134,25 +43,42 @@ pub fn load_workspace_servers(workspace: &Path) -> Result<McpConfig, McpError> {
     };
     let mut servers = merge_servers(from_toml, from_json);
     for s in &mut servers {
-        if s.run_on == RunOn::Laptop {
+        if s.run_on == Some(McpRunOn::Laptop) {
             warnings.push(format!(
                 "server `{}`: run_on = \"laptop\" is ignored in a workspace file; it runs on the host",
                 s.name
             ));
-            s.run_on = RunOn::Host;
         }
+        s.run_on = Some(McpRunOn::Host);
     }
     Ok(McpConfig { servers, warnings })
 }
 
-/// `[[mcp]]` entries of a `reasonix.toml` (other keys are ignored here).
+/// A config error of the file at `path`, naming it (`<path>: <what>`).
+fn in_file(path: &Path, e: McpError) -> McpError {
+    match e {
+        McpError::Config(m) => McpError::Config(format!("{}: {m}", path.display())),
+        other => McpError::Config(format!("{}: {other}", path.display())),
+    }
+}
+
+/// `[[mcp]]` entries of a `reasonix.toml` (other tables are read elsewhere and ignored here).
+/// An entry's keys are those of [`McpServerSpec`]; an unknown one is an error naming the key
+/// and its line, as the laptop's config loader refuses it. `run_on` is left as written (unset
+/// means the host; [`load_workspace_servers`] sets it).
 pub fn parse_reasonix_toml(text: &str) -> Result<Vec<McpServerSpec>, McpError> {
     #[derive(Deserialize)]
     struct File {
         #[serde(default)]
         mcp: Vec<McpServerSpec>,
     }
-    let f: File = toml::from_str(text).map_err(|e| McpError::Config(e.to_string()))?;
+    let f: File = toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+            .unwrap_or(1);
+        McpError::Config(format!("line {line}: {}", e.message().trim()))
+    })?;
     for s in &f.mcp {
         check_spec(s)?;
     }
@@ -197,7 +123,7 @@ pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), M
                 ))),
             }
         };
-        let mut spec = McpServerSpec::empty(name.clone());
+        let mut spec = McpServerSpec::named(name.clone());
         match kind {
             "stdio" => {
                 spec.command = Some(

@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reasonix_forward::policy::{McpRunOn, McpServerSpec};
 use reasonix_forward::sync::LockExt;
 use serde::{Deserialize, Serialize};
 
 use super::client::{McpClient, McpToolInfo};
-use super::config::{McpServerSpec, RunOn};
 use super::tool::{exposed_names, McpTool};
 use super::transport::{transport_for_spec, BrokenTransport, McpTransport};
 use super::{McpError, DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT};
@@ -57,7 +57,7 @@ pub struct McpServerStatus {
     /// Server name.
     pub name: String,
     /// Where it runs.
-    pub run_on: RunOn,
+    pub run_on: McpRunOn,
     /// How it is reached (`stdio: …`, `http: …`, `channel: …`).
     pub transport: String,
     /// Its state.
@@ -242,7 +242,7 @@ impl McpManager {
         let mut manager = McpManager::new(McpSettings::default());
         for name in names {
             let mut spec = McpServerSpec::stdio(name, "laptop", &[]);
-            spec.run_on = RunOn::Laptop;
+            spec.run_on = Some(McpRunOn::Laptop);
             manager.add(
                 spec,
                 Arc::new(super::ChannelTransport::new("laptop", opener(name))),
@@ -408,7 +408,7 @@ impl McpManager {
                 names.sort();
                 McpServerStatus {
                     name: s.spec.name.clone(),
-                    run_on: s.spec.run_on,
+                    run_on: s.spec.runs_on(),
                     transport: s.transport.describe(),
                     state: s.state.lock_or_recover().clone(),
                     tools: names,

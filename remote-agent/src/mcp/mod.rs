@@ -34,7 +34,7 @@ pub use client::{
 };
 pub use config::{
     expand_spec, expand_vars, load_workspace_servers, merge_servers, parse_mcp_json,
-    parse_reasonix_toml, McpConfig, McpServerSpec, RunOn,
+    parse_reasonix_toml, McpConfig,
 };
 pub use http::HttpTransport;
 pub use manager::{McpManager, McpServerState, McpServerStatus, McpSettings};

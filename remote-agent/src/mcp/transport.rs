@@ -7,10 +7,11 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use reasonix_forward::policy::{McpRunOn, McpServerSpec};
 use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
 
-use super::config::{expand_spec, McpServerSpec, RunOn};
+use super::config::expand_spec;
 use super::http::HttpTransport;
 use super::stdio::StdioTransport;
 use super::McpError;
@@ -180,7 +181,7 @@ pub fn transport_for_spec(
     spec: &McpServerSpec,
     cwd: &Path,
 ) -> Result<Arc<dyn McpTransport>, McpError> {
-    if spec.run_on == RunOn::Laptop {
+    if spec.runs_on() == McpRunOn::Laptop {
         return Err(McpError::Config(format!(
             "server `{}` runs on the laptop; it needs a channel transport from the link",
             spec.name

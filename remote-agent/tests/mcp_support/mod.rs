@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use reasonix_remote::mcp::McpServerSpec;
+use reasonix_forward::policy::McpServerSpec;
 
 /// The real servers are installed by `.ci/run`:
 /// `pip install mcp-server-time` and `npm install -g @modelcontextprotocol/server-everything`.
