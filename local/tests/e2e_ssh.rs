@@ -445,6 +445,48 @@ async fn mcp_list_over_ssh_shows_host_and_laptop_servers() {
 
 mod adversarial;
 
+/// A workspace MCP declaration the host cannot use is reported to the user over SSH (the
+/// laptop never reads the host's files): the file, the line and the key are named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_ssh_a_bad_workspace_mcp_entry_is_reported_to_the_user() {
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file(
+        "ws/reasonix.toml",
+        "[[mcp]]\nname = \"t\"\ncommand = \"mcp-server-everything\"\ntimeout_secs = 5\n",
+        0o644,
+    )
+    .expect("workspace config");
+    let mock = MockProvider::start(vec![MockReply::text(&["hello"])]).await;
+    let l = laptop_without_mcp(&sshd, &mock.base_url());
+    user.authorize(&l.key.public).expect("authorize");
+    let dest = format!("{}@127.0.0.1:ws", user.name);
+    let out = tokio::task::block_in_place(|| {
+        reasonix(&l, &sshd, &["run", "--ssh", &dest, "--json", "hi"])
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let notices: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "notice")
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .collect();
+    let mcp = notices
+        .iter()
+        .find(|n| n.contains("workspace MCP servers"))
+        .unwrap_or_else(|| panic!("no MCP notice in {notices:#?}"));
+    assert!(mcp.contains("reasonix.toml"), "{mcp}");
+    assert!(mcp.contains("line 4"), "{mcp}");
+    assert!(mcp.contains("unknown field `timeout_secs`"), "{mcp}");
+    // The turn itself went on.
+    assert_eq!(mock.request_count(), 1);
+}
+
 /// The host's workspace holds the adversarial `reasonix.toml` and `.mcp.json`; the laptop
 /// never sees them (a decoy in the laptop folder is not read either). The host applies the
 /// file with the shared tighten-only merge and reports what it ignored, and nothing of it

@@ -230,6 +230,14 @@ impl Daemon {
         let path = self.paths.sessions_dir.join(format!("{id}.jsonl"));
         let (runtime, workspace) = (Arc::clone(&self.runtime), self.paths.workspace.clone());
         let owned_id = id.to_string();
+        // What was wrong with the workspace's MCP declarations reaches the user with the
+        // session's opening notice, not only the daemon's log (over SSH the laptop never
+        // reads the host's files itself).
+        let mcp_notes: Vec<String> = snapshot
+            .warnings
+            .iter()
+            .map(|w| format!("workspace MCP servers: {w}"))
+            .collect();
         let (session, notice) = tokio::task::spawn_blocking(move || {
             Session::open(&owned_id, &path, runtime, &workspace, snapshot.manager)
         })
@@ -244,7 +252,8 @@ impl Daemon {
         self.sessions
             .lock_or_recover()
             .insert(id.to_string(), Arc::clone(&session));
-        Ok((session, notice))
+        let notice: Vec<String> = notice.into_iter().chain(mcp_notes).collect();
+        Ok((session, (!notice.is_empty()).then(|| notice.join("\n"))))
     }
 }
 
