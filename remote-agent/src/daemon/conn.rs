@@ -1,7 +1,7 @@
 //! One client link of the daemon ([`Conn`]): its provider streams (and the messages the
 //! laptop holds for the next request, `reasonix_forward::prefix`), tunnelled laptop MCP
-//! channels, the session it has open, and the [`Gateway`] the session's turns use to reach
-//! the model through it ([`ConnGateway`]).
+//! channels, the session it has open, and the [`DriverLink`] the session's turns use to reach
+//! the model through it ([`ConnLink`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -17,7 +17,7 @@ use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
 
 use crate::content::TransientContent;
-use crate::session::{Gateway, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
+use crate::session::{DriverLink, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
 
 /// Where the lines of one tunnelled laptop MCP server go on the host.
 pub(super) struct McpRoute {
@@ -69,7 +69,7 @@ pub(super) struct Conn {
     pub(super) terminals: crate::pty::attach::LinkTerminals,
 }
 
-impl Gateway for ConnGateway {
+impl DriverLink for ConnLink {
     fn start_stream(&self, mut request: ProviderRequest) -> ProviderStream {
         let (tx, rx) = mpsc::channel(PROVIDER_CHUNK_BUFFER);
         let all = Arc::new(std::mem::take(&mut request.messages));
@@ -252,7 +252,7 @@ impl Gateway for ConnGateway {
     }
 }
 
-pub(super) struct ConnGateway(pub(super) Arc<Conn>);
+pub(super) struct ConnLink(pub(super) Arc<Conn>);
 
 impl Conn {
     /// Forget a provider stream (its chunks stop, held messages are released); true when it

@@ -10,13 +10,13 @@ use reasonix_forward::proto::{
 };
 use reasonix_forward::sync::LockExt;
 
-use super::conn::{Conn, ConnGateway};
+use super::conn::{Conn, ConnLink};
 use super::roles::no_session;
 use super::sessions::catalog_error;
 use super::workbench::WorkbenchRequest;
 use super::Daemon;
 use crate::content::ContentStore;
-use crate::session::Gateway;
+use crate::session::DriverLink;
 
 impl Daemon {
     pub(super) async fn handle_request(
@@ -362,7 +362,7 @@ async fn probe_laptop_mcp(conn: &Arc<Conn>, names: &[String]) -> Vec<crate::mcp:
     let manager = crate::mcp::McpManager::laptop(names, |name| {
         let conn = Arc::clone(conn);
         let server = name.to_string();
-        Arc::new(move || ConnGateway(Arc::clone(&conn)).open_mcp(&server))
+        Arc::new(move || ConnLink(Arc::clone(&conn)).open_mcp(&server))
     });
     manager.start_all().await;
     let status = manager.status();

@@ -10,7 +10,7 @@ use reasonix_forward::proto::{
 };
 use reasonix_forward::sync::LockExt;
 
-use super::conn::{Conn, ConnGateway, McpRoute};
+use super::conn::{Conn, ConnLink, McpRoute};
 use super::Daemon;
 use crate::session::Session;
 
@@ -66,7 +66,7 @@ impl Daemon {
         // The new driver is in place before anything of the old one is ended: a turn woken
         // by an ended call or stream sends its next request through the new driver, never
         // through the old one (where it would wait for that link to expire).
-        session.set_driver(Some(Arc::new(ConnGateway(Arc::clone(conn)))), settings);
+        session.set_driver(Some(Arc::new(ConnLink(Arc::clone(conn)))), settings);
         let Some(old_conn) = old_conn else { return };
         // Laptop MCP servers run on the driver's laptop: close the old driver's channels, so
         // a call in flight there ends as a tool error at once (never re-sent: it may have

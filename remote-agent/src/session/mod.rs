@@ -39,8 +39,11 @@ pub const DEFAULT_MAX_STEPS: u32 = 50;
 /// How many times a provider error marked retryable is re-issued within one step.
 const PROVIDER_REISSUES: u32 = 3;
 
-/// A laptop gateway able to run provider streams (implemented by a daemon connection).
-pub trait Gateway: Send + Sync {
+/// The link to the session's driving client, as the turn runner uses it: provider streams
+/// through the laptop's gateway, laptop MCP servers, link state, headless flag
+/// (implemented by a daemon connection, `daemon::conn::ConnLink`; faked in
+/// `tests/turn_support`).
+pub trait DriverLink: Send + Sync {
     /// Start a provider stream; chunks arrive on the returned stream (bounded). It ends
     /// without a `Done`/`Error` chunk when the gateway's link is gone for good; dropping it
     /// early asks the laptop to stop the provider request.
@@ -166,7 +169,7 @@ pub struct Session {
     pub id: String,
     inner: Mutex<Inner>,
     live: broadcast::Sender<Notification>,
-    driver: watch::Sender<Option<Arc<dyn Gateway>>>,
+    driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
     prefix: Mutex<Arc<Prefix>>,
     workspace: std::path::PathBuf,
     laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
@@ -553,7 +556,7 @@ impl Session {
     /// driver's as a whole: headless flag, model, mode, rules, sandbox and tool limits.
     pub fn set_driver(
         &self,
-        gateway: Option<Arc<dyn Gateway>>,
+        gateway: Option<Arc<dyn DriverLink>>,
         settings: Option<(SessionSettings, crate::project::Enforced)>,
     ) {
         if let Some((settings, enforced)) = settings {

@@ -184,7 +184,7 @@ impl Session {
     pub(super) async fn wait_gateway(
         &self,
         cancel: &CancellationToken,
-    ) -> Option<Arc<dyn Gateway>> {
+    ) -> Option<Arc<dyn DriverLink>> {
         let mut rx = self.driver.subscribe();
         loop {
             if let Some(g) = rx.borrow_and_update().clone() {

@@ -1,5 +1,5 @@
 //! In-process rig for the turn runner: a real [`Session`] (real journal, tools, policy and
-//! workspace in temp dirs) driven by a scripted fake of the host-side [`Gateway`], so the
+//! workspace in temp dirs) driven by a scripted fake of the host-side [`DriverLink`], so the
 //! turn logic is tested without a laptop, a link or a provider.
 //!
 //! The fake answers each `start_stream` with the next scripted [`Reply`] and records every
@@ -21,7 +21,7 @@ use reasonix_forward::proto::{
     TurnState, Usage,
 };
 use reasonix_remote::paths::HostPaths;
-use reasonix_remote::session::{Gateway, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
+use reasonix_remote::session::{DriverLink, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
@@ -140,7 +140,7 @@ impl Reply {
     }
 }
 
-/// A scripted [`Gateway`]: each provider stream plays the next [`Reply`] of its queue.
+/// A scripted [`DriverLink`]: each provider stream plays the next [`Reply`] of its queue.
 pub struct FakeGateway {
     id: u64,
     script: Mutex<VecDeque<Reply>>,
@@ -235,7 +235,7 @@ async fn play(steps: Vec<Step>, tx: mpsc::Sender<ProviderChunk>) {
     }
 }
 
-impl Gateway for FakeGateway {
+impl DriverLink for FakeGateway {
     fn start_stream(&self, request: ProviderRequest) -> ProviderStream {
         self.requests.lock().unwrap().push(request);
         self.request_count.send_modify(|c| *c += 1);
@@ -353,7 +353,7 @@ impl Rig {
         )
         .unwrap();
         self.session.set_driver(
-            Some(gateway as Arc<dyn Gateway>),
+            Some(gateway as Arc<dyn DriverLink>),
             Some((settings, enforced)),
         );
     }
@@ -387,7 +387,7 @@ impl Rig {
         )
         .unwrap();
         session.set_driver(
-            Some(Arc::clone(&gateway) as Arc<dyn Gateway>),
+            Some(Arc::clone(&gateway) as Arc<dyn DriverLink>),
             Some((settings, enforced)),
         );
         (session, gateway)
