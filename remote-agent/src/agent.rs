@@ -300,13 +300,13 @@ pub fn user_message(text: &str, attachments: &[Attachment]) -> Value {
 /// keeps); only what is sent is joined, the same way for every request, so requests still
 /// extend each other.
 pub fn push_request_message(messages: &mut Vec<Value>, message: Value) {
-    if let (Some(last), Some(next)) = (
-        messages.last_mut().filter(|m| m["role"] == "user"),
-        (message["role"] == "user")
-            .then(|| message["content"].as_str())
-            .flatten(),
-    ) {
-        if let Some(text) = last["content"].as_str() {
+    if let Some(last) = messages.last_mut() {
+        let both_user = last["role"] == "user" && message["role"] == "user";
+        if let (true, Some(text), Some(next)) = (
+            both_user,
+            last["content"].as_str(),
+            message["content"].as_str(),
+        ) {
             last["content"] = Value::String(format!("{text}\n\n{next}"));
             return;
         }

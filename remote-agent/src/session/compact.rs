@@ -335,12 +335,8 @@ impl Session {
                 return Ok(());
             };
             let prefix = self.prefix();
-            let mut messages = Vec::with_capacity(range.1 + 2);
-            messages.push(json!({"role": "system", "content": prefix.system}));
             // A prefix of the request the provider has seen: served from cache.
-            for m in &inner.messages[..range.1] {
-                crate::agent::push_request_message(&mut messages, m.clone());
-            }
+            let mut messages = turn::request_messages(&prefix, &inner.messages[..range.1]);
             crate::agent::push_request_message(
                 &mut messages,
                 compaction::summary_instruction(focus),
