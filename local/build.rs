@@ -33,6 +33,10 @@ fn main() {
     println!("cargo:rerun-if-changed=../forward/src");
     println!("cargo:rerun-if-changed=../remote-agent/Cargo.toml");
     println!("cargo:rerun-if-changed=../Cargo.toml");
+    println!("cargo:rerun-if-changed=../Cargo.lock");
+    println!("cargo:rerun-if-changed=../forward/Cargo.toml");
+    // The host targets' linker and link flags (RELR relocations for x86_64).
+    println!("cargo:rerun-if-changed=../.cargo/config.toml");
     println!("cargo:rerun-if-changed=../bootstrap/src/codec.rs");
     let profile = std::env::var("PROFILE").unwrap_or_default();
     let setting = std::env::var("REASONIX_BUILD_HOST").unwrap_or_default();
