@@ -25,7 +25,7 @@ use reasonix_forward::attach::{parse_report_line, AttachReport, BusySession, ATT
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::BootstrapError;
-use crate::exec::{ExecWriter, ExitInfo, ScriptOutput, StderrTail};
+use crate::exec::{ExecWriter, ExitInfo, ScriptOutput, SessionChannel, StderrTail};
 use crate::install::{
     lock_script, parse_probe, sh_quote, Probe, PROBE_SCRIPT, REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
@@ -303,28 +303,34 @@ pub async fn attach(
     conn: &SshConnection,
     spec: &AttachSpec,
 ) -> Result<AttachOutcome, BootstrapError> {
-    Ok(attach_with(conn, spec, None).await?.0)
+    Ok(attach_with(conn, spec, None, None).await?.0)
 }
 
 /// [`attach`] with `prelude` (an install's finishing script) run first in the same exec;
 /// also returns what its `verify=` line said.
+/// `channel`, when given, is a session channel opened before (while the upload ran).
 pub(crate) async fn attach_after(
     conn: &SshConnection,
     spec: &AttachSpec,
     prelude: &str,
+    channel: Option<SessionChannel>,
 ) -> Result<(AttachOutcome, Option<String>), BootstrapError> {
-    attach_with(conn, spec, Some(prelude)).await
+    attach_with(conn, spec, Some(prelude), channel).await
 }
 
 async fn attach_with(
     conn: &SshConnection,
     spec: &AttachSpec,
     prelude: Option<&str>,
+    channel: Option<SessionChannel>,
 ) -> Result<(AttachOutcome, Option<String>), BootstrapError> {
     let host = conn.host().to_string();
     let tag = hex::encode(rand::random::<[u8; 8]>());
     let script = attach_script_after(spec, &tag, prelude);
-    let stream = conn.exec_stream("sh -s").await?;
+    let stream = match channel {
+        Some(ch) => conn.exec_stream_on(ch, "sh -s").await?,
+        None => conn.exec_stream("sh -s").await?,
+    };
     let crate::exec::ExecStream {
         mut reader,
         mut writer,

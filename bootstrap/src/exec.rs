@@ -16,6 +16,9 @@ use crate::error::BootstrapError;
 use crate::prompter::Stage;
 use crate::session::SshConnection;
 
+/// A session channel of the SSH connection, open and not yet running anything.
+pub(crate) type SessionChannel = russh::Channel<russh::client::Msg>;
+
 /// Hang guard for one fenced script.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
 /// How much of the remote stderr of an exec stream is kept for error messages.
@@ -172,11 +175,27 @@ impl SshConnection {
     /// so rc files may print before the program starts: the link preamble must be searched
     /// for, not assumed at byte 0.
     pub async fn exec_stream(&self, command: &str) -> Result<ExecStream, BootstrapError> {
+        let ch = self.open_session().await?;
+        self.exec_stream_on(ch, command).await
+    }
+
+    /// Open a session channel for a later [`SshConnection::exec_stream_on`]. An install
+    /// opens the channel of its finishing attach while the upload runs, so the exec
+    /// request goes out as soon as the upload is done instead of one round trip later.
+    pub(crate) async fn open_session(&self) -> Result<SessionChannel, BootstrapError> {
+        self.handle
+            .channel_open_session()
+            .await
+            .map_err(|e| BootstrapError::ssh(Stage::Launch, self.host(), "open session channel", e))
+    }
+
+    /// [`SshConnection::exec_stream`] on a channel opened before.
+    pub(crate) async fn exec_stream_on(
+        &self,
+        ch: SessionChannel,
+        command: &str,
+    ) -> Result<ExecStream, BootstrapError> {
         let host = self.host().to_string();
-        let ch =
-            self.handle.channel_open_session().await.map_err(|e| {
-                BootstrapError::ssh(Stage::Launch, &host, "open session channel", e)
-            })?;
         ch.exec(true, command)
             .await
             .map_err(|e| BootstrapError::ssh(Stage::Launch, &host, "exec", e))?;

@@ -22,7 +22,7 @@ use crate::attach::{AttachOutcome, AttachSpec};
 use crate::cache::HostBinaryCache;
 use crate::codec::{Codec, HostCodecs};
 use crate::error::BootstrapError;
-use crate::exec::ScriptOutput;
+use crate::exec::{ScriptOutput, SessionChannel};
 use crate::payload;
 use crate::prompter::Stage;
 use crate::session::SshConnection;
@@ -744,7 +744,7 @@ struct Job<'a> {
     lock: &'a str,
     cache: Option<&'a HostBinaryCache>,
     /// The SFTP session opened beside the lock script, for the first upload (a retry opens
-    /// another one: each upload closes its session before the finishing script runs).
+    /// another one: each upload closes its session once its finishing script has run).
     sftp: std::sync::Mutex<Option<Result<reasonix_sftpfs::SftpFs, BootstrapError>>>,
     /// When set, the finishing script runs at the head of this attach (one exec for both).
     attach: Option<&'a AttachSpec>,
@@ -822,7 +822,7 @@ impl Job<'_> {
                 self.prune_script(),
                 sh_quote(self.lock)
             );
-            if let Finish::Failed(why) = self.finish(&script, 0).await? {
+            if let Finish::Failed(why) = self.finish(&script, 0, None).await? {
                 return Err(BootstrapError::remote(
                     Stage::Verify,
                     &host,
@@ -1009,7 +1009,7 @@ impl Job<'_> {
         prompter.progress(Stage::Upload, &label, Some((0, total)));
         let upload = async {
             let mut src: &[u8] = payload;
-            sftp.write_stream(&upload_path, &mut src, 0o600, &|done| {
+            sftp.upload_unclosed(&upload_path, &mut src, 0o600, &|done| {
                 prompter.progress(Stage::Upload, &label, Some((done, total)))
             })
             .await
@@ -1027,12 +1027,26 @@ impl Job<'_> {
                     .await;
             }
         };
-        let sent = tokio::select! {
-            r = upload => r,
-            _ = refresh => unreachable_refresh(),
+        // The finishing attach's channel opens while the upload runs, so its exec request
+        // goes out as soon as the upload is done (one round trip less; a failed open is
+        // tried again by the attach, which reports it).
+        let open_next = async {
+            match self.attach {
+                Some(_) => self.conn.open_session().await.ok(),
+                None => None,
+            }
         };
-        let sent = match sent {
-            Ok(n) => n,
+        let (sent, next_channel) = tokio::join!(
+            async {
+                tokio::select! {
+                    r = upload => r,
+                    _ = refresh => unreachable_refresh(),
+                }
+            },
+            open_next
+        );
+        let (sent, uploaded) = match sent {
+            Ok(done) => done,
             Err(e) => {
                 let _ = sftp.remove(&upload_path).await;
                 return Err(BootstrapError::remote(
@@ -1042,10 +1056,12 @@ impl Job<'_> {
                 ));
             }
         };
-        drop(sftp);
 
         // Decompress (or apply the delta), verify, chmod, move into place, prune and release
-        // the lock — one round trip.
+        // the lock — one round trip. Every write is acknowledged, so the upload's content is
+        // on the host: the script starts while the SFTP close goes out beside it (the
+        // script reads and removes the uploaded file; an open handle does not matter to
+        // either).
         self.conn
             .prompter()
             .progress(Stage::Verify, "verifying SHA-256 on the host", None);
@@ -1098,12 +1114,26 @@ exit 0"#,
             prune = self.prune_script(),
             lock = q(self.lock),
         );
-        self.finish(&finish, sent).await
+        let (closed, finished) = tokio::join!(
+            sftp.close_upload(uploaded),
+            self.finish(&finish, sent, next_channel)
+        );
+        if let Err(e) = closed {
+            tracing::debug!(host = %host, error = %e, "closing the uploaded file");
+        }
+        drop(sftp);
+        finished
     }
 
     /// Run a finishing script (it prints `${report}verify=<ok|reason>`): on its own, or at
     /// the head of the attach (whose outcome is kept for the caller).
-    async fn finish(&self, script: &str, sent: u64) -> Result<Finish, BootstrapError> {
+    /// `channel`: a session channel opened for the attach while the upload ran.
+    async fn finish(
+        &self,
+        script: &str,
+        sent: u64,
+        channel: Option<SessionChannel>,
+    ) -> Result<Finish, BootstrapError> {
         let host = self.host();
         let Some(spec) = self.attach else {
             let out = self
@@ -1123,7 +1153,8 @@ exit 0"#,
                 )),
             };
         };
-        let (outcome, verify) = crate::attach::attach_after(self.conn, spec, script).await?;
+        let (outcome, verify) =
+            crate::attach::attach_after(self.conn, spec, script, channel).await?;
         match (outcome, verify.as_deref()) {
             // Not there after all: the missing block took the lock again (or could not).
             (AttachOutcome::Missing(probe), v) => {
@@ -1162,7 +1193,7 @@ fn human_size(n: u64) -> String {
 }
 
 /// The refresh loop never ends; this keeps the `select!` arms the same type.
-fn unreachable_refresh() -> Result<u64, reasonix_sftpfs::FsError> {
+fn unreachable_refresh<T>() -> Result<T, reasonix_sftpfs::FsError> {
     Err(reasonix_sftpfs::FsError::Other {
         op: "upload",
         path: String::new(),

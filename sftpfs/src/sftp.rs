@@ -20,6 +20,14 @@ const IN_FLIGHT: usize = 32;
 /// Per-request timeout in seconds.
 const REQUEST_TIMEOUT_SECS: u64 = 60;
 
+/// A file [`SftpFs::upload_unclosed`] wrote and left open on the server.
+#[derive(Debug)]
+#[must_use = "close it with SftpFs::close_upload"]
+pub struct OpenUpload {
+    path: String,
+    handle: String,
+}
+
 /// An SFTP session as a filesystem.
 pub struct SftpFs {
     raw: Arc<RawSftpSession>,
@@ -131,6 +139,41 @@ impl SftpFs {
             .await
             .map(|_| ())
             .map_err(|e| map("close", path, e))
+    }
+
+    /// Upload everything `data` yields to a new file `path` (created with `mode`, which the
+    /// server's umask may narrow) and return once the server has acknowledged every write,
+    /// with the file still open. Its content is then on the host for other processes to
+    /// read: a caller can start working on it while [`SftpFs::close_upload`] goes out,
+    /// instead of waiting a round trip for the close first. On error the file is closed
+    /// (and left for the caller to remove).
+    pub async fn upload_unclosed(
+        &self,
+        path: &str,
+        data: &mut (dyn AsyncRead + Send + Unpin),
+        mode: u32,
+        progress: Progress<'_>,
+    ) -> Result<(u64, OpenUpload), FsError> {
+        let flags = OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::TRUNCATE;
+        let handle = self.open("create", path, flags, mode_attrs(mode)).await?;
+        match self.pump(path, &handle, data, progress).await {
+            Ok(n) => Ok((
+                n,
+                OpenUpload {
+                    path: path.to_string(),
+                    handle,
+                },
+            )),
+            Err(e) => {
+                let _ = self.close(path, handle).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Close a file left open by [`SftpFs::upload_unclosed`].
+    pub async fn close_upload(&self, upload: OpenUpload) -> Result<(), FsError> {
+        self.close(&upload.path, upload.handle).await
     }
 
     /// Write everything `data` yields to an open handle with up to [`IN_FLIGHT`] requests
