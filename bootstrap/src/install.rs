@@ -1031,9 +1031,10 @@ impl Job<'_> {
         // goes out as soon as the upload is done (one round trip less; a failed open is
         // tried again by the attach, which reports it).
         let open_next = async {
-            match self.attach {
-                Some(_) => self.conn.open_session().await.ok(),
-                None => None,
+            if self.attach.is_some() {
+                self.conn.open_session().await.ok()
+            } else {
+                None
             }
         };
         let (sent, next_channel) = tokio::join!(

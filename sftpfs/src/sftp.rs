@@ -154,7 +154,23 @@ impl SftpFs {
         mode: u32,
         progress: Progress<'_>,
     ) -> Result<(u64, OpenUpload), FsError> {
-        let flags = OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::TRUNCATE;
+        self.write_open(path, data, mode, progress, false).await
+    }
+
+    /// Create `path` (`exclusive`: it must not exist), write everything `data` yields and
+    /// leave it open; on error it is closed.
+    async fn write_open(
+        &self,
+        path: &str,
+        data: &mut (dyn AsyncRead + Send + Unpin),
+        mode: u32,
+        progress: Progress<'_>,
+        exclusive: bool,
+    ) -> Result<(u64, OpenUpload), FsError> {
+        let mut flags = OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::TRUNCATE;
+        if exclusive {
+            flags |= OpenFlags::EXCLUDE;
+        }
         let handle = self.open("create", path, flags, mode_attrs(mode)).await?;
         match self.pump(path, &handle, data, progress).await {
             Ok(n) => Ok((
@@ -235,21 +251,12 @@ impl SftpFs {
         progress: Progress<'_>,
         exclusive: bool,
     ) -> Result<u64, FsError> {
-        let mut flags = OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::TRUNCATE;
-        if exclusive {
-            flags |= OpenFlags::EXCLUDE;
-        }
-        let handle = self.open("create", path, flags, mode_attrs(mode)).await?;
-        let n = match self.pump(path, &handle, data, progress).await {
-            Ok(n) => n,
-            Err(e) => {
-                let _ = self.close(path, handle).await;
-                return Err(e);
-            }
-        };
+        let (n, file) = self
+            .write_open(path, data, mode, progress, exclusive)
+            .await?;
         // The server's umask may have narrowed the mode at creation. The chmod is sent right
         // behind the close (the server answers requests in order): one round trip for both.
-        let (closed, chmod) = tokio::join!(self.close(path, handle), self.chmod(path, mode));
+        let (closed, chmod) = tokio::join!(self.close_upload(file), self.chmod(path, mode));
         closed?;
         chmod?;
         Ok(n)
