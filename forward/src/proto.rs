@@ -511,6 +511,12 @@ pub struct SnippedResult {
     pub archive_id: String,
     /// Bytes of the original content.
     pub bytes: u64,
+    /// Index of the result's message in the conversation when it was snipped. Providers may
+    /// reuse tool-call ids across turns (and a scripted or restarted client may too), so the
+    /// call id alone does not name one message; `None` in journals written before this field
+    /// existed (then the first unsnipped result with the call id is meant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u64>,
 }
 
 /// The answer to an approval request.
@@ -1267,6 +1273,11 @@ pub enum EventKind {
         /// Set when the call was not run because it was denied, and by whom.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         denied: Option<Denied>,
+        /// Bytes of the output the model saw, when the session's context window made that
+        /// bound smaller than the usual 32 KiB (a small window cannot hold one result of that
+        /// size); replaying the journal bounds the output the same way.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context_bytes: Option<u64>,
     },
     /// An approval is needed.
     ApprovalRequested {

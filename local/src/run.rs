@@ -683,6 +683,7 @@ impl Printer {
             output,
             output_ref,
             denied,
+            context_bytes: _,
         } = kind
         else {
             return;

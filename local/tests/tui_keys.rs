@@ -824,6 +824,7 @@ fn output_command_asks_for_the_full_output_by_reference() {
                 output: output.into(),
                 output_ref,
                 denied: None,
+                context_bytes: None,
             },
         );
     }

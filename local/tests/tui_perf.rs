@@ -62,6 +62,7 @@ fn long_app(messages: usize) -> App {
                 output: "1→a\n2→b\n3→c\n4→d\n5→e\n6→f\n7→g".into(),
                 output_ref: None,
                 denied: None,
+                context_bytes: None,
             },
         );
         f.ev(

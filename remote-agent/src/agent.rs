@@ -167,8 +167,14 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
                 call_id,
                 output,
                 output_ref,
+                context_bytes,
                 ..
-            } => messages.push(tool_result_message(call_id, output, output_ref.is_some())),
+            } => messages.push(tool_result_message(
+                call_id,
+                output,
+                output_ref.is_some(),
+                *context_bytes,
+            )),
             EventKind::SessionStarted { .. }
             | EventKind::TextDelta { .. }
             | EventKind::ReasoningDelta { .. }
@@ -343,11 +349,19 @@ pub fn tool_message(call_id: &str, output: &str) -> Value {
 /// The tool result message of a `ToolFinished` event. When the output was stored by
 /// reference the event already holds the bounded view the model saw, taken verbatim (bounding
 /// it again would change the bytes of the conversation and break the provider's cache).
-pub fn tool_result_message(call_id: &str, output: &str, by_ref: bool) -> Value {
-    if by_ref {
-        json!({"role": "tool", "tool_call_id": call_id, "content": output})
-    } else {
-        tool_message(call_id, output)
+/// `context_bytes` is the smaller bound a small context window gave the result (the event's
+/// field of that name), applied on top of either.
+pub fn tool_result_message(
+    call_id: &str,
+    output: &str,
+    by_ref: bool,
+    context_bytes: Option<u64>,
+) -> Value {
+    match context_bytes {
+        Some(limit) => json!({"role": "tool", "tool_call_id": call_id,
+                              "content": crate::tools::bound_to(output, limit as usize)}),
+        None if by_ref => json!({"role": "tool", "tool_call_id": call_id, "content": output}),
+        None => tool_message(call_id, output),
     }
 }
 

@@ -124,6 +124,7 @@ impl Translator {
                 output,
                 output_ref,
                 denied: _,
+                context_bytes: _,
             } => {
                 let mut out = Vec::new();
                 let status = if *is_error {
@@ -447,6 +448,7 @@ mod tests {
                 output: "edited src/a.rs at line 1".into(),
                 output_ref: None,
                 denied: None,
+                context_bytes: None,
             },
             false,
         );
@@ -474,6 +476,7 @@ mod tests {
                 output: "```hi\nexit 1\n".into(),
                 output_ref: None,
                 denied: None,
+                context_bytes: None,
             },
             false,
         );
@@ -508,6 +511,7 @@ mod tests {
                 output: "(1/3 done)".into(),
                 output_ref: None,
                 denied: None,
+                context_bytes: None,
             },
             false,
         );

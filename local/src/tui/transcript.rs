@@ -377,6 +377,7 @@ impl Transcript {
                 output,
                 output_ref,
                 denied: _,
+                context_bytes: _,
             } => {
                 if !self.by_call.contains_key(call_id) {
                     let i = self.push(EntryKind::Tool(ToolCard {
@@ -1235,6 +1236,7 @@ mod tests {
                 output: "a\nb".into(),
                 output_ref: None,
                 denied: None,
+                context_bytes: None,
             },
             Some(3500),
             1,

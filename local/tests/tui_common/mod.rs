@@ -252,6 +252,7 @@ pub fn busy_app() -> App {
                 output: out.into(),
                 output_ref: None,
                 denied: None,
+                context_bytes: None,
             },
         );
     }

@@ -216,6 +216,23 @@ fn kept_user_turns(messages: &[Value], range: (usize, usize)) -> Vec<Value> {
         .collect()
 }
 
+/// The message a journaled snip names: the one at its index when that is a result of its
+/// call, else (journals from before snips carried an index) the first result of the call
+/// that is not a placeholder yet. A call id alone is not enough: providers may reuse ids
+/// across turns, and a snip that replaced an earlier result of the same id again would
+/// free nothing while claiming it did.
+fn snipped_message(messages: &[Value], s: &SnippedResult) -> Option<usize> {
+    let result_of_call = |m: &Value| {
+        role(m) == "tool" && m.get("tool_call_id").and_then(Value::as_str) == Some(&s.call_id)
+    };
+    if let Some(i) = s.index.map(|i| i as usize) {
+        return messages.get(i).is_some_and(&result_of_call).then_some(i);
+    }
+    messages
+        .iter()
+        .position(|m| result_of_call(m) && !content(m).starts_with(SNIP_MARK))
+}
+
 /// A rewrite as journaled.
 #[derive(Debug, Clone, Copy)]
 pub enum Rewrite<'a> {
@@ -253,12 +270,8 @@ pub fn apply(messages: &mut Vec<Value>, rewrite: Rewrite<'_>) {
     match rewrite {
         Rewrite::Snip(snips) => {
             for s in snips {
-                let found = messages.iter_mut().find(|m| {
-                    role(m) == "tool"
-                        && m.get("tool_call_id").and_then(Value::as_str) == Some(&s.call_id)
-                });
-                if let Some(m) = found {
-                    m["content"] = Value::String(placeholder(s));
+                if let Some(i) = snipped_message(messages, s) {
+                    messages[i]["content"] = Value::String(placeholder(s));
                 }
             }
         }
@@ -311,10 +324,11 @@ mod tests {
         );
         let snips: Vec<SnippedResult> = plan
             .iter()
-            .map(|(_, id, bytes)| SnippedResult {
+            .map(|(i, id, bytes)| SnippedResult {
                 call_id: id.clone(),
                 archive_id: format!("a{}", &id[1..]),
                 bytes: *bytes as u64,
+                index: Some(*i as u64),
             })
             .collect();
         apply(&mut m, Rewrite::Snip(&snips));
@@ -333,6 +347,68 @@ mod tests {
             plan_snip(&m, 6).is_empty(),
             "a placeholder is never snipped again"
         );
+    }
+
+    /// Providers (and clients restarted per turn with the same script) may reuse call ids
+    /// across turns: a second snip must replace the result it planned, not the first
+    /// result of that id again (which froze the session's size at every later snip).
+    #[test]
+    fn a_snip_of_a_reused_call_id_replaces_the_planned_result() {
+        let big = "r".repeat(4000);
+        let mut m = vec![
+            json!({"role": "user", "content": "turn 1"}),
+            json!({"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": big}),
+            json!({"role": "user", "content": "turn 2"}),
+            json!({"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": big}),
+            json!({"role": "user", "content": "turn 3"}),
+        ];
+        let snip_all = |m: &mut Vec<Value>, tail: usize, first_archive: usize| {
+            let snips: Vec<SnippedResult> = plan_snip(m, tail)
+                .into_iter()
+                .enumerate()
+                .map(|(n, (i, id, bytes))| SnippedResult {
+                    call_id: id,
+                    archive_id: format!("a{}", first_archive + n),
+                    bytes: bytes as u64,
+                    index: Some(i as u64),
+                })
+                .collect();
+            apply(m, Rewrite::Snip(&snips));
+            snips.len()
+        };
+        assert_eq!(snip_all(&mut m, 3, 0), 1);
+        assert!(content(&m[2]).starts_with(SNIP_MARK));
+        assert_eq!(snip_all(&mut m, 6, 1), 1);
+        assert!(
+            content(&m[5]).starts_with(SNIP_MARK),
+            "the second c1 result is snipped"
+        );
+        assert!(
+            content(&m[2]).contains("\"a0\""),
+            "the first keeps its own archive id"
+        );
+        // A journal from before snips carried an index: the first unsnipped result is meant.
+        let mut old = m.clone();
+        old[5]["content"] = json!(big);
+        let legacy = SnippedResult {
+            call_id: "c1".into(),
+            archive_id: "a9".into(),
+            bytes: 4000,
+            index: None,
+        };
+        apply(&mut old, Rewrite::Snip(std::slice::from_ref(&legacy)));
+        assert!(content(&old[2]).contains("\"a0\""));
+        assert!(content(&old[5]).contains("\"a9\""));
+        // An index that does not name a result of the call changes nothing.
+        let wrong = SnippedResult {
+            index: Some(3),
+            ..legacy
+        };
+        let before = old.clone();
+        apply(&mut old, Rewrite::Snip(std::slice::from_ref(&wrong)));
+        assert_eq!(old, before);
     }
 
     #[test]

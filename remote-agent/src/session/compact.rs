@@ -32,6 +32,19 @@ struct SnipOutlook {
 pub(super) enum CompactEnd {
     /// The turn was cancelled meanwhile.
     Cancelled,
+    /// Every rung ran and the next request is still over the window: it is not sent, and
+    /// the turn ends with this text (the window and what does not fit).
+    OverWindow(String),
+}
+
+/// The visible bound of a tool result entering this session's context, when its window
+/// makes it smaller than the usual one (`None` otherwise, and always for sessions without
+/// compaction): journaled with the result so a replay bounds it the same way.
+pub(super) fn small_window_bound(inner: &Inner) -> Option<u64> {
+    let window = inner.settings.context.window;
+    let bound =
+        crate::tools::context_bound_bytes(window, inner.context.estimator.tokens_per_byte());
+    (bound < crate::tools::CONTEXT_BOUND_BYTES).then_some(bound as u64)
 }
 
 impl Session {
@@ -68,8 +81,9 @@ impl Session {
         } else {
             CompactionTrigger::Threshold
         };
+        let mut summarised = false;
         match thresholds.level(tokens, turn_start) {
-            Level::None => Ok(()),
+            Level::None => {}
             level @ (Level::Snip | Level::Summary) => {
                 // Snip when that is enough: it needs no model call. It is not enough when
                 // it would leave the request over the snip rung at the compact rung (or
@@ -85,17 +99,78 @@ impl Session {
                 let enough = level == Level::Snip || outlook.tokens < thresholds.snip;
                 if enough && outlook.unfoldable_before_tail < thresholds.fold_worth {
                     self.snip(&thresholds, trigger).await;
-                    return Ok(());
+                } else {
+                    summarised = self.summarise(&thresholds, trigger, None, cancel).await?;
+                    // A summary that did not run (or left old results) falls back to the snip.
+                    let now = self.next_request_tokens(&self.lock()).1;
+                    if now >= thresholds.snip {
+                        self.snip(&thresholds, trigger).await;
+                    }
                 }
-                self.summarise(&thresholds, trigger, None, cancel).await?;
-                // A summary that did not run (or left old results) falls back to the snip.
-                let now = self.next_request_tokens(&self.lock()).1;
-                if now >= thresholds.snip {
-                    self.snip(&thresholds, trigger).await;
-                }
-                Ok(())
             }
         }
+        self.force_under_window(&thresholds, summarised, cancel)
+            .await
+    }
+
+    /// The forced rung's promise: whatever the rungs above chose, a request at or over the
+    /// force ratio gets both rewrites (the snip first, so the summary request itself fits
+    /// the window), and a request still over the window is never sent: the turn ends with
+    /// a message naming the window and what does not fit.
+    async fn force_under_window(
+        &self,
+        t: &Thresholds,
+        summarised: bool,
+        cancel: &CancellationToken,
+    ) -> Result<(), CompactEnd> {
+        let now = || self.next_request_tokens(&self.lock()).1;
+        if now() >= t.force {
+            self.snip(t, CompactionTrigger::Forced).await;
+            if now() >= t.force && !summarised {
+                self.summarise(t, CompactionTrigger::Forced, None, cancel)
+                    .await?;
+                self.snip(t, CompactionTrigger::Forced).await;
+            }
+        }
+        let tokens = now();
+        if tokens < t.window {
+            return Ok(());
+        }
+        let inner = self.lock();
+        Err(CompactEnd::OverWindow(
+            self.over_window_report(&inner, t, tokens),
+        ))
+    }
+
+    /// What does not fit, for the error that ends a turn whose next request would be over
+    /// the window after every rung ran.
+    fn over_window_report(&self, inner: &Inner, t: &Thresholds, tokens: u64) -> String {
+        let est = &inner.context.estimator;
+        let prefix_tokens = est.tokens(request_bytes_of(&self.prefix(), &[]));
+        let largest = inner
+            .messages
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, m)| estimate::message_bytes(m))
+            .map(|(i, m)| {
+                let role = m.get("role").and_then(Value::as_str).unwrap_or("message");
+                let what = if role == "tool" { "tool result" } else { role };
+                (i, what, est.tokens(estimate::message_bytes(m)))
+            });
+        let model = inner.settings.model.clone().unwrap_or_default();
+        let mut text = format!(
+            "the next request needs about {tokens} tokens, over the context window of {} tokens{}, even after compaction: the system prompt and tool schemas take about {prefix_tokens}, the recent part kept verbatim the rest",
+            t.window,
+            if model.is_empty() { String::new() } else { format!(" of {model}") },
+        );
+        if let Some((i, what, n)) = largest {
+            text.push_str(&format!(
+                "; the largest message is a {what} of about {n} tokens (message {})",
+                i + 1
+            ));
+        }
+        text.push_str(". Nothing was sent. Use a model with a bigger window (or raise `context_window` if this model has one), start a new session, or /rewind to before the large message.");
+        text
     }
 
     /// `/compact [focus]`: snip and summarise now, whatever the size; `focus` steers what the
@@ -179,10 +254,12 @@ impl Session {
             Err(CompactEnd::Cancelled) => format!(
                 "summary cancelled; old tool results were snipped: about {before} → {after} tokens"
             ),
-            Ok(()) if done == 0 => format!(
+            // (The summary rung itself never ends a request as over the window.)
+            Err(CompactEnd::OverWindow(why)) => why,
+            Ok(_) if done == 0 => format!(
                 "nothing to compact: the conversation (about {before} tokens) has no older part to summarise"
             ),
-            Ok(()) => format!(
+            Ok(_) => format!(
                 "compacted: about {before} → {after} tokens; the next request misses the cache once"
             ),
         }))
@@ -236,12 +313,13 @@ impl Session {
         let freed: usize = compaction::plan_snip(&inner.messages, tail)
             .iter()
             .enumerate()
-            .map(|(n, (_, id, bytes))| {
+            .map(|(n, (i, id, bytes))| {
                 let next = inner.context.archive_next.unwrap_or(0);
                 let kept = compaction::placeholder(&SnippedResult {
                     call_id: id.clone(),
                     archive_id: archive::record_id(next + n as u64),
                     bytes: *bytes as u64,
+                    index: Some(*i as u64),
                 });
                 bytes.saturating_sub(kept.len())
             })
@@ -289,7 +367,7 @@ impl Session {
         };
         let mut snips = Vec::new();
         let mut records = Vec::new();
-        for (((_, call_id, bytes), original), archive_id) in plan.into_iter().zip(ids) {
+        for (((index, call_id, bytes), original), archive_id) in plan.into_iter().zip(ids) {
             records.push(archive::ArchivedMessage {
                 id: archive_id.clone(),
                 turn,
@@ -300,6 +378,7 @@ impl Session {
                 call_id,
                 archive_id,
                 bytes: bytes as u64,
+                index: Some(index as u64),
             });
         }
         if let Err(e) = self.archive(records).await {
@@ -327,12 +406,12 @@ impl Session {
         trigger: CompactionTrigger,
         focus: Option<&str>,
         cancel: &CancellationToken,
-    ) -> Result<(), CompactEnd> {
+    ) -> Result<bool, CompactEnd> {
         let (range, request, originals, before, turn, stream_id) = {
             let inner = self.lock();
             let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
-            let Some(range) = compaction::plan_summary(&inner.messages, tail) else {
-                return Ok(());
+            let Some(range) = self.summary_range(&inner, t, tail) else {
+                return Ok(false);
             };
             let prefix = self.prefix();
             // A prefix of the request the provider has seen: served from cache.
@@ -376,14 +455,14 @@ impl Session {
                         "summary compaction did not run ({why}); the history stays as it is"
                     ),
                 });
-                return Ok(());
+                return Ok(false);
             }
         };
         let ids = match self.archive_ids(originals.len()).await {
             Ok(ids) => ids,
             Err(e) => {
                 self.not_compacted(&e);
-                return Ok(());
+                return Ok(false);
             }
         };
         let records: Vec<archive::ArchivedMessage> = originals
@@ -399,7 +478,7 @@ impl Session {
         let archived: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
         if let Err(e) = self.archive(records).await {
             self.not_compacted(&e);
-            return Ok(());
+            return Ok(false);
         }
         let content = compaction::summary_content(&summary);
         let mut inner = self.lock();
@@ -421,7 +500,36 @@ impl Session {
             Some((range, content)),
             archived,
         );
-        Ok(())
+        Ok(true)
+    }
+
+    /// The range a summary replaces: everything before the tail, cut back (at message
+    /// boundaries that do not separate a call from its results) until the summary request,
+    /// that range plus the instruction, fits under the force ratio. `None` when nothing
+    /// that fits is worth summarising.
+    fn summary_range(&self, inner: &Inner, t: &Thresholds, tail: usize) -> Option<(usize, usize)> {
+        let (start, mut end) = compaction::plan_summary(&inner.messages, tail)?;
+        let est = &inner.context.estimator;
+        let fixed = request_bytes_of(&self.prefix(), &[])
+            + estimate::message_bytes(&compaction::summary_instruction(None))
+            // the focus text a user may add, and the summary's own answer
+            + 4096;
+        let mut bytes: usize = fixed
+            + inner.messages[start..end]
+                .iter()
+                .map(estimate::message_bytes)
+                .sum::<usize>();
+        while est.tokens(bytes) >= t.force && end > start + 2 {
+            end -= 1;
+            bytes -= estimate::message_bytes(&inner.messages[end]);
+            while end > start + 2
+                && inner.messages[end].get("role").and_then(Value::as_str) == Some("tool")
+            {
+                end -= 1;
+                bytes -= estimate::message_bytes(&inner.messages[end]);
+            }
+        }
+        (est.tokens(bytes) < t.force && end >= start + 2).then_some((start, end))
     }
 
     #[allow(clippy::too_many_arguments)] // one journal event's fields

@@ -245,6 +245,7 @@ impl Session {
                             output: output.into(),
                             output_ref: None,
                             denied: None,
+                            context_bytes: None,
                         },
                     )?);
                 }

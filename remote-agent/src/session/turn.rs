@@ -84,10 +84,12 @@ impl Session {
             // when forced (the next request would cross the force ratio).
             let turn_start = step == 1 && fresh;
             self.inject_steers();
-            if let Err(compact::CompactEnd::Cancelled) =
-                self.keep_in_window(&cancel, turn_start).await
-            {
-                break (TurnOutcome::Cancelled, None);
+            match self.keep_in_window(&cancel, turn_start).await {
+                Ok(()) => {}
+                Err(compact::CompactEnd::Cancelled) => break (TurnOutcome::Cancelled, None),
+                Err(compact::CompactEnd::OverWindow(why)) => {
+                    break (TurnOutcome::Failed, Some(why))
+                }
             }
             let collected = match self.model_step(&cancel).await {
                 Ok(c) => c,
@@ -387,10 +389,12 @@ impl Session {
             (output, None)
         };
         let mut inner = self.lock();
+        let context_bytes = compact::small_window_bound(&inner);
         inner.messages.push(agent::tool_result_message(
             &call.id,
             &output,
             output_ref.is_some(),
+            context_bytes,
         ));
         self.emit(
             &mut inner,
@@ -401,6 +405,7 @@ impl Session {
                 output,
                 output_ref,
                 denied,
+                context_bytes,
             },
         );
     }

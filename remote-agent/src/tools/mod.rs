@@ -305,11 +305,31 @@ pub const CONTEXT_BOUND_BYTES: usize = 32 * 1024;
 /// [`CONTEXT_BOUND_BYTES`] pass unchanged; longer ones keep their head (3/4) and tail (1/4)
 /// with a marker saying how much was cut. The full text belongs in the journal.
 pub fn bound_for_context(text: &str) -> String {
-    if text.len() <= CONTEXT_BOUND_BYTES {
+    bound_to(text, CONTEXT_BOUND_BYTES)
+}
+
+/// The smallest bound a small context window can give a tool result.
+const MIN_CONTEXT_BOUND_BYTES: usize = 1024;
+
+/// The visible bound of one tool result in a context window of `window` tokens (0: no
+/// window known), at `tokens_per_byte`: [`CONTEXT_BOUND_BYTES`], or an eighth of the window
+/// when that is smaller, so the recent tail (a quarter of the window, kept verbatim by the
+/// compaction ladder) holds a few results and one result never fills the window alone.
+pub fn context_bound_bytes(window: u64, tokens_per_byte: f64) -> usize {
+    if window == 0 || tokens_per_byte <= 0.0 {
+        return CONTEXT_BOUND_BYTES;
+    }
+    let eighth = (window / 8) as f64 / tokens_per_byte;
+    (eighth as usize).clamp(MIN_CONTEXT_BOUND_BYTES, CONTEXT_BOUND_BYTES)
+}
+
+/// [`bound_for_context`] with another bound (`limit` bytes, see [`context_bound_bytes`]).
+pub fn bound_to(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
         return text.to_string();
     }
-    let head_end = floor_char_boundary(text, CONTEXT_BOUND_BYTES * 3 / 4);
-    let tail_start = ceil_char_boundary(text, text.len() - CONTEXT_BOUND_BYTES / 4);
+    let head_end = floor_char_boundary(text, limit * 3 / 4);
+    let tail_start = ceil_char_boundary(text, text.len() - limit / 4);
     let cut = &text[head_end..tail_start];
     let cut_lines = cut.matches('\n').count();
     format!(
