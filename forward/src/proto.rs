@@ -1376,6 +1376,11 @@ pub enum EventKind {
         archived: Vec<String>,
         /// Archive file (name, relative to the sessions directory).
         archive: String,
+        /// Summary: the most bytes of the range's normal-sized user messages kept verbatim
+        /// after the summary (the newest that fit), when the window made that bound necessary;
+        /// `None` keeps them all (and in journals from before this field existed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kept_user_bytes: Option<u64>,
     },
 
     // ---- steer and `!` shell (issue 16) ----

@@ -119,6 +119,7 @@ fn a_compaction_updates_the_context_figure() {
             summary: Some("<compaction-summary>…</compaction-summary>".into()),
             archived: Vec::new(),
             archive: "archive/x.jsonl".into(),
+            kept_user_bytes: None,
         },
     );
     let bar = draw(&app, 120, 40);

@@ -190,6 +190,7 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
                 snipped,
                 replaced,
                 summary,
+                kept_user_bytes,
                 ..
             } => {
                 if let (Some(range), Some(summary)) = (replaced, summary) {
@@ -198,6 +199,7 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
                         crate::compaction::Rewrite::Summary {
                             range: *range,
                             summary,
+                            kept_user_bytes: *kept_user_bytes,
                         },
                     );
                 } else {

@@ -197,15 +197,28 @@ pub fn summary_content(summary: &str) -> String {
 
 /// Bytes of the user messages before `end` that a summary would keep verbatim.
 pub fn summary_keeps_bytes(messages: &[Value], end: usize) -> usize {
-    kept_user_turns(messages, (0, end.min(messages.len())))
+    kept_user_turns(messages, (0, end.min(messages.len())), None)
         .iter()
         .map(estimate::message_bytes)
         .sum()
 }
 
-/// User messages of `range` kept verbatim by a summary: normal-sized, not an earlier summary.
-fn kept_user_turns(messages: &[Value], range: (usize, usize)) -> Vec<Value> {
-    messages[range.0..range.1]
+/// The bound a summary of `range` puts on the user messages it keeps, when they would take
+/// more than `budget` bytes (`None`: it keeps them all). A long session in a small window
+/// would otherwise keep every earlier prompt forever and outgrow the window with them.
+pub fn kept_user_bound(messages: &[Value], range: (usize, usize), budget: usize) -> Option<u64> {
+    let end = range.1.min(messages.len());
+    let all: usize = kept_user_turns(messages, (range.0.min(end), end), None)
+        .iter()
+        .map(estimate::message_bytes)
+        .sum();
+    (all > budget).then_some(budget as u64)
+}
+
+/// User messages of `range` kept verbatim by a summary: normal-sized, not an earlier
+/// summary; with `bound`, only the newest of them whose bytes fit in it.
+fn kept_user_turns(messages: &[Value], range: (usize, usize), bound: Option<u64>) -> Vec<Value> {
+    let mut kept: Vec<Value> = messages[range.0..range.1]
         .iter()
         .filter(|m| role(m) == "user")
         .filter(|m| {
@@ -213,7 +226,17 @@ fn kept_user_turns(messages: &[Value], range: (usize, usize)) -> Vec<Value> {
             c.len() <= USER_KEEP_BYTES && !c.starts_with(SUMMARY_OPEN)
         })
         .cloned()
-        .collect()
+        .collect();
+    if let Some(bound) = bound {
+        let mut left = bound as usize;
+        let mut first = kept.len();
+        while first > 0 && estimate::message_bytes(&kept[first - 1]) <= left {
+            first -= 1;
+            left -= estimate::message_bytes(&kept[first]);
+        }
+        kept.drain(..first);
+    }
+    kept
 }
 
 /// The message a journaled snip names: the one at its index when that is a result of its
@@ -244,6 +267,8 @@ pub enum Rewrite<'a> {
         range: (u64, u64),
         /// The summary message's content.
         summary: &'a str,
+        /// The bound on the user messages kept after it ([`kept_user_bound`]).
+        kept_user_bytes: Option<u64>,
     },
 }
 
@@ -275,10 +300,14 @@ pub fn apply(messages: &mut Vec<Value>, rewrite: Rewrite<'_>) {
                 }
             }
         }
-        Rewrite::Summary { range, summary } => {
+        Rewrite::Summary {
+            range,
+            summary,
+            kept_user_bytes,
+        } => {
             let end = (range.1 as usize).min(messages.len());
             let start = (range.0 as usize).min(end);
-            let kept = kept_user_turns(messages, (start, end));
+            let kept = kept_user_turns(messages, (start, end), kept_user_bytes);
             let mut replacement = vec![json!({"role": "user", "content": summary})];
             replacement.extend(kept);
             messages.splice(start..end, replacement);
@@ -422,6 +451,7 @@ mod tests {
             Rewrite::Summary {
                 range: (0, 6),
                 summary: &s,
+                kept_user_bytes: None,
             },
         );
         assert_eq!(m.len(), 2 + 1 + 2);
@@ -436,11 +466,40 @@ mod tests {
             Rewrite::Summary {
                 range: (0, 3),
                 summary: &s2,
+                kept_user_bytes: None,
             },
         );
         assert_eq!(content(&m[1]), "fix the bug");
         assert!(content(&m[0]).contains("more"));
         assert_eq!(m.len(), 5);
+    }
+
+    #[test]
+    fn a_bounded_summary_keeps_only_the_newest_user_turns_that_fit() {
+        let mut m: Vec<Value> = (0..10)
+            .flat_map(|i| {
+                [
+                    json!({"role": "user", "content": format!("prompt number {i}")}),
+                    json!({"role": "assistant", "content": "ok"}),
+                ]
+            })
+            .collect();
+        let one = estimate::message_bytes(&m[0]);
+        assert_eq!(kept_user_bound(&m, (0, 20), 100 * one), None, "all fit");
+        let bound = kept_user_bound(&m, (0, 20), 3 * one).expect("too many to keep");
+        apply(
+            &mut m,
+            Rewrite::Summary {
+                range: (0, 20),
+                summary: &summary_content("s"),
+                kept_user_bytes: Some(bound),
+            },
+        );
+        let kept: Vec<&str> = m[1..].iter().map(content).collect();
+        assert_eq!(
+            kept,
+            ["prompt number 7", "prompt number 8", "prompt number 9"]
+        );
     }
 
     #[test]

@@ -482,12 +482,22 @@ impl Session {
         }
         let content = compaction::summary_content(&summary);
         let mut inner = self.lock();
+        // The user turns kept verbatim get at most an eighth of the window, so a long
+        // session cannot outgrow its window with them (no bound without a window).
+        let window = inner.settings.context.window;
+        let budget = if window == 0 {
+            usize::MAX
+        } else {
+            ((window / 8) as f64 / inner.context.estimator.tokens_per_byte()) as usize
+        };
+        let kept_user_bytes = compaction::kept_user_bound(&inner.messages, range, budget);
         let range = (range.0 as u64, range.1 as u64);
         compaction::apply(
             &mut inner.messages,
             Rewrite::Summary {
                 range,
                 summary: &content,
+                kept_user_bytes,
             },
         );
         let after = self.next_request_tokens(&inner).1;
@@ -497,7 +507,7 @@ impl Session {
             trigger,
             (before, after),
             Vec::new(),
-            Some((range, content)),
+            Some((range, content, kept_user_bytes)),
             archived,
         );
         Ok(true)
@@ -540,7 +550,7 @@ impl Session {
         trigger: CompactionTrigger,
         (tokens_before, tokens_after): (u64, u64),
         snipped: Vec<SnippedResult>,
-        summary: Option<((u64, u64), String)>,
+        summary: Option<((u64, u64), String, Option<u64>)>,
         archived: Vec<String>,
     ) {
         let what = match kind {
@@ -548,9 +558,9 @@ impl Session {
             CompactionKind::Summary => "compaction (summary)",
         };
         inner.context.pending_rewrite = Some(what.to_string());
-        let (replaced, summary) = match summary {
-            Some((r, s)) => (Some(r), Some(s)),
-            None => (None, None),
+        let (replaced, summary, kept_user_bytes) = match summary {
+            Some((r, s, k)) => (Some(r), Some(s), k),
+            None => (None, None, None),
         };
         self.emit(
             inner,
@@ -564,6 +574,7 @@ impl Session {
                 summary,
                 archived,
                 archive: archive::archive_name(&self.id),
+                kept_user_bytes,
             },
         );
     }
