@@ -8,9 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
-    ApprovalDecision, Denied, ErrorCode, Event, EventKind, Notification, ProviderChunk,
-    ProviderRequest, ProviderRetry, RetryPhase, RpcError, SessionInfo, SessionSettings, ToolCall,
-    TurnOutcome, TurnState, Usage,
+    ApprovalDecision, ErrorCode, Event, EventKind, Notification, ProviderRequest, RpcError,
+    SessionInfo, SessionSettings, TurnOutcome, TurnState,
 };
 use reasonix_forward::sync::LockExt;
 use serde_json::{json, Value};
@@ -22,13 +21,10 @@ use crate::content::ContentStore;
 use crate::journal::{Barrier, Journal, JournalError, JournalWriter};
 use crate::policy::{Decision, Mode, Policy};
 use crate::tools::{JobTable, ToolContext, ToolRegistry};
-use reasonix_forward::content::EXTERNALIZE_OVER;
 
-mod compact;
 mod provider;
 mod rewind;
 mod steer;
-mod turn;
 
 pub use provider::{ProviderStream, PROVIDER_CHUNK_BUFFER};
 pub use rewind::RewindError;
@@ -37,7 +33,7 @@ pub use rewind::RewindError;
 pub const DEFAULT_MAX_STEPS: u32 = 50;
 
 /// How many times a provider error marked retryable is re-issued within one step.
-const PROVIDER_REISSUES: u32 = 3;
+pub(crate) const PROVIDER_REISSUES: u32 = 3;
 
 /// The link to the session's driving client, as the turn runner uses it: provider streams
 /// through the laptop's gateway, laptop MCP servers, link state, headless flag
@@ -121,34 +117,34 @@ impl From<SessionError> for RpcError {
     }
 }
 
-struct PendingApproval {
-    answer: oneshot::Sender<ApprovalDecision>,
-    tool: String,
-    args: Value,
+pub(crate) struct PendingApproval {
+    pub(crate) answer: oneshot::Sender<ApprovalDecision>,
+    pub(crate) tool: String,
+    pub(crate) args: Value,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     /// Numbers events and hands their lines to the session's writer thread.
-    journal: JournalWriter,
-    events: Vec<Event>,
-    messages: Vec<Value>,
-    turn: u64,
-    state: TurnState,
-    state_detail: Option<String>,
-    seen_requests: HashSet<String>,
-    approvals: HashMap<String, PendingApproval>,
-    cancel: Option<CancellationToken>,
-    settings: SessionSettings,
-    policy: Policy,
+    pub(crate) journal: JournalWriter,
+    pub(crate) events: Vec<Event>,
+    pub(crate) messages: Vec<Value>,
+    pub(crate) turn: u64,
+    pub(crate) state: TurnState,
+    pub(crate) state_detail: Option<String>,
+    pub(crate) seen_requests: HashSet<String>,
+    pub(crate) approvals: HashMap<String, PendingApproval>,
+    pub(crate) cancel: Option<CancellationToken>,
+    pub(crate) settings: SessionSettings,
+    pub(crate) policy: Policy,
     /// The policy `policy` and `tool_ctx` were built from (reported to clients).
-    enforced: reasonix_forward::policy::SessionPolicy,
-    prev_prefix: Option<(String, String, u64)>,
-    created: String,
-    title: String,
+    pub(crate) enforced: reasonix_forward::policy::SessionPolicy,
+    pub(crate) prev_prefix: Option<(String, String, u64)>,
+    pub(crate) created: String,
+    pub(crate) title: String,
     /// Prompt-size accounting for the compaction ladder.
-    context: compact::ContextState,
+    pub(crate) context: crate::runner::compact::ContextState,
     /// Steers and `!` outputs not yet given to the model.
-    pending: steer::Pending,
+    pub(crate) pending: steer::Pending,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -167,26 +163,26 @@ pub struct Runtime {
 pub struct Session {
     /// Session id.
     pub id: String,
-    inner: Mutex<Inner>,
-    live: broadcast::Sender<Notification>,
-    driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
-    prefix: Mutex<Arc<Prefix>>,
-    workspace: std::path::PathBuf,
-    laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
-    laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) live: broadcast::Sender<Notification>,
+    pub(crate) driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
+    pub(crate) prefix: Mutex<Arc<Prefix>>,
+    pub(crate) workspace: std::path::PathBuf,
+    pub(crate) laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
+    pub(crate) laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
     /// Built-ins plus the workspace MCP tools as they were when the session was opened in
     /// this daemon: fixed for the session's life, since the tool list is part of its prefix.
-    tools: Arc<ToolRegistry>,
+    pub(crate) tools: Arc<ToolRegistry>,
     /// The workspace MCP servers of that snapshot (for `/mcp`).
-    workspace_mcp: Arc<crate::mcp::McpManager>,
+    pub(crate) workspace_mcp: Arc<crate::mcp::McpManager>,
     /// Per server, the tool-list changes the user was already told about.
-    mcp_changes_told: Mutex<HashMap<String, u64>>,
-    runtime: Arc<Runtime>,
+    pub(crate) mcp_changes_told: Mutex<HashMap<String, u64>>,
+    pub(crate) runtime: Arc<Runtime>,
     /// Rebuilt from the driver's policy at every open and takeover.
-    tool_ctx: Mutex<ToolContext>,
-    journal_path: std::path::PathBuf,
+    pub(crate) tool_ctx: Mutex<ToolContext>,
+    pub(crate) journal_path: std::path::PathBuf,
     /// Where outputs too big for an event go (next to the journal).
-    content: ContentStore,
+    pub(crate) content: ContentStore,
 }
 
 impl Session {
@@ -311,7 +307,7 @@ impl Session {
                 prev_prefix: None,
                 created,
                 title,
-                context: compact::ContextState::default(),
+                context: crate::runner::compact::ContextState::default(),
                 pending,
             }),
             live,
@@ -331,12 +327,12 @@ impl Session {
             ),
         });
         session.tool_ctx.lock_or_recover().history =
-            Arc::new(compact::SessionHistory::of(&session));
+            Arc::new(crate::runner::compact::SessionHistory::of(&session));
         Ok((session, notice))
     }
 
     /// The session's stable prefix.
-    fn prefix(&self) -> Arc<Prefix> {
+    pub(crate) fn prefix(&self) -> Arc<Prefix> {
         Arc::clone(&self.prefix.lock_or_recover())
     }
 
@@ -458,7 +454,7 @@ impl Session {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock means a panic while journaling; the data is still consistent
         // enough to keep serving (each append is one write).
         self.inner.lock_or_recover()
@@ -544,7 +540,7 @@ impl Session {
 
     /// The text the user sees when the journal refused a write at a durability point:
     /// what did not happen, the journal path and cause, and what to do.
-    fn journal_failure(&self, what: &str, e: &JournalError) -> String {
+    pub(crate) fn journal_failure(&self, what: &str, e: &JournalError) -> String {
         format!(
             "{what}: the session journal could not be saved ({e}). To fix it: {}. Then send a new message; the session continues, and this turn's events are written as soon as the journal is writable again.",
             e.advice()
@@ -588,7 +584,7 @@ impl Session {
                     &inner.messages,
                 );
                 (size <= reasonix_forward::prefix::PROVIDED_BASE_MAX)
-                    .then(|| turn::request_messages(&prefix, &inner.messages))
+                    .then(|| crate::runner::turn::request_messages(&prefix, &inner.messages))
             };
             if let Some(messages) = messages {
                 g.provide_base(messages);
@@ -608,7 +604,7 @@ impl Session {
     }
 
     /// The tool context of the current policy.
-    fn tool_ctx(&self) -> ToolContext {
+    pub(crate) fn tool_ctx(&self) -> ToolContext {
         self.tool_ctx.lock_or_recover().clone()
     }
 
@@ -631,7 +627,7 @@ impl Session {
 
     /// Number, keep and broadcast an event and queue it for the journal writer. No I/O
     /// happens here; durability is asked for with [`JournalWriter::barrier`] where needed.
-    fn emit(&self, inner: &mut Inner, kind: EventKind) -> Event {
+    pub(crate) fn emit(&self, inner: &mut Inner, kind: EventKind) -> Event {
         let turn = inner.turn;
         let ev = inner.journal.append(turn, kind);
         inner.events.push(ev.clone());
@@ -639,17 +635,22 @@ impl Session {
         ev
     }
 
-    fn record(&self, kind: EventKind) -> Event {
+    pub(crate) fn record(&self, kind: EventKind) -> Event {
         let mut inner = self.lock();
         self.emit(&mut inner, kind)
     }
 
-    fn set_state(&self, state: TurnState, detail: Option<String>) {
+    pub(crate) fn set_state(&self, state: TurnState, detail: Option<String>) {
         let mut inner = self.lock();
         self.set_state_locked(&mut inner, state, detail);
     }
 
-    fn set_state_locked(&self, inner: &mut Inner, state: TurnState, detail: Option<String>) {
+    pub(crate) fn set_state_locked(
+        &self,
+        inner: &mut Inner,
+        state: TurnState,
+        detail: Option<String>,
+    ) {
         if inner.state == state && inner.state_detail == detail {
             return;
         }

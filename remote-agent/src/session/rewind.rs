@@ -41,7 +41,7 @@ pub enum RewindError {
 
 impl Session {
     /// Take the checkpoint of the current turn (before its first mutation).
-    pub(super) async fn checkpoint_turn(&self) {
+    pub(crate) async fn checkpoint_turn(&self) {
         let Some(store) = self.runtime.checkpoints.clone() else {
             return;
         };

@@ -7,17 +7,17 @@ use crate::steer::ShellContext;
 /// Steers received and not yet given to the model, with `!` outputs waiting for the next
 /// user turn.
 #[derive(Debug, Default)]
-pub(super) struct Pending {
+pub(crate) struct Pending {
     /// (request id, text), in arrival order.
-    pub(super) steers: Vec<(String, String)>,
+    pub(crate) steers: Vec<(String, String)>,
     /// Shared `!` outputs for the next user turn.
-    pub(super) shell: Vec<ShellContext>,
+    pub(crate) shell: Vec<ShellContext>,
 }
 
 impl Pending {
     /// What a journal left pending: `!` outputs shared after the last user turn. (Steers
     /// never outlive their turn: a turn left open by a crash is closed as interrupted.)
-    pub(super) fn from_events(events: &[Event]) -> Pending {
+    pub(crate) fn from_events(events: &[Event]) -> Pending {
         let mut replay = crate::steer::Replay::default();
         for e in events {
             match &e.kind {
@@ -76,13 +76,13 @@ impl Session {
     }
 
     /// True while steers wait for a model step.
-    pub(super) fn steers_pending(&self) -> bool {
+    pub(crate) fn steers_pending(&self) -> bool {
         !self.lock().pending.steers.is_empty()
     }
 
     /// Give the pending steers to the model: one user message appended after the last
     /// message, announced with [`EventKind::SteerInjected`]. Called before each model step.
-    pub(super) fn inject_steers(&self) {
+    pub(crate) fn inject_steers(&self) {
         let mut inner = self.lock();
         if inner.pending.steers.is_empty() {
             return;
@@ -105,7 +105,7 @@ impl Session {
 
     /// The turn ended without another model step: steers still pending were not delivered;
     /// say so (their text is in the journal and the transcript).
-    pub(super) fn drop_pending_steers(&self, inner: &mut Inner, outcome: TurnOutcome) {
+    pub(crate) fn drop_pending_steers(&self, inner: &mut Inner, outcome: TurnOutcome) {
         if inner.pending.steers.is_empty() {
             return;
         }

@@ -5,7 +5,7 @@ use super::*;
 impl Session {
     /// Run a turn. `admitted` is the durability point of a fresh turn's `UserTurn` event
     /// (`None` when a paused turn continues): the model is not asked before it holds.
-    pub(super) async fn run_turn(
+    pub(crate) async fn run_turn(
         self: Arc<Self>,
         cancel: CancellationToken,
         admitted: Option<Barrier>,
@@ -181,7 +181,7 @@ impl Session {
     }
 
     /// Wait for a driving gateway, showing "waiting for laptop" meanwhile.
-    pub(super) async fn wait_gateway(
+    pub(crate) async fn wait_gateway(
         &self,
         cancel: &CancellationToken,
     ) -> Option<Arc<dyn DriverLink>> {
@@ -627,7 +627,7 @@ enum StepEnd {
 
 /// The messages of a provider request: the system prompt, then the conversation (successive
 /// user messages joined, [`crate::agent::push_request_message`]).
-pub(super) fn request_messages(prefix: &Prefix, conversation: &[Value]) -> Vec<Value> {
+pub(crate) fn request_messages(prefix: &Prefix, conversation: &[Value]) -> Vec<Value> {
     let mut messages = Vec::with_capacity(conversation.len() + 1);
     messages.push(json!({"role": "system", "content": prefix.system}));
     for m in conversation {

@@ -8,15 +8,15 @@ use reasonix_forward::proto::{CompactionKind, CompactionTrigger, SnippedResult};
 
 /// The session's context accounting.
 #[derive(Debug, Default)]
-pub(super) struct ContextState {
+pub(crate) struct ContextState {
     /// Byte → token ratio, calibrated by usage reports.
-    pub(super) estimator: compaction::Estimator,
+    pub(crate) estimator: compaction::Estimator,
     /// Bytes of the last request sent (calibrated against its reported `prompt_tokens`).
-    pub(super) last_bytes: usize,
+    pub(crate) last_bytes: usize,
     /// A rewrite since the last request: names it in the next usage's cache note.
-    pub(super) pending_rewrite: Option<String>,
+    pub(crate) pending_rewrite: Option<String>,
     /// The number of the archive's next record, once read from the archive.
-    pub(super) archive_next: Option<u64>,
+    pub(crate) archive_next: Option<u64>,
 }
 
 /// What a snip now would leave, in estimated tokens.
@@ -29,14 +29,14 @@ struct SnipOutlook {
 }
 
 /// How a compaction attempt ended when it could not rewrite.
-pub(super) enum CompactEnd {
+pub(crate) enum CompactEnd {
     /// The turn was cancelled meanwhile.
     Cancelled,
 }
 
 impl Session {
     /// Estimated prompt tokens of the next request as the conversation stands.
-    pub(super) fn next_request_tokens(&self, inner: &Inner) -> (usize, u64) {
+    pub(crate) fn next_request_tokens(&self, inner: &Inner) -> (usize, u64) {
         let prefix = self.prefix();
         let bytes = estimate::request_bytes(&prefix.system, &prefix.tools, &inner.messages);
         (bytes, inner.context.estimator.tokens(bytes))
@@ -44,7 +44,7 @@ impl Session {
 
     /// Before a model request: run the ladder's rungs the next request calls for.
     /// `turn_start` is true for the first request of a user turn.
-    pub(super) async fn keep_in_window(
+    pub(crate) async fn keep_in_window(
         &self,
         cancel: &CancellationToken,
         turn_start: bool,
@@ -497,7 +497,7 @@ impl Session {
     }
 
     /// The session's archive file.
-    pub(super) fn archive_path(&self) -> std::path::PathBuf {
+    pub(crate) fn archive_path(&self) -> std::path::PathBuf {
         archive::archive_path(
             self.journal_path
                 .parent()
@@ -604,19 +604,19 @@ fn compaction_count(events: &[Event]) -> usize {
 }
 
 /// Bytes of a request of `messages` under `prefix` (what the usage report calibrates).
-pub(super) fn request_bytes_of(prefix: &Prefix, messages: &[Value]) -> usize {
+pub(crate) fn request_bytes_of(prefix: &Prefix, messages: &[Value]) -> usize {
     estimate::request_bytes(&prefix.system, &prefix.tools, messages)
 }
 
 /// The session's history as the `history` tool searches it: every journaled user turn,
 /// assistant message and tool result (the originals, before any compaction), then every
 /// archived message. Holds the session weakly (the session owns the tool context).
-pub(super) struct SessionHistory {
+pub(crate) struct SessionHistory {
     session: std::sync::Weak<Session>,
 }
 
 impl SessionHistory {
-    pub(super) fn of(session: &Arc<Session>) -> SessionHistory {
+    pub(crate) fn of(session: &Arc<Session>) -> SessionHistory {
         SessionHistory {
             session: Arc::downgrade(session),
         }
