@@ -1,4 +1,7 @@
-//! Sessions: the conversation, its journal, its turn machine and the clients watching it.
+//! Sessions: the journal, the clients watching it, request dedup, the policy and approvals,
+//! the turn's state, and the link to the driving client. The conversation itself is driven by
+//! a runner ([`crate::runner`]) that the session hosts; the main conversation is the one the
+//! journal rebuilds.
 //!
 //! A session lives in the daemon, not in a client: a turn keeps running when every client
 //! is gone, and parks in a visible "waiting for laptop" state when it needs the model (which
@@ -8,8 +11,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
-    ApprovalDecision, ErrorCode, Event, EventKind, Notification, ProviderRequest, RpcError,
-    SessionInfo, SessionSettings, TurnOutcome, TurnState,
+    ApprovalDecision, ContextSettings, ErrorCode, Event, EventKind, Notification, ProviderRequest,
+    RpcError, SessionInfo, SessionSettings, ToolCall, TurnOutcome, TurnState,
 };
 use reasonix_forward::sync::LockExt;
 use serde_json::{json, Value};
@@ -20,8 +23,14 @@ use crate::agent::{self, Prefix};
 use crate::content::ContentStore;
 use crate::journal::{Barrier, Journal, JournalError, JournalWriter};
 use crate::policy::{Decision, Mode, Policy};
+use crate::runner::Conversation;
 use crate::tools::{JobTable, ToolContext, ToolRegistry};
 
+mod approval;
+mod context;
+mod history;
+mod host;
+mod lifecycle;
 mod provider;
 mod rewind;
 mod steer;
@@ -31,9 +40,6 @@ pub use rewind::RewindError;
 
 /// Default number of model steps per turn before the turn pauses.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
-
-/// How many times a provider error marked retryable is re-issued within one step.
-pub(crate) const PROVIDER_REISSUES: u32 = 3;
 
 /// The link to the session's driving client, as the turn runner uses it: provider streams
 /// through the laptop's gateway, laptop MCP servers, link state, headless flag
@@ -117,34 +123,24 @@ impl From<SessionError> for RpcError {
     }
 }
 
-pub(crate) struct PendingApproval {
-    pub(crate) answer: oneshot::Sender<ApprovalDecision>,
-    pub(crate) tool: String,
-    pub(crate) args: Value,
-}
-
-pub(crate) struct Inner {
+struct Inner {
     /// Numbers events and hands their lines to the session's writer thread.
-    pub(crate) journal: JournalWriter,
-    pub(crate) events: Vec<Event>,
-    pub(crate) messages: Vec<Value>,
-    pub(crate) turn: u64,
-    pub(crate) state: TurnState,
-    pub(crate) state_detail: Option<String>,
-    pub(crate) seen_requests: HashSet<String>,
-    pub(crate) approvals: HashMap<String, PendingApproval>,
-    pub(crate) cancel: Option<CancellationToken>,
-    pub(crate) settings: SessionSettings,
-    pub(crate) policy: Policy,
+    journal: JournalWriter,
+    events: Vec<Event>,
+    turn: u64,
+    state: TurnState,
+    state_detail: Option<String>,
+    seen_requests: HashSet<String>,
+    approvals: HashMap<String, approval::PendingApproval>,
+    cancel: Option<CancellationToken>,
+    settings: SessionSettings,
+    policy: Policy,
     /// The policy `policy` and `tool_ctx` were built from (reported to clients).
-    pub(crate) enforced: reasonix_forward::policy::SessionPolicy,
-    pub(crate) prev_prefix: Option<(String, String, u64)>,
-    pub(crate) created: String,
-    pub(crate) title: String,
-    /// Prompt-size accounting for the compaction ladder.
-    pub(crate) context: crate::runner::compact::ContextState,
+    enforced: reasonix_forward::policy::SessionPolicy,
+    created: String,
+    title: String,
     /// Steers and `!` outputs not yet given to the model.
-    pub(crate) pending: steer::Pending,
+    pending: steer::Pending,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -163,26 +159,28 @@ pub struct Runtime {
 pub struct Session {
     /// Session id.
     pub id: String,
-    pub(crate) inner: Mutex<Inner>,
-    pub(crate) live: broadcast::Sender<Notification>,
-    pub(crate) driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
-    pub(crate) prefix: Mutex<Arc<Prefix>>,
-    pub(crate) workspace: std::path::PathBuf,
-    pub(crate) laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
-    pub(crate) laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
+    inner: Mutex<Inner>,
+    live: broadcast::Sender<Notification>,
+    driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
+    /// The main conversation (the one the journal rebuilds), driven by the session's
+    /// runner ([`Session::runner`]). Lock order: this lock before `inner`, never after.
+    main: Mutex<Conversation>,
+    workspace: std::path::PathBuf,
+    laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
+    laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
     /// Built-ins plus the workspace MCP tools as they were when the session was opened in
     /// this daemon: fixed for the session's life, since the tool list is part of its prefix.
-    pub(crate) tools: Arc<ToolRegistry>,
+    tools: Arc<ToolRegistry>,
     /// The workspace MCP servers of that snapshot (for `/mcp`).
-    pub(crate) workspace_mcp: Arc<crate::mcp::McpManager>,
+    workspace_mcp: Arc<crate::mcp::McpManager>,
     /// Per server, the tool-list changes the user was already told about.
-    pub(crate) mcp_changes_told: Mutex<HashMap<String, u64>>,
-    pub(crate) runtime: Arc<Runtime>,
+    mcp_changes_told: Mutex<HashMap<String, u64>>,
+    runtime: Arc<Runtime>,
     /// Rebuilt from the driver's policy at every open and takeover.
-    pub(crate) tool_ctx: Mutex<ToolContext>,
-    pub(crate) journal_path: std::path::PathBuf,
+    tool_ctx: Mutex<ToolContext>,
+    journal_path: std::path::PathBuf,
     /// Where outputs too big for an event go (next to the journal).
-    pub(crate) content: ContentStore,
+    content: ContentStore,
 }
 
 impl Session {
@@ -258,7 +256,12 @@ impl Session {
                 notice = Some(text);
             }
         }
-        let messages = agent::messages_from_events(&events);
+        let main = Conversation::new(
+            id,
+            prefix,
+            agent::messages_from_events(&events),
+            journal_path.parent().unwrap_or(std::path::Path::new(".")),
+        );
         let pending = steer::Pending::from_events(&events);
         let turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         let mut seen_requests = HashSet::new();
@@ -294,7 +297,6 @@ impl Session {
             inner: Mutex::new(Inner {
                 journal,
                 events,
-                messages,
                 turn,
                 state: TurnState::Idle,
                 state_detail: None,
@@ -304,15 +306,13 @@ impl Session {
                 settings: SessionSettings::default(),
                 policy,
                 enforced: reasonix_forward::policy::SessionPolicy::default(),
-                prev_prefix: None,
                 created,
                 title,
-                context: crate::runner::compact::ContextState::default(),
                 pending,
             }),
             live,
             driver,
-            prefix: Mutex::new(Arc::new(prefix)),
+            main: Mutex::new(main),
             workspace: workspace.to_path_buf(),
             laptop_tools: Mutex::new(None),
             laptop_mcp: tokio::sync::Mutex::new(None),
@@ -327,13 +327,8 @@ impl Session {
             ),
         });
         session.tool_ctx.lock_or_recover().history =
-            Arc::new(crate::runner::compact::SessionHistory::of(&session));
+            Arc::new(history::SessionHistory::of(&session));
         Ok((session, notice))
-    }
-
-    /// The session's stable prefix.
-    pub(crate) fn prefix(&self) -> Arc<Prefix> {
-        Arc::clone(&self.prefix.lock_or_recover())
     }
 
     /// Start the laptop-side MCP servers `names` (tunnelled through whichever client drives
@@ -387,7 +382,7 @@ impl Session {
                 .cmp(b["function"]["name"].as_str().unwrap_or(""))
         });
         let prefix = Prefix::build(&self.workspace, tools);
-        *self.prefix.lock_or_recover() = Arc::new(prefix);
+        self.main.lock_or_recover().prefix = Arc::new(prefix);
         *self.laptop_tools.lock_or_recover() = Some(Arc::new(registry));
         for st in manager.status() {
             self.record(EventKind::Notice {
@@ -454,7 +449,7 @@ impl Session {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock means a panic while journaling; the data is still consistent
         // enough to keep serving (each append is one write).
         self.inner.lock_or_recover()
@@ -540,7 +535,7 @@ impl Session {
 
     /// The text the user sees when the journal refused a write at a durability point:
     /// what did not happen, the journal path and cause, and what to do.
-    pub(crate) fn journal_failure(&self, what: &str, e: &JournalError) -> String {
+    fn journal_failure(&self, what: &str, e: &JournalError) -> String {
         format!(
             "{what}: the session journal could not be saved ({e}). To fix it: {}. Then send a new message; the session continues, and this turn's events are written as soon as the journal is writable again.",
             e.advice()
@@ -576,15 +571,14 @@ impl Session {
             // A long conversation is not handed ahead of any request (`PROVIDED_BASE_MAX`):
             // measured before it is copied.
             let messages = {
-                let inner = self.lock();
-                let prefix = self.prefix();
+                let conv = self.main.lock_or_recover();
                 let size = crate::compaction::estimate::request_bytes(
-                    &prefix.system,
+                    &conv.prefix.system,
                     &[],
-                    &inner.messages,
+                    &conv.messages,
                 );
                 (size <= reasonix_forward::prefix::PROVIDED_BASE_MAX)
-                    .then(|| crate::runner::turn::request_messages(&prefix, &inner.messages))
+                    .then(|| conv.request_messages())
             };
             if let Some(messages) = messages {
                 g.provide_base(messages);
@@ -604,7 +598,7 @@ impl Session {
     }
 
     /// The tool context of the current policy.
-    pub(crate) fn tool_ctx(&self) -> ToolContext {
+    fn tool_ctx(&self) -> ToolContext {
         self.tool_ctx.lock_or_recover().clone()
     }
 
@@ -627,7 +621,7 @@ impl Session {
 
     /// Number, keep and broadcast an event and queue it for the journal writer. No I/O
     /// happens here; durability is asked for with [`JournalWriter::barrier`] where needed.
-    pub(crate) fn emit(&self, inner: &mut Inner, kind: EventKind) -> Event {
+    fn emit(&self, inner: &mut Inner, kind: EventKind) -> Event {
         let turn = inner.turn;
         let ev = inner.journal.append(turn, kind);
         inner.events.push(ev.clone());
@@ -635,22 +629,17 @@ impl Session {
         ev
     }
 
-    pub(crate) fn record(&self, kind: EventKind) -> Event {
+    fn record(&self, kind: EventKind) -> Event {
         let mut inner = self.lock();
         self.emit(&mut inner, kind)
     }
 
-    pub(crate) fn set_state(&self, state: TurnState, detail: Option<String>) {
+    fn set_state(&self, state: TurnState, detail: Option<String>) {
         let mut inner = self.lock();
         self.set_state_locked(&mut inner, state, detail);
     }
 
-    pub(crate) fn set_state_locked(
-        &self,
-        inner: &mut Inner,
-        state: TurnState,
-        detail: Option<String>,
-    ) {
+    fn set_state_locked(&self, inner: &mut Inner, state: TurnState, detail: Option<String>) {
         if inner.state == state && inner.state_detail == detail {
             return;
         }
@@ -680,6 +669,8 @@ impl Session {
         let mut attachments = agent::resolve_mentions(&self.workspace, text);
         attachments.extend(extra);
         {
+            // Lock order: the conversation before the session.
+            let mut conv = self.main.lock_or_recover();
             let mut inner = self.lock();
             if inner.seen_requests.contains(request_id) {
                 return Ok(false);
@@ -693,7 +684,7 @@ impl Session {
                 inner.title = crate::journal::title_of(text);
             }
             let shell = std::mem::take(&mut inner.pending.shell);
-            inner.messages.push(crate::steer::user_message_with_shell(
+            conv.messages.push(crate::steer::user_message_with_shell(
                 text,
                 &attachments,
                 &shell,
@@ -772,83 +763,5 @@ impl Session {
             });
         }
         true
-    }
-
-    /// Answer a pending approval. Deduplicated by `request_id`; answering an approval that
-    /// was already answered is reported as `Ok(false)`.
-    ///
-    /// The answer is fsynced before the call returns (a durability point); when the journal
-    /// cannot be written the turn still gets the answer (its next durability point, before
-    /// the tool starts, then fails the turn cleanly) and the caller gets the journal error.
-    pub async fn approve(
-        &self,
-        request_id: &str,
-        approval_id: &str,
-        decision: ApprovalDecision,
-    ) -> Result<bool, SessionError> {
-        let barrier = self.approve_locked(request_id, approval_id, decision)?;
-        match barrier {
-            None => Ok(false),
-            Some(b) => {
-                b.wait().await?;
-                Ok(true)
-            }
-        }
-    }
-
-    fn approve_locked(
-        &self,
-        request_id: &str,
-        approval_id: &str,
-        decision: ApprovalDecision,
-    ) -> Result<Option<Barrier>, SessionError> {
-        let mut inner = self.lock();
-        if inner.seen_requests.contains(request_id) {
-            return Ok(None);
-        }
-        let Some(pending) = inner.approvals.remove(approval_id) else {
-            let answered = inner.events.iter().any(|e| {
-                matches!(&e.kind, EventKind::ApprovalAnswered { approval_id: a, .. } if a == approval_id)
-            });
-            if answered {
-                return Ok(None);
-            }
-            return Err(SessionError::NoSuchApproval(approval_id.to_string()));
-        };
-        inner.seen_requests.insert(request_id.to_string());
-        if matches!(
-            decision,
-            ApprovalDecision::AllowSession | ApprovalDecision::AllowAlways
-        ) {
-            inner.policy.allow_for_session(&pending.tool, &pending.args);
-        }
-        let rule = match decision {
-            ApprovalDecision::AllowAlways => Policy::always_rule(&pending.tool, &pending.args),
-            ApprovalDecision::AllowOnce
-            | ApprovalDecision::AllowSession
-            | ApprovalDecision::Deny => None,
-        };
-        if decision == ApprovalDecision::AllowAlways && rule.is_none() {
-            self.emit(
-                &mut inner,
-                EventKind::Notice {
-                    text: format!(
-                        "{} is too dangerous to allow forever; it is allowed for this session only",
-                        pending.tool
-                    ),
-                },
-            );
-        }
-        self.emit(
-            &mut inner,
-            EventKind::ApprovalAnswered {
-                approval_id: approval_id.to_string(),
-                decision,
-                rule,
-            },
-        );
-        let barrier = inner.journal.barrier();
-        let _ = pending.answer.send(decision);
-        Ok(Some(barrier))
     }
 }

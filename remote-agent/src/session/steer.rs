@@ -7,17 +7,17 @@ use crate::steer::ShellContext;
 /// Steers received and not yet given to the model, with `!` outputs waiting for the next
 /// user turn.
 #[derive(Debug, Default)]
-pub(crate) struct Pending {
+pub(super) struct Pending {
     /// (request id, text), in arrival order.
-    pub(crate) steers: Vec<(String, String)>,
+    pub(super) steers: Vec<(String, String)>,
     /// Shared `!` outputs for the next user turn.
-    pub(crate) shell: Vec<ShellContext>,
+    pub(super) shell: Vec<ShellContext>,
 }
 
 impl Pending {
     /// What a journal left pending: `!` outputs shared after the last user turn. (Steers
     /// never outlive their turn: a turn left open by a crash is closed as interrupted.)
-    pub(crate) fn from_events(events: &[Event]) -> Pending {
+    pub(super) fn from_events(events: &[Event]) -> Pending {
         let mut replay = crate::steer::Replay::default();
         for e in events {
             match &e.kind {
@@ -76,23 +76,23 @@ impl Session {
     }
 
     /// True while steers wait for a model step.
-    pub(crate) fn steers_pending(&self) -> bool {
+    pub(super) fn steers_pending(&self) -> bool {
         !self.lock().pending.steers.is_empty()
     }
 
-    /// Give the pending steers to the model: one user message appended after the last
-    /// message, announced with [`EventKind::SteerInjected`]. Called before each model step.
-    pub(crate) fn inject_steers(&self) {
+    /// Give the pending steers to the model: one user message for the runner to append after
+    /// the last message, announced with [`EventKind::SteerInjected`] (its size estimated with
+    /// `estimator`). Called before each model step, under the conversation's lock.
+    pub(super) fn inject_steers(&self, estimator: &crate::compaction::Estimator) -> Option<Value> {
         let mut inner = self.lock();
         if inner.pending.steers.is_empty() {
-            return;
+            return None;
         }
         let steers = std::mem::take(&mut inner.pending.steers);
         let texts: Vec<&str> = steers.iter().map(|(_, t)| t.as_str()).collect();
         let msg = crate::steer::steer_message(&texts);
         let bytes = msg["content"].as_str().map(str::len).unwrap_or(0);
-        let est_tokens = inner.context.estimator.tokens(bytes);
-        inner.messages.push(msg);
+        let est_tokens = estimator.tokens(bytes);
         let request_ids = steers.into_iter().map(|(id, _)| id).collect();
         self.emit(
             &mut inner,
@@ -101,11 +101,12 @@ impl Session {
                 est_tokens,
             },
         );
+        Some(msg)
     }
 
     /// The turn ended without another model step: steers still pending were not delivered;
     /// say so (their text is in the journal and the transcript).
-    pub(crate) fn drop_pending_steers(&self, inner: &mut Inner, outcome: TurnOutcome) {
+    pub(super) fn drop_pending_steers(&self, inner: &mut Inner, outcome: TurnOutcome) {
         if inner.pending.steers.is_empty() {
             return;
         }
