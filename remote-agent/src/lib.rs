@@ -20,6 +20,7 @@ pub mod preflight;
 pub mod project;
 pub mod prompt_history;
 pub mod pty;
+pub(crate) mod runner;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;

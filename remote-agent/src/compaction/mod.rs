@@ -15,8 +15,8 @@
 //!
 //! The rewrite itself ([`apply`]) is a pure function of the conversation and the journaled
 //! `Compacted` event, so the live session and a journal replay produce the same bytes.
-//! This module holds no I/O except the archive file ([`archive`]); the session glue in
-//! `session/compact.rs` calls the model and journals the result.
+//! This module holds no I/O except the archive file ([`archive`]); the runner glue in
+//! `runner/compact.rs` calls the model and journals the result.
 
 pub mod archive;
 pub mod estimate;
@@ -59,7 +59,7 @@ pub struct Thresholds {
     pub snip: u64,
     /// At the snip rung, summarise instead of snipping when what a snip would leave before
     /// the tail, besides the user turns a summary keeps, is at least this (a third of
-    /// `snip`): see `session/compact.rs`.
+    /// `snip`): see `runner/compact.rs`.
     pub fold_worth: u64,
     /// Summarise from here (at a turn start).
     pub compact: u64,

@@ -1,4 +1,7 @@
-//! Sessions: the conversation, its journal, its turn machine and the clients watching it.
+//! Sessions: the journal, the clients watching it, request dedup, the policy and approvals,
+//! the turn's state, and the link to the driving client. The conversation itself is driven by
+//! a runner ([`crate::runner`]) that the session hosts; the main conversation is the one the
+//! journal rebuilds.
 //!
 //! A session lives in the daemon, not in a client: a turn keeps running when every client
 //! is gone, and parks in a visible "waiting for laptop" state when it needs the model (which
@@ -8,9 +11,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
-    ApprovalDecision, Denied, ErrorCode, Event, EventKind, Notification, ProviderChunk,
-    ProviderRequest, ProviderRetry, RetryPhase, RpcError, SessionInfo, SessionSettings, ToolCall,
-    TurnOutcome, TurnState, Usage,
+    ApprovalDecision, ContextSettings, ErrorCode, Event, EventKind, Notification, ProviderRequest,
+    RpcError, SessionInfo, SessionSettings, ToolCall, TurnOutcome, TurnState,
 };
 use reasonix_forward::sync::LockExt;
 use serde_json::{json, Value};
@@ -21,23 +23,23 @@ use crate::agent::{self, Prefix};
 use crate::content::ContentStore;
 use crate::journal::{Barrier, Journal, JournalError, JournalWriter};
 use crate::policy::{Decision, Mode, Policy};
+use crate::runner::Conversation;
 use crate::tools::{JobTable, ToolContext, ToolRegistry};
-use reasonix_forward::content::EXTERNALIZE_OVER;
 
-mod compact;
+mod approval;
+mod context;
+mod history;
+mod host;
+mod lifecycle;
 mod provider;
 mod rewind;
 mod steer;
-mod turn;
 
 pub use provider::{ProviderStream, PROVIDER_CHUNK_BUFFER};
 pub use rewind::RewindError;
 
 /// Default number of model steps per turn before the turn pauses.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
-
-/// How many times a provider error marked retryable is re-issued within one step.
-const PROVIDER_REISSUES: u32 = 3;
 
 /// The link to the session's driving client, as the turn runner uses it: provider streams
 /// through the laptop's gateway, laptop MCP servers, link state, headless flag
@@ -121,32 +123,22 @@ impl From<SessionError> for RpcError {
     }
 }
 
-struct PendingApproval {
-    answer: oneshot::Sender<ApprovalDecision>,
-    tool: String,
-    args: Value,
-}
-
 struct Inner {
     /// Numbers events and hands their lines to the session's writer thread.
     journal: JournalWriter,
     events: Vec<Event>,
-    messages: Vec<Value>,
     turn: u64,
     state: TurnState,
     state_detail: Option<String>,
     seen_requests: HashSet<String>,
-    approvals: HashMap<String, PendingApproval>,
+    approvals: HashMap<String, approval::PendingApproval>,
     cancel: Option<CancellationToken>,
     settings: SessionSettings,
     policy: Policy,
     /// The policy `policy` and `tool_ctx` were built from (reported to clients).
     enforced: reasonix_forward::policy::SessionPolicy,
-    prev_prefix: Option<(String, String, u64)>,
     created: String,
     title: String,
-    /// Prompt-size accounting for the compaction ladder.
-    context: compact::ContextState,
     /// Steers and `!` outputs not yet given to the model.
     pending: steer::Pending,
 }
@@ -170,7 +162,9 @@ pub struct Session {
     inner: Mutex<Inner>,
     live: broadcast::Sender<Notification>,
     driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
-    prefix: Mutex<Arc<Prefix>>,
+    /// The main conversation (the one the journal rebuilds), driven by the session's
+    /// runner ([`Session::runner`]). Lock order: this lock before `inner`, never after.
+    main: Mutex<Conversation>,
     workspace: std::path::PathBuf,
     laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
     laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
@@ -263,7 +257,12 @@ impl Session {
                 notice = Some(text);
             }
         }
-        let messages = agent::messages_from_events(&events);
+        let main = Conversation::new(
+            id,
+            prefix,
+            agent::messages_from_events(&events),
+            journal_path.parent().unwrap_or(std::path::Path::new(".")),
+        );
         let pending = steer::Pending::from_events(&events);
         let turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         let mut seen_requests = HashSet::new();
@@ -299,7 +298,6 @@ impl Session {
             inner: Mutex::new(Inner {
                 journal,
                 events,
-                messages,
                 turn,
                 state: TurnState::Idle,
                 state_detail: None,
@@ -309,15 +307,13 @@ impl Session {
                 settings: SessionSettings::default(),
                 policy,
                 enforced: reasonix_forward::policy::SessionPolicy::default(),
-                prev_prefix: None,
                 created,
                 title,
-                context: compact::ContextState::default(),
                 pending,
             }),
             live,
             driver,
-            prefix: Mutex::new(Arc::new(prefix)),
+            main: Mutex::new(main),
             workspace: workspace.to_path_buf(),
             laptop_tools: Mutex::new(None),
             laptop_mcp: tokio::sync::Mutex::new(None),
@@ -332,13 +328,8 @@ impl Session {
             ),
         });
         session.tool_ctx.lock_or_recover().history =
-            Arc::new(compact::SessionHistory::of(&session));
+            Arc::new(history::SessionHistory::of(&session));
         Ok((session, notice))
-    }
-
-    /// The session's stable prefix.
-    fn prefix(&self) -> Arc<Prefix> {
-        Arc::clone(&self.prefix.lock_or_recover())
     }
 
     /// Start the laptop-side MCP servers `names` (tunnelled through whichever client drives
@@ -392,7 +383,7 @@ impl Session {
                 .cmp(b["function"]["name"].as_str().unwrap_or(""))
         });
         let prefix = Prefix::build(&self.workspace, tools);
-        *self.prefix.lock_or_recover() = Arc::new(prefix);
+        self.main.lock_or_recover().prefix = Arc::new(prefix);
         *self.laptop_tools.lock_or_recover() = Some(Arc::new(registry));
         for st in manager.status() {
             self.record(EventKind::Notice {
@@ -581,15 +572,14 @@ impl Session {
             // A long conversation is not handed ahead of any request (`PROVIDED_BASE_MAX`):
             // measured before it is copied.
             let messages = {
-                let inner = self.lock();
-                let prefix = self.prefix();
+                let conv = self.main.lock_or_recover();
                 let size = crate::compaction::estimate::request_bytes(
-                    &prefix.system,
+                    &conv.prefix.system,
                     &[],
-                    &inner.messages,
+                    &conv.messages,
                 );
                 (size <= reasonix_forward::prefix::PROVIDED_BASE_MAX)
-                    .then(|| turn::request_messages(&prefix, &inner.messages))
+                    .then(|| conv.request_messages())
             };
             if let Some(messages) = messages {
                 g.provide_base(messages);
@@ -680,6 +670,8 @@ impl Session {
         let mut attachments = agent::resolve_mentions(&self.workspace, text);
         attachments.extend(extra);
         {
+            // Lock order: the conversation before the session.
+            let mut conv = self.main.lock_or_recover();
             let mut inner = self.lock();
             if inner.seen_requests.contains(request_id) {
                 return Ok(false);
@@ -693,7 +685,7 @@ impl Session {
                 inner.title = crate::journal::title_of(text);
             }
             let shell = std::mem::take(&mut inner.pending.shell);
-            inner.messages.push(crate::steer::user_message_with_shell(
+            conv.messages.push(crate::steer::user_message_with_shell(
                 text,
                 &attachments,
                 &shell,
@@ -772,83 +764,5 @@ impl Session {
             });
         }
         true
-    }
-
-    /// Answer a pending approval. Deduplicated by `request_id`; answering an approval that
-    /// was already answered is reported as `Ok(false)`.
-    ///
-    /// The answer is fsynced before the call returns (a durability point); when the journal
-    /// cannot be written the turn still gets the answer (its next durability point, before
-    /// the tool starts, then fails the turn cleanly) and the caller gets the journal error.
-    pub async fn approve(
-        &self,
-        request_id: &str,
-        approval_id: &str,
-        decision: ApprovalDecision,
-    ) -> Result<bool, SessionError> {
-        let barrier = self.approve_locked(request_id, approval_id, decision)?;
-        match barrier {
-            None => Ok(false),
-            Some(b) => {
-                b.wait().await?;
-                Ok(true)
-            }
-        }
-    }
-
-    fn approve_locked(
-        &self,
-        request_id: &str,
-        approval_id: &str,
-        decision: ApprovalDecision,
-    ) -> Result<Option<Barrier>, SessionError> {
-        let mut inner = self.lock();
-        if inner.seen_requests.contains(request_id) {
-            return Ok(None);
-        }
-        let Some(pending) = inner.approvals.remove(approval_id) else {
-            let answered = inner.events.iter().any(|e| {
-                matches!(&e.kind, EventKind::ApprovalAnswered { approval_id: a, .. } if a == approval_id)
-            });
-            if answered {
-                return Ok(None);
-            }
-            return Err(SessionError::NoSuchApproval(approval_id.to_string()));
-        };
-        inner.seen_requests.insert(request_id.to_string());
-        if matches!(
-            decision,
-            ApprovalDecision::AllowSession | ApprovalDecision::AllowAlways
-        ) {
-            inner.policy.allow_for_session(&pending.tool, &pending.args);
-        }
-        let rule = match decision {
-            ApprovalDecision::AllowAlways => Policy::always_rule(&pending.tool, &pending.args),
-            ApprovalDecision::AllowOnce
-            | ApprovalDecision::AllowSession
-            | ApprovalDecision::Deny => None,
-        };
-        if decision == ApprovalDecision::AllowAlways && rule.is_none() {
-            self.emit(
-                &mut inner,
-                EventKind::Notice {
-                    text: format!(
-                        "{} is too dangerous to allow forever; it is allowed for this session only",
-                        pending.tool
-                    ),
-                },
-            );
-        }
-        self.emit(
-            &mut inner,
-            EventKind::ApprovalAnswered {
-                approval_id: approval_id.to_string(),
-                decision,
-                rule,
-            },
-        );
-        let barrier = inner.journal.barrier();
-        let _ = pending.answer.send(decision);
-        Ok(Some(barrier))
     }
 }

@@ -146,13 +146,15 @@ impl Session {
             inner.journal.last_seq()
         };
         let mut events = rx.await.map_err(|_| RewindError::WriterStopped)??;
+        // Lock order: the conversation before the session.
+        let mut conv = self.main.lock_or_recover();
         let mut inner = self.lock();
         // Events queued after the cut was ordered are in the file after it; keep them in
         // memory too. Numbering stays monotonic so clients never mistake new events for ones
         // they saw.
         events.extend(inner.events.iter().filter(|e| e.seq > boundary).cloned());
         inner.journal.continue_after(boundary);
-        inner.messages = agent::messages_from_events(&events);
+        conv.messages = agent::messages_from_events(&events);
         inner.turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         inner.events = events;
         inner.state = TurnState::Idle;

@@ -80,19 +80,19 @@ impl Session {
         !self.lock().pending.steers.is_empty()
     }
 
-    /// Give the pending steers to the model: one user message appended after the last
-    /// message, announced with [`EventKind::SteerInjected`]. Called before each model step.
-    pub(super) fn inject_steers(&self) {
+    /// Give the pending steers to the model: one user message for the runner to append after
+    /// the last message, announced with [`EventKind::SteerInjected`] (its size estimated with
+    /// `estimator`). Called before each model step, under the conversation's lock.
+    pub(super) fn inject_steers(&self, estimator: &crate::compaction::Estimator) -> Option<Value> {
         let mut inner = self.lock();
         if inner.pending.steers.is_empty() {
-            return;
+            return None;
         }
         let steers = std::mem::take(&mut inner.pending.steers);
         let texts: Vec<&str> = steers.iter().map(|(_, t)| t.as_str()).collect();
         let msg = crate::steer::steer_message(&texts);
         let bytes = msg["content"].as_str().map(str::len).unwrap_or(0);
-        let est_tokens = inner.context.estimator.tokens(bytes);
-        inner.messages.push(msg);
+        let est_tokens = estimator.tokens(bytes);
         let request_ids = steers.into_iter().map(|(id, _)| id).collect();
         self.emit(
             &mut inner,
@@ -101,6 +101,7 @@ impl Session {
                 est_tokens,
             },
         );
+        Some(msg)
     }
 
     /// The turn ended without another model step: steers still pending were not delivered;

@@ -1,23 +1,17 @@
-//! The session's side of the compaction ladder ([`crate::compaction`]): measuring the next
+//! A runner's side of the compaction ladder ([`crate::compaction`]): measuring the next
 //! request, archiving what a rewrite removes, asking the model for a summary through the
 //! driving laptop's gateway, and journaling the rewrite as a declared cache reset.
 
-use super::*;
-use crate::compaction::{self, archive, estimate, Level, Rewrite, Thresholds};
-use reasonix_forward::proto::{CompactionKind, CompactionTrigger, SnippedResult};
+use reasonix_forward::proto::{
+    CompactionKind, CompactionTrigger, EventKind, ProviderChunk, ProviderRequest, SnippedResult,
+    TurnState,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-/// The session's context accounting.
-#[derive(Debug, Default)]
-pub(super) struct ContextState {
-    /// Byte → token ratio, calibrated by usage reports.
-    pub(super) estimator: compaction::Estimator,
-    /// Bytes of the last request sent (calibrated against its reported `prompt_tokens`).
-    pub(super) last_bytes: usize,
-    /// A rewrite since the last request: names it in the next usage's cache note.
-    pub(super) pending_rewrite: Option<String>,
-    /// The number of the archive's next record, once read from the archive.
-    pub(super) archive_next: Option<u64>,
-}
+use super::conversation::{request_bytes_of, request_messages, Conversation};
+use super::{Host, Runner};
+use crate::compaction::{self, archive, estimate, Level, Rewrite, Thresholds};
 
 /// What a snip now would leave, in estimated tokens.
 struct SnipOutlook {
@@ -29,7 +23,7 @@ struct SnipOutlook {
 }
 
 /// How a compaction attempt ended when it could not rewrite.
-pub(super) enum CompactEnd {
+pub(crate) enum CompactEnd {
     /// The turn was cancelled meanwhile.
     Cancelled,
     /// Every rung ran and the next request is still over the window: it is not sent, and
@@ -37,40 +31,31 @@ pub(super) enum CompactEnd {
     OverWindow(String),
 }
 
-/// The visible bound of a tool result entering this session's context, when its window
-/// makes it smaller than the usual one (`None` otherwise, and always for sessions without
+/// The visible bound of a tool result entering a conversation of a `window`-token context,
+/// when that window makes it smaller than the usual one (`None` otherwise, and always without
 /// compaction): journaled with the result so a replay bounds it the same way.
-pub(super) fn small_window_bound(inner: &Inner) -> Option<u64> {
-    let window = inner.settings.context.window;
-    let bound =
-        crate::tools::context_bound_bytes(window, inner.context.estimator.tokens_per_byte());
+pub(crate) fn small_window_bound(conv: &Conversation, window: u64) -> Option<u64> {
+    let bound = crate::tools::context_bound_bytes(window, conv.context.estimator.tokens_per_byte());
     (bound < crate::tools::CONTEXT_BOUND_BYTES).then_some(bound as u64)
 }
 
-impl Session {
-    /// Estimated prompt tokens of the next request as the conversation stands.
-    pub(super) fn next_request_tokens(&self, inner: &Inner) -> (usize, u64) {
-        let prefix = self.prefix();
-        let bytes = estimate::request_bytes(&prefix.system, &prefix.tools, &inner.messages);
-        (bytes, inner.context.estimator.tokens(bytes))
-    }
-
+impl<H: Host> Runner<'_, H> {
     /// Before a model request: run the ladder's rungs the next request calls for.
     /// `turn_start` is true for the first request of a user turn.
-    pub(super) async fn keep_in_window(
+    pub(crate) async fn keep_in_window(
         &self,
         cancel: &CancellationToken,
         turn_start: bool,
     ) -> Result<(), CompactEnd> {
-        let (thresholds, tokens) = {
-            let inner = self.lock();
-            let Some(t) = Thresholds::of(&inner.settings.context) else {
+        let (thresholds, tokens, id) = {
+            let Some(t) = Thresholds::of(&self.host.context_settings()) else {
                 return Ok(());
             };
-            (t, self.next_request_tokens(&inner).1)
+            let conv = self.conversation();
+            (t, conv.next_request_tokens().1, conv.id.clone())
         };
         tracing::debug!(
-            session = %self.id,
+            conversation = %id,
             tokens,
             window = thresholds.window,
             turn_start,
@@ -102,7 +87,7 @@ impl Session {
                 } else {
                     summarised = self.summarise(&thresholds, trigger, None, cancel).await?;
                     // A summary that did not run (or left old results) falls back to the snip.
-                    let now = self.next_request_tokens(&self.lock()).1;
+                    let now = self.conversation().next_request_tokens().1;
                     if now >= thresholds.snip {
                         self.snip(&thresholds, trigger).await;
                     }
@@ -123,7 +108,7 @@ impl Session {
         summarised: bool,
         cancel: &CancellationToken,
     ) -> Result<(), CompactEnd> {
-        let now = || self.next_request_tokens(&self.lock()).1;
+        let now = || self.conversation().next_request_tokens().1;
         if now() >= t.force {
             self.snip(t, CompactionTrigger::Forced).await;
             if now() >= t.force && !summarised {
@@ -136,18 +121,16 @@ impl Session {
         if tokens < t.window {
             return Ok(());
         }
-        let inner = self.lock();
-        Err(CompactEnd::OverWindow(
-            self.over_window_report(&inner, t, tokens),
-        ))
+        let report = self.over_window_report(&self.conversation(), t, tokens);
+        Err(CompactEnd::OverWindow(report))
     }
 
     /// What does not fit, for the error that ends a turn whose next request would be over
     /// the window after every rung ran.
-    fn over_window_report(&self, inner: &Inner, t: &Thresholds, tokens: u64) -> String {
-        let est = &inner.context.estimator;
-        let prefix_tokens = est.tokens(request_bytes_of(&self.prefix(), &[]));
-        let largest = inner
+    fn over_window_report(&self, conv: &Conversation, t: &Thresholds, tokens: u64) -> String {
+        let est = &conv.context.estimator;
+        let prefix_tokens = est.tokens(request_bytes_of(&conv.prefix, &[]));
+        let largest = conv
             .messages
             .iter()
             .enumerate()
@@ -157,11 +140,15 @@ impl Session {
                 let what = if role == "tool" { "tool result" } else { role };
                 (i, what, est.tokens(estimate::message_bytes(m)))
             });
-        let model = inner.settings.model.clone().unwrap_or_default();
+        let model = self.host.model().unwrap_or_default();
         let mut text = format!(
             "the next request needs about {tokens} tokens, over the context window of {} tokens{}, even after compaction: the system prompt and tool schemas take about {prefix_tokens}, the recent part kept verbatim the rest",
             t.window,
-            if model.is_empty() { String::new() } else { format!(" of {model}") },
+            if model.is_empty() {
+                String::new()
+            } else {
+                format!(" of {model}")
+            },
         );
         if let Some((i, what, n)) = largest {
             text.push_str(&format!(
@@ -173,34 +160,18 @@ impl Session {
         text
     }
 
-    /// `/compact [focus]`: snip and summarise now, whatever the size; `focus` steers what the
-    /// summary keeps. `Ok(None)` for a repeated `request_id` (nothing runs twice). The
-    /// session is busy meanwhile (a turn submitted now is refused, `/cancel` stops it), and
-    /// the summary request survives a link drop or a new client like a turn's request does.
-    pub async fn compact_now(
+    /// `/compact [focus]` on this conversation: snip and summarise now, whatever the size;
+    /// `focus` steers what the summary keeps. Returns the next request's estimated tokens
+    /// before and after, and how the summary ended.
+    pub(crate) async fn compact_now(
         &self,
-        request_id: &str,
         focus: Option<&str>,
-    ) -> Result<Option<String>, String> {
-        let cancel = CancellationToken::new();
-        let (thresholds, before, compactions, resume) = {
-            let mut inner = self.lock();
-            if inner.seen_requests.contains(request_id) {
-                return Ok(None);
-            }
-            let resume = inner.state;
-            if !matches!(resume, TurnState::Idle | TurnState::Paused) {
-                return Err("a turn is running; compact after it ends (or cancel it)".into());
-            }
-            inner.seen_requests.insert(request_id.to_string());
-            inner.cancel = Some(cancel.clone());
-            self.set_state_locked(
-                &mut inner,
-                TurnState::Running,
-                Some("compacting the context (/compact)".into()),
-            );
-            let ctx = inner.settings.context;
-            let before = self.next_request_tokens(&inner).1;
+        cancel: &CancellationToken,
+    ) -> (u64, u64, Result<bool, CompactEnd>) {
+        let (thresholds, before) = {
+            let inner = self.conversation();
+            let ctx = self.host.context_settings();
+            let before = inner.next_request_tokens().1;
             // Asked for explicitly, the summary must have something to replace even in a
             // conversation shorter than the configured tail: the tail kept verbatim is then
             // at most a quarter of what the conversation holds.
@@ -208,7 +179,7 @@ impl Session {
                 inner
                     .context
                     .estimator
-                    .tokens(request_bytes_of(&self.prefix(), &[])),
+                    .tokens(request_bytes_of(&inner.prefix, &[])),
             );
             let tail = ctx.tail_tokens.min(conversation / 4);
             let mut t = Thresholds::of(&ctx).unwrap_or(Thresholds {
@@ -220,96 +191,21 @@ impl Session {
                 tail,
             });
             t.tail = t.tail.min(tail);
-            (t, before, compaction_count(&inner.events), resume)
+            (t, before)
         };
         self.snip(&thresholds, CompactionTrigger::User).await;
         let ended = self
-            .summarise(&thresholds, CompactionTrigger::User, focus, &cancel)
+            .summarise(&thresholds, CompactionTrigger::User, focus, cancel)
             .await;
-        let (after, done) = {
-            let mut inner = self.lock();
-            inner.cancel = None;
-            let state = if resume == TurnState::Paused {
-                TurnState::Paused
-            } else {
-                TurnState::Idle
-            };
-            self.set_state_locked(&mut inner, state, None);
-            (
-                self.next_request_tokens(&inner).1,
-                compaction_count(&inner.events) - compactions,
-            )
-        };
-        // A rewrite is a durability point: the summary was paid for, so it is on disk before
-        // the client hears that it is done (a daemon crash then cannot make it run again).
-        if done > 0 {
-            if let Err(e) = self.flush_journal().await {
-                return Err(format!("the compaction could not be journaled: {e}"));
-            }
-        }
-        Ok(Some(match ended {
-            Err(CompactEnd::Cancelled) if done == 0 => {
-                "compaction cancelled; the history stays as it is".to_string()
-            }
-            Err(CompactEnd::Cancelled) => format!(
-                "summary cancelled; old tool results were snipped: about {before} → {after} tokens"
-            ),
-            // (The summary rung itself never ends a request as over the window.)
-            Err(CompactEnd::OverWindow(why)) => why,
-            Ok(_) if done == 0 => format!(
-                "nothing to compact: the conversation (about {before} tokens) has no older part to summarise"
-            ),
-            Ok(_) => format!(
-                "compacted: about {before} → {after} tokens; the next request misses the cache once"
-            ),
-        }))
-    }
-
-    /// `/context`: the next request's prompt split by part, in estimated tokens.
-    pub fn context_report(&self) -> reasonix_forward::proto::ContextReport {
-        let inner = self.lock();
-        let prefix = self.prefix();
-        let est = &inner.context.estimator;
-        let system_bytes = request_bytes_of(&prefix, &[])
-            - prefix.tools.iter().map(estimate::json_len).sum::<usize>();
-        let instructions_bytes = crate::agent::instruction_bytes(&prefix.system).min(system_bytes);
-        let tools_bytes: usize = prefix.tools.iter().map(estimate::json_len).sum();
-        let (mut conversation, mut results) = (0usize, 0usize);
-        for m in &inner.messages {
-            let b = estimate::message_bytes(m);
-            if m.get("role").and_then(Value::as_str) == Some("tool") {
-                results += b;
-            } else {
-                conversation += b;
-            }
-        }
-        let (mut snips, mut summaries) = (0, 0);
-        for e in &inner.events {
-            if let EventKind::Compacted { kind, .. } = &e.kind {
-                match kind {
-                    CompactionKind::Snip => snips += 1,
-                    CompactionKind::Summary => summaries += 1,
-                }
-            }
-        }
-        reasonix_forward::proto::ContextReport {
-            settings: inner.settings.context,
-            system_tokens: est.tokens(system_bytes - instructions_bytes),
-            instructions_tokens: est.tokens(instructions_bytes),
-            tools_tokens: est.tokens(tools_bytes),
-            conversation_tokens: est.tokens(conversation),
-            tool_result_tokens: est.tokens(results),
-            messages: inner.messages.len() as u64,
-            compactions: (snips, summaries),
-            tokens_per_byte: est.tokens_per_byte(),
-        }
+        let after = self.conversation().next_request_tokens().1;
+        (before, after, ended)
     }
 
     /// What a snip now would leave (nothing is changed).
     fn snip_outlook(&self, t: &Thresholds) -> SnipOutlook {
-        let inner = self.lock();
+        let inner = self.conversation();
         let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
-        let (bytes, _) = self.next_request_tokens(&inner);
+        let (bytes, _) = inner.next_request_tokens();
         let freed: usize = compaction::plan_snip(&inner.messages, tail)
             .iter()
             .enumerate()
@@ -341,8 +237,9 @@ impl Session {
 
     /// Snip old tool results outside the tail. Archive first (durably), then journal.
     async fn snip(&self, t: &Thresholds, trigger: CompactionTrigger) {
-        let (plan, before, turn) = {
-            let inner = self.lock();
+        let turn = self.host.turn();
+        let (plan, before) = {
+            let inner = self.conversation();
             let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
             let plan = compaction::plan_snip(&inner.messages, tail);
             let originals: Vec<Value> = plan
@@ -351,8 +248,7 @@ impl Session {
                 .collect();
             (
                 plan.into_iter().zip(originals).collect::<Vec<_>>(),
-                self.next_request_tokens(&inner).1,
-                inner.turn,
+                inner.next_request_tokens().1,
             )
         };
         if plan.is_empty() {
@@ -385,9 +281,9 @@ impl Session {
             self.not_compacted(&e);
             return;
         }
-        let mut inner = self.lock();
+        let mut inner = self.conversation();
         compaction::apply(&mut inner.messages, Rewrite::Snip(&snips));
-        let after = self.next_request_tokens(&inner).1;
+        let after = inner.next_request_tokens().1;
         self.emit_compacted(
             &mut inner,
             CompactionKind::Snip,
@@ -407,15 +303,16 @@ impl Session {
         focus: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<bool, CompactEnd> {
-        let (range, request, originals, before, turn, stream_id) = {
-            let inner = self.lock();
+        let turn = self.host.turn();
+        let (range, request, originals, before, stream_id) = {
+            let inner = self.conversation();
             let tail = compaction::tail_start(&inner.messages, &inner.context.estimator, t.tail);
-            let Some(range) = self.summary_range(&inner, t, tail) else {
+            let Some(range) = summary_range(&inner, t, tail) else {
                 return Ok(false);
             };
-            let prefix = self.prefix();
+            let prefix = &inner.prefix;
             // A prefix of the request the provider has seen: served from cache.
-            let mut messages = turn::request_messages(&prefix, &inner.messages[..range.1]);
+            let mut messages = request_messages(prefix, &inner.messages[..range.1]);
             crate::agent::push_request_message(
                 &mut messages,
                 compaction::summary_instruction(focus),
@@ -424,7 +321,7 @@ impl Session {
                 range,
                 ProviderRequest {
                     stream_id: String::new(),
-                    model: inner.settings.model.clone(),
+                    model: self.host.model(),
                     messages,
                     tools: prefix.tools.clone(),
                     temperature: None,
@@ -432,12 +329,11 @@ impl Session {
                     messages_base: None,
                 },
                 compaction::summarised_messages(&inner.messages, range),
-                self.next_request_tokens(&inner).1,
-                inner.turn,
-                format!("{}-compact-{}", self.id, inner.journal.last_seq()),
+                inner.next_request_tokens().1,
+                format!("{}-compact-{}", inner.id, self.host.last_seq()),
             )
         };
-        self.set_state(
+        self.host.set_state(
             TurnState::Running,
             Some(
                 "compacting the context: the model is summarising the older part of the session"
@@ -445,12 +341,12 @@ impl Session {
             ),
         );
         let summary = self.summary_stream(request, stream_id, cancel).await;
-        self.set_state(TurnState::Running, None);
+        self.host.set_state(TurnState::Running, None);
         let summary = match summary {
             Ok(s) => s,
             Err(SummaryEnd::Cancelled) => return Err(CompactEnd::Cancelled),
             Err(SummaryEnd::Failed(why)) => {
-                self.record(EventKind::Notice {
+                self.host.record(EventKind::Notice {
                     text: format!(
                         "summary compaction did not run ({why}); the history stays as it is"
                     ),
@@ -481,10 +377,10 @@ impl Session {
             return Ok(false);
         }
         let content = compaction::summary_content(&summary);
-        let mut inner = self.lock();
+        let window = self.host.context_settings().window;
+        let mut inner = self.conversation();
         // The user turns kept verbatim get at most an eighth of the window, so a long
         // session cannot outgrow its window with them (no bound without a window).
-        let window = inner.settings.context.window;
         let budget = if window == 0 {
             usize::MAX
         } else {
@@ -500,7 +396,7 @@ impl Session {
                 kept_user_bytes,
             },
         );
-        let after = self.next_request_tokens(&inner).1;
+        let after = inner.next_request_tokens().1;
         self.emit_compacted(
             &mut inner,
             CompactionKind::Summary,
@@ -513,39 +409,10 @@ impl Session {
         Ok(true)
     }
 
-    /// The range a summary replaces: everything before the tail, cut back (at message
-    /// boundaries that do not separate a call from its results) until the summary request,
-    /// that range plus the instruction, fits under the force ratio. `None` when nothing
-    /// that fits is worth summarising.
-    fn summary_range(&self, inner: &Inner, t: &Thresholds, tail: usize) -> Option<(usize, usize)> {
-        let (start, mut end) = compaction::plan_summary(&inner.messages, tail)?;
-        let est = &inner.context.estimator;
-        let fixed = request_bytes_of(&self.prefix(), &[])
-            + estimate::message_bytes(&compaction::summary_instruction(None))
-            // the focus text a user may add, and the summary's own answer
-            + 4096;
-        let mut bytes: usize = fixed
-            + inner.messages[start..end]
-                .iter()
-                .map(estimate::message_bytes)
-                .sum::<usize>();
-        while est.tokens(bytes) >= t.force && end > start + 2 {
-            end -= 1;
-            bytes -= estimate::message_bytes(&inner.messages[end]);
-            while end > start + 2
-                && inner.messages[end].get("role").and_then(Value::as_str) == Some("tool")
-            {
-                end -= 1;
-                bytes -= estimate::message_bytes(&inner.messages[end]);
-            }
-        }
-        (est.tokens(bytes) < t.force && end >= start + 2).then_some((start, end))
-    }
-
     #[allow(clippy::too_many_arguments)] // one journal event's fields
     fn emit_compacted(
         &self,
-        inner: &mut Inner,
+        inner: &mut Conversation,
         kind: CompactionKind,
         trigger: CompactionTrigger,
         (tokens_before, tokens_after): (u64, u64),
@@ -562,38 +429,35 @@ impl Session {
             Some((r, s, k)) => (Some(r), Some(s), k),
             None => (None, None, None),
         };
-        self.emit(
-            inner,
-            EventKind::Compacted {
-                kind,
-                trigger,
-                tokens_before,
-                tokens_after,
-                snipped,
-                replaced,
-                summary,
-                archived,
-                archive: archive::archive_name(&self.id),
-                kept_user_bytes,
-            },
-        );
+        self.host.record(EventKind::Compacted {
+            kind,
+            trigger,
+            tokens_before,
+            tokens_after,
+            snipped,
+            replaced,
+            summary,
+            archived,
+            archive: inner.archive_name(),
+            kept_user_bytes,
+        });
     }
 
     /// Ids for `n` new archive records (`a<N>`, numbered on from the archive's last; the
-    /// archive is read once per session to find where the numbers stand).
+    /// archive is read once per conversation to find where the numbers stand).
     async fn archive_ids(&self, n: usize) -> Result<Vec<String>, String> {
-        let known = self.lock().context.archive_next;
+        let (known, path) = {
+            let conv = self.conversation();
+            (conv.context.archive_next, conv.archive.clone())
+        };
         let next = match known {
             Some(next) => next,
-            None => {
-                let path = self.archive_path();
-                tokio::task::spawn_blocking(move || archive::next_number(&path))
-                    .await
-                    .map_err(|e| format!("archive task failed: {e}"))?
-                    .map_err(|e| e.to_string())?
-            }
+            None => tokio::task::spawn_blocking(move || archive::next_number(&path))
+                .await
+                .map_err(|e| format!("archive task failed: {e}"))?
+                .map_err(|e| e.to_string())?,
         };
-        let mut inner = self.lock();
+        let mut inner = self.conversation();
         let first = inner.context.archive_next.unwrap_or(next).max(next);
         inner.context.archive_next = Some(first + n as u64);
         Ok((first..first + n as u64).map(archive::record_id).collect())
@@ -601,28 +465,18 @@ impl Session {
 
     /// The archive could not be written: the history stays as it is, and the user is told.
     fn not_compacted(&self, why: &str) {
-        self.record(EventKind::Notice {
+        self.host.record(EventKind::Notice {
             text: format!("context not compacted: {why}; the history stays as it is"),
         });
     }
 
-    /// Append to the session's archive off the async threads.
+    /// Append to the conversation's archive off the async threads.
     async fn archive(&self, records: Vec<archive::ArchivedMessage>) -> Result<(), String> {
-        let path = self.archive_path();
+        let path = self.conversation().archive.clone();
         tokio::task::spawn_blocking(move || archive::append(&path, &records))
             .await
             .map_err(|e| format!("archive task failed: {e}"))?
             .map_err(|e| e.to_string())
-    }
-
-    /// The session's archive file.
-    pub(super) fn archive_path(&self) -> std::path::PathBuf {
-        archive::archive_path(
-            self.journal_path
-                .parent()
-                .unwrap_or(std::path::Path::new(".")),
-            &self.id,
-        )
     }
 
     /// Run the summary request through the driving gateway and collect its text. The
@@ -639,10 +493,10 @@ impl Session {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let Some(gateway) = self.wait_gateway(cancel).await else {
+            let Some(gateway) = self.host.wait_gateway(cancel).await else {
                 return Err(SummaryEnd::Cancelled);
             };
-            self.set_state(
+            self.host.set_state(
                 TurnState::Running,
                 Some(
                     "compacting the context: the model is summarising the older part of the session"
@@ -665,30 +519,27 @@ impl Session {
                 };
                 match chunk {
                     None => {
-                        self.record(EventKind::Notice {
+                        self.host.record(EventKind::Notice {
                             text: "the laptop disconnected during the summary request of a compaction; it will be re-issued when a client attaches".into(),
                         });
-                        self.release_driver(gateway.conn_id());
+                        self.host.release_driver(gateway.conn_id());
                         break;
                     }
                     Some(ProviderChunk::Text { text: t }) => text.push_str(&t),
                     Some(ProviderChunk::Reasoning { .. }) | Some(ProviderChunk::ToolCall(_)) => {}
                     Some(ProviderChunk::Retrying(r)) => {
-                        self.record(EventKind::ProviderRetry(r));
+                        self.host.record(EventKind::ProviderRetry(r));
                     }
                     Some(ProviderChunk::Usage(u)) => {
-                        let mut inner = self.lock();
-                        let model = inner.settings.model.clone().unwrap_or_default();
-                        self.emit(
-                            &mut inner,
-                            EventKind::Usage {
-                                usage: u,
-                                model,
-                                system_hash: self.prefix().system_hash.clone(),
-                                tools_hash: self.prefix().tools_hash.clone(),
-                                cache_note: Some("summary request of a compaction".into()),
-                            },
-                        );
+                        let prefix = std::sync::Arc::clone(&self.conversation().prefix);
+                        let model = self.host.model().unwrap_or_default();
+                        self.host.record(EventKind::Usage {
+                            usage: u,
+                            model,
+                            system_hash: prefix.system_hash.clone(),
+                            tools_hash: prefix.tools_hash.clone(),
+                            cache_note: Some("summary request of a compaction".into()),
+                        });
                     }
                     Some(ProviderChunk::Done { .. }) => {
                         if text.trim().is_empty() {
@@ -714,103 +565,30 @@ enum SummaryEnd {
     Failed(String),
 }
 
-/// Compaction events in the journal so far.
-fn compaction_count(events: &[Event]) -> usize {
-    events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Compacted { .. }))
-        .count()
-}
-
-/// Bytes of a request of `messages` under `prefix` (what the usage report calibrates).
-pub(super) fn request_bytes_of(prefix: &Prefix, messages: &[Value]) -> usize {
-    estimate::request_bytes(&prefix.system, &prefix.tools, messages)
-}
-
-/// The session's history as the `history` tool searches it: every journaled user turn,
-/// assistant message and tool result (the originals, before any compaction), then every
-/// archived message. Holds the session weakly (the session owns the tool context).
-pub(super) struct SessionHistory {
-    session: std::sync::Weak<Session>,
-}
-
-impl SessionHistory {
-    pub(super) fn of(session: &Arc<Session>) -> SessionHistory {
-        SessionHistory {
-            session: Arc::downgrade(session),
+/// The range a summary replaces: everything before the tail, cut back (at message boundaries
+/// that do not separate a call from its results) until the summary request, that range plus
+/// the instruction, fits under the force ratio. `None` when nothing that fits is worth
+/// summarising.
+fn summary_range(conv: &Conversation, t: &Thresholds, tail: usize) -> Option<(usize, usize)> {
+    let (start, mut end) = compaction::plan_summary(&conv.messages, tail)?;
+    let est = &conv.context.estimator;
+    let fixed = request_bytes_of(&conv.prefix, &[])
+        + estimate::message_bytes(&compaction::summary_instruction(None))
+        // the focus text a user may add, and the summary's own answer
+        + 4096;
+    let mut bytes: usize = fixed
+        + conv.messages[start..end]
+            .iter()
+            .map(estimate::message_bytes)
+            .sum::<usize>();
+    let is_result = |m: &Value| m.get("role").and_then(Value::as_str) == Some("tool");
+    while est.tokens(bytes) >= t.force && end > start + 2 {
+        end -= 1;
+        bytes -= estimate::message_bytes(&conv.messages[end]);
+        while end > start + 2 && is_result(&conv.messages[end]) {
+            end -= 1;
+            bytes -= estimate::message_bytes(&conv.messages[end]);
         }
     }
-}
-
-impl compaction::history::HistorySource for SessionHistory {
-    fn documents(&self) -> Vec<compaction::history::HistoryDoc> {
-        use compaction::history::HistoryDoc;
-        let Some(session) = self.session.upgrade() else {
-            return Vec::new();
-        };
-        let mut docs = Vec::new();
-        {
-            let inner = session.lock();
-            for e in &inner.events {
-                let (role, text) = match &e.kind {
-                    EventKind::UserTurn { text, .. } => ("user".to_string(), text.clone()),
-                    EventKind::AssistantMessage {
-                        content,
-                        tool_calls,
-                        ..
-                    } => {
-                        let mut t = content.clone();
-                        for c in tool_calls {
-                            t.push_str(&format!("\n[call {} {}]", c.name, c.arguments));
-                        }
-                        ("assistant".to_string(), t)
-                    }
-                    EventKind::ToolFinished { name, output, .. } => {
-                        (format!("tool {name}"), output.clone())
-                    }
-                    EventKind::SessionStarted { .. }
-                    | EventKind::TextDelta { .. }
-                    | EventKind::ReasoningDelta { .. }
-                    | EventKind::ToolStarted { .. }
-                    | EventKind::ApprovalRequested { .. }
-                    | EventKind::ApprovalAnswered { .. }
-                    | EventKind::Usage { .. }
-                    | EventKind::TurnFinished { .. }
-                    | EventKind::Notice { .. }
-                    | EventKind::ProviderRetry(_)
-                    | EventKind::Checkpoint { .. }
-                    | EventKind::Compacted { .. }
-                    | EventKind::SteerInjected { .. } => continue,
-                    EventKind::Steer { text, .. } => ("user (steer)".to_string(), text.clone()),
-                    EventKind::ShellRan {
-                        command, output, ..
-                    } => (format!("shell !{command}"), output.clone()),
-                };
-                docs.push(HistoryDoc {
-                    id: format!("e{}", e.seq),
-                    turn: e.turn,
-                    role,
-                    text,
-                });
-            }
-        }
-        // The archive keeps what a rewind cut from the journal, too.
-        if let Ok(records) = archive::read_all(&session.archive_path()) {
-            for r in records {
-                let text = r
-                    .message
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                docs.push(HistoryDoc {
-                    id: r.id,
-                    turn: r.turn,
-                    role: format!("archived {}", r.kind),
-                    text,
-                });
-            }
-        }
-        docs
-    }
+    (est.tokens(bytes) < t.force && end >= start + 2).then_some((start, end))
 }

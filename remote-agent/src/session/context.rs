@@ -1,0 +1,124 @@
+//! `/compact` and `/context` on the session's main conversation: the request side (dedup,
+//! state, durability) here, the compaction itself in the runner ([`crate::runner`]).
+
+use super::*;
+use crate::compaction::estimate;
+use crate::runner::{request_bytes_of, CompactEnd};
+use reasonix_forward::proto::CompactionKind;
+
+impl Session {
+    /// `/compact [focus]`: snip and summarise now, whatever the size; `focus` steers what the
+    /// summary keeps. `Ok(None)` for a repeated `request_id` (nothing runs twice). The
+    /// session is busy meanwhile (a turn submitted now is refused, `/cancel` stops it), and
+    /// the summary request survives a link drop or a new client like a turn's request does.
+    pub async fn compact_now(
+        &self,
+        request_id: &str,
+        focus: Option<&str>,
+    ) -> Result<Option<String>, String> {
+        let cancel = CancellationToken::new();
+        let (compactions, resume) = {
+            let mut inner = self.lock();
+            if inner.seen_requests.contains(request_id) {
+                return Ok(None);
+            }
+            let resume = inner.state;
+            if !matches!(resume, TurnState::Idle | TurnState::Paused) {
+                return Err("a turn is running; compact after it ends (or cancel it)".into());
+            }
+            inner.seen_requests.insert(request_id.to_string());
+            inner.cancel = Some(cancel.clone());
+            self.set_state_locked(
+                &mut inner,
+                TurnState::Running,
+                Some("compacting the context (/compact)".into()),
+            );
+            (compaction_count(&inner.events), resume)
+        };
+        let (before, after, ended) = self.runner().compact_now(focus, &cancel).await;
+        let done = {
+            let mut inner = self.lock();
+            inner.cancel = None;
+            let state = if resume == TurnState::Paused {
+                TurnState::Paused
+            } else {
+                TurnState::Idle
+            };
+            self.set_state_locked(&mut inner, state, None);
+            compaction_count(&inner.events) - compactions
+        };
+        // A rewrite is a durability point: the summary was paid for, so it is on disk before
+        // the client hears that it is done (a daemon crash then cannot make it run again).
+        if done > 0 {
+            if let Err(e) = self.flush_journal().await {
+                return Err(format!("the compaction could not be journaled: {e}"));
+            }
+        }
+        Ok(Some(match ended {
+            Err(CompactEnd::Cancelled) if done == 0 => {
+                "compaction cancelled; the history stays as it is".to_string()
+            }
+            Err(CompactEnd::Cancelled) => format!(
+                "summary cancelled; old tool results were snipped: about {before} → {after} tokens"
+            ),
+            // (The summary rung itself never ends a request as over the window.)
+            Err(CompactEnd::OverWindow(why)) => why,
+            Ok(_) if done == 0 => format!(
+                "nothing to compact: the conversation (about {before} tokens) has no older part to summarise"
+            ),
+            Ok(_) => format!(
+                "compacted: about {before} → {after} tokens; the next request misses the cache once"
+            ),
+        }))
+    }
+
+    /// `/context`: the next request's prompt split by part, in estimated tokens.
+    pub fn context_report(&self) -> reasonix_forward::proto::ContextReport {
+        // Lock order: the conversation before the session.
+        let conv = self.main.lock_or_recover();
+        let inner = self.lock();
+        let prefix = &conv.prefix;
+        let est = &conv.context.estimator;
+        let system_bytes = request_bytes_of(prefix, &[])
+            - prefix.tools.iter().map(estimate::json_len).sum::<usize>();
+        let instructions_bytes = crate::agent::instruction_bytes(&prefix.system).min(system_bytes);
+        let tools_bytes: usize = prefix.tools.iter().map(estimate::json_len).sum();
+        let (mut conversation, mut results) = (0usize, 0usize);
+        for m in &conv.messages {
+            let b = estimate::message_bytes(m);
+            if m.get("role").and_then(Value::as_str) == Some("tool") {
+                results += b;
+            } else {
+                conversation += b;
+            }
+        }
+        let (mut snips, mut summaries) = (0, 0);
+        for e in &inner.events {
+            if let EventKind::Compacted { kind, .. } = &e.kind {
+                match kind {
+                    CompactionKind::Snip => snips += 1,
+                    CompactionKind::Summary => summaries += 1,
+                }
+            }
+        }
+        reasonix_forward::proto::ContextReport {
+            settings: inner.settings.context,
+            system_tokens: est.tokens(system_bytes - instructions_bytes),
+            instructions_tokens: est.tokens(instructions_bytes),
+            tools_tokens: est.tokens(tools_bytes),
+            conversation_tokens: est.tokens(conversation),
+            tool_result_tokens: est.tokens(results),
+            messages: conv.messages.len() as u64,
+            compactions: (snips, summaries),
+            tokens_per_byte: est.tokens_per_byte(),
+        }
+    }
+}
+
+/// Compaction events in the journal so far.
+fn compaction_count(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Compacted { .. }))
+        .count()
+}

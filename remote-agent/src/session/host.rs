@@ -1,0 +1,132 @@
+//! What the session gives the runner of its main conversation ([`crate::runner::Host`]): the
+//! journal and state, the driving client's gateway, steers, the policy and approvals, tools.
+
+use super::*;
+use crate::runner::Host;
+use crate::tools::Tool;
+
+impl Host for Session {
+    fn turn(&self) -> u64 {
+        self.lock().turn
+    }
+
+    fn model(&self) -> Option<String> {
+        self.lock().settings.model.clone()
+    }
+
+    fn max_steps(&self) -> u32 {
+        self.lock()
+            .settings
+            .max_steps
+            .unwrap_or(DEFAULT_MAX_STEPS)
+            .max(1)
+    }
+
+    fn context_settings(&self) -> ContextSettings {
+        self.lock().settings.context
+    }
+
+    fn record(&self, kind: EventKind) -> Event {
+        Session::record(self, kind)
+    }
+
+    fn record_durable(&self, kind: EventKind) -> Barrier {
+        let mut inner = self.lock();
+        self.emit(&mut inner, kind);
+        inner.journal.barrier()
+    }
+
+    fn record_delta(&self, kind: EventKind) -> Option<Barrier> {
+        let mut inner = self.lock();
+        self.emit(&mut inner, kind);
+        inner
+            .journal
+            .over_high_water()
+            .then(|| inner.journal.barrier())
+    }
+
+    fn last_seq(&self) -> u64 {
+        Session::last_seq(self)
+    }
+
+    fn journal_failure(&self, what: &str, e: &JournalError) -> String {
+        Session::journal_failure(self, what, e)
+    }
+
+    fn set_state(&self, state: TurnState, detail: Option<String>) {
+        Session::set_state(self, state, detail)
+    }
+
+    async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>> {
+        let mut rx = self.driver.subscribe();
+        loop {
+            if let Some(g) = rx.borrow_and_update().clone() {
+                return Some(g);
+            }
+            self.set_state(
+                TurnState::WaitingForLaptop,
+                Some("waiting for laptop: the model is reached through a client's gateway".into()),
+            );
+            tokio::select! {
+                _ = cancel.cancelled() => return None,
+                r = rx.changed() => if r.is_err() { return None; },
+            }
+        }
+    }
+
+    fn release_driver(&self, conn_id: u64) {
+        Session::release_driver(self, conn_id)
+    }
+
+    fn inject_steers(&self, estimator: &crate::compaction::Estimator) -> Option<Value> {
+        Session::inject_steers(self, estimator)
+    }
+
+    fn steers_pending(&self) -> bool {
+        Session::steers_pending(self)
+    }
+
+    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        let laptop = self.laptop_tools.lock_or_recover().clone();
+        self.tools
+            .get(name)
+            .or_else(|| laptop.and_then(|r| r.get(name)))
+    }
+
+    fn decide(&self, tool: &str, args: &Value, read_only: bool) -> Decision {
+        self.lock().policy.decide(tool, args, read_only)
+    }
+
+    fn headless(&self) -> bool {
+        Session::headless(self)
+    }
+
+    async fn ask_approval(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        reason: String,
+        cancel: &CancellationToken,
+    ) -> Result<Option<ApprovalDecision>, JournalError> {
+        Session::ask_approval(self, call, args, reason, cancel).await
+    }
+
+    fn tool_ctx(&self) -> ToolContext {
+        Session::tool_ctx(self)
+    }
+
+    fn tool_progress(&self, call_id: &str) -> crate::mcp::ProgressSink {
+        let live = self.live.clone();
+        let call_id = call_id.to_string();
+        Arc::new(move |p: crate::mcp::McpProgress| {
+            let _ = live.send(Notification::ToolProgress {
+                call_id: call_id.clone(),
+                message: p.render(),
+            });
+        })
+    }
+
+    fn content_store(&self) -> ContentStore {
+        Session::content_store(self)
+    }
+}

@@ -1,0 +1,84 @@
+//! A turn's life on the session's side: admitted durably, its checkpoint taken, run by the
+//! main conversation's runner ([`crate::runner`]), then ended (or continued, when a steer
+//! arrived after the last model step).
+
+use super::*;
+use crate::runner::Runner;
+
+impl Session {
+    /// Run a turn. `admitted` is the durability point of a fresh turn's `UserTurn` event
+    /// (`None` when a paused turn continues): the model is not asked before it holds.
+    pub(super) async fn run_turn(
+        self: Arc<Self>,
+        cancel: CancellationToken,
+        admitted: Option<Barrier>,
+    ) {
+        let mut admitted = admitted;
+        let barrier = loop {
+            let (outcome, detail) = self.turn_steps(&cancel, admitted.take()).await;
+            self.notice_mcp_tool_changes();
+            if let Some(barrier) = self.end_turn(outcome, detail) {
+                break barrier;
+            }
+        };
+        if let Err(e) = barrier.wait().await {
+            // The events stay queued and are written at the next durability point that
+            // succeeds; say so, since a daemon crash before then would lose them.
+            self.record(EventKind::Notice {
+                text: self.journal_failure("this turn is not saved on the host yet", &e),
+            });
+        }
+    }
+
+    /// Close the turn with `outcome`, or return `None` when a steer arrived after the last
+    /// step looked: the turn then goes on with it (decided under the lock that ends the
+    /// turn, so no steer falls in between).
+    fn end_turn(&self, outcome: TurnOutcome, detail: Option<String>) -> Option<Barrier> {
+        let mut inner = self.lock();
+        if outcome == TurnOutcome::Completed && !inner.pending.steers.is_empty() {
+            return None;
+        }
+        let new_state = if outcome == TurnOutcome::Paused {
+            TurnState::Paused
+        } else {
+            TurnState::Idle
+        };
+        if new_state == TurnState::Idle {
+            self.drop_pending_steers(&mut inner, outcome);
+        }
+        self.emit(&mut inner, EventKind::TurnFinished { outcome, detail });
+        if new_state == TurnState::Idle {
+            inner.cancel = None;
+        }
+        // Under the same lock as the TurnFinished event: a client that submits the next
+        // turn as soon as it sees this one finish must find the session idle, not busy.
+        self.set_state_locked(&mut inner, new_state, None);
+        // Durability point: the turn's end.
+        Some(inner.journal.barrier())
+    }
+
+    /// A fresh turn waits for its admission and takes its checkpoint; then the main
+    /// conversation's runner takes the model steps.
+    async fn turn_steps(
+        &self,
+        cancel: &CancellationToken,
+        admitted: Option<Barrier>,
+    ) -> (TurnOutcome, Option<String>) {
+        let fresh = admitted.is_some();
+        if let Some(admitted) = admitted {
+            if let Err(e) = admitted.wait().await {
+                return (
+                    TurnOutcome::Failed,
+                    Some(self.journal_failure("the turn did not start", &e)),
+                );
+            }
+            self.checkpoint_turn().await;
+        }
+        self.runner().run(cancel, fresh).await
+    }
+
+    /// The runner of the session's main conversation.
+    pub(super) fn runner(&self) -> Runner<'_, Session> {
+        Runner::new(self, &self.main)
+    }
+}
