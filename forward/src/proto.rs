@@ -249,6 +249,11 @@ pub enum Request {
     },
     /// Take over driving the open session (the previous driver becomes read-only).
     Takeover,
+    /// This client is done with the session it has open (a `run` that finished, a TUI that
+    /// quits): it stops driving it before the answer, so a client that attaches right after
+    /// (`run --continue` of the next turn) drives it instead of finding it still driven by
+    /// a link the daemon has not yet seen close. Answered `Ok`; nothing open is `Ok` too.
+    Leave,
     /// Rewind the open session (checkpoints).
     Rewind {
         /// Client-chosen id for deduplication.

@@ -292,6 +292,15 @@ impl Client {
         }
     }
 
+    /// Tell the host this client is done with its session (see [`Request::Leave`]), waiting
+    /// briefly for the answer: a client that exits right after is then no longer the
+    /// session's driver when the next one attaches. Best effort: a host that does not
+    /// answer in time (or a link that is down) only makes the next client wait for the
+    /// daemon to notice the link closed, as before.
+    pub async fn leave(&self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.request(Request::Leave)).await;
+    }
+
     /// Send a notification to the host on the current link (waiting for a link if none
     /// yet). Queued in the link's replay buffer while the transport is down, so it arrives
     /// exactly once after the resume.

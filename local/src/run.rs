@@ -274,6 +274,8 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                             }
                         }
                         out.finished(*outcome, detail.as_deref(), &usage, &model, &tally);
+                        // The next `run --continue` may attach at once: stop driving first.
+                        client.leave().await;
                         return match outcome {
                             TurnOutcome::Completed if !denied_headless.is_empty() => RunOutcome {
                                 exit: Exit::NeedsApproval,

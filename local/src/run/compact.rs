@@ -98,6 +98,7 @@ pub async fn compact(
                         }
                     }
                 }
+                client.leave().await;
                 return match r {
                     Ok(Response::CompactDone { summary, .. }) => {
                         if out.json {

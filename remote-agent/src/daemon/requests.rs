@@ -85,6 +85,12 @@ impl Daemon {
                     Err(e) => Err(e.into()),
                 }
             }
+            Request::Leave => {
+                if let Some((session, _)) = conn.session.lock_or_recover().take() {
+                    session.release_driver(conn.id);
+                }
+                Ok(Response::Ok)
+            }
             Request::Takeover => {
                 let session = conn
                     .session

@@ -228,6 +228,8 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         }
         quit = ctx.run_all(actions) || app.should_quit();
     }
+    // A client started right after (a TUI with --continue, a `run`) drives the session.
+    client.leave().await;
     stop.store(true, Ordering::Relaxed);
     drop(terminal);
     drop(guard);
