@@ -285,9 +285,21 @@ impl Report {
     }
 }
 
-/// Does the command output show a write that a read-only mount refused?
+/// Does the command output show a write that a read-only mount refused? EROFS (a write),
+/// EBUSY (moving or removing a mount point), EXDEV (a hard link across the mount's
+/// boundary), as C programs (`strerror`) and as Node or Python spell them.
 fn refused_by_mount(output: &str) -> bool {
-    output.contains("Read-only file system") || output.contains("Device or resource busy")
+    let lower = output.to_ascii_lowercase();
+    [
+        "read-only file system",
+        "resource busy",
+        "cross-device link",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+        || ["EROFS", "EBUSY", "EXDEV"]
+            .iter()
+            .any(|m| output.contains(m))
 }
 
 /// A check armed for one command: the state before it, and who to tell. Finishing it (or
