@@ -184,7 +184,7 @@ const SHAPES: &[&str] = &[
     "echo x | tee secrets/k",
     "tar -xf evil.tar",
     "unzip -o evil.zip",
-    "cp .git/index /tmp/idx && GIT_INDEX_FILE=/tmp/idx git checkout -- .",
+    "cp .git/index idx.tmp && GIT_INDEX_FILE=idx.tmp git checkout -- .",
     "ln -s secrets/k lnk && echo x > lnk",
     "ln -s secrets dirlink && echo x > dirlink/new",
     "echo B=2 > config/new.env",

@@ -43,7 +43,7 @@ pub const SHAPES: &[Shape] = &[
     s("echo x | tee secrets/k", false),
     s("tar -xf evil.tar", true),
     s("unzip -o evil.zip", true),
-    s("cp .git/index /tmp/idx && GIT_INDEX_FILE=/tmp/idx git checkout -- .", true),
+    s("cp .git/index idx.tmp && GIT_INDEX_FILE=idx.tmp git checkout -- .", true),
     s("ln -s secrets/k lnk && echo x > lnk", false),
     s("python3 -c \"import os; os.symlink('secrets/k', 'lnk')\" && echo x > lnk", true),
     s("python3 -c \"import os; os.symlink('secrets', 'dl')\" && echo x > dl/new", true),

@@ -16,6 +16,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::snapshot::{observe, Capture, Entry, Kind, Snapshot};
 
+/// Seconds of slack between the system clock and file timestamps.
+const CLOCK_MARGIN_SECS: i64 = 2;
+
 /// What a command did to one covered path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -297,9 +300,15 @@ pub(super) fn undo(
         };
         match (old, now) {
             (None, None) => {}
-            (None, Some(_)) => {
+            (None, Some(now)) => {
                 // Inside a directory already moved away, it went with it.
                 if moved.iter().any(|m| path.starts_with(m)) {
+                    continue;
+                }
+                // A walk cut short may simply not have reached it before: only a path whose
+                // status changed since then (with a margin for the coarse file clock) can
+                // be the command's.
+                if before.partial && now.ctime.0 < before.started - CLOCK_MARGIN_SECS {
                     continue;
                 }
                 match quarantine.keep(path) {
@@ -355,4 +364,97 @@ pub(super) fn undo(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may unwrap
+    use super::*;
+
+    fn snap_of(paths: &[&Path], partial: bool, started: i64) -> Snapshot {
+        let mut s = Snapshot {
+            partial,
+            started,
+            ..Snapshot::default()
+        };
+        let mut budget = u64::MAX;
+        for p in paths {
+            if let Some(e) = observe(p, 0, Capture::Content, &mut budget) {
+                s.entries.insert(p.to_path_buf(), e);
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn a_path_a_partial_walk_missed_is_not_taken_for_new() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        let q = d.path().join("q");
+        std::fs::create_dir_all(&ws).unwrap();
+        let old = ws.join("old.env");
+        std::fs::write(&old, "x").unwrap();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let after = snap_of(&[&old], false, now);
+        // The walk before started long after the file last changed, and missed it.
+        let before = snap_of(&[], true, now + 60);
+        let mut quarantine = Quarantine::new(&q, Some(&ws));
+        assert!(undo(&before, &after, &mut quarantine).is_empty());
+        assert!(old.exists());
+        // A complete walk that did not see it means the command made it.
+        let before = snap_of(&[], false, now + 60);
+        let done = undo(&before, &after, &mut quarantine);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].change, Change::Created);
+        assert!(!old.exists());
+        let kept = done[0].kept_at.clone().unwrap();
+        assert!(
+            kept.starts_with(&q) && kept.ends_with("old.env"),
+            "{kept:?}"
+        );
+        assert_eq!(std::fs::read_to_string(kept).unwrap(), "x");
+    }
+
+    #[test]
+    fn a_file_whose_bytes_were_not_kept_is_reported_and_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let big = ws.join("big");
+        std::fs::write(&big, "before").unwrap();
+        let mut budget = 0;
+        let mut before = Snapshot::default();
+        before.entries.insert(
+            big.clone(),
+            observe(&big, 0, Capture::Content, &mut budget).unwrap(),
+        );
+        assert!(matches!(before.entries[&big].kind, Kind::File(None)));
+        std::fs::write(&big, "after!!").unwrap();
+        let q = d.path().join("q");
+        let mut quarantine = Quarantine::new(&q, Some(&ws));
+        let done = undo(&before, &Snapshot::default(), &mut quarantine);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].change, Change::Modified);
+        assert!(done[0].failed.as_deref().unwrap().contains("not kept"));
+        assert_eq!(std::fs::read_to_string(&big).unwrap(), "after!!");
+        // A chmod alone of such a file is set back.
+        std::fs::write(&big, "before").unwrap();
+        let mut before = Snapshot::default();
+        before.entries.insert(
+            big.clone(),
+            observe(&big, 0, Capture::Content, &mut budget).unwrap(),
+        );
+        std::fs::set_permissions(&big, fs::Permissions::from_mode(0o600)).unwrap();
+        let done = undo(&before, &Snapshot::default(), &mut quarantine);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!(done[0].change, Change::Metadata);
+        assert!(done[0].failed.is_none());
+        assert_eq!(
+            fs::metadata(&big).unwrap().permissions().mode() & 0o777,
+            before.entries[&big].mode
+        );
+    }
 }

@@ -108,6 +108,9 @@ pub(super) struct Snapshot {
     pub visited: usize,
     /// Covered files whose bytes were not kept (over a cap).
     pub unkept: Vec<PathBuf>,
+    /// When the walk started, in seconds since the epoch (a path missing from a partial
+    /// walk is taken as new only if its status changed after this).
+    pub started: i64,
 }
 
 /// Whether a walk keeps file bytes (to restore) or only metadata (to find changes and
@@ -180,7 +183,13 @@ pub(super) fn observe(
 impl Snapshot {
     /// Walks `scope` and records every entry a rule covers.
     pub fn take(rules: &WriteDenyRules, scope: &Scope, capture: Capture) -> Snapshot {
-        let mut snap = Snapshot::default();
+        let mut snap = Snapshot {
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0),
+            ..Snapshot::default()
+        };
         let mut budget = MAX_TOTAL_BYTES;
         for (root, depth) in scope.walks() {
             if snap.partial {
