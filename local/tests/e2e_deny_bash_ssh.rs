@@ -152,7 +152,11 @@ fn file_deny_holds_for_bash_over_ssh_in_every_mode() {
             .into_iter()
             .filter(|e| e["type"] == "session")
             .collect();
-        let want = if *sandbox == "enforce" { "bwrap" } else { "off" };
+        let want = if *sandbox == "enforce" {
+            "bwrap"
+        } else {
+            "off"
+        };
         if sessions.first().and_then(|s| s["sandbox"].as_str()) != Some(want) {
             problems.push(format!("{label}: sandbox is not {want}: {sessions:?}"));
             continue;
@@ -201,7 +205,12 @@ fn file_deny_holds_for_bash_over_ssh_in_every_mode() {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(k).expect("kept dir");
         if meta.mode() & 0o777 != 0o700 || meta.uid() != user.uid {
-            problems.push(format!("{} is {:o} owned by {}", k.display(), meta.mode(), meta.uid()));
+            problems.push(format!(
+                "{} is {:o} owned by {}",
+                k.display(),
+                meta.mode(),
+                meta.uid()
+            ));
         }
     }
     drop(rt);
