@@ -96,6 +96,7 @@ impl<'a> Quarantine<'a> {
                     .recursive(true)
                     .mode(0o700)
                     .create(&b)?;
+                prune_batches(self.root, secs);
                 self.batch = Some(b.clone());
                 b
             }
@@ -135,6 +136,29 @@ impl<'a> Quarantine<'a> {
                 remove_any(path)
                     .map_err(|e2| format!("could not be moved ({e}) or removed ({e2})"))?;
                 Err(format!("could not be kept ({e}); removed"))
+            }
+        }
+    }
+}
+
+/// How long the command's versions of undone writes are kept.
+pub const KEEP_SECS: u64 = 7 * 24 * 3600;
+
+/// Removes the batches under `root` older than [`KEEP_SECS`] at `now` (named
+/// `<seconds>-<random>`; anything else is left alone).
+fn prune_batches(root: &Path, now: u64) {
+    let Ok(rd) = fs::read_dir(root) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let secs = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(s, _)| s.parse::<u64>().ok());
+        if secs.is_some_and(|s| s + KEEP_SECS < now) {
+            if let Err(err) = fs::remove_dir_all(e.path()) {
+                tracing::warn!(path = %e.path().display(), %err, "cannot prune kept denied writes");
             }
         }
     }
@@ -416,6 +440,28 @@ mod tests {
             "{kept:?}"
         );
         assert_eq!(std::fs::read_to_string(kept).unwrap(), "x");
+    }
+
+    #[test]
+    fn old_batches_are_pruned_when_a_new_one_starts() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("q");
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let old = root.join(format!("{}-00000000", now - KEEP_SECS - 10));
+        let recent = root.join(format!("{}-00000001", now - 60));
+        let other = root.join("notes");
+        for p in [&old, &recent, &other] {
+            std::fs::create_dir_all(p.join("x")).unwrap();
+        }
+        let ws = d.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("new.env"), "x").unwrap();
+        let mut q = Quarantine::new(&root, Some(&ws));
+        q.keep(&ws.join("new.env")).unwrap();
+        assert!(!old.exists() && recent.exists() && other.exists());
     }
 
     #[test]
