@@ -307,6 +307,46 @@ async fn a_background_job_is_checked_when_it_ends() {
     }
 }
 
+/// A call started while a background job runs is checked against the state before the
+/// job: what the job wrote meanwhile is not the call's starting point, so when the job's
+/// own check has removed it, the call's check does not put it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_overlapping_a_job_does_not_bring_back_what_the_job_wrote() {
+    for mode in [SandboxMode::Enforce, SandboxMode::Off] {
+        let r = rig(mode);
+        let initial = covered_state(&r.ws);
+        let started = call(
+            &r.ctx,
+            "bash",
+            json!({"command": "python3 -c \"open('config/bg.env','w').write('x')\"; sleep 1", "run_in_background": true}),
+        )
+        .await;
+        assert!(!started.is_error, "{}", started.text);
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while !r.ws.join("config/bg.env").exists() && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(r.ws.join("config/bg.env").exists(), "the job did not write");
+        // Starts while the job's file exists; ends after the job's check removed it.
+        let out = call(&r.ctx, "bash", json!({"command": "sleep 2; echo fg"})).await;
+        assert_eq!(out.text, "fg\n", "{mode:?}");
+        let waited = call(&r.ctx, "wait", json!({"job_ids": ["job_1"]})).await;
+        assert!(waited.text.contains("exited"), "{}", waited.text);
+        assert_eq!(
+            covered_state(&r.ws),
+            initial,
+            "{mode:?}: the job's write came back"
+        );
+        let bg = call(&r.ctx, "bash_output", json!({"job_id": "job_1"})).await;
+        assert!(
+            bg.text
+                .contains("created `config/bg.env` (denied by `Edit(**/*.env)`): removed"),
+            "{}",
+            bg.text
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_is_checked_too() {
     let r = rig(SandboxMode::Off);

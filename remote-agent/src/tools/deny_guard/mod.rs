@@ -23,9 +23,9 @@ mod restore;
 mod scope;
 mod snapshot;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use reasonix_forward::sync::LockExt;
@@ -59,15 +59,41 @@ pub fn read_only_paths(rules: &WriteDenyRules, scope: &Scope) -> Vec<PathBuf> {
     )
 }
 
-/// The guard of one session: its deny rules on file writers and where undone writes are
-/// kept.
+/// The state every in-flight guarded command is compared with: taken when a command starts
+/// while no other guarded command of the same rules and workspace runs, and kept until the
+/// last of them has ended. A command started while a background job runs is thus checked
+/// against the state before that job too, so what the job writes meanwhile is never taken
+/// for the new command's starting point (and never put back by its check).
+#[derive(Debug, Default)]
+struct Baseline {
+    running: usize,
+    before: Option<Arc<Before>>,
+}
+
+/// The baseline of one (workspace, rules): shared by every guard built for them, so the
+/// guards of a policy rebuilt mid-session (a new driving client) and of other sessions on
+/// the same rules see one another's commands.
+fn shared_baseline(key: String) -> Arc<Mutex<Baseline>> {
+    static ALL: OnceLock<Mutex<HashMap<String, Weak<Mutex<Baseline>>>>> = OnceLock::new();
+    let mut all = ALL.get_or_init(Mutex::default).lock_or_recover();
+    all.retain(|_, w| w.strong_count() > 0);
+    if let Some(b) = all.get(&key).and_then(Weak::upgrade) {
+        return b;
+    }
+    let b = Arc::new(Mutex::new(Baseline::default()));
+    all.insert(key, Arc::downgrade(&b));
+    b
+}
+
+/// The guard of one session: its deny rules on file writers, where undone writes are
+/// kept, and the baseline of the commands in flight.
 #[derive(Debug)]
 pub struct DenyGuard {
     rules: WriteDenyRules,
     quarantine: PathBuf,
     excluded: Vec<PathBuf>,
-    /// One undo at a time (a background job may end while a foreground call is checked).
-    undoing: Mutex<()>,
+    /// Held while a baseline is taken or a check undoes writes: one at a time.
+    baseline: Arc<Mutex<Baseline>>,
 }
 
 impl DenyGuard {
@@ -82,11 +108,12 @@ impl DenyGuard {
             return None;
         }
         excluded.push(quarantine.clone());
+        let key = format!("{}\0{}", quarantine.display(), rules.texts().join("\0"));
         Some(Arc::new(DenyGuard {
             rules,
             quarantine,
             excluded,
-            undoing: Mutex::new(()),
+            baseline: shared_baseline(key),
         }))
     }
 
@@ -114,34 +141,59 @@ impl DenyGuard {
         Scope::new(&self.rules, sandbox, self.excluded.clone())
     }
 
-    /// The state of the covered paths before a command (blocking: walks and reads files).
-    pub fn before(&self, scope: Scope) -> Before {
+    /// A command is about to start: the state it will be checked against (blocking: when no
+    /// other guarded command runs, the covered paths are walked and read now).
+    pub fn begin(&self, scope: Scope) -> Arc<Before> {
+        let mut b = self.baseline.lock_or_recover();
+        if b.running > 0 {
+            if let Some(before) = b.before.clone() {
+                b.running += 1;
+                return before;
+            }
+        }
         let snap = Snapshot::take(&self.rules, &scope, Capture::Content);
         let read_only = snap.read_only_paths(&self.rules, &scope, MAX_READ_ONLY_MOUNTS);
         let ro_rules = read_only
             .iter()
             .filter_map(|p| snap.entries.get(p).map(|e| e.rule))
             .collect();
-        Before {
+        let before = Arc::new(Before {
             scope,
             snap,
             read_only,
             ro_rules,
-        }
+        });
+        b.before = Some(Arc::clone(&before));
+        b.running = 1;
+        before
     }
 
-    /// Finds and undoes what changed since `before` (blocking).
-    pub fn after(&self, before: &Before) -> Report {
-        let _one_at_a_time = self.undoing.lock_or_recover();
+    /// A command that [`DenyGuard::begin`] was called for has ended: finds and undoes every
+    /// change to the covered paths since `before` (blocking).
+    pub fn end(&self, before: &Before) -> Report {
+        let mut b = self.baseline.lock_or_recover();
         let now = Snapshot::take(&self.rules, &before.scope, Capture::MetadataOnly);
         let mut q = restore::Quarantine::new(&self.quarantine, self.rules.workspace());
         let undone = restore::undo(&before.snap, &now, &mut q);
+        Self::leave(&mut b);
         Report {
             undone,
             kept_in: q.batch().map(Path::to_path_buf),
             partial: before.snap.partial || now.partial,
             rules: self.rules.texts().iter().map(|s| s.to_string()).collect(),
             workspace: self.rules.workspace().map(Path::to_path_buf),
+        }
+    }
+
+    /// A command that [`DenyGuard::begin`] was called for never started.
+    pub fn release(&self) {
+        Self::leave(&mut self.baseline.lock_or_recover());
+    }
+
+    fn leave(b: &mut Baseline) {
+        b.running = b.running.saturating_sub(1);
+        if b.running == 0 {
+            b.before = None;
         }
     }
 }
@@ -302,8 +354,9 @@ fn refused_by_mount(output: &str) -> bool {
             .any(|m| output.contains(m))
 }
 
-/// A check armed for one command: the state before it, and who to tell. Finishing it (or
-/// dropping it unfinished, when the call is cancelled) runs the after-call check.
+/// A check armed for one command: the state it is compared with, and who to tell.
+/// Concluding it (or dropping it unconcluded, when the call is cancelled or a background
+/// job's last step never runs) runs the after-call check.
 pub(crate) struct Armed {
     guard: Arc<DenyGuard>,
     before: Option<Arc<Before>>,
@@ -312,15 +365,15 @@ pub(crate) struct Armed {
 }
 
 impl Armed {
-    /// Takes the before-state for `command` (off the async threads).
+    /// Takes (or joins) the baseline for `command` (off the async threads).
     pub(crate) async fn arm(guard: Arc<DenyGuard>, ctx: &ToolContext, command: &str) -> Armed {
         let scope = guard.scope(&ctx.sandbox);
         let g = Arc::clone(&guard);
-        let before = match tokio::task::spawn_blocking(move || g.before(scope)).await {
-            Ok(b) => Some(Arc::new(b)),
+        let before = match tokio::task::spawn_blocking(move || g.begin(scope)).await {
+            Ok(b) => Some(b),
             Err(e) => {
-                // Without a before-state nothing can be restored; the mounts are lost too, so
-                // say so in the log (the walk itself does not panic on I/O errors).
+                // The walk does not panic on I/O errors; if it failed anyway, nothing can be
+                // restored for this command and it runs without the mounts.
                 tracing::error!(error = %e, "deny-rule snapshot failed");
                 None
             }
@@ -343,28 +396,28 @@ impl Armed {
 
     /// The command never started: nothing to check.
     pub(crate) fn disarm(mut self) {
-        self.before = None;
+        if self.before.take().is_some() {
+            self.guard.release();
+        }
     }
 
-    /// The text to add to a result whose `output` is known (blocking: runs the check).
-    fn conclude(
-        guard: &DenyGuard,
-        before: &Before,
-        notices: &dyn NoticeSink,
-        command: &str,
-        output: &str,
-    ) -> (Option<String>, bool) {
-        let report = guard.after(before);
+    /// Runs the check (blocking) and returns the text to add to a result whose output is
+    /// `output`, and whether writes were undone.
+    fn conclude(mut self, output: &str) -> (Option<String>, bool) {
+        let Some(before) = self.before.take() else {
+            return (None, false);
+        };
+        let report = self.guard.end(&before);
         let mut extra = Vec::new();
         let denied = !report.is_empty();
         if denied {
-            notices.notice(report.for_user(command));
+            self.notices.notice(report.for_user(&self.command));
             extra.push(report.for_model());
         } else if !before.read_only.is_empty() && refused_by_mount(output) {
             let rules: Vec<String> = before
                 .ro_rules
                 .iter()
-                .map(|i| format!("`{}`", guard.rules.text(*i)))
+                .map(|i| format!("`{}`", self.guard.rules.text(*i)))
                 .collect();
             extra.push(format!(
                 "[the sandbox mounts the paths covered by the deny rule{} {} read-only for bash; a \"Read-only file system\" or \"busy\" error above comes from there. Do not work around it: ask the user if the change is needed.]",
@@ -381,19 +434,9 @@ impl Armed {
 
     /// Runs the check after a foreground command and adds its findings to `out` (a result
     /// whose covered writes were undone is an error).
-    pub(crate) async fn finish(mut self, out: ToolOutput) -> ToolOutput {
-        let Some(before) = self.before.take() else {
-            return out;
-        };
-        let guard = Arc::clone(&self.guard);
-        let notices = Arc::clone(&self.notices);
-        let command = std::mem::take(&mut self.command);
+    pub(crate) async fn finish(self, out: ToolOutput) -> ToolOutput {
         let text = out.text.clone();
-        let concluded = tokio::task::spawn_blocking(move || {
-            Self::conclude(&guard, &before, notices.as_ref(), &command, &text)
-        })
-        .await;
-        match concluded {
+        match tokio::task::spawn_blocking(move || self.conclude(&text)).await {
             Ok((None, _)) => out,
             Ok((Some(extra), denied)) => {
                 let sep = if out.text.is_empty() || out.text.ends_with('\n') {
@@ -414,34 +457,31 @@ impl Armed {
     }
 
     /// The check as a background job's last step: given the job's output, it returns the
-    /// text to append to it (blocking).
-    pub(crate) fn into_job_hook(mut self) -> super::jobs::FinishHook {
-        let before = self.before.take();
-        let guard = Arc::clone(&self.guard);
-        let notices = Arc::clone(&self.notices);
-        let command = std::mem::take(&mut self.command);
-        Box::new(move |output: &str| {
-            let before = before?;
-            Self::conclude(&guard, &before, notices.as_ref(), &command, output).0
-        })
+    /// text to append to it (blocking). Dropped without being run, it checks all the same.
+    pub(crate) fn into_job_hook(self) -> super::jobs::FinishHook {
+        Box::new(move |output: &str| self.conclude(output).0)
     }
 }
 
 impl Drop for Armed {
-    /// A foreground call cancelled while its command ran: the process group has just been
-    /// killed; give it a moment, then check on a thread of its own (nobody awaits it).
+    /// Still armed: a foreground call cancelled while its command ran (its process group
+    /// has just been killed), or a job's last step that never ran. Give the processes a
+    /// moment, then check on a thread of its own (nobody awaits it).
     fn drop(&mut self) {
         let Some(before) = self.before.take() else {
             return;
         };
-        let guard = Arc::clone(&self.guard);
-        let notices = Arc::clone(&self.notices);
-        let command = std::mem::take(&mut self.command);
+        let armed = Armed {
+            guard: Arc::clone(&self.guard),
+            before: Some(before),
+            notices: Arc::clone(&self.notices),
+            command: std::mem::take(&mut self.command),
+        };
         let spawned = std::thread::Builder::new()
             .name("deny-guard".into())
             .spawn(move || {
                 std::thread::sleep(CANCEL_GRACE);
-                let _ = Self::conclude(&guard, &before, notices.as_ref(), &command, "");
+                let _ = armed.conclude("");
             });
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the deny-rule check of a cancelled command");
