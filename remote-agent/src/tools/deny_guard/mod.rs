@@ -15,6 +15,9 @@
 //!    snapshot, changed modes and times are set back. This also catches what a mount cannot:
 //!    a new file matching `**/*.env`, or any write when the sandbox is off.
 //!
+//! Commands that overlap (a call made while a background job runs) share one baseline, the
+//! state before the first of them, so one check never puts back what another removed.
+//!
 //! The model reads what was undone, naming the rule, in the tool result; the user gets a
 //! notice. Without a deny rule on file writers none of this runs (the context holds no
 //! guard).
@@ -268,8 +271,12 @@ impl Report {
     pub fn for_model(&self) -> String {
         let mut s = String::from(
             "[denied write undone: bash may not change paths that a deny rule on edits covers; \
-             what this command did there was reverted]\n",
+             what this command did there was reverted",
         );
+        if self.undone.iter().any(|u| u.failed.is_some()) {
+            s.push_str(" except where it says NOT undone");
+        }
+        s.push_str("]\n");
         for u in self.undone.iter().take(REPORT_LINES) {
             s.push_str(&format!(
                 "- {} `{}` (denied by `{}`): {}\n",
