@@ -186,6 +186,10 @@ pub fn enforce(
     tool_ctx.mcp_call_timeout = Duration::from_secs(policy.timeouts.mcp_call_seconds.max(1));
     tool_ctx.sandbox = sandbox;
     tool_ctx.read_filter = Arc::new(rules.read_filter());
+    // Deny rules on file writers hold for bash too: read-only mounts and the after-call
+    // check (none when there is no such rule).
+    tool_ctx.deny_guard =
+        crate::tools::DenyGuard::for_workspace(rules.write_deny_rules(), &base.workspace);
     Ok(Enforced {
         policy,
         ignored,

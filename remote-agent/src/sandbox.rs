@@ -235,6 +235,19 @@ impl Sandbox {
         shell_command: &str,
         cwd: &Path,
     ) -> Result<tokio::process::Command, SandboxError> {
+        self.command_with(shell_command, cwd, &[])
+    }
+
+    /// [`Sandbox::command`] with `read_only` (existing paths inside the writable roots,
+    /// canonical) mounted read-only for this command: the paths a deny rule on file writers
+    /// covers (see [`crate::tools::deny_guard::read_only_paths`]). Unconfined commands get
+    /// no mounts; the after-call check is their only guard.
+    pub fn command_with(
+        &self,
+        shell_command: &str,
+        cwd: &Path,
+        read_only: &[PathBuf],
+    ) -> Result<tokio::process::Command, SandboxError> {
         match &self.state {
             State::Off => {
                 let mut c = tokio::process::Command::new(&self.shell);
@@ -243,7 +256,7 @@ impl Sandbox {
             }
             State::Bwrap(bwrap) => {
                 let mut c = tokio::process::Command::new(bwrap);
-                c.args(self.bwrap_args(cwd));
+                c.args(self.bwrap_args_with(cwd, read_only));
                 c.arg("--").arg(&self.shell).arg("-c").arg(shell_command);
                 Ok(c)
             }
@@ -268,10 +281,16 @@ impl Sandbox {
         out
     }
 
+    /// The bwrap options (everything before `--`) without extra read-only paths.
+    pub fn bwrap_args(&self, cwd: &Path) -> Vec<OsString> {
+        self.bwrap_args_with(cwd, &[])
+    }
+
     /// The bwrap options (everything before `--`). Later mounts override earlier ones, so the
     /// order is: read-only root, devices, proc, private /tmp, writable roots, `.git`
-    /// re-protected, secrets masked.
-    pub fn bwrap_args(&self, cwd: &Path) -> Vec<OsString> {
+    /// re-protected, `read_only` (deny-rule paths) re-protected, secrets masked (last, so a
+    /// read-only bind never uncovers a masked path).
+    pub fn bwrap_args_with(&self, cwd: &Path, read_only: &[PathBuf]) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::new();
         let mut push =
             |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
@@ -289,6 +308,10 @@ impl Sandbox {
                 let git = std::fs::canonicalize(&git).unwrap_or(git);
                 push(&["--ro-bind".as_ref(), git.as_os_str(), git.as_os_str()]);
             }
+        }
+        // `-try`: a path removed between the walk and the start is no reason to fail.
+        for p in read_only {
+            push(&["--ro-bind-try".as_ref(), p.as_os_str(), p.as_os_str()]);
         }
         for f in &self.config.forbid_read {
             let Ok(meta) = std::fs::metadata(f) else {

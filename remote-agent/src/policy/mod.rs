@@ -18,6 +18,7 @@ use serde_json::Value;
 
 mod always;
 mod bash;
+mod file_deny;
 pub mod paths;
 mod readonly;
 mod rules;
@@ -25,6 +26,7 @@ mod shell;
 mod wrappers;
 
 pub use bash::{shell_words, split_command, Piece};
+pub use file_deny::{ScanBase, WriteDenyRules};
 pub use readonly::is_read_only_command;
 
 use rules::{Rule, Spec};

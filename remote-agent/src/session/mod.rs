@@ -327,8 +327,11 @@ impl Session {
                 journal_path.parent().unwrap_or(std::path::Path::new(".")),
             ),
         });
-        session.tool_ctx.lock_or_recover().history =
-            Arc::new(history::SessionHistory::of(&session));
+        {
+            let mut ctx = session.tool_ctx.lock_or_recover();
+            ctx.history = Arc::new(history::SessionHistory::of(&session));
+            ctx.notices = Arc::new(SessionNotices(Arc::downgrade(&session)));
+        }
         Ok((session, notice))
     }
 
@@ -561,6 +564,7 @@ impl Session {
                 ctx.jobs = Arc::clone(&slot.jobs);
                 ctx.todos = Arc::clone(&slot.todos);
                 ctx.history = Arc::clone(&slot.history);
+                ctx.notices = Arc::clone(&slot.notices);
                 *slot = ctx;
             }
             let mut inner = self.lock();
@@ -764,5 +768,16 @@ impl Session {
             });
         }
         true
+    }
+}
+
+/// Tool notices (`ToolContext::notices`) journaled as session notices.
+struct SessionNotices(std::sync::Weak<Session>);
+
+impl crate::tools::NoticeSink for SessionNotices {
+    fn notice(&self, text: String) {
+        if let Some(s) = self.0.upgrade() {
+            s.record(EventKind::Notice { text });
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! `bash`, `bash_output`, `kill_shell` and `wait`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reasonix_forward::sync::LockExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::deny_guard::Armed;
 use super::jobs::{exit_status, finish, kill_group, spawn_captured, JobStatus, Running};
 use super::{parse_args, Tool, ToolContext, ToolOutput};
 
@@ -144,12 +146,31 @@ impl Tool for BashTool {
         if a.command.trim().is_empty() {
             return ToolOutput::err("command is required");
         }
-        let cmd = match ctx.sandbox.command(&a.command, &ctx.workspace) {
+        // With deny rules on file writers: the covered paths' state before the command, and
+        // the read-only mounts it gets (see `deny_guard`). Without them, nothing at all.
+        let armed = match &ctx.deny_guard {
+            Some(g) => Some(Armed::arm(Arc::clone(g), ctx, &a.command).await),
+            None => None,
+        };
+        let read_only = armed
+            .as_ref()
+            .map(Armed::read_only_paths)
+            .unwrap_or_default();
+        let cmd = match ctx
+            .sandbox
+            .command_with(&a.command, &ctx.workspace, &read_only)
+        {
             Ok(c) => c,
-            Err(e) => return ToolOutput::err(e.to_string()),
+            Err(e) => {
+                if let Some(armed) = armed {
+                    armed.disarm();
+                }
+                return ToolOutput::err(e.to_string());
+            }
         };
         if a.run_in_background {
-            return match ctx.jobs.spawn(cmd, &a.command) {
+            let hook = armed.map(Armed::into_job_hook);
+            return match ctx.jobs.spawn_with(cmd, &a.command, hook) {
                 Ok(job) => ToolOutput::ok(format!(
                     "started background job {id}. Read its output with bash_output {{\"job_id\": \"{id}\"}}, \
                      wait for it with wait, stop it with kill_shell.",
@@ -158,7 +179,11 @@ impl Tool for BashTool {
                 Err(e) => ToolOutput::err(format!("cannot start command: {e}")),
             };
         }
-        run_foreground(cmd, ctx.bash_timeout).await
+        let out = run_foreground(cmd, ctx.bash_timeout).await;
+        match armed {
+            Some(armed) => armed.finish(out).await,
+            None => out,
+        }
     }
 }
 

@@ -15,6 +15,11 @@ use tokio::task::JoinHandle;
 /// Identifier of a background job (`job_1`, `job_2`, ...).
 pub type JobId = String;
 
+/// The last step of a background job, run (blocking) after its process group is gone and
+/// before its status turns final: given the job's output, it returns text to append to it
+/// (the deny-rule check uses it).
+pub(crate) type FinishHook = Box<dyn FnOnce(&str) -> Option<String> + Send + 'static>;
+
 /// Bytes of output a background job keeps; older bytes are dropped (and reported).
 pub const JOB_OUTPUT_CAP: usize = 8 * 1024 * 1024;
 /// Finished jobs a session remembers (their output stays readable); older ones are forgotten.
@@ -297,6 +302,17 @@ impl JobTable {
         cmd: tokio::process::Command,
         command_text: &str,
     ) -> std::io::Result<Arc<Job>> {
+        self.spawn_with(cmd, command_text, None)
+    }
+
+    /// [`JobTable::spawn`] with a last step run when the job ends (see [`FinishHook`]); a
+    /// reader sees the job finished only once the step's text is in its output.
+    pub(crate) fn spawn_with(
+        &self,
+        cmd: tokio::process::Command,
+        command_text: &str,
+        on_finish: Option<FinishHook>,
+    ) -> std::io::Result<Arc<Job>> {
         let Running {
             mut child,
             pgid,
@@ -321,9 +337,24 @@ impl JobTable {
             prune(&mut g, Instant::now());
             g.insert(number, job.clone());
         }
+        let job_out = job.out.clone();
         tokio::spawn(async move {
             let st = child.wait().await;
             finish(pgid, &mut reader).await;
+            if let Some(hook) = on_finish {
+                let text = {
+                    let g = job_out.lock_or_recover();
+                    String::from_utf8_lossy(&g.all().0).into_owned()
+                };
+                if let Ok(Some(extra)) = tokio::task::spawn_blocking(move || hook(&text)).await {
+                    let mut g = job_out.lock_or_recover();
+                    let sep = match g.data.back() {
+                        None | Some(b'\n') => "",
+                        Some(_) => "\n",
+                    };
+                    g.push(format!("{sep}{extra}\n").as_bytes());
+                }
+            }
             let status = match st {
                 Ok(s) => status_of(s, killed.load(Ordering::SeqCst)),
                 Err(_) => JobStatus::Exited(-1),

@@ -7,6 +7,7 @@
 
 mod bash;
 mod confine;
+pub mod deny_guard;
 mod edit;
 mod history;
 mod jobs;
@@ -28,6 +29,7 @@ pub use bash::{
     STREAM_PIECE, STREAM_TOTAL,
 };
 pub use confine::{confine_write, writable_roots, ConfineError, RootList, WriteTarget};
+pub use deny_guard::DenyGuard;
 pub use edit::{EditFileTool, MultiEditTool};
 pub use history::HistoryTool;
 pub use jobs::{Job, JobId, JobStatus, JobTable};
@@ -96,6 +98,22 @@ impl MutationHook for NoopHook {
     fn before_write(&self, _path: &Path) {}
 }
 
+/// Where a tool tells the user something besides its result: a notice in the session's
+/// journal and transcript (the deny-rule check reports undone writes this way, also for a
+/// background job that ends between turns).
+pub trait NoticeSink: Send + Sync {
+    /// Records `text` as a notice.
+    fn notice(&self, text: String);
+}
+
+/// A sink that drops notices (outside a session).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoNotices;
+
+impl NoticeSink for NoNotices {
+    fn notice(&self, _text: String) {}
+}
+
 /// Everything a tool may need from its session. Cloning is cheap: the shared parts sit
 /// behind `Arc`s, the paths are small.
 #[derive(Clone)]
@@ -124,6 +142,12 @@ pub struct ToolContext {
     /// Paths the walkers (`ls`, `glob`, `grep`) neither enter nor report, from the
     /// session's path rules (the call's own root argument is decided by the policy).
     pub read_filter: Arc<dyn ReadFilter>,
+    /// Holds the session's deny rules on file writers for bash (read-only mounts, and the
+    /// after-call check that undoes covered writes); `None` when there is no such rule, and
+    /// bash then pays nothing for it.
+    pub deny_guard: Option<Arc<DenyGuard>>,
+    /// Where tools send notices for the user (the session's journal).
+    pub notices: Arc<dyn NoticeSink>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -163,6 +187,8 @@ impl ToolContext {
             todos: Arc::new(Mutex::new(Vec::new())),
             history: Arc::new(crate::compaction::history::NoHistory),
             read_filter: Arc::new(NoReadFilter),
+            deny_guard: None,
+            notices: Arc::new(NoNotices),
         }
     }
 
