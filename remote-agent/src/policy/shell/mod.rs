@@ -23,6 +23,13 @@ pub(super) struct Word {
     pub quoted: bool,
     /// Unquoted glob (`* ? [`, extglob) or brace characters: the shell may replace the word.
     pub expands: bool,
+    /// Unquoted glob characters (`* ? […]`, extglob): the word may become file names.
+    pub glob: bool,
+    /// An unquoted brace list or sequence (`{a,b}`, `{1..3}`): the word becomes several.
+    pub braces: bool,
+    /// An expansion outside double quotes (or `"$@"`): its value is split into any number of
+    /// words, none included.
+    pub splits: bool,
     /// Contains a command or process substitution.
     pub subst: bool,
 }
@@ -38,8 +45,12 @@ pub(super) struct RawCommand {
     pub writes: bool,
     /// A command or process substitution in a word, redirection or here-document.
     pub substitutions: bool,
-    /// Standard input comes from a here-document or here-string.
+    /// Standard input comes from a file, a here-document or a here-string.
     pub stdin_redirected: bool,
+    /// Standard input comes from a here-document or here-string: text carried in the call.
+    pub stdin_inline: bool,
+    /// That text, when it holds no expansion (what a shell reading stdin would run).
+    pub stdin_text: Option<String>,
     /// The files its redirections name (`< f`, `> f`, `2>> f`; not descriptor duplications).
     pub targets: Vec<String>,
     /// Inside a substitution, group or other nested text (not a command of the line itself).
@@ -136,6 +147,64 @@ struct Heredoc {
     strip_tabs: bool,
     expand: bool,
     owner: Option<usize>,
+    /// It feeds standard input (no descriptor number, or 0).
+    stdin: bool,
+}
+
+/// Where a redirection points standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stdin {
+    /// It does not touch standard input.
+    Unchanged,
+    /// A file or a descriptor.
+    File,
+    /// A here-string with its value when that is literal.
+    HereString(Option<String>),
+    /// A here-document (its body is read after the line).
+    HereDoc,
+}
+
+/// What one redirection does.
+struct Redirect {
+    writes: bool,
+    substitutions: bool,
+    stdin: Stdin,
+}
+
+/// What the redirections of one simple command did so far.
+#[derive(Default)]
+struct Redirects {
+    writes: bool,
+    substitutions: bool,
+    stdin_redirected: bool,
+    stdin_inline: bool,
+    stdin_text: Option<String>,
+}
+
+impl Redirects {
+    fn add(&mut self, r: Redirect) {
+        self.writes |= r.writes;
+        self.substitutions |= r.substitutions;
+        match r.stdin {
+            Stdin::Unchanged => {}
+            // The last redirection of stdin is the one that counts.
+            Stdin::File => {
+                self.stdin_redirected = true;
+                self.stdin_inline = false;
+                self.stdin_text = None;
+            }
+            Stdin::HereString(text) => {
+                self.stdin_redirected = true;
+                self.stdin_inline = true;
+                self.stdin_text = text;
+            }
+            Stdin::HereDoc => {
+                self.stdin_redirected = true;
+                self.stdin_inline = true;
+                self.stdin_text = None;
+            }
+        }
+    }
 }
 
 struct Parser<'a> {
@@ -252,6 +321,12 @@ impl Parser<'_> {
                     }
                     self.i += 1;
                 }
+                // `&>file cmd`: a redirection starting a command, not `&` then `>file`.
+                '&' if self.at(1) == Some('>') => {
+                    if let Some(end) = self.parse_simple(term, false) {
+                        return end;
+                    }
+                }
                 '&' | '|' => {
                     self.i += 1;
                     if matches!(self.peek(), Some('&' | '|')) {
@@ -306,9 +381,8 @@ impl Parser<'_> {
     fn parse_simple(&mut self, term: Term, after_group: bool) -> Option<End> {
         let start = self.i;
         let mut words: Vec<Word> = Vec::new();
-        let mut writes = false;
+        let mut redirects = Redirects::default();
         let mut substitutions = false;
-        let mut stdin_redirected = false;
         let mut last_word_end = usize::MAX;
         let mut command_started = after_group;
         loop {
@@ -326,8 +400,11 @@ impl Parser<'_> {
                             self.i += 1;
                         }
                         let (w, s) = self.redirect_target(false);
-                        writes |= w;
-                        substitutions |= s;
+                        redirects.add(Redirect {
+                            writes: w,
+                            substitutions: s,
+                            stdin: Stdin::Unchanged,
+                        });
                         continue;
                     }
                     break;
@@ -344,6 +421,7 @@ impl Parser<'_> {
                 }
                 '<' | '>' if self.at(1) != Some('(') => {
                     // An fd number (`2>`) or `{var}` written right before the operator.
+                    let mut fd = None;
                     if last_word_end == self.i {
                         if let Some(last) = words.last() {
                             let v = &last.value;
@@ -354,14 +432,12 @@ impl Parser<'_> {
                                         && v.ends_with('}')
                                         && is_name(&v[1..v.len() - 1])));
                             if is_fd {
-                                words.pop();
+                                fd = words.pop().map(|w| w.value);
                             }
                         }
                     }
-                    let (w, s, input) = self.redirect();
-                    writes |= w;
-                    substitutions |= s;
-                    stdin_redirected |= input;
+                    let r = self.redirect(fd.as_deref());
+                    redirects.add(r);
                 }
                 _ => {
                     let Some(w) = self.read_word() else { break };
@@ -369,7 +445,7 @@ impl Parser<'_> {
                     substitutions |= w.subst;
                     if !command_started && !w.quoted && w.literal {
                         if term == Term::CaseItem && w.value == "esac" {
-                            self.record(start, words, writes, substitutions, stdin_redirected);
+                            self.record(start, words, substitutions, redirects);
                             return Some(End::Esac);
                         }
                         if RESERVED.contains(&w.value.as_str()) {
@@ -405,28 +481,23 @@ impl Parser<'_> {
                 }
             }
         }
-        self.record(start, words, writes, substitutions, stdin_redirected);
+        self.record(start, words, substitutions, redirects);
         None
     }
 
-    fn record(
-        &mut self,
-        start: usize,
-        words: Vec<Word>,
-        writes: bool,
-        substitutions: bool,
-        stdin_redirected: bool,
-    ) {
-        if words.is_empty() && !writes {
+    fn record(&mut self, start: usize, words: Vec<Word>, substitutions: bool, r: Redirects) {
+        if words.is_empty() && !r.writes {
             return;
         }
         let idx = self.out.len();
         self.out.push(RawCommand {
             text: self.text(start, self.i),
             words,
-            writes,
-            substitutions,
-            stdin_redirected,
+            writes: r.writes,
+            substitutions: substitutions || r.substitutions,
+            stdin_redirected: r.stdin_redirected,
+            stdin_inline: r.stdin_inline,
+            stdin_text: r.stdin_text,
             targets: std::mem::take(&mut self.targets),
             nested: self.depth > 0,
         });
@@ -536,8 +607,8 @@ impl Parser<'_> {
         }
     }
 
-    /// A redirection starting at `<` or `>`. Returns (writes, substitutions, stdin).
-    fn redirect(&mut self) -> (bool, bool, bool) {
+    /// A redirection starting at `<` or `>`; `fd` is the descriptor number written before it.
+    fn redirect(&mut self, fd: Option<&str>) -> Redirect {
         let op: String = {
             let mut op = String::new();
             let first = self.c[self.i];
@@ -563,37 +634,81 @@ impl Parser<'_> {
             }
             op
         };
+        let on_stdin = fd.is_none_or(|f| f == "0");
+        let input = |kind: Stdin| if on_stdin { kind } else { Stdin::Unchanged };
         match op.as_str() {
             "<<" | "<<-" => {
                 self.skip_blanks();
                 let Some(w) = self.read_word() else {
                     self.fail("here-document without a delimiter");
-                    return (false, false, true);
+                    return Redirect {
+                        writes: false,
+                        substitutions: false,
+                        stdin: input(Stdin::HereDoc),
+                    };
                 };
                 self.heredocs.push(Heredoc {
                     delim: w.value,
                     strip_tabs: op == "<<-",
                     expand: !w.quoted,
                     owner: None,
+                    stdin: on_stdin,
                 });
-                (false, false, true)
+                Redirect {
+                    writes: false,
+                    substitutions: false,
+                    stdin: input(Stdin::HereDoc),
+                }
             }
             "<<<" => {
-                let (_, s) = self.redirect_target(false);
-                (false, s, true)
+                self.skip_blanks();
+                let Some(w) = self.read_word() else {
+                    self.fail("redirection without a target");
+                    return Redirect {
+                        writes: false,
+                        substitutions: false,
+                        stdin: input(Stdin::HereString(None)),
+                    };
+                };
+                let text = (w.literal && !w.expands).then(|| w.value.clone());
+                Redirect {
+                    writes: false,
+                    substitutions: w.subst,
+                    stdin: input(Stdin::HereString(text)),
+                }
             }
             "<" => {
                 let (_, s) = self.redirect_target(false);
-                (false, s, true)
+                Redirect {
+                    writes: false,
+                    substitutions: s,
+                    stdin: input(Stdin::File),
+                }
             }
             "<&" | ">&" => {
                 let (w, s) = self.redirect_target(true);
-                (w, s, op == "<&")
+                Redirect {
+                    writes: w,
+                    substitutions: s,
+                    stdin: if op == "<&" {
+                        input(Stdin::File)
+                    } else {
+                        Stdin::Unchanged
+                    },
+                }
             }
             // `<>` opens for writing too; `>`, `>>`, `>|` write.
             _ => {
                 let (w, s) = self.redirect_target(false);
-                (w, s, false)
+                Redirect {
+                    writes: w,
+                    substitutions: s,
+                    stdin: if op == "<>" {
+                        input(Stdin::File)
+                    } else {
+                        Stdin::Unchanged
+                    },
+                }
             }
         }
     }
@@ -649,10 +764,30 @@ impl Parser<'_> {
                 }
                 line_start = j + 1;
             }
+            let body: String = self.c[body_start..body_end.max(body_start)]
+                .iter()
+                .collect();
+            if let Some(o) = doc.owner.and_then(|o| self.out.get_mut(o)) {
+                // The body is part of the command: an exact approval of `python3 <<EOF` must
+                // not cover another program under the same first line.
+                let whole: String = self.c[body_start..after.max(body_start)].iter().collect();
+                o.text.push('\n');
+                o.text.push_str(whole.trim_end_matches('\n'));
+                // What a shell reading this stdin would run, when no expansion changes it
+                // (tabs stripped for `<<-`, as the shell strips them).
+                let fixed = !doc.expand || !body.contains(['$', '`', '\\']);
+                if doc.stdin && o.stdin_inline && fixed {
+                    o.stdin_text = Some(if doc.strip_tabs {
+                        body.lines()
+                            .map(|l| l.trim_start_matches('\t'))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    } else {
+                        body.clone()
+                    });
+                }
+            }
             if doc.expand {
-                let body: String = self.c[body_start..body_end.max(body_start)]
-                    .iter()
-                    .collect();
                 let before = self.out.len();
                 self.scan_expansions_in(&body);
                 if self.out.len() > before || body.contains("$(") || body.contains('`') {

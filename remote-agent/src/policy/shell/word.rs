@@ -10,6 +10,7 @@ impl Parser<'_> {
         let mut w = Word::empty();
         let start = self.i;
         let mut brace_open = false;
+        let mut brace_list = false;
         let mut bracket_open = false;
         while let Some(c) = self.peek() {
             if self.error.is_some() {
@@ -73,6 +74,7 @@ impl Parser<'_> {
                     // shell without extglob (where it is a subshell) is covered too.
                     w.value.push(c);
                     w.expands = true;
+                    w.glob = true;
                     self.i += 2;
                     self.nested(Term::Paren);
                     w.value.push_str("(…)");
@@ -126,6 +128,7 @@ impl Parser<'_> {
                 '$' | '`' => self.dollar_or_backtick(&mut w, false),
                 '*' | '?' => {
                     w.expands = true;
+                    w.glob = true;
                     w.value.push(c);
                     self.i += 1;
                 }
@@ -137,6 +140,7 @@ impl Parser<'_> {
                 }
                 ']' => {
                     w.expands |= bracket_open;
+                    w.glob |= bracket_open;
                     w.value.push(c);
                     self.i += 1;
                 }
@@ -148,11 +152,14 @@ impl Parser<'_> {
                 '}' => {
                     if brace_open {
                         w.expands = true;
+                        w.braces |= brace_list;
                     }
                     w.value.push(c);
                     self.i += 1;
                 }
                 _ => {
+                    // `{a,b}` and `{1..3}` expand into several words; `{}` and `{x}` do not.
+                    brace_list |= brace_open && (c == ',' || (c == '.' && self.at(1) == Some('.')));
                     w.value.push(c);
                     self.i += 1;
                 }
@@ -224,14 +231,14 @@ impl Parser<'_> {
                     self.nested(Term::Paren);
                     w.subst = true;
                 }
-                w.dynamic();
                 w.value.push_str(&self.text(start, self.i));
+                w.expansion(in_dquote);
             }
             Some('{') => {
                 self.i += 2;
                 self.param_body(w);
-                w.dynamic();
                 w.value.push_str(&self.text(start, self.i));
+                w.expansion(in_dquote);
             }
             Some(c) if c.is_ascii_alphabetic() || c == '_' => {
                 self.i += 1;
@@ -241,13 +248,13 @@ impl Parser<'_> {
                 {
                     self.i += 1;
                 }
-                w.dynamic();
                 w.value.push_str(&self.text(start, self.i));
+                w.expansion(in_dquote);
             }
             Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
                 self.i += 2;
-                w.dynamic();
                 w.value.push_str(&self.text(start, self.i));
+                w.expansion(in_dquote);
             }
             _ => {
                 w.value.push('$');
@@ -302,7 +309,7 @@ impl Parser<'_> {
         }
         self.out.extend(parsed.commands);
         w.subst = true;
-        w.dynamic();
+        w.expansion(in_dquote);
         w.value.push('`');
         w.value.push_str(&inner);
         w.value.push('`');
@@ -492,11 +499,24 @@ impl Word {
             literal: true,
             quoted: false,
             expands: false,
+            glob: false,
+            braces: false,
+            splits: false,
             subst: false,
         }
     }
 
     pub(super) fn dynamic(&mut self) {
         self.literal = false;
+    }
+
+    /// An expansion: the value is only known when it runs, and outside double quotes it is
+    /// split into words (`"$@"` and `"${a[@]}"` are several words even inside them).
+    pub(super) fn expansion(&mut self, in_dquote: bool) {
+        self.literal = false;
+        let all_elements = self.value.ends_with("$@")
+            || self.value.ends_with("${@}")
+            || (self.value.ends_with('}') && self.value.contains("[@]"));
+        self.splits |= !in_dquote || all_elements;
     }
 }
