@@ -29,6 +29,7 @@ mod wrappers;
 
 pub use bash::{shell_words, split_command, Piece};
 pub use readonly::is_read_only_command;
+pub use shapes::{command_shapes, Shape};
 
 use rules::{Rule, Spec};
 

@@ -13,7 +13,7 @@ use super::wrappers::basename;
 
 /// One word of a command, as far as it is known before it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Shape {
+pub enum Shape {
     /// A word known as written (quotes removed).
     Word(String),
     /// Exactly one word, unknown: an expansion inside double quotes.
@@ -31,7 +31,10 @@ impl Shape {
     /// words cannot be told is [`Shape::Many`].
     pub(super) fn of(w: &Word) -> Vec<Shape> {
         if !w.literal {
-            return vec![if w.splits { Shape::Many } else { Shape::One }];
+            // Brace lists are expanded and globs matched after the values are in: either can
+            // turn even a quoted expansion (`{a,b}"$x"`, `*"$x"`) into several words.
+            let several = w.splits || w.braces || w.glob;
+            return vec![if several { Shape::Many } else { Shape::One }];
         }
         if w.braces {
             // With quotes in it, the braces' text is not the word's value: give up on it.
@@ -89,7 +92,12 @@ fn expand_into(word: &str, out: &mut Vec<String>) -> Option<()> {
                 _ => {}
             }
         }
-        let Some(close) = close else { break };
+        let Some(close) = close else {
+            // This `{` is never closed: it is a plain character; a later one may still open
+            // a list (`{{a,b}` is `{a {b`).
+            from = open + 1;
+            continue;
+        };
         let inner = &word[open + 1..close];
         let alternatives: Vec<String> = if !commas.is_empty() {
             let mut parts = Vec::new();
@@ -166,6 +174,18 @@ pub(super) fn unknown_shapes(words: &[Word]) -> Option<Vec<Shape>> {
         .iter()
         .any(|w| !w.literal || w.braces || w.glob)
         .then(|| words.iter().flat_map(Shape::of).collect())
+}
+
+/// The shapes of the words of the first simple command of `command`, as the policy sees
+/// them before it runs (the `bash` oracle test holds them to what bash makes of the words).
+pub fn command_shapes(command: &str) -> Vec<Shape> {
+    // Substituted commands are recorded before the command they are part of.
+    super::shell::parse(command)
+        .commands
+        .iter()
+        .find(|c| !c.nested)
+        .map(|c| c.words.iter().flat_map(Shape::of).collect())
+        .unwrap_or_default()
 }
 
 /// A command that could be anything (shell text that cannot be read).
@@ -335,6 +355,7 @@ mod tests {
         assert_eq!(e("{a..e..2}"), ["a", "c", "e"]);
         assert_eq!(e("{}x{y}"), ["{}x{y}"]);
         assert_eq!(e("{a,b}{1,2}"), ["a1", "a2", "b1", "b2"]);
+        assert_eq!(e("{{a,b}"), ["{a", "{b"]);
         assert!(expand_braces("{1..100000}").is_none());
         assert!(expand_braces("{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}").is_none());
     }
