@@ -42,7 +42,7 @@ impl Destination {
                 Some(i) => (&rest[..i], Some(&rest[i..])),
                 None => (rest, None),
             };
-            let (user, hostport) = split_user(authority);
+            let (user, hostport) = uri_user(authority).map_err(|r| err(&r))?;
             let (host, port) = split_host_port(hostport).map_err(|r| err(&r))?;
             let path = path.and_then(|p| {
                 // `ssh://h/~/x` and `ssh://h/~` are home-relative, as in git URLs.
@@ -104,18 +104,28 @@ impl Destination {
         if host.starts_with('-') {
             return Err("host must not start with '-'".into());
         }
-        if host
-            .chars()
-            .any(|c| c.is_whitespace() || c == '/' || c == '@')
-        {
-            return Err("host contains an invalid character".into());
+        if host.chars().any(|c| c == '/' || c == '@') {
+            return Err(format!("host name '{host}' contains '/' or '@'"));
+        }
+        // OpenSSH's own check (CVE-2023-51385): these names end up in `%h`/`%r` tokens that a
+        // ProxyCommand or `Match exec` hands to a shell.
+        if !valid_hostname(&host) {
+            return Err(format!(
+                "host name '{}' contains a space, a control character or a shell metacharacter ({}), which OpenSSH refuses too",
+                host.escape_debug(),
+                HOST_METACHARACTERS
+            ));
         }
         if let Some(u) = &user {
             if u.is_empty() {
                 return Err("empty user before '@'".into());
             }
-            if u.starts_with('-') || u.chars().any(|c| c.is_whitespace() || c == ':') {
-                return Err("user contains an invalid character".into());
+            if u.chars().any(|c| c.is_whitespace() || c == ':') || !valid_ruser(u) {
+                return Err(format!(
+                    "user name '{}' starts with '-', ends with '\\' or contains a space, ':', a control character or a shell metacharacter ({}); OpenSSH refuses such names too",
+                    u.escape_debug(),
+                    USER_METACHARACTERS
+                ));
             }
         }
         Ok(Self {
@@ -127,11 +137,65 @@ impl Destination {
     }
 }
 
-fn split_user(authority: &str) -> (Option<String>, &str) {
-    match authority.rfind('@') {
-        Some(i) => (Some(authority[..i].to_string()), &authority[i + 1..]),
-        None => (None, authority),
+/// Characters OpenSSH refuses in a host name given on the command line (`valid_hostname`).
+const HOST_METACHARACTERS: &str = "'`\"$\\;&<>|(){},";
+/// Characters OpenSSH refuses in a remote user name given on the command line
+/// (`valid_ruser`).
+const USER_METACHARACTERS: &str = "'`\";&<>|(){}";
+
+/// OpenSSH's `valid_hostname` for a host given on the command line: no shell
+/// metacharacters, spaces or control characters, no leading `-`.
+pub(crate) fn valid_hostname(s: &str) -> bool {
+    !s.starts_with('-')
+        && !s.chars().any(|c| {
+            HOST_METACHARACTERS.contains(c) || c.is_ascii_whitespace() || c.is_ascii_control()
+        })
+}
+
+/// OpenSSH's `valid_ruser` for a user given on the command line: no shell metacharacters
+/// or control characters, no leading `-`, no `-` right after a space, no trailing `\`.
+pub(crate) fn valid_ruser(s: &str) -> bool {
+    if s.starts_with('-') || s.ends_with('\\') {
+        return false;
     }
+    let b = s.as_bytes();
+    !b.iter().enumerate().any(|(i, &c)| {
+        c.is_ascii_control()
+            || USER_METACHARACTERS.as_bytes().contains(&c)
+            || (c.is_ascii_whitespace() && b.get(i + 1) == Some(&b'-'))
+    })
+}
+
+/// The user part of an `ssh://` authority as OpenSSH's `parse_uri` reads it: up to the
+/// first `@`, `;connection-parameters` dropped, `%XX` and `+` decoded.
+fn uri_user(authority: &str) -> Result<(Option<String>, &str), String> {
+    let Some((raw, host)) = authority.split_once('@') else {
+        return Ok((None, authority));
+    };
+    let raw = raw.split(';').next().unwrap_or("");
+    if raw.is_empty() {
+        return Err("empty user before '@'".into());
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    let b = raw.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = raw.get(i + 1..i + 3).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(c) if c != 0 && hex.len() == 2 => out.push(c),
+                    _ => return Err(format!("bad %-escape in user '{raw}'")),
+                }
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    let user = String::from_utf8(out).map_err(|_| format!("user '{raw}' is not UTF-8"))?;
+    Ok((Some(user), host))
 }
 
 /// Split `host`, `host:port`, `[v6]` or `[v6]:port`.
@@ -248,9 +312,15 @@ mod tests {
             Destination::parse("ssh://box").unwrap(),
             d(None, "box", None, None)
         );
+        // As OpenSSH's `parse_uri`: the user ends at the first `@`, is %-decoded and loses
+        // `;connection-parameters`.
         assert_eq!(
-            Destination::parse("ssh://a@b@box:2200").unwrap(),
+            Destination::parse("ssh://a%40b@box:2200").unwrap(),
             d(Some("a@b"), "box", Some(2200), None)
+        );
+        assert_eq!(
+            Destination::parse("ssh://me;fp=x@box").unwrap(),
+            d(Some("me"), "box", None, None)
         );
         assert_eq!(
             Destination::parse("ssh://box/~/w").unwrap(),
@@ -272,9 +342,43 @@ mod tests {
             "ssh://box:99999",
             "me@[::1",
             " box",
+            "ssh://a@b@box:2200",
+            "ssh://me%3bx@box",
+            "ssh://me%zz@box",
+            // shell metacharacters, as OpenSSH refuses them (CVE-2023-51385)
+            "a;b",
+            "box$(id)",
+            "me@box`id`",
+            "h|x",
+            "h,x",
+            "h(x)",
+            "h{x}",
+            "h\\x:/w",
+            "u;x@box",
+            "u'@box",
+            "u\"@box",
+            "u|x@box",
+            "u(x)@box",
+            "u&x@box",
+            "u<x@box",
+            "-u@box",
+            "u\\@box",
+            "ssh://u;x@h;x",
+            "ssh://u%60id%60@box",
         ] {
             assert!(Destination::parse(bad).is_err(), "{bad} should fail");
         }
+        let e = Destination::parse("me@box;id").unwrap_err();
+        assert!(e.to_string().contains("shell metacharacter"), "{e}");
+        // Characters OpenSSH lets through in a user name stay usable.
+        assert_eq!(
+            Destination::parse("u$x@box").unwrap(),
+            d(Some("u$x"), "box", None, None)
+        );
+        assert_eq!(
+            Destination::parse("u,v@box").unwrap(),
+            d(Some("u,v"), "box", None, None)
+        );
         let e = Destination::parse("ssh://h:abc").unwrap_err();
         assert!(e.to_string().contains("invalid port"), "{e}");
     }

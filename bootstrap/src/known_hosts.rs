@@ -226,15 +226,22 @@ impl KnownHosts {
     /// For the name `host` (port 22) or `[host]:port`: `@revoked` lines that name it and hold
     /// the key win over everything; then a plain entry with the same key (known); then any
     /// other plain entry (changed, whatever its key type). `@cert-authority` lines are not
-    /// host keys. When nothing at all is on record for `[host]:port`, the key is also looked
-    /// for under the bare `host` and accepted if found there (OpenSSH's "checking without
-    /// port identifier"); a change or revocation found that way is not acted on, as in ssh.
+    /// host keys.
+    ///
+    /// On another port than 22, when nothing at all is on record for `[host]:port`, the key is
+    /// also looked for under the bare `host`, as `ssh` does ("checking without port
+    /// identifier"): the same key on record there is accepted, another key there is not a
+    /// change (the host is still unknown). A key `@revoked` for the bare name is refused:
+    /// `ssh` reports it as revoked but then goes on as for an unknown host, so with
+    /// `StrictHostKeyChecking accept-new` it would record a revoked key; we stop instead.
+    /// Checked against `ssh` by `tests/host_key_live_oracle.rs` (the port class).
     pub fn lookup(&self, host: &str, port: u16, key: &PublicKey) -> Lookup {
         let lower = host.to_ascii_lowercase();
         let first = self.lookup_name(&host_port_name(&lower, port), key);
         if first == Lookup::Unknown && port != 22 {
-            if let found @ Lookup::Known { .. } = self.lookup_name(&lower, key) {
-                return found;
+            match self.lookup_name(&lower, key) {
+                found @ (Lookup::Known { .. } | Lookup::Revoked { .. }) => return found,
+                Lookup::Changed { .. } | Lookup::Unknown => {}
             }
         }
         first
@@ -298,17 +305,28 @@ impl KnownHosts {
             || (port != 22 && self.trusted_ca_name(&lower, ca_key))
     }
 
-    /// The `@revoked` line naming `host:port` that holds `key`, if any.
+    /// The `@revoked` line naming `host:port` that holds `key` (a certificate's CA), if any.
+    /// On another port than 22, when `[host]:port` does not trust the key as a CA, the bare
+    /// `host` is searched too: `ssh` looks the certificate up there next and reports the
+    /// revocation it finds.
     pub fn revoked_entry(
         &self,
         host: &str,
         port: u16,
         key: &PublicKey,
     ) -> Option<(PathBuf, usize)> {
-        self.for_host(host, port)
-            .into_iter()
-            .find(|e| e.marker == Marker::Revoked && e.key.key_data() == key.key_data())
-            .map(|e| (e.file.clone(), e.line))
+        let lower = host.to_ascii_lowercase();
+        let find = |name: &str| {
+            self.matching(name)
+                .find(|e| e.marker == Marker::Revoked && e.key.key_data() == key.key_data())
+                .map(|e| (e.file.clone(), e.line))
+        };
+        let name = host_port_name(&lower, port);
+        find(&name).or_else(|| {
+            (port != 22 && !self.trusted_ca_name(&name, key))
+                .then(|| find(&lower))
+                .flatten()
+        })
     }
 
     /// Whether any `@cert-authority` entry names `host:port` (then certificate host-key
@@ -568,6 +586,49 @@ mod tests {
             Lookup::Changed { line: 1, .. }
         ));
         assert_eq!(k2.known_algorithms("BOX", 22), vec![key(K1).algorithm()]);
+    }
+
+    #[test]
+    fn non_default_port_falls_back_to_the_bare_name_as_ssh_does() {
+        // `box` on record: the same key on port 2222 is known through the bare name, another
+        // key is not a change (nothing names `[box]:2222`), a key revoked for `box` is refused.
+        let (_d, path, k) = kh(&format!("box {K1}\n@revoked box {K3}\n"));
+        assert_eq!(
+            k.lookup("box", 2222, &key(K1)),
+            Lookup::Known {
+                file: path.clone(),
+                line: 1
+            }
+        );
+        assert_eq!(k.lookup("box", 2222, &key(K2)), Lookup::Unknown);
+        let ecdsa = key(K3);
+        assert_eq!(
+            k.lookup("box", 2222, &ecdsa),
+            Lookup::Revoked {
+                file: path.clone(),
+                line: 2
+            }
+        );
+        // Something on record for `[box]:2222` ends the lookup there: no fallback.
+        let (_d2, _p2, k2) = kh(&format!("[box]:2222 {K2}\nbox {K1}\n"));
+        assert!(matches!(
+            k2.lookup("box", 2222, &key(K1)),
+            Lookup::Changed { line: 1, .. }
+        ));
+        // A bare `*` names `[box]:2222` itself (as `ssh-keygen -F '[box]:2222'` shows), so a
+        // different key under it is a change, not an unknown host.
+        let (_d3, _p3, k3) = kh(&format!("* {K1}\n"));
+        assert!(matches!(
+            k3.lookup("box", 2222, &key(K1)),
+            Lookup::Known { line: 1, .. }
+        ));
+        assert!(matches!(
+            k3.lookup("box", 2222, &key(K2)),
+            Lookup::Changed { line: 1, .. }
+        ));
+        // Port 22 has no fallback to try.
+        let (_d4, _p4, k4) = kh(&format!("[box]:2222 {K1}\n"));
+        assert_eq!(k4.lookup("box", 22, &key(K1)), Lookup::Unknown);
     }
 
     #[test]

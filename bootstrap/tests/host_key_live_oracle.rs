@@ -2,7 +2,10 @@
 //!
 //! For every known_hosts variant (right key, wrong key of the same type, only another key
 //! type on record, revoked, unknown, hashed, wildcard, negated, mixed case, certificate
-//! authority) both clients connect to the same server with `StrictHostKeyChecking=yes` and
+//! authority), and for the port class (the servers listen on another port than 22, so a
+//! bare-name entry, `*`, wildcards, negations, hashed entries, `@revoked` and
+//! `@cert-authority` lines are judged the way `ssh` judges `[host]:port`), both clients
+//! connect to the same server with `StrictHostKeyChecking=yes` and
 //! `BatchMode=yes`: `ssh` (OpenSSH) and our `connect`. The decision (accept / changed /
 //! revoked / unknown) must be the same.
 //!
@@ -353,6 +356,79 @@ async fn host_key_decisions_equal_openssh() {
             opts: Vec::new(),
         },
     ];
+    // The port class: the server listens on another port than 22, so `ssh` looks it up as
+    // `[127.0.0.1]:port` first and, only when nothing at all names that, under the bare name.
+    let hv = |name, kh: String| Variant {
+        name,
+        known_hosts: kh,
+        host: "127.0.0.1",
+        hashed: true,
+        opts: Vec::new(),
+    };
+    variants.extend([
+        v("port: bare `*`, right key", format!("* {ed}\n")),
+        v("port: bare `*`, wrong key", format!("* {other_ed}\n")),
+        v(
+            "port: address wildcard, right key",
+            format!("127.0.0.* {ed}\n"),
+        ),
+        v(
+            "port: address wildcard, wrong key",
+            format!("127.0.0.* {other_ed}\n"),
+        ),
+        v(
+            "port: `[host]:*`, wrong key",
+            format!("[127.0.0.1]:* {other_ed}\n"),
+        ),
+        v(
+            "port: wrong key for [host]:port, right for bare",
+            format!("{n1} {other_ed}\n127.0.0.1 {ed}\n"),
+        ),
+        v(
+            "port: bare name negated, `*` right",
+            format!("!127.0.0.1,* {ed}\n"),
+        ),
+        v(
+            "port: both negated, `*` right",
+            format!("![127.0.0.1]:*,!127.0.0.1,* {ed}\n"),
+        ),
+        v(
+            "port: [host]:port negated, bare wrong",
+            format!("!{n1},* {other_ed}\n"),
+        ),
+        v(
+            "port: revoked for the bare name only",
+            format!("@revoked 127.0.0.1 {ed}\n"),
+        ),
+        v(
+            "port: right for [host]:port, revoked for bare",
+            format!("{n1} {ed}\n@revoked 127.0.0.1 {ed}\n"),
+        ),
+        v(
+            "port: right for bare, revoked for [host]:port",
+            format!("127.0.0.1 {ed}\n@revoked {n1} {ed}\n"),
+        ),
+        v(
+            "port: revoked by `*`",
+            format!("127.0.0.1 {ed}\n@revoked * {ed}\n"),
+        ),
+        hv(
+            "port: hashed bare name, right key",
+            format!("127.0.0.1 {ed}\n"),
+        ),
+        hv(
+            "port: hashed bare name, wrong key",
+            format!("127.0.0.1 {other_ed}\n"),
+        ),
+        hv(
+            "port: hashed [host]:port wrong, bare right",
+            format!("{n1} {other_ed}\n127.0.0.1 {ed}\n"),
+        ),
+        hv(
+            "port: hashed bare name revoked",
+            format!("@revoked 127.0.0.1 {ed}\n"),
+        ),
+    ]);
     let mut table = Vec::new();
     let mut failures = Vec::new();
     run_variants(&s1, &variants, &mut table, &mut failures).await;
@@ -397,6 +473,40 @@ async fn host_key_decisions_equal_openssh() {
             "cert-authority for another host",
             format!("@cert-authority otherhost {ca}\n"),
         ),
+        v(
+            "port: cert-authority `*`",
+            format!("@cert-authority * {ca}\n"),
+        ),
+        v(
+            "port: cert-authority, bare name negated, `*`",
+            format!("@cert-authority !127.0.0.1,* {ca}\n"),
+        ),
+        v(
+            "port: cert-authority, [host]:port negated, `*`",
+            format!("@cert-authority !{n2},* {ca}\n"),
+        ),
+        v(
+            "port: cert-authority for bare, revoked for bare",
+            format!("@cert-authority 127.0.0.1 {ca}\n@revoked 127.0.0.1 {ca}\n"),
+        ),
+        v(
+            "port: cert-authority for [host]:port, revoked for bare",
+            format!("@cert-authority {n2} {ca}\n@revoked 127.0.0.1 {ca}\n"),
+        ),
+        Variant {
+            name: "port: hashed cert-authority for the bare name",
+            known_hosts: format!("@cert-authority 127.0.0.1 {ca}\n"),
+            host: "127.0.0.1",
+            hashed: true,
+            opts: Vec::new(),
+        },
+        Variant {
+            name: "port: hashed cert-authority for [host]:port",
+            known_hosts: format!("@cert-authority {n2} {ca}\n"),
+            host: "127.0.0.1",
+            hashed: true,
+            opts: Vec::new(),
+        },
     ];
     run_variants(&s2, &variants, &mut table, &mut failures).await;
     eprintln!(

@@ -4,6 +4,11 @@
 //! wildcards, `!` negation, `@revoked`, `@cert-authority`, several key types per host,
 //! comments, an invalid marker and mixed-case names. For every lookup name the set of
 //! matching lines (and their markers) must be the one ssh-keygen reports.
+//!
+//! A second table is the port class: a host on another port than 22 is looked up as
+//! `[host]:port` (`ssh-keygen -F '[host]:2222'`), so plain `host` lines, `h*` wildcards and
+//! negations must not name it while `*`, `[host]:*` and `[h*]:22*` do, in plain and hashed
+//! files alike, for host keys, `@cert-authority` and `@revoked` lines.
 
 #![allow(clippy::unwrap_used)]
 
@@ -49,6 +54,26 @@ fn ssh_keygen_find(file: &Path, name: &str) -> BTreeSet<(usize, String)> {
         found.insert((n, marker));
     }
     found
+}
+
+/// Hashes `plain` with `ssh-keygen -H` into `path` (lines it cannot hash stay as written).
+fn hashed_copy(path: &Path, plain: &str) -> String {
+    std::fs::write(path, plain).unwrap();
+    let st = Command::new("ssh-keygen")
+        .arg("-q")
+        .arg("-H")
+        .arg("-f")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains("|1|"), "{text}");
+    text
 }
 
 fn ours_find(file: &Path, name: &str) -> BTreeSet<(usize, String)> {
@@ -99,27 +124,12 @@ fn matching_lines_equal_ssh_keygen_find() {
     std::fs::write(&plain_path, &plain).unwrap();
     let hashed_path = dir.path().join("hashed");
     // ssh-keygen -H refuses a file with an invalid line: hash without it, append it after.
-    std::fs::write(
+    let mut hashed_text = hashed_copy(
         &hashed_path,
-        plain.replace(&format!("@bogus box {a}\n"), ""),
-    )
-    .unwrap();
-    let st = Command::new("ssh-keygen")
-        .arg("-q")
-        .arg("-H")
-        .arg("-f")
-        .arg(&hashed_path)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+        &plain.replace(&format!("@bogus box {a}\n"), ""),
     );
-    let mut hashed_text = std::fs::read_to_string(&hashed_path).unwrap();
     hashed_text.push_str(&format!("@bogus box {a}\n"));
     std::fs::write(&hashed_path, &hashed_text).unwrap();
-    assert!(hashed_text.contains("|1|"), "{hashed_text}");
 
     let hosts = [
         "box",
@@ -170,6 +180,93 @@ fn matching_lines_equal_ssh_keygen_find() {
         failures.len()
     );
     assert!(total >= 50);
+    assert!(
+        failures.is_empty(),
+        "{}\n--- plain file ---\n{plain}\n--- hashed file ---\n{hashed_text}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn port_lookups_equal_ssh_keygen_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = keygen(dir.path(), "a", "ed25519");
+    let b = keygen(dir.path(), "b", "ed25519");
+    let c = keygen(dir.path(), "c", "ecdsa");
+    let plain = format!(
+        "host {a}\n\
+         * {b}\n\
+         h* {c}\n\
+         [host]:* {a}\n\
+         [host]:2222 {b}\n\
+         !host,* {c}\n\
+         ![host]:2222,* {a}\n\
+         [h*]:22* {b}\n\
+         host,[host]:2200 {c}\n\
+         @cert-authority host {a}\n\
+         @cert-authority * {b}\n\
+         @cert-authority [host]:2222 {c}\n\
+         @cert-authority !host,[host]:* {a}\n\
+         @revoked host {b}\n\
+         @revoked [host]:* {c}\n\
+         127.0.0.* {a}\n\
+         [127.0.0.1]:2222 {b}\n\
+         !127.0.0.1,[127.0.0.*]:* {c}\n\
+         !*.corp,[*.corp]:2222 {a}\n\
+         Host.Corp {b}\n"
+    );
+    let plain_path = dir.path().join("plain");
+    std::fs::write(&plain_path, &plain).unwrap();
+    let hashed_path = dir.path().join("hashed");
+    let hashed_text = hashed_copy(&hashed_path, &plain);
+
+    let hosts = [
+        "host",
+        "HOST",
+        "hostx",
+        "other",
+        "127.0.0.1",
+        "127.0.0.2",
+        "host.corp",
+    ];
+    let ports = [22u16, 2222, 2200, 22222, 2022];
+    let mut failures = Vec::new();
+    let mut total = 0;
+    let mut port_names_with_bare_line = 0;
+    for file in [&plain_path, &hashed_path] {
+        for h in hosts {
+            for p in ports {
+                let name = host_port_name(h, p);
+                let theirs = ssh_keygen_find(file, &name);
+                let mine = ours_find(file, &name);
+                total += 1;
+                // Line 1 (`host`) must never name `[host]:port`: ssh-keygen is the proof.
+                if p != 22
+                    && h.eq_ignore_ascii_case("host")
+                    && !theirs.contains(&(1, String::new()))
+                {
+                    port_names_with_bare_line += 1;
+                }
+                if theirs != mine {
+                    failures.push(format!(
+                        "{}: lookup {name:?}: ssh-keygen {theirs:?} ours {mine:?}",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "known_hosts port oracle: {total} lookups, {} agree, {} differ",
+        total - failures.len(),
+        failures.len()
+    );
+    assert_eq!(
+        port_names_with_bare_line,
+        2 * 2 * (ports.len() - 1),
+        "a plain `host` line named `[host]:port` for ssh-keygen"
+    );
+    assert!(total >= 70);
     assert!(
         failures.is_empty(),
         "{}\n--- plain file ---\n{plain}\n--- hashed file ---\n{hashed_text}",

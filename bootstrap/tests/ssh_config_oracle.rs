@@ -346,6 +346,89 @@ fn cases() -> Vec<Case> {
     .o("IdentityFile=/opt_key");
     i2.identity = Some("cli_first".into());
     v.push(i2);
+    // `-o IdentityFile` several times: order kept, repeats dropped, `none` names no file
+    // and keeps the defaults away, as `ssh -G` prints them.
+    let ids = "Host *\n IdentityFile /file_a\n IdentityFile /file_a\n IdentityFile ~/.ssh/id_%h\n";
+    v.push(
+        case("-o identity order", "", "h")
+            .o("IdentityFile=/b")
+            .o("IdentityFile=/a"),
+    );
+    v.push(
+        case("-o identity repeated", "", "h")
+            .o("IdentityFile=/a")
+            .o("IdentityFile=/b")
+            .o("IdentityFile=/a"),
+    );
+    v.push(case("-o identity none", "", "h").o("IdentityFile=none"));
+    v.push(case("-o identity NONE", "", "h").o("IdentityFile=NONE"));
+    v.push(
+        case("-o identity none then a", "", "h")
+            .o("IdentityFile=none")
+            .o("IdentityFile=/a"),
+    );
+    v.push(
+        case("-o identity a then none", "", "h")
+            .o("IdentityFile=/a")
+            .o("IdentityFile=none"),
+    );
+    v.push(case("file identities repeated", ids, "h"));
+    v.push(
+        case("-o and file identity repeated", ids, "h")
+            .o("IdentityFile=/file_a")
+            .o("IdentityFile=/c"),
+    );
+    v.push(
+        case("-o identity with tokens repeated", ids, "h")
+            .o("IdentityFile=~/.ssh/id_%h")
+            .o("IdentityFile=~/.ssh/id_h"),
+    );
+    v.push(case(
+        "file identity none first",
+        "Host *\n IdentityFile none\n IdentityFile /f\n",
+        "h",
+    ));
+    let mut i3 = case("-i and -o same file", "", "h");
+    i3.identity = Some("same_key".into());
+    i3.opts.push("IdentityFile=/other".into());
+    v.push(i3);
+    // Host and user names with shell metacharacters are refused (CVE-2023-51385); those
+    // OpenSSH lets through stay usable.
+    for d in [
+        "a;b",
+        "a$b",
+        "a b",
+        "h(",
+        "a|b",
+        "a\\b",
+        "a{b",
+        "a`b",
+        "h,x",
+        "-h",
+        "h&x",
+        "u;x@h",
+        "u'@h",
+        "u\"x@h",
+        "u|x@h",
+        "u(@h",
+        "u@h\\",
+        "u$x@h",
+        "u,v@h",
+        "ssh://u%3bx@h",
+        "ssh://u%40v@h:2200",
+        "ssh://u;fingerprint=x@h",
+        "ssh://a@b@h:2200",
+        "ssh://u@h;x:22",
+    ] {
+        v.push(case(&format!("destination {d}"), "", d));
+    }
+    v.push(case("cli user with metacharacter", "", "h").o("User=a;b"));
+    v.push(case("cli user with metacharacter over dest", "", "ok@h").o("User=a|b"));
+    v.push(case(
+        "file user with metacharacter (not checked)",
+        "Host *\n User a;b\n",
+        "h",
+    ));
     v.push(case(
         "times and counts",
         "Host *\n ConnectTimeout 1h\n ServerAliveInterval 2m\n ServerAliveCountMax 0\n NumberOfPasswordPrompts 1\n",

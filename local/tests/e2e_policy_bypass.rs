@@ -43,6 +43,23 @@ async fn run_yolo(
     deny: &str,
     args: &[&'static str],
 ) -> String {
+    let (out, stdout) = run_reasonix(home, ws, mock, deny, args).await;
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// As [`run_yolo`], without asserting success: the output and stdout.
+async fn run_reasonix(
+    home: &Path,
+    ws: &Path,
+    mock: &MockProvider,
+    deny: &str,
+    args: &[&'static str],
+) -> (std::process::Output, String) {
     std::fs::write(
         home.join("config.toml"),
         format!(
@@ -83,16 +100,11 @@ deny = {deny}
             libc::kill(pid as i32, libc::SIGTERM);
         }
     }
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    (out, stdout)
 }
 
 /// Bash commands that each try to delete `victims/vN`.
-const BASH_ATTEMPTS: [&str; 12] = [
+const BASH_ATTEMPTS: [&str; 17] = [
     "rm victims/v0",
     "sh -c 'rm victims/v1'",
     "echo victims/v2 | xargs rm",
@@ -105,6 +117,11 @@ const BASH_ATTEMPTS: [&str; 12] = [
     "x=rm; $x victims/v9",
     "cat <<EOF\n$(rm victims/v10)\nEOF",
     "find victims -name v11 -exec sh -c 'rm \"$1\"' _ {} \\;",
+    "echo 'rm victims/v12' | sh -s",
+    "sh -s <<'EOF'\nrm victims/v13\nEOF",
+    "&>/dev/null rm victims/v14",
+    "f=victims/v15; r=rm; \"$r\" \"$f\"",
+    "rm {victims/v16,}",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,4 +301,64 @@ async fn read_deny_holds_for_walkers_and_bash_in_yolo() {
             "call {i} not refused: {stdout}"
         );
     }
+}
+
+/// Yolo never prompts, except for a bash command it cannot read that no deny rule could name:
+/// that still needs approval, so a headless `--yolo` run refuses it (and says why) while the
+/// rest of the turn runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yolo_still_asks_for_a_command_it_cannot_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("rxhome");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let calls = vec![
+        MockToolCall::new(
+            "q",
+            "bash",
+            &json!({"command": "c=touch; \"$c\" made.txt"}).to_string(),
+        ),
+        MockToolCall::new(
+            "control",
+            "bash",
+            &json!({"command": "echo ran > control.txt"}).to_string(),
+        ),
+    ];
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(calls, 3),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    // `Bash(git push:*)` cannot be what `"$c" made.txt` runs; nothing else is denied.
+    let (out, stdout) = run_reasonix(
+        &home,
+        &ws,
+        &mock,
+        r#"["Bash(git push:*)"]"#,
+        &["run", "--json", "--yolo", "make a file"],
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("control.txt")).unwrap_or_default(),
+        "ran\n",
+        "{stdout}"
+    );
+    assert!(
+        !ws.join("made.txt").exists(),
+        "an unreadable command ran unasked under --yolo\n{stdout}"
+    );
+    let refused: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "tool_finished" && e["is_error"] == true)
+        .collect();
+    assert_eq!(refused.len(), 1, "{stdout}");
+    let text = refused[0].to_string();
+    assert!(
+        text.contains("cannot be checked") && text.contains("headless"),
+        "{text}"
+    );
+    // Headless and something needed approval: the documented exit code 4.
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
 }

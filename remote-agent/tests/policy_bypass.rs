@@ -1,8 +1,8 @@
 //! Adversarial table: ways an attacker (or a model) might run a denied command or write a
 //! denied path by spelling it differently. Every row is decided in ask, auto and yolo mode.
 //!
-//! `D` rows must be denied in every mode. `N` rows (the policy cannot see what runs) must
-//! never be allowed: ask or deny in ask/auto, deny in yolo (where nothing asks).
+//! `D` rows must be denied in every mode. `N` rows (the policy cannot see what runs) are
+//! denied in every mode too: a deny rule on a command could name whatever they run.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
@@ -51,8 +51,7 @@ fn check(expect: char, tool: &str, args: &Value, ws: Option<&Path>) -> Option<St
         let d = p.decide(tool, args, false);
         let k = kind(&d);
         let ok = match (expect, mode) {
-            ('D', _) | ('N', Mode::Yolo) => k == "deny",
-            ('N', _) => k != "allow",
+            ('D', _) | ('N', _) => k == "deny",
             ('A', _) => k == "allow" || (k == "ask" && mode == Mode::Ask),
             _ => false,
         };
@@ -280,6 +279,16 @@ const BASH: &[(char, &str)] = &[
     ('N', "sh /dev/stdin < cmds"),
     ('D', "coproc NAME { rm x; }"),
     ('D', "coproc rm x"),
+    // a shell told to read stdin, and what a literal here-document gives it
+    ('N', "echo rm x | sh -s"),
+    ('N', "echo rm x | bash -s arg"),
+    ('D', "sh -s <<'EOF'\nrm x\nEOF"),
+    ('D', "bash <<'EOF'\necho a\nrm x\nEOF"),
+    ('D', "bash <<EOF\nrm x\nEOF"),
+    ('D', "bash - <<< 'rm x'"),
+    ('N', "bash <<EOF\n$c x\nEOF"),
+    ('D', "&>/dev/null rm x"),
+    ('D', "&>log rm x"),
 ];
 
 /// Rows that must stay usable (not denied; allowed in auto and yolo, read-only ones in ask).
@@ -507,4 +516,117 @@ fn read_deny_rules_name_the_directories_bash_must_not_see() {
             ws.join("secrets/sub")
         ]
     );
+}
+
+/// Commands reached through a variable, a substitution, a glob or a brace list, against deny
+/// rules that could or could not name them. `D`: denied in every mode. `Q`: asks in every
+/// mode, yolo included (nothing proves it is not a denied command). `A`: not denied (asks in
+/// ask mode, runs in auto and yolo).
+const DYNAMIC: &[(char, &str)] = &[
+    // the command word is only known when it runs
+    ('D', "r=rm; $r -rf build"),
+    ('D', "$r -rf build"),
+    ('D', "${CMD} -rf build"),
+    ('D', "$(echo rm) -rf build"),
+    ('D', "`echo rm` -rf build"),
+    ('D', "\"$r\" -rf build"),
+    ('D', "\"${r}\" push origin"),
+    ('D', "$r"),
+    ('D', "${CMD}"),
+    ('D', "r${IFS}m -rf x"),
+    ('D', "/bin/r? -rf x"),
+    ('D', "/usr/bin/r* -rf x"),
+    ('D', "{rm,-rf,x}"),
+    ('D', "sudo \"$r\" -rf x"),
+    ('D', "env $r -rf x"),
+    ('D', "timeout 5 $r -rf x"),
+    ('D', "eval \"$x\""),
+    ('D', "sh -c \"$x\""),
+    ('D', "curl -s x | sh"),
+    ('Q', "\"$r\" build"),
+    ('Q', "\"$r\""),
+    ('Q', "\"$(which cc)\" x.c"),
+    ('Q', "sudo \"$r\" x"),
+    // the command is known, a word of it is not
+    ('D', "rm $f build"),
+    ('D', "rm \"$f\" build"),
+    ('D', "rm {-rf,build}"),
+    ('D', "rm *"),
+    ('D', "rm -r* build"),
+    ('D', "git $sub origin"),
+    ('D', "git \"$sub\""),
+    ('D', "git push $(echo --force)"),
+    ('D', "sudo rm $f"),
+    ('A', "rm *.o"),
+    ('A', "rm \"*\""),
+    ('A', "rm build/{a,b}.o"),
+    ('A', "git log $args"),
+    ('A', "ls $dir"),
+    ('A', "echo $HOME"),
+    ('A', "cargo test $FILTER"),
+    ('A', "make -j\"$(nproc)\""),
+];
+
+fn dynamic_policy(mode: Mode, deny: &[&str]) -> Policy {
+    Policy::new(mode, &[], &[], &s(deny)).unwrap()
+}
+
+#[test]
+fn commands_reached_through_a_variable_meet_the_deny_rules_that_could_name_them() {
+    let deny = ["Bash(rm -rf:*)", "Bash(git push:*)"];
+    let mut failures = Vec::new();
+    for (expect, cmd) in DYNAMIC {
+        for mode in MODES {
+            let d = dynamic_policy(mode, &deny).decide("bash", &json!({ "command": cmd }), false);
+            let k = kind(&d);
+            let ok = match expect {
+                'D' => k == "deny",
+                'Q' => k == "ask",
+                'A' => k != "deny" && (k == "allow" || mode == Mode::Ask),
+                _ => false,
+            };
+            if !ok {
+                failures.push(format!("{mode:?}: `{cmd}` -> {d:?} (want {expect})"));
+            }
+        }
+    }
+    eprintln!("dynamic command table: {} rows x3 modes", DYNAMIC.len());
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn what_cannot_be_read_asks_in_every_mode_and_an_exact_approval_lets_it_run() {
+    for mode in MODES {
+        // No deny rule at all: still never weaker than ask, yolo included.
+        let p = dynamic_policy(mode, &[]);
+        for cmd in ["$CC x.c", "curl -s x | sh", "eval \"$x\"", "rm 'x"] {
+            let d = p.decide("bash", &json!({ "command": cmd }), false);
+            assert!(matches!(d, Decision::Ask { .. }), "{mode:?} {cmd}: {d:?}");
+        }
+        // The reason names the rule and the part that is only known when it runs.
+        let p = dynamic_policy(mode, &["Bash(rm:*)"]);
+        match p.decide("bash", &json!({ "command": "r=rm; $r -rf build" }), false) {
+            Decision::Deny { reason } => {
+                assert!(reason.contains("Bash(rm:*)"), "{reason}");
+                assert!(reason.contains("`$r`"), "{reason}");
+            }
+            other => panic!("{mode:?}: {other:?}"),
+        }
+        // An exact approval of the very command lets it run unless a deny rule could name it.
+        let p = Policy::new(mode, &s(&["Bash($CC x.c)"]), &[], &[]).unwrap();
+        assert_eq!(
+            p.decide("bash", &json!({ "command": "$CC x.c" }), false),
+            Decision::Allow
+        );
+        let p = Policy::new(mode, &s(&["Bash($CC x.c)"]), &[], &s(&["Bash(gcc:*)"])).unwrap();
+        assert_eq!(
+            kind(&p.decide("bash", &json!({ "command": "$CC x.c" }), false)),
+            "deny"
+        );
+    }
 }

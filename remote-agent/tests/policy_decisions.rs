@@ -386,3 +386,112 @@ fn always_rules_and_session_approvals() {
         "allow"
     );
 }
+
+/// How a compound line is cut into pieces for rules, as the reference does it: the outer
+/// command stays whole when its `$(…)`, backticks or `<(…)` hold an operator, `2>&1` and
+/// `&>` redirections stay with their command (also leading the command), and the inner
+/// commands are pieces of their own that deny rules still see.
+#[test]
+fn decomposition_keeps_outer_commands_and_redirections_whole() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "echo $(git rev-parse HEAD; date) && ls",
+            &["echo $(git rev-parse HEAD; date)", "ls"],
+            &["git rev-parse HEAD", "date"],
+        ),
+        (
+            "echo `git status; ls` && date",
+            &["echo `git status; ls`", "date"],
+            &["git status", "ls"],
+        ),
+        (
+            "echo \"$(a | b)\" || c",
+            &["echo \"$(a | b)\"", "c"],
+            &["a", "b"],
+        ),
+        (
+            "diff <(git log -1 | head) <(git show HEAD | head) && ls",
+            &["diff <(git log -1 | head) <(git show HEAD | head)", "ls"],
+            &["git log -1", "head", "git show HEAD", "head"],
+        ),
+        (
+            "tee >(gzip | tar x) && date",
+            &["tee >(gzip | tar x)", "date"],
+            &["gzip", "tar x"],
+        ),
+        (
+            "go test ./... 2>&1 | tee log",
+            &["go test ./... 2>&1", "tee log"],
+            &[],
+        ),
+        (
+            "git log &>/dev/null | head -20",
+            &["git log &>/dev/null", "head -20"],
+            &[],
+        ),
+        (
+            "&>/dev/null git log | head -20",
+            &["&>/dev/null git log", "head -20"],
+            &[],
+        ),
+        (
+            "make &>> build.log && echo ok",
+            &["make &>> build.log", "echo ok"],
+            &[],
+        ),
+        ("&>out make; ls", &["&>out make", "ls"], &[]),
+        ("sort < input.txt && ls", &["sort < input.txt", "ls"], &[]),
+        ("a 2>/dev/null || b", &["a 2>/dev/null", "b"], &[]),
+    ];
+    for (line, top, inner) in cases {
+        let pieces = split_command(line);
+        let got_top: Vec<&str> = pieces
+            .iter()
+            .filter(|p| p.is_top_level())
+            .map(|p| p.text.as_str())
+            .collect();
+        let got_inner: Vec<&str> = pieces
+            .iter()
+            .filter(|p| !p.is_top_level())
+            .map(|p| p.text.as_str())
+            .collect();
+        assert_eq!(&got_top, top, "top-level pieces of {line:?}");
+        assert_eq!(&got_inner, inner, "inner pieces of {line:?}");
+    }
+    // An exact rule for the whole outer command (operators inside its substitution and all)
+    // allows it; the inner commands are still checked against deny rules.
+    let p = policy(
+        Mode::Ask,
+        &[
+            "Bash(echo $(git rev-parse HEAD; date))",
+            "Bash(&>/dev/null make)",
+        ],
+        &[],
+        &["Bash(rm:*)"],
+    );
+    assert_eq!(
+        kind(&p.decide(
+            "bash",
+            &bash("echo $(git rev-parse HEAD; date) && ls"),
+            false
+        )),
+        "allow"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("&>/dev/null make"), false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("echo $(git rev-parse HEAD; rm x)"), false)),
+        "deny"
+    );
+    assert_eq!(
+        kind(&p.decide("bash", &bash("&>/dev/null rm x"), false)),
+        "deny"
+    );
+    // A here-document is part of its command's text: an exact rule covers that body only.
+    let body = "python3 <<EOF\nprint(1)\nEOF";
+    let pieces = split_command(&format!("{body}\nls"));
+    assert_eq!(pieces[0].text, body);
+    assert_eq!(pieces[1].text, "ls");
+}

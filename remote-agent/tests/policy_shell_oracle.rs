@@ -2,13 +2,18 @@
 //! words over quoting characters are handed to `dash` and `bash` as `eval "set -- <input>"`;
 //! the words each shell produces must equal ours. Inputs a shell rejects (unclosed quotes) or
 //! that run something after a newline are skipped, and the test insists most are compared.
+//!
+//! A third table holds the policy's word *shapes* (what a word may become when it runs:
+//! itself, one unknown word, any run of words, names matching a glob) to what bash really
+//! makes of words with expansions, brace lists and globs, with variables holding several
+//! words and files named like options in the directory.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 use std::process::Command;
 
 use rand::{Rng, SeedableRng};
-use reasonix_remote::policy::shell_words;
+use reasonix_remote::policy::{command_shapes, shell_words, Shape};
 
 /// What one shell made of each input: Some(words), or None when it refused.
 fn oracle(shell: &str, inputs: &[String]) -> Vec<Option<Vec<String>>> {
@@ -129,6 +134,156 @@ fn ansi_c_quoting_matches_bash() {
     let (n, failures) = compare("bash", &inputs);
     eprintln!("shell oracle (bash $'…' alphabet): {n} comparisons");
     assert!(n >= 600, "too few inputs were accepted by bash: {n}");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}
+
+/// Fragments of words whose number of resulting words is not always one.
+const EXPANDING: [&str; 35] = [
+    "$x",
+    "\"$x\"",
+    "${x}",
+    "\"${x}\"",
+    "$e",
+    "\"$e\"",
+    "$(echo p q)",
+    "\"$(echo p q)\"",
+    "`echo p q`",
+    "$@",
+    "\"$@\"",
+    "\"${arr[@]}\"",
+    "{a,b}",
+    "{1..3}",
+    "{}",
+    "{x}",
+    "*",
+    "*.o",
+    "?",
+    "[ab]",
+    "\"*\"",
+    "'$x'",
+    "a",
+    "-",
+    ",",
+    "..",
+    "{",
+    "}",
+    "\\{",
+    "$'q'",
+    "'{a,b}'",
+    "\\*",
+    "\"{\"",
+    "[",
+    "$((1+1))",
+];
+
+/// What bash makes of each input word (None when it refuses the text), with `x='p q'`,
+/// `e=''`, `"$@"` = `1 2`, `arr=(u 'v w')`, in a directory holding `a`, `b`, `-rf`, `x.o`.
+fn bash_expansions(inputs: &[String]) -> Vec<Option<Vec<String>>> {
+    let script = r#"x='p q'; e=''; arr=(u 'v w'); set -- 1 2
+for s in "${inputs[@]}"; do
+  printf '\036'
+  ( eval "set -- $s" || exit 99; for w do printf '%s\037' "$w"; done ) 2>/dev/null
+  printf '\035%s' "$?"
+done"#;
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["a", "b", "-rf", "x.o"] {
+        std::fs::write(dir.path().join(f), "").unwrap();
+    }
+    let out = Command::new("bash")
+        .current_dir(dir.path())
+        .arg("-c")
+        .arg(format!("inputs=(\"$@\"); shift $#; {script}"))
+        .arg("oracle")
+        .args(inputs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let records: Vec<&str> = text.split('\x1e').skip(1).collect();
+    assert_eq!(records.len(), inputs.len(), "one record per input");
+    records
+        .iter()
+        .map(|r| {
+            let (words, status) = r.rsplit_once('\x1d').unwrap();
+            if status != "0" {
+                return None;
+            }
+            let mut v: Vec<String> = words.split('\x1f').map(String::from).collect();
+            v.pop();
+            Some(v)
+        })
+        .collect()
+}
+
+/// Can the shapes give exactly these words?
+fn shapes_give(shapes: &[Shape], words: &[String]) -> bool {
+    let glob_match = |g: &str, w: &str| {
+        w == g
+            || globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .is_ok_and(|m| m.compile_matcher().is_match(w))
+    };
+    // can[i][j]: shapes[i..] give exactly words[j..].
+    let (n, m) = (shapes.len(), words.len());
+    let mut can = vec![vec![false; m + 1]; n + 1];
+    can[n][m] = true;
+    for i in (0..n).rev() {
+        for j in (0..=m).rev() {
+            can[i][j] = match &shapes[i] {
+                Shape::Word(v) => j < m && words[j] == *v && can[i + 1][j + 1],
+                Shape::One => j < m && can[i + 1][j + 1],
+                Shape::Many => can[i + 1][j] || (j < m && can[i][j + 1]),
+                Shape::Glob(g) => {
+                    j < m && glob_match(g, &words[j]) && (can[i + 1][j + 1] || can[i][j + 1])
+                }
+            };
+        }
+    }
+    can[0][0]
+}
+
+#[test]
+fn word_shapes_cover_what_bash_makes_of_the_words() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0031);
+    let inputs: Vec<String> = (0..3000)
+        .map(|_| {
+            let len = rng.gen_range(1..4);
+            (0..len)
+                .map(|_| EXPANDING[rng.gen_range(0..EXPANDING.len())])
+                .collect::<String>()
+        })
+        .collect();
+    let mut compared = 0;
+    let mut several = 0;
+    let mut failures = Vec::new();
+    for (input, want) in inputs.iter().zip(bash_expansions(&inputs)) {
+        let Some(words) = want else { continue };
+        let shapes: Vec<Shape> = command_shapes(&format!(": {input}"))
+            .into_iter()
+            .skip(1)
+            .collect();
+        compared += 1;
+        several += usize::from(words.len() != 1);
+        if !shapes_give(&shapes, &words) {
+            failures.push(format!("{input:?}: bash {words:?}, shapes {shapes:?}"));
+        }
+    }
+    eprintln!(
+        "word-shape oracle: {compared} words compared with bash ({several} became 0 or several words)"
+    );
+    assert!(
+        compared >= 2000,
+        "too few inputs were accepted by bash: {compared}"
+    );
+    assert!(
+        several >= 400,
+        "too few inputs exercised splitting: {several}"
+    );
     assert!(
         failures.is_empty(),
         "{} mismatches:\n{}",

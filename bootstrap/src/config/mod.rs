@@ -33,7 +33,7 @@ mod system;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::dest::{split_host_port, Destination};
+use crate::dest::{split_host_port, valid_hostname, valid_ruser, Destination};
 
 pub(crate) use expand::expand;
 use expand::{connection_hash, tilde_expand};
@@ -238,27 +238,6 @@ pub struct ResolvedHost {
     pub local_home: PathBuf,
 }
 
-/// OpenSSH's `ssh_valid_hostname`: no shell metacharacters, spaces or controls, no leading `-`.
-fn valid_hostname(s: &str) -> bool {
-    !s.starts_with('-')
-        && !s.chars().any(|c| {
-            "'`\"$\\;&<>|(){},".contains(c) || c.is_ascii_whitespace() || c.is_ascii_control()
-        })
-}
-
-/// OpenSSH's `ssh_valid_ruser`.
-fn valid_ruser(s: &str) -> bool {
-    if s.starts_with('-') || s.ends_with('\\') {
-        return false;
-    }
-    let b = s.as_bytes();
-    !b.iter().enumerate().any(|(i, &c)| {
-        c.is_ascii_control()
-            || b"'`\";&<>|(){}".contains(&c)
-            || (c.is_ascii_whitespace() && b.get(i + 1) == Some(&b'-'))
-    })
-}
-
 /// Check one ProxyJump value the way OpenSSH's `parse_jump` does (comment stripped, every
 /// hop parsed); `none` is valid.
 fn check_jump(value: &str) -> Result<(), ConfigError> {
@@ -374,7 +353,8 @@ impl SshOptions {
             r.settings.port.get_or_insert(p);
         }
         for f in &self.identity_files {
-            r.settings.identity_files.push(f.display().to_string());
+            r.settings
+                .add_identity_file("-i", &f.display().to_string(), true)?;
         }
         if let Some(j) = &self.jump {
             check_jump(j)?;
@@ -405,15 +385,17 @@ impl SshOptions {
         }
         // The destination's user and port only fill what the command line left open.
         if r.settings.user.is_none() {
-            if let Some(u) = &dest.user {
-                if !valid_ruser(u) {
-                    return Err(syntax(
-                        "destination",
-                        format!("remote user name '{u}' contains invalid characters"),
-                    ));
-                }
-            }
             r.settings.user = dest.user.clone();
+        }
+        // The user named on the command line (`-o User=`, else the destination's) is checked
+        // like the host; a `User` from a config file is not (as in OpenSSH).
+        if let Some(u) = &r.settings.user {
+            if !valid_ruser(u) {
+                return Err(syntax(
+                    "destination",
+                    format!("remote user name '{u}' contains invalid characters"),
+                ));
+            }
         }
         if r.settings.port.is_none() {
             r.settings.port = dest.port;
@@ -501,6 +483,8 @@ impl SshOptions {
         let identity_files: Vec<PathBuf> = if identity_files_explicit {
             s.identity_files
                 .iter()
+                .map(|(f, _)| f)
+                // `none` counts as given (no defaults) but names no file.
                 .filter(|f| !f.eq_ignore_ascii_case("none"))
                 .map(|f| expand_path("IdentityFile", f))
                 .collect::<Result<_, _>>()?

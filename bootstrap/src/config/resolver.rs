@@ -323,7 +323,8 @@ impl Resolver {
             }
             _ => {
                 let apply = *active && !flags.never_match;
-                self.settings.apply(origin, &key, rest, &args, apply)?;
+                self.settings
+                    .apply(origin, &key, rest, &args, apply, flags.user_conf)?;
             }
         }
         Ok(())

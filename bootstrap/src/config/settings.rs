@@ -14,13 +14,19 @@ pub(super) enum Canonicalize {
     Always,
 }
 
+/// OpenSSH's `SSH_MAX_IDENTITY_FILES`.
+const MAX_IDENTITY_FILES: usize = 100;
+
 /// Raw settings while resolving; `None` = not set yet (first value wins).
 #[derive(Debug, Default, Clone)]
 pub(super) struct Settings {
     pub(super) hostname: Option<String>,
     pub(super) user: Option<String>,
     pub(super) port: Option<u16>,
-    pub(super) identity_files: Vec<String>,
+    /// `IdentityFile` values as written, each with whether the user gave it (command line or
+    /// user config) rather than the system file: OpenSSH drops a repeat only within the
+    /// same kind.
+    pub(super) identity_files: Vec<(String, bool)>,
     pub(super) identities_only: Option<bool>,
     pub(super) identity_agent: Option<String>,
     pub(super) proxy_jump: Option<String>,
@@ -280,6 +286,32 @@ pub(super) fn parse_port_value(origin: &str, key: &str, v: &str) -> Result<u16, 
 }
 
 impl Settings {
+    /// Adds one identity file as OpenSSH's `add_identity_file` does: in order, a repeat of
+    /// the same text from the same kind of source dropped (`-o IdentityFile=a` twice is one
+    /// `a`), at most 100 in all.
+    pub(super) fn add_identity_file(
+        &mut self,
+        origin: &str,
+        file: &str,
+        user_provided: bool,
+    ) -> Result<(), ConfigError> {
+        if self
+            .identity_files
+            .iter()
+            .any(|(f, u)| *u == user_provided && f == file)
+        {
+            return Ok(());
+        }
+        if self.identity_files.len() >= MAX_IDENTITY_FILES {
+            return Err(syntax(
+                origin,
+                format!("too many identity files (OpenSSH allows {MAX_IDENTITY_FILES})"),
+            ));
+        }
+        self.identity_files.push((file.to_string(), user_provided));
+        Ok(())
+    }
+
     /// Validate and apply one keyword (already lowercased). `args` is the split argument
     /// list, `raw` the unsplit rest of the line (ProxyCommand/ProxyJump use it).
     pub(super) fn apply(
@@ -289,6 +321,7 @@ impl Settings {
         raw: &str,
         args: &[String],
         active: bool,
+        user_conf: bool,
     ) -> Result<(), ConfigError> {
         let first = args.first().map(String::as_str).unwrap_or("");
         let one = || -> Result<&str, ConfigError> {
@@ -319,7 +352,7 @@ impl Settings {
             "identityfile" => {
                 let v = one()?;
                 if active {
-                    self.identity_files.push(v.to_string());
+                    self.add_identity_file(origin, v, user_conf)?;
                 }
             }
             "identitiesonly" => set(

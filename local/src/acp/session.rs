@@ -113,6 +113,8 @@ struct Asked {
     call_id: Option<String>,
     tool: String,
     arguments: String,
+    /// The rule "always allow" would store; `None` when it can only allow for the session.
+    always_rule: Option<String>,
 }
 
 /// A prompt waiting for its turn to end.
@@ -370,12 +372,14 @@ impl Actor {
                 call_id,
                 tool,
                 arguments,
+                always_rule,
                 ..
             } => {
                 let asked = Asked {
                     call_id: call_id.clone(),
                     tool: tool.clone(),
                     arguments: arguments.clone(),
+                    always_rule: always_rule.clone(),
                 };
                 if self.catch_up_to.is_some() || self.opened_reply.is_some() {
                     self.unanswered.insert(approval_id.clone(), asked);
@@ -666,6 +670,7 @@ impl Actor {
             call_id,
             tool,
             arguments,
+            always_rule,
         } = asked;
         // The call the approval names; for journals older than `call_id`, the queued call
         // with the same tool and arguments.
@@ -683,7 +688,7 @@ impl Actor {
                 ),
                 acp::PermissionOption::new(
                     ALLOW_ALWAYS,
-                    "Always allow in this workspace (saved to the reasonix config)",
+                    allow_always_label(always_rule.as_deref()),
                     acp::PermissionOptionKind::AllowAlways,
                 ),
                 acp::PermissionOption::new(REJECT, "Reject", acp::PermissionOptionKind::RejectOnce),
@@ -715,6 +720,18 @@ impl Actor {
             }
             drop(done);
         });
+    }
+}
+
+/// The label of the `allow_always` option: the rule it saves, or, when the host would store
+/// none (a dangerous call, or one whose effect is not fixed by its words), that it only
+/// allows for this session, said before the user picks it.
+fn allow_always_label(always_rule: Option<&str>) -> String {
+    match always_rule {
+        Some(rule) => {
+            format!("Always allow in this workspace (saves `{rule}` to the reasonix config)")
+        }
+        None => "Allow for this session (this call cannot be saved as a rule)".to_string(),
     }
 }
 
@@ -767,3 +784,19 @@ fn stop_reason(
 
 /// Keep the scope type in one place for the command parser.
 pub(super) type Scope = RewindScope;
+
+#[cfg(test)]
+mod tests {
+    use super::allow_always_label;
+
+    #[test]
+    fn the_always_option_says_what_it_saves_or_that_it_saves_nothing() {
+        let saves = allow_always_label(Some("Bash(cargo test:*)"));
+        assert!(saves.contains("`Bash(cargo test:*)`"), "{saves}");
+        let none = allow_always_label(None);
+        assert!(
+            none.contains("this session") && none.contains("cannot be saved"),
+            "{none}"
+        );
+    }
+}

@@ -1,15 +1,18 @@
 //! What an approval remembers: the "always allow" rule and session approvals.
 //!
 //! A remembered rule is never wider than what the user approved. A prefix rule
-//! (`Bash(cargo test:*)`) is stored only for an ordinary command; for wrappers (`env`, `xargs`,
-//! `timeout`, ...), interpreters (`bash`, `python3`, `node`, `eval`, ...), `find`, and
-//! anything whose subcommand cannot be told, the exact command is stored instead, and
-//! dangerous commands (`rm -rf`, `sudo`, `git push --force`, ...) are remembered for the
-//! session only.
+//! (`Bash(cargo test:*)`) is stored only for an ordinary command; for wrappers (`timeout`,
+//! `nice`, `command`, ...), interpreters running a script file (`python3 x.py`), `find`, and
+//! anything whose subcommand cannot be told, the exact command is stored instead. Nothing is
+//! stored (the approval holds for the session only) for dangerous commands (`rm -rf`,
+//! `sudo`, `git push --force`, ...) and for commands whose effect is not fixed by their
+//! words ([`indirect`](super::indirect): `eval`, `sh -c`, `python3 -c`, `node -e`,
+//! `find -exec`, `FOO=1 cmd`, `env`, `xargs`, here-document programs, ...).
 
 use serde_json::Value;
 
 use super::bash::{split_command, strip_assignments, Piece};
+use super::indirect::not_fixed_by_words;
 use super::rules::{escape_glob, Rule, Spec, ToolPat};
 use super::wrappers::{basename, SHELLS};
 use super::Policy;
@@ -38,8 +41,10 @@ impl Policy {
     /// The rule an "always allow" answer persists: `Bash(<prefix>:*)` for an ordinary simple
     /// command, `Bash(<exact command>)` for wrappers, interpreters and `find`, `Edit` for
     /// writers, the tool name otherwise. None for dangerous commands (`rm -rf`,
-    /// `git push --force`, `sudo`, ...), for compound or redirecting commands and for
-    /// commands whose effect cannot be seen (those stay session approvals).
+    /// `git push --force`, `sudo`, ...), for compound or redirecting commands, for commands
+    /// whose effect cannot be seen and for those whose effect is not fixed by their words
+    /// (`eval`, `sh -c`, `python3 -c`, `find -exec`, `FOO=1 cmd`, `env`, ...): those stay
+    /// session approvals.
     pub fn always_rule(tool: &str, args: &Value) -> Option<String> {
         if WRITER_TOOLS.contains(&tool) {
             return Some("Edit".to_string());
@@ -49,6 +54,9 @@ impl Policy {
         }
         let cmd = args.get("command").and_then(Value::as_str)?;
         let pieces = split_command(cmd);
+        if not_fixed_by_words(&pieces).is_some() {
+            return None;
+        }
         // One command of the line itself; what it runs inside (`sh -c` text) is covered by
         // storing it exactly.
         let top: Vec<&Piece> = pieces.iter().filter(|p| !p.nested).collect();
@@ -69,9 +77,8 @@ impl Policy {
             return None;
         }
         let words = piece.command_words();
-        if words.is_empty() || words.len() != piece.words.len() {
-            // `VAR=value cmd`: the assignment may change what runs; store nothing wide.
-            return Some(format!("Bash({})", escape_glob(&piece.text)));
+        if words.is_empty() {
+            return None;
         }
         let first = words[0].as_str();
         let exact = || Some(format!("Bash({})", escape_glob(&piece.text)));

@@ -1,6 +1,7 @@
 //! A bash command line as the policy sees it: every simple command that can run, each with
 //! what it really runs (through wrappers and nested shells) and whether that is knowable.
 
+use super::shapes::{self, Shape};
 pub use super::shell::shell_words;
 use super::shell::{self, RawCommand};
 use super::wrappers::{self, is_assignment};
@@ -31,11 +32,17 @@ pub struct Piece {
     pub(super) nested: bool,
     /// The files its redirections name.
     pub(super) targets: Vec<String>,
+    /// What could run where parts are only known when it runs (see [`shapes`]).
+    pub(super) could: Vec<Vec<Shape>>,
+    /// Standard input is text carried in the call (a here-document or here-string).
+    pub(super) stdin_inline: bool,
+    /// A command in it runs with `NAME=value` words before it.
+    pub(super) sets_env: bool,
 }
 
 impl Piece {
     fn from_raw(raw: &RawCommand, in_script: bool) -> (Piece, Vec<String>) {
-        let analysis = wrappers::analyze(&raw.words);
+        let analysis = wrappers::analyze(&raw.words, raw.stdin_text.as_deref());
         (
             Piece {
                 text: raw.text.clone(),
@@ -45,6 +52,9 @@ impl Piece {
                 runs: analysis.runs,
                 nested: in_script || raw.nested,
                 targets: raw.targets.clone(),
+                could: analysis.could,
+                stdin_inline: raw.stdin_inline,
+                sets_env: analysis.sets_env,
             },
             analysis.scripts,
         )
@@ -59,6 +69,9 @@ impl Piece {
             runs: Vec::new(),
             nested: false,
             targets: Vec::new(),
+            could: vec![shapes::anything()],
+            stdin_inline: false,
+            sets_env: false,
         }
     }
 
@@ -73,8 +86,17 @@ impl Piece {
             runs: Vec::new(),
             nested: false,
             targets: Vec::new(),
+            could: Vec::new(),
+            stdin_inline: false,
+            sets_env: false,
             text: text.to_string(),
         }
+    }
+
+    /// A command of the line itself, not one inside a substitution, group or shell text it
+    /// hands to a shell (those are decided too, as pieces of their own).
+    pub fn is_top_level(&self) -> bool {
+        !self.nested
     }
 
     /// The words from the command name on (leading `VAR=value` dropped).

@@ -18,16 +18,20 @@ use serde_json::Value;
 
 mod always;
 mod bash;
+mod bash_rules;
 mod file_deny;
+mod indirect;
 pub mod paths;
 mod readonly;
 mod rules;
+mod shapes;
 mod shell;
 mod wrappers;
 
 pub use bash::{shell_words, split_command, Piece};
 pub use file_deny::{ScanBase, WriteDenyRules};
 pub use readonly::is_read_only_command;
+pub use shapes::{command_shapes, Shape};
 
 use rules::{Rule, Spec};
 
@@ -236,14 +240,16 @@ impl Policy {
 
     /// Decides one call. `read_only` is the tool's own flag (bash is decided per piece).
     pub fn decide(&self, tool: &str, args: &Value, read_only: bool) -> Decision {
-        let d = if tool.eq_ignore_ascii_case("bash") {
-            self.decide_bash(args.get("command").and_then(Value::as_str).unwrap_or(""))
+        let (d, binding) = if tool.eq_ignore_ascii_case("bash") {
+            let b = self.decide_bash(args.get("command").and_then(Value::as_str).unwrap_or(""));
+            (b.decision, b.binding)
         } else {
-            self.decide_tool(tool, args, read_only)
+            (self.decide_tool(tool, args, read_only), false)
         };
         match (d, self.mode) {
-            // yolo never prompts, but deny still holds.
-            (Decision::Ask { .. }, Mode::Yolo) => Decision::Allow,
+            // yolo never prompts, but deny still holds, and so does the ask for a command
+            // that cannot be read (nothing proves it is not one a deny rule names).
+            (Decision::Ask { .. }, Mode::Yolo) if !binding => Decision::Allow,
             (d, _) => d,
         }
     }
@@ -336,159 +342,6 @@ impl Policy {
                     },
                 }
             }
-            Mode::Auto | Mode::Yolo => Decision::Allow,
-        }
-    }
-
-    /// The file tools' path rules also hold for the paths a command line names (arguments
-    /// and redirection targets): `cat secrets/k` meets `Read(secrets/**)` as `read_file`
-    /// would, and `cp x secrets/k` meets `Edit(secrets/**)` unless the command is proven
-    /// read-only. Naming a path is enough (`echo secrets/k` too): the safe direction.
-    fn decide_bash_paths(&self, pieces: &[Piece]) -> Option<Decision> {
-        let applies = |r: &Rule, read_only: bool| {
-            matches!(r.spec, Some(Spec::Path { .. }))
-                && (r.names_tool("read_file") || (!read_only && r.names_tool("write_file")))
-        };
-        if !self
-            .deny
-            .iter()
-            .chain(self.ask.iter())
-            .any(|r| applies(r, false))
-        {
-            return None;
-        }
-        let mut ask = None;
-        for p in pieces {
-            let read_only = readonly::is_read_only_command(p);
-            let named = p.command_words().iter().skip(1).chain(p.targets.iter());
-            for word in named {
-                // `--file=secrets/k` names a path after its `=`; other flags name none.
-                let raw = match word.strip_prefix('-') {
-                    Some(flag) => match flag.split_once('=') {
-                        Some((_, v)) => v,
-                        None => continue,
-                    },
-                    None => word.as_str(),
-                };
-                if raw.is_empty() {
-                    continue;
-                }
-                let forms = paths::subject_forms(self.workspace.as_deref(), raw);
-                let hit =
-                    |r: &&Rule| applies(r, read_only) && forms.iter().any(|f| r.matches_path(f));
-                if let Some(r) = self.deny.iter().find(hit) {
-                    return Some(Decision::Deny {
-                        reason: format!("denied by rule `{}` (`{}` names `{raw}`)", r.text, p.text),
-                    });
-                }
-                if ask.is_none() {
-                    if let Some(r) = self.ask.iter().find(hit) {
-                        ask = Some(Decision::Ask {
-                            reason: format!(
-                                "rule `{}` asks before `{}` (it names `{raw}`)",
-                                r.text, p.text
-                            ),
-                        });
-                    }
-                }
-            }
-        }
-        // A deny anywhere in the line wins over an ask found earlier.
-        ask
-    }
-
-    fn decide_bash(&self, command: &str) -> Decision {
-        let pieces = split_command(command);
-        let whole = Piece::whole(command);
-        let bash_rules = |rules: &'_ [Rule]| -> Vec<Rule> {
-            rules
-                .iter()
-                .filter(|r| r.names_tool("bash"))
-                .cloned()
-                .collect()
-        };
-        let deny = bash_rules(&self.deny);
-        for r in &deny {
-            if let Some(p) = pieces
-                .iter()
-                .chain(std::iter::once(&whole))
-                .find(|p| r.matches_piece(p, false))
-            {
-                return Decision::Deny {
-                    reason: format!("denied by rule `{}` (matched `{}`)", r.text, p.text),
-                };
-            }
-        }
-        if let Some(d) = self.decide_bash_paths(&pieces) {
-            return d;
-        }
-        for r in &bash_rules(&self.ask) {
-            if let Some(p) = pieces
-                .iter()
-                .chain(std::iter::once(&whole))
-                .find(|p| r.matches_piece(p, false))
-            {
-                return Decision::Ask {
-                    reason: format!("rule `{}` asks before running `{}`", r.text, p.text),
-                };
-            }
-        }
-        let allow: Vec<Rule> = bash_rules(&self.allow)
-            .into_iter()
-            .chain(bash_rules(&self.session))
-            .collect();
-        let exact = |p: &Piece| {
-            allow
-                .iter()
-                .any(|r| matches!(&r.spec, Some(Spec::Exact(c)) if *c == p.text))
-        };
-        if exact(&whole) {
-            return Decision::Allow;
-        }
-        // Text the reader finds no command in (a bare keyword such as `then`, a comment) is
-        // not proof that nothing runs: it is treated like text it cannot see through.
-        let nothing_seen = (pieces.is_empty() && !command.trim().is_empty())
-            .then(|| Piece::opaque(command, "no command could be read from it".to_string()));
-        // What cannot be seen through is never allowed unasked; under yolo, where nothing
-        // asks, it is refused when a deny rule could be hiding behind it.
-        if let Some(p) = nothing_seen
-            .iter()
-            .chain(pieces.iter())
-            .find(|p| p.opaque.is_some() && !exact(p))
-        {
-            let why = p.opaque.as_deref().unwrap_or("unknown");
-            if self.mode == Mode::Yolo && !deny.is_empty() {
-                return Decision::Deny {
-                    reason: format!(
-                        "bash: `{}` cannot be checked against the deny rules: {why}",
-                        p.text
-                    ),
-                };
-            }
-            return Decision::Ask {
-                reason: format!("bash: `{}` cannot be checked: {why}", p.text),
-            };
-        }
-        let uncovered: Vec<&Piece> = pieces
-            .iter()
-            .filter(|p| {
-                !(allow.iter().any(|r| r.matches_piece(p, true)) || is_read_only_command(p))
-            })
-            .collect();
-        if uncovered.is_empty() {
-            return Decision::Allow;
-        }
-        match self.mode {
-            Mode::Ask => Decision::Ask {
-                reason: format!(
-                    "bash: no rule allows `{}`",
-                    uncovered
-                        .iter()
-                        .map(|p| p.text.as_str())
-                        .collect::<Vec<_>>()
-                        .join("`, `")
-                ),
-            },
             Mode::Auto | Mode::Yolo => Decision::Allow,
         }
     }

@@ -11,6 +11,7 @@ use globset::{GlobBuilder, GlobMatcher};
 
 use super::bash::{shell_words, Piece};
 use super::paths::resolve;
+use super::shapes::{could_start_with, glob_prefix};
 use super::wrappers::basename;
 use super::PolicyError;
 use crate::tools::{READER_TOOLS, WRITER_TOOLS};
@@ -302,7 +303,8 @@ impl Rule {
             Some(Spec::Exact(cmd)) => piece.text == *cmd,
             Some(Spec::Prefix(prefix)) => {
                 if strict {
-                    return plain && starts_with_words(piece.command_words(), prefix);
+                    // As written: `Bash(make:*)` does not cover `PATH=/tmp make`.
+                    return plain && starts_with_words(&piece.words, prefix);
                 }
                 starts_with_words(piece.command_words(), prefix)
                     || piece.runs.iter().any(|r| {
@@ -321,6 +323,28 @@ impl Rule {
             }
             Some(Spec::Path { .. }) => false,
         }
+    }
+}
+
+impl Rule {
+    /// For deny and ask rules on bash: could this piece be what the rule names, for some
+    /// value of the parts only known when it runs (`$r -rf x`, `rm "$f"`, `rm {-rf,x}`, or
+    /// shell text that cannot be read)? Only pieces with such parts are asked; the rest are
+    /// decided by [`Rule::matches_piece`].
+    pub(super) fn could_name(&self, piece: &Piece) -> bool {
+        let prefix = match &self.spec {
+            None => return !piece.could.is_empty(),
+            Some(Spec::Prefix(prefix)) => prefix.clone(),
+            // Over-approximated by their leading words: a piece that could start like the
+            // command could be it.
+            Some(Spec::Exact(cmd)) => shell_words(cmd),
+            Some(Spec::CommandGlob(glob)) => glob_prefix(glob.glob().glob()),
+            Some(Spec::Path { .. }) => return false,
+        };
+        piece
+            .could
+            .iter()
+            .any(|shapes| could_start_with(shapes, &prefix))
     }
 }
 

@@ -4,6 +4,7 @@
 //! known without running it (a computed command name, a shell reading its script from stdin),
 //! the command is *opaque*, and the policy never allows it without asking.
 
+use super::shapes::{self, Shape};
 use super::shell::{shell_words, Word};
 
 /// How deep wrappers may nest (`sudo env nice timeout …`) before the command is opaque.
@@ -18,6 +19,13 @@ pub(super) struct Runs {
     pub scripts: Vec<String>,
     /// Why what runs cannot be known before it runs.
     pub opaque: Option<String>,
+    /// The shapes of commands that run with parts only known when they run (a computed
+    /// command name or argument), and [`shapes::anything`] for text that cannot be read: a
+    /// deny rule that could name one of them applies.
+    pub could: Vec<Vec<Shape>>,
+    /// Some command runs with `NAME=value` words before it (`FOO=1 make`, `sudo FOO=1
+    /// make`): the environment it gets can change what runs.
+    pub sets_env: bool,
 }
 
 /// The last path component of a command name (`/usr/bin/rm` → `rm`).
@@ -35,10 +43,11 @@ pub(super) fn is_assignment(w: &str) -> bool {
     })
 }
 
-/// Analyses the words of one simple command.
-pub(super) fn analyze(words: &[Word]) -> Runs {
+/// Analyses the words of one simple command. `stdin_text` is the literal text a
+/// here-document or here-string feeds it (a shell reading its commands from there runs it).
+pub(super) fn analyze(words: &[Word], stdin_text: Option<&str>) -> Runs {
     let mut out = Runs::default();
-    run(words, &mut out, 0);
+    run(words, &mut out, 0, stdin_text);
     out
 }
 
@@ -48,10 +57,12 @@ pub(super) const SHELLS: [&str; 11] = [
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish", "busybox",
 ];
 
+/// What runs cannot be known: it could be any command.
 fn opaque(out: &mut Runs, why: String) {
     if out.opaque.is_none() {
         out.opaque = Some(why);
     }
+    out.could.push(shapes::anything());
 }
 
 /// Option syntax of one wrapper: which short letters and long names take a value, and which
@@ -137,19 +148,22 @@ fn inner(words: &[Word], at: usize, unknown: bool, out: &mut Runs, depth: usize)
         for k in at..words.len() {
             if words[k].literal && !words[k].value.starts_with('-') {
                 let mut guess = Runs::default();
-                run(&words[k..], &mut guess, depth + 1);
+                run(&words[k..], &mut guess, depth + 1, None);
                 out.runs.extend(guess.runs);
                 out.scripts.extend(guess.scripts);
+                out.could.extend(guess.could);
+                out.sets_env |= guess.sets_env;
             }
         }
     }
     if at < words.len() {
-        run(&words[at..], out, depth + 1);
+        run(&words[at..], out, depth + 1, None);
     }
 }
 
-fn run(words: &[Word], out: &mut Runs, depth: usize) {
+fn run(words: &[Word], out: &mut Runs, depth: usize, stdin_text: Option<&str>) {
     let skip = words.iter().take_while(|w| is_assignment(&w.value)).count();
+    out.sets_env |= skip > 0 && skip < words.len();
     let words = &words[skip..];
     let Some(cmd) = words.first() else { return };
     if depth > MAX_WRAPPERS {
@@ -157,16 +171,20 @@ fn run(words: &[Word], out: &mut Runs, depth: usize) {
         return;
     }
     if !cmd.literal || cmd.expands {
-        opaque(
-            out,
-            format!(
+        if out.opaque.is_none() {
+            out.opaque = Some(format!(
                 "the command name `{}` is only known when it runs",
                 cmd.value
-            ),
-        );
+            ));
+        }
+        // What is known about it still counts: `"$r" -rf x` could be `rm -rf x`.
+        out.could.push(words.iter().flat_map(Shape::of).collect());
         return;
     }
     out.runs.push(values(words));
+    if let Some(shapes) = shapes::unknown_shapes(words) {
+        out.could.push(shapes);
+    }
     let name = basename(&cmd.value);
     let rest = &words[1..];
     const NONE: Opts = Opts {
@@ -474,7 +492,7 @@ fn run(words: &[Word], out: &mut Runs, depth: usize) {
                             .iter()
                             .position(|w| w.value == ";" || w.value == "+")
                             .map_or(words.len(), |p| i + 1 + p);
-                        run(&words[i + 1..end], out, depth + 1);
+                        run(&words[i + 1..end], out, depth + 1, None);
                         i = end + 1;
                         continue;
                     }
@@ -537,18 +555,20 @@ fn run(words: &[Word], out: &mut Runs, depth: usize) {
                 opaque(out, format!("{name} can run commands from its program"));
             }
         }
-        n if SHELLS.contains(&n) => shell(name, words, out),
+        n if SHELLS.contains(&n) => shell(name, words, out, stdin_text),
         _ => {}
     }
 }
 
-/// `sh [opts] -c 'text' [name args]`, `sh script`, `sh` (stdin).
-fn shell(name: &str, words: &[Word], out: &mut Runs) {
+/// `sh [opts] -c 'text' [name args]`, `sh script`, `sh`/`sh -s args` (stdin: the text of a
+/// here-document or here-string when it is literal, else unknown).
+fn shell(name: &str, words: &[Word], out: &mut Runs, stdin_text: Option<&str>) {
     if name == "busybox" {
         return;
     }
     let mut i = 1;
     let mut dash_c = false;
+    let mut dash_s = false;
     while let Some(w) = words.get(i) {
         let v = w.value.as_str();
         if v == "--" {
@@ -565,11 +585,19 @@ fn shell(name: &str, words: &[Word], out: &mut Runs) {
         }
         if (v.starts_with('-') || v.starts_with('+')) && v.len() > 1 {
             dash_c |= v[1..].contains('c');
+            dash_s |= v.starts_with('-') && v[1..].contains('s');
             i += 1;
             continue;
         }
         break;
     }
+    let from_stdin = |out: &mut Runs| match stdin_text {
+        Some(text) => out.scripts.push(text.to_string()),
+        None => opaque(
+            out,
+            format!("{name} reads the commands it runs from standard input"),
+        ),
+    };
     match (dash_c, words.get(i)) {
         (true, Some(text)) => {
             if text.literal {
@@ -582,17 +610,27 @@ fn shell(name: &str, words: &[Word], out: &mut Runs) {
             }
         }
         (true, None) => {}
+        // `-s`: the operands are arguments; the commands come from standard input.
+        (false, _) if dash_s => from_stdin(out),
+        (false, Some(script)) if reads_stdin(script) => from_stdin(out),
         (false, Some(script)) if reads_a_stream(script) => opaque(
             out,
             format!("{name} runs commands from a stream or a computed file"),
         ),
         // A script file runs, like `./script`.
         (false, Some(_)) => {}
-        (false, None) => opaque(
-            out,
-            format!("{name} reads the commands it runs from standard input"),
-        ),
+        (false, None) => from_stdin(out),
     }
+}
+
+/// A literal script operand naming standard input.
+fn reads_stdin(w: &Word) -> bool {
+    w.literal
+        && !w.expands
+        && matches!(
+            w.value.as_str(),
+            "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0"
+        )
 }
 
 /// A script operand that is a stream (`<(…)`, `/dev/stdin`, `/proc/self/fd/0`) or computed.

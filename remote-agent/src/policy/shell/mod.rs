@@ -7,6 +7,8 @@
 //! marked non-literal, and a word the shell could turn into other words (unquoted glob or
 //! brace characters) is marked `expands`. The caller decides what it can see through.
 
+mod word;
+
 /// How deep substitutions and `( )` may nest before the reader gives up.
 const MAX_DEPTH: usize = 24;
 
@@ -21,6 +23,13 @@ pub(super) struct Word {
     pub quoted: bool,
     /// Unquoted glob (`* ? [`, extglob) or brace characters: the shell may replace the word.
     pub expands: bool,
+    /// Unquoted glob characters (`* ? […]`, extglob): the word may become file names.
+    pub glob: bool,
+    /// An unquoted brace list or sequence (`{a,b}`, `{1..3}`): the word becomes several.
+    pub braces: bool,
+    /// An expansion outside double quotes (or `"$@"`): its value is split into any number of
+    /// words, none included.
+    pub splits: bool,
     /// Contains a command or process substitution.
     pub subst: bool,
 }
@@ -36,8 +45,12 @@ pub(super) struct RawCommand {
     pub writes: bool,
     /// A command or process substitution in a word, redirection or here-document.
     pub substitutions: bool,
-    /// Standard input comes from a here-document or here-string.
+    /// Standard input comes from a file, a here-document or a here-string.
     pub stdin_redirected: bool,
+    /// Standard input comes from a here-document or here-string: text carried in the call.
+    pub stdin_inline: bool,
+    /// That text, when it holds no expansion (what a shell reading stdin would run).
+    pub stdin_text: Option<String>,
     /// The files its redirections name (`< f`, `> f`, `2>> f`; not descriptor duplications).
     pub targets: Vec<String>,
     /// Inside a substitution, group or other nested text (not a command of the line itself).
@@ -134,6 +147,64 @@ struct Heredoc {
     strip_tabs: bool,
     expand: bool,
     owner: Option<usize>,
+    /// It feeds standard input (no descriptor number, or 0).
+    stdin: bool,
+}
+
+/// Where a redirection points standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stdin {
+    /// It does not touch standard input.
+    Unchanged,
+    /// A file or a descriptor.
+    File,
+    /// A here-string with its value when that is literal.
+    HereString(Option<String>),
+    /// A here-document (its body is read after the line).
+    HereDoc,
+}
+
+/// What one redirection does.
+struct Redirect {
+    writes: bool,
+    substitutions: bool,
+    stdin: Stdin,
+}
+
+/// What the redirections of one simple command did so far.
+#[derive(Default)]
+struct Redirects {
+    writes: bool,
+    substitutions: bool,
+    stdin_redirected: bool,
+    stdin_inline: bool,
+    stdin_text: Option<String>,
+}
+
+impl Redirects {
+    fn add(&mut self, r: Redirect) {
+        self.writes |= r.writes;
+        self.substitutions |= r.substitutions;
+        match r.stdin {
+            Stdin::Unchanged => {}
+            // The last redirection of stdin is the one that counts.
+            Stdin::File => {
+                self.stdin_redirected = true;
+                self.stdin_inline = false;
+                self.stdin_text = None;
+            }
+            Stdin::HereString(text) => {
+                self.stdin_redirected = true;
+                self.stdin_inline = true;
+                self.stdin_text = text;
+            }
+            Stdin::HereDoc => {
+                self.stdin_redirected = true;
+                self.stdin_inline = true;
+                self.stdin_text = None;
+            }
+        }
+    }
 }
 
 struct Parser<'a> {
@@ -250,6 +321,12 @@ impl Parser<'_> {
                     }
                     self.i += 1;
                 }
+                // `&>file cmd`: a redirection starting a command, not `&` then `>file`.
+                '&' if self.at(1) == Some('>') => {
+                    if let Some(end) = self.parse_simple(term, false) {
+                        return end;
+                    }
+                }
                 '&' | '|' => {
                     self.i += 1;
                     if matches!(self.peek(), Some('&' | '|')) {
@@ -304,9 +381,8 @@ impl Parser<'_> {
     fn parse_simple(&mut self, term: Term, after_group: bool) -> Option<End> {
         let start = self.i;
         let mut words: Vec<Word> = Vec::new();
-        let mut writes = false;
+        let mut redirects = Redirects::default();
         let mut substitutions = false;
-        let mut stdin_redirected = false;
         let mut last_word_end = usize::MAX;
         let mut command_started = after_group;
         loop {
@@ -324,8 +400,11 @@ impl Parser<'_> {
                             self.i += 1;
                         }
                         let (w, s) = self.redirect_target(false);
-                        writes |= w;
-                        substitutions |= s;
+                        redirects.add(Redirect {
+                            writes: w,
+                            substitutions: s,
+                            stdin: Stdin::Unchanged,
+                        });
                         continue;
                     }
                     break;
@@ -342,6 +421,7 @@ impl Parser<'_> {
                 }
                 '<' | '>' if self.at(1) != Some('(') => {
                     // An fd number (`2>`) or `{var}` written right before the operator.
+                    let mut fd = None;
                     if last_word_end == self.i {
                         if let Some(last) = words.last() {
                             let v = &last.value;
@@ -352,14 +432,12 @@ impl Parser<'_> {
                                         && v.ends_with('}')
                                         && is_name(&v[1..v.len() - 1])));
                             if is_fd {
-                                words.pop();
+                                fd = words.pop().map(|w| w.value);
                             }
                         }
                     }
-                    let (w, s, input) = self.redirect();
-                    writes |= w;
-                    substitutions |= s;
-                    stdin_redirected |= input;
+                    let r = self.redirect(fd.as_deref());
+                    redirects.add(r);
                 }
                 _ => {
                     let Some(w) = self.read_word() else { break };
@@ -367,7 +445,7 @@ impl Parser<'_> {
                     substitutions |= w.subst;
                     if !command_started && !w.quoted && w.literal {
                         if term == Term::CaseItem && w.value == "esac" {
-                            self.record(start, words, writes, substitutions, stdin_redirected);
+                            self.record(start, words, substitutions, redirects);
                             return Some(End::Esac);
                         }
                         if RESERVED.contains(&w.value.as_str()) {
@@ -403,28 +481,23 @@ impl Parser<'_> {
                 }
             }
         }
-        self.record(start, words, writes, substitutions, stdin_redirected);
+        self.record(start, words, substitutions, redirects);
         None
     }
 
-    fn record(
-        &mut self,
-        start: usize,
-        words: Vec<Word>,
-        writes: bool,
-        substitutions: bool,
-        stdin_redirected: bool,
-    ) {
-        if words.is_empty() && !writes {
+    fn record(&mut self, start: usize, words: Vec<Word>, substitutions: bool, r: Redirects) {
+        if words.is_empty() && !r.writes {
             return;
         }
         let idx = self.out.len();
         self.out.push(RawCommand {
             text: self.text(start, self.i),
             words,
-            writes,
-            substitutions,
-            stdin_redirected,
+            writes: r.writes,
+            substitutions: substitutions || r.substitutions,
+            stdin_redirected: r.stdin_redirected,
+            stdin_inline: r.stdin_inline,
+            stdin_text: r.stdin_text,
             targets: std::mem::take(&mut self.targets),
             nested: self.depth > 0,
         });
@@ -534,8 +607,8 @@ impl Parser<'_> {
         }
     }
 
-    /// A redirection starting at `<` or `>`. Returns (writes, substitutions, stdin).
-    fn redirect(&mut self) -> (bool, bool, bool) {
+    /// A redirection starting at `<` or `>`; `fd` is the descriptor number written before it.
+    fn redirect(&mut self, fd: Option<&str>) -> Redirect {
         let op: String = {
             let mut op = String::new();
             let first = self.c[self.i];
@@ -561,37 +634,81 @@ impl Parser<'_> {
             }
             op
         };
+        let on_stdin = fd.is_none_or(|f| f == "0");
+        let input = |kind: Stdin| if on_stdin { kind } else { Stdin::Unchanged };
         match op.as_str() {
             "<<" | "<<-" => {
                 self.skip_blanks();
                 let Some(w) = self.read_word() else {
                     self.fail("here-document without a delimiter");
-                    return (false, false, true);
+                    return Redirect {
+                        writes: false,
+                        substitutions: false,
+                        stdin: input(Stdin::HereDoc),
+                    };
                 };
                 self.heredocs.push(Heredoc {
                     delim: w.value,
                     strip_tabs: op == "<<-",
                     expand: !w.quoted,
                     owner: None,
+                    stdin: on_stdin,
                 });
-                (false, false, true)
+                Redirect {
+                    writes: false,
+                    substitutions: false,
+                    stdin: input(Stdin::HereDoc),
+                }
             }
             "<<<" => {
-                let (_, s) = self.redirect_target(false);
-                (false, s, true)
+                self.skip_blanks();
+                let Some(w) = self.read_word() else {
+                    self.fail("redirection without a target");
+                    return Redirect {
+                        writes: false,
+                        substitutions: false,
+                        stdin: input(Stdin::HereString(None)),
+                    };
+                };
+                let text = (w.literal && !w.expands).then(|| w.value.clone());
+                Redirect {
+                    writes: false,
+                    substitutions: w.subst,
+                    stdin: input(Stdin::HereString(text)),
+                }
             }
             "<" => {
                 let (_, s) = self.redirect_target(false);
-                (false, s, true)
+                Redirect {
+                    writes: false,
+                    substitutions: s,
+                    stdin: input(Stdin::File),
+                }
             }
             "<&" | ">&" => {
                 let (w, s) = self.redirect_target(true);
-                (w, s, op == "<&")
+                Redirect {
+                    writes: w,
+                    substitutions: s,
+                    stdin: if op == "<&" {
+                        input(Stdin::File)
+                    } else {
+                        Stdin::Unchanged
+                    },
+                }
             }
             // `<>` opens for writing too; `>`, `>>`, `>|` write.
             _ => {
                 let (w, s) = self.redirect_target(false);
-                (w, s, false)
+                Redirect {
+                    writes: w,
+                    substitutions: s,
+                    stdin: if op == "<>" {
+                        input(Stdin::File)
+                    } else {
+                        Stdin::Unchanged
+                    },
+                }
             }
         }
     }
@@ -647,10 +764,30 @@ impl Parser<'_> {
                 }
                 line_start = j + 1;
             }
+            let body: String = self.c[body_start..body_end.max(body_start)]
+                .iter()
+                .collect();
+            if let Some(o) = doc.owner.and_then(|o| self.out.get_mut(o)) {
+                // The body is part of the command: an exact approval of `python3 <<EOF` must
+                // not cover another program under the same first line.
+                let whole: String = self.c[body_start..after.max(body_start)].iter().collect();
+                o.text.push('\n');
+                o.text.push_str(whole.trim_end_matches('\n'));
+                // What a shell reading this stdin would run, when no expansion changes it
+                // (tabs stripped for `<<-`, as the shell strips them).
+                let fixed = !doc.expand || !body.contains(['$', '`', '\\']);
+                if doc.stdin && o.stdin_inline && fixed {
+                    o.stdin_text = Some(if doc.strip_tabs {
+                        body.lines()
+                            .map(|l| l.trim_start_matches('\t'))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    } else {
+                        body.clone()
+                    });
+                }
+            }
             if doc.expand {
-                let body: String = self.c[body_start..body_end.max(body_start)]
-                    .iter()
-                    .collect();
                 let before = self.out.len();
                 self.scan_expansions_in(&body);
                 if self.out.len() > before || body.contains("$(") || body.contains('`') {
@@ -689,500 +826,5 @@ impl Parser<'_> {
             self.fail(&e);
         }
         self.out.extend(child.out);
-    }
-
-    /// Reads one word at the current position (not a blank or an operator).
-    fn read_word(&mut self) -> Option<Word> {
-        let mut w = Word::empty();
-        let start = self.i;
-        let mut brace_open = false;
-        let mut bracket_open = false;
-        while let Some(c) = self.peek() {
-            if self.error.is_some() {
-                return None;
-            }
-            match c {
-                ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | ')' => break,
-                '<' | '>' => {
-                    if self.at(1) == Some('(') {
-                        // Process substitution.
-                        self.i += 2;
-                        self.nested(Term::Paren);
-                        w.dynamic();
-                        w.subst = true;
-                        w.value.push_str("<(…)");
-                    } else {
-                        break;
-                    }
-                }
-                '(' => {
-                    let so_far = &w.value;
-                    let array = w.literal
-                        && (so_far
-                            .strip_suffix("+=")
-                            .or_else(|| so_far.strip_suffix('=')))
-                        .is_some_and(is_name);
-                    if array {
-                        // `name=( words )`
-                        self.i += 1;
-                        loop {
-                            self.skip_blanks();
-                            match self.peek() {
-                                None => {
-                                    self.fail("unclosed array assignment");
-                                    return None;
-                                }
-                                Some(')') => {
-                                    self.i += 1;
-                                    break;
-                                }
-                                Some('\n') => self.i += 1,
-                                Some(_) => {
-                                    let Some(el) = self.read_word() else {
-                                        self.fail("bad array assignment");
-                                        return None;
-                                    };
-                                    w.subst |= el.subst;
-                                    if !el.literal {
-                                        w.dynamic();
-                                    }
-                                }
-                            }
-                        }
-                        w.value.push_str("(…)");
-                        continue;
-                    }
-                    break;
-                }
-                '@' | '!' | '+' | '*' | '?' if self.at(1) == Some('(') => {
-                    // extglob `@( ... )`: a pattern; its text is also read as commands so a
-                    // shell without extglob (where it is a subshell) is covered too.
-                    w.value.push(c);
-                    w.expands = true;
-                    self.i += 2;
-                    self.nested(Term::Paren);
-                    w.value.push_str("(…)");
-                }
-                '\\' => {
-                    w.quoted = true;
-                    match self.at(1) {
-                        Some('\n') => self.i += 2,
-                        Some(n) => {
-                            w.value.push(n);
-                            self.i += 2;
-                        }
-                        // A backslash ending the text is literal, except that bash drops
-                        // it after a single-quoted string spanning lines (found by the
-                        // oracle test; dash keeps it). Following bash keeps `rm\` there
-                        // meaning `rm`.
-                        None => {
-                            if !self.sq_newline {
-                                w.value.push('\\');
-                            }
-                            self.i += 1;
-                        }
-                    }
-                }
-                '\'' => {
-                    w.quoted = true;
-                    self.i += 1;
-                    loop {
-                        match self.peek() {
-                            None => {
-                                self.fail("unclosed single quote");
-                                return None;
-                            }
-                            Some('\'') => {
-                                self.i += 1;
-                                break;
-                            }
-                            Some(ch) => {
-                                self.sq_newline |= ch == '\n';
-                                w.value.push(ch);
-                                self.i += 1;
-                            }
-                        }
-                    }
-                }
-                '"' => {
-                    w.quoted = true;
-                    self.i += 1;
-                    self.read_double_quoted(&mut w);
-                }
-                '$' | '`' => self.dollar_or_backtick(&mut w, false),
-                '*' | '?' => {
-                    w.expands = true;
-                    w.value.push(c);
-                    self.i += 1;
-                }
-                // `[` alone is literal (the `[`/`[[` commands); `[…]` is a pattern.
-                '[' => {
-                    bracket_open = true;
-                    w.value.push(c);
-                    self.i += 1;
-                }
-                ']' => {
-                    w.expands |= bracket_open;
-                    w.value.push(c);
-                    self.i += 1;
-                }
-                '{' => {
-                    brace_open = true;
-                    w.value.push(c);
-                    self.i += 1;
-                }
-                '}' => {
-                    if brace_open {
-                        w.expands = true;
-                    }
-                    w.value.push(c);
-                    self.i += 1;
-                }
-                _ => {
-                    w.value.push(c);
-                    self.i += 1;
-                }
-            }
-        }
-        if self.i == start {
-            return None;
-        }
-        Some(w)
-    }
-
-    /// Inside `"…"` (the opening quote consumed): POSIX backslash rules, expansions.
-    fn read_double_quoted(&mut self, w: &mut Word) {
-        loop {
-            match self.peek() {
-                None => {
-                    self.fail("unclosed double quote");
-                    return;
-                }
-                Some('"') => {
-                    self.i += 1;
-                    return;
-                }
-                Some('\\') => match self.at(1) {
-                    Some('\n') => self.i += 2,
-                    Some(n @ ('$' | '`' | '"' | '\\')) => {
-                        w.value.push(n);
-                        self.i += 2;
-                    }
-                    _ => {
-                        w.value.push('\\');
-                        self.i += 1;
-                    }
-                },
-                Some('$' | '`') => self.dollar_or_backtick(w, true),
-                Some(ch) => {
-                    w.value.push(ch);
-                    self.i += 1;
-                }
-            }
-        }
-    }
-
-    /// At `$` or `` ` ``: an expansion, ANSI-C quoting or a plain `$`.
-    fn dollar_or_backtick(&mut self, w: &mut Word, in_dquote: bool) {
-        let start = self.i;
-        if self.peek() == Some('`') {
-            self.backtick(w, in_dquote);
-            return;
-        }
-        match self.at(1) {
-            Some('\'') if !in_dquote => {
-                w.quoted = true;
-                self.i += 2;
-                self.ansi_c(w);
-            }
-            Some('"') if !in_dquote => {
-                // `$"…"`: locale translation, quoted like "…".
-                w.quoted = true;
-                self.i += 2;
-                self.read_double_quoted(w);
-            }
-            Some('(') => {
-                if self.at(2) == Some('(') {
-                    self.i += 3;
-                    self.arith_body();
-                } else {
-                    self.i += 2;
-                    self.nested(Term::Paren);
-                    w.subst = true;
-                }
-                w.dynamic();
-                w.value.push_str(&self.text(start, self.i));
-            }
-            Some('{') => {
-                self.i += 2;
-                self.param_body(w);
-                w.dynamic();
-                w.value.push_str(&self.text(start, self.i));
-            }
-            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
-                self.i += 1;
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-                {
-                    self.i += 1;
-                }
-                w.dynamic();
-                w.value.push_str(&self.text(start, self.i));
-            }
-            Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
-                self.i += 2;
-                w.dynamic();
-                w.value.push_str(&self.text(start, self.i));
-            }
-            _ => {
-                w.value.push('$');
-                self.i += 1;
-            }
-        }
-    }
-
-    /// `` `…` ``: inner backslashes before `$`, `` ` ``, `\` (and `"` inside double quotes)
-    /// are removed, then the text is read as commands.
-    fn backtick(&mut self, w: &mut Word, in_dquote: bool) {
-        self.i += 1;
-        let mut inner = String::new();
-        loop {
-            match self.peek() {
-                None => {
-                    self.fail("unclosed backquote");
-                    return;
-                }
-                Some('`') => {
-                    self.i += 1;
-                    break;
-                }
-                Some('\\') => match self.at(1) {
-                    Some(n @ ('$' | '`' | '\\')) => {
-                        inner.push(n);
-                        self.i += 2;
-                    }
-                    Some('"') if in_dquote => {
-                        inner.push('"');
-                        self.i += 2;
-                    }
-                    Some(n) => {
-                        inner.push('\\');
-                        inner.push(n);
-                        self.i += 2;
-                    }
-                    None => {
-                        inner.push('\\');
-                        self.i += 1;
-                    }
-                },
-                Some(ch) => {
-                    inner.push(ch);
-                    self.i += 1;
-                }
-            }
-        }
-        let parsed = parse_at_depth(&inner, self.depth + 1);
-        if let Some(e) = parsed.error {
-            self.fail(&e);
-        }
-        self.out.extend(parsed.commands);
-        w.subst = true;
-        w.dynamic();
-        w.value.push('`');
-        w.value.push_str(&inner);
-        w.value.push('`');
-    }
-
-    /// `$'…'` (the `$'` consumed).
-    fn ansi_c(&mut self, w: &mut Word) {
-        loop {
-            let Some(c) = self.peek() else {
-                self.fail("unclosed $'…' quote");
-                return;
-            };
-            self.i += 1;
-            match c {
-                '\'' => return,
-                '\\' => {
-                    let Some(e) = self.peek() else {
-                        self.fail("unclosed $'…' quote");
-                        return;
-                    };
-                    self.i += 1;
-                    match e {
-                        'a' => w.value.push('\x07'),
-                        'b' => w.value.push('\x08'),
-                        'e' | 'E' => w.value.push('\x1b'),
-                        'f' => w.value.push('\x0c'),
-                        'n' => w.value.push('\n'),
-                        'r' => w.value.push('\r'),
-                        't' => w.value.push('\t'),
-                        'v' => w.value.push('\x0b'),
-                        '\\' | '\'' | '"' | '?' => w.value.push(e),
-                        '0'..='7' => {
-                            let mut n = e.to_digit(8).unwrap_or(0);
-                            for _ in 0..2 {
-                                match self.peek().and_then(|d| d.to_digit(8)) {
-                                    Some(d) => {
-                                        n = n * 8 + d;
-                                        self.i += 1;
-                                    }
-                                    None => break,
-                                }
-                            }
-                            push_code(w, n & 0xff, true);
-                        }
-                        'x' | 'u' | 'U' => {
-                            let max = match e {
-                                'x' => 2,
-                                'u' => 4,
-                                _ => 8,
-                            };
-                            let mut n = 0u32;
-                            let mut got = 0;
-                            while got < max {
-                                match self.peek().and_then(|d| d.to_digit(16)) {
-                                    Some(d) => {
-                                        n = n.wrapping_mul(16).wrapping_add(d);
-                                        self.i += 1;
-                                        got += 1;
-                                    }
-                                    None => break,
-                                }
-                            }
-                            if got == 0 {
-                                w.value.push('\\');
-                                w.value.push(e);
-                            } else {
-                                push_code(w, n, e == 'x');
-                            }
-                        }
-                        'c' => {
-                            if let Some(x) = self.peek() {
-                                self.i += 1;
-                                push_code(w, (x as u32) & 0x1f, true);
-                            }
-                        }
-                        other => {
-                            w.value.push('\\');
-                            w.value.push(other);
-                        }
-                    }
-                }
-                c => w.value.push(c),
-            }
-        }
-    }
-
-    /// `$(( … ))` or `(( … ))` body (opening consumed): finds the closing `))` and records
-    /// the commands of substitutions inside.
-    fn arith_body(&mut self) {
-        let mut depth = 0usize;
-        let mut sink = Word::empty();
-        loop {
-            let Some(c) = self.peek() else {
-                self.fail("unclosed arithmetic expansion");
-                return;
-            };
-            match c {
-                '(' => {
-                    depth += 1;
-                    self.i += 1;
-                }
-                ')' => {
-                    self.i += 1;
-                    if depth == 0 {
-                        if self.peek() == Some(')') {
-                            self.i += 1;
-                        }
-                        return;
-                    }
-                    depth -= 1;
-                }
-                '$' | '`' => self.dollar_or_backtick(&mut sink, true),
-                '\'' | '"' | '\\' => {
-                    let before = self.i;
-                    let _ = self.read_word();
-                    if self.i == before {
-                        self.i += 1;
-                    }
-                }
-                _ => self.i += 1,
-            }
-        }
-    }
-
-    /// `${ … }` body (opening consumed), with nested quotes and expansions.
-    fn param_body(&mut self, w: &mut Word) {
-        let mut depth = 0usize;
-        loop {
-            let Some(c) = self.peek() else {
-                self.fail("unclosed ${…}");
-                return;
-            };
-            match c {
-                '}' => {
-                    self.i += 1;
-                    if depth == 0 {
-                        return;
-                    }
-                    depth -= 1;
-                }
-                '{' => {
-                    depth += 1;
-                    self.i += 1;
-                }
-                '\\' => self.i += 2,
-                '\'' => {
-                    self.i += 1;
-                    while self.peek().is_some_and(|c| c != '\'') {
-                        self.i += 1;
-                    }
-                    self.i += 1;
-                }
-                '"' => {
-                    self.i += 1;
-                    let mut inner = Word::empty();
-                    self.read_double_quoted(&mut inner);
-                    w.subst |= inner.subst;
-                }
-                '$' | '`' => {
-                    let mut inner = Word::empty();
-                    self.dollar_or_backtick(&mut inner, true);
-                    w.subst |= inner.subst;
-                }
-                _ => self.i += 1,
-            }
-        }
-    }
-}
-
-fn push_code(w: &mut Word, n: u32, byte: bool) {
-    if n == 0 {
-        // bash stops the string at a NUL; keep it visible rather than silently cut.
-        w.value.push('\u{0}');
-        return;
-    }
-    match char::from_u32(n) {
-        Some(ch) if !byte || n < 0x80 => w.value.push(ch),
-        // A raw high byte is not a char on its own; it cannot spell an ASCII command name.
-        _ => w.value.push(char::REPLACEMENT_CHARACTER),
-    }
-}
-
-impl Word {
-    fn empty() -> Word {
-        Word {
-            value: String::new(),
-            literal: true,
-            quoted: false,
-            expands: false,
-            subst: false,
-        }
-    }
-
-    fn dynamic(&mut self) {
-        self.literal = false;
     }
 }
