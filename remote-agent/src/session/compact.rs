@@ -430,6 +430,7 @@ impl Session {
                     temperature: None,
                     messages_ref: None,
                     messages_base: None,
+                    effort: inner.settings.effort,
                 },
                 compaction::summarised_messages(&inner.messages, range),
                 self.next_request_tokens(&inner).1,
@@ -661,7 +662,9 @@ impl Session {
                         break;
                     }
                     Some(ProviderChunk::Text { text: t }) => text.push_str(&t),
-                    Some(ProviderChunk::Reasoning { .. }) | Some(ProviderChunk::ToolCall(_)) => {}
+                    Some(ProviderChunk::Reasoning { .. })
+                    | Some(ProviderChunk::ToolCall(_))
+                    | Some(ProviderChunk::Replay { .. }) => {}
                     Some(ProviderChunk::Retrying(r)) => {
                         self.record(EventKind::ProviderRetry(r));
                     }

@@ -107,12 +107,14 @@ impl Session {
                         content: collected.text.clone(),
                         reasoning: collected.reasoning.clone(),
                         tool_calls: collected.calls.clone(),
+                        provider_replay: collected.replay.clone(),
                     },
                 );
                 let msg = agent::assistant_message(
                     &collected.text,
                     collected.reasoning.as_deref(),
                     &collected.calls,
+                    collected.replay.as_ref(),
                 );
                 inner.messages.push(msg);
                 if let Some(usage) = collected.usage {
@@ -232,6 +234,7 @@ impl Session {
                     temperature: None,
                     messages_ref: None,
                     messages_base: None,
+                    effort: inner.settings.effort,
                 },
             )
         };
@@ -273,6 +276,7 @@ impl Session {
                             .await?;
                     }
                     Some(ProviderChunk::ToolCall(call)) => c.calls.push(call),
+                    Some(ProviderChunk::Replay { data }) => c.replay = Some(data),
                     Some(ProviderChunk::Usage(u)) => c.usage = Some(u),
                     Some(ProviderChunk::Done { model, .. }) => {
                         c.model = model;
@@ -345,6 +349,7 @@ impl Session {
             &partial.text,
             partial.reasoning.as_deref(),
             &[],
+            None,
         ));
         self.emit(
             &mut inner,
@@ -352,6 +357,7 @@ impl Session {
                 content: partial.text,
                 reasoning: partial.reasoning,
                 tool_calls: Vec::new(),
+                provider_replay: None,
             },
         );
     }
@@ -622,6 +628,8 @@ struct Collected {
     calls: Vec<ToolCall>,
     usage: Option<Usage>,
     model: String,
+    /// [`ProviderChunk::Replay`] of the stream, kept with the assistant message.
+    replay: Option<serde_json::Value>,
 }
 
 enum StepEnd {
