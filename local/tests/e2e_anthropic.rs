@@ -514,6 +514,7 @@ async fn bench_anthropic_cache_share() {
     mock.enable_prompt_cache(Some(128_000));
     let env = rig(&mock.base_url(), "");
     bench_files(&env.ws, FILES);
+    let mut compactions = 0;
     for t in 0..turns {
         let prompt = format!("turn {t}: read the next file");
         let mut args = vec!["run", "--json", "--yolo"];
@@ -521,7 +522,10 @@ async fn bench_anthropic_cache_share() {
             args.push("--continue");
         }
         args.push(&prompt);
-        ok_lines(&run(&env, &args));
+        compactions += ok_lines(&run(&env, &args))
+            .iter()
+            .filter(|l| l["type"] == "compacted")
+            .count();
     }
     stop_daemon(&env.home);
     let acc = mock.prompt_accounting();
@@ -536,7 +540,7 @@ async fn bench_anthropic_cache_share() {
         .filter(|r| r.body.to_string().contains("<compaction-request>"))
         .count();
     println!(
-        "anthropic cache: {turns} turns, {} requests ({summaries} summary requests), prompt tokens {prompt}: cache read {:.1} %, cache write {:.1} %, uncached input {:.1} %",
+        "anthropic cache: {turns} turns, {} requests, {compactions} compactions ({summaries} summary requests), prompt tokens {prompt}: cache read {:.1} %, cache write {:.1} %, uncached input {:.1} %",
         acc.len(),
         100.0 * read as f64 / prompt as f64,
         100.0 * written as f64 / prompt as f64,
