@@ -483,3 +483,72 @@ async fn effort_levels_are_checked_and_mapped_per_wire() {
     assert!(msg.contains("it supports: low, medium, high"), "{msg}");
     assert_eq!(oa.request_count(), 1);
 }
+
+#[test]
+fn provider_config_checks() {
+    let load = |user: &str, project: Option<&str>| {
+        let home = tempfile::tempdir().unwrap();
+        let proj = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), user).unwrap();
+        if let Some(p) = project {
+            std::fs::write(proj.path().join("reasonix.toml"), p).unwrap();
+        }
+        Config::load(&LoadOptions {
+            home: Some(home.path().to_path_buf()),
+            project_dir: Some(proj.path().to_path_buf()),
+            ignore_project: project.is_none(),
+            ..Default::default()
+        })
+    };
+    let base = "[[providers]]\nname = \"c\"\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\nmodels = [\"m\"]\napi_key_env = \"ANTHROPIC_API_KEY\"\n";
+    let cfg = load(base, None).unwrap();
+    let m = cfg.resolve_model(Some("c/m")).unwrap();
+    assert_eq!(m.efforts, ReasoningEffort::ALL.to_vec());
+    assert_eq!(m.auth, reasonix_local::config::AuthHeader::XApiKey);
+    // A default effort the model does not take is refused at load, naming both.
+    let e = load(
+        &format!("{base}efforts = [\"low\"]\neffort = \"high\"\n"),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("c/m") && e.contains("`high`") && e.contains("it supports: low"),
+        "{e}"
+    );
+    // An unknown kind or level names the choices.
+    let e = load(&base.replace("anthropic\"", "gemini\""), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("openai") && e.contains("anthropic"), "{e}");
+    let e = load(&format!("{base}efforts = [\"extreme\"]\n"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("extreme") && e.contains("max"), "{e}");
+    // A project file cannot change how the key is sent; it may choose efforts.
+    let cfg = load(
+        base,
+        Some("[[providers]]\nname = \"c\"\nauth_header = \"bearer\"\neffort = \"low\"\n"),
+    )
+    .unwrap();
+    let m = cfg.resolve_model(Some("c/m")).unwrap();
+    assert_eq!(m.auth, reasonix_local::config::AuthHeader::XApiKey);
+    assert_eq!(m.default_effort, Some(ReasoningEffort::Low));
+    assert!(
+        cfg.warnings().iter().any(|w| w.contains("auth_header")),
+        "{:?}",
+        cfg.warnings()
+    );
+    // The built-in DeepSeek provider offers DeepSeek's levels.
+    let cfg = load("", None).unwrap();
+    let m = cfg.resolve_model(None).unwrap();
+    assert_eq!(
+        m.efforts,
+        [
+            ReasoningEffort::Low,
+            ReasoningEffort::High,
+            ReasoningEffort::Max
+        ]
+    );
+    assert_eq!(m.auth, reasonix_local::config::AuthHeader::Bearer);
+}

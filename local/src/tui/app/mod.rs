@@ -721,6 +721,11 @@ impl App {
         self.model.as_deref()
     }
 
+    /// The reasoning effort the session's requests carry (`None`: the provider's default).
+    pub fn effort(&self) -> Option<reasonix_forward::proto::ReasoningEffort> {
+        self.effort
+    }
+
     /// Advance the clocks: `mono_ms` since the UI started (spinners, countdowns) and `wall_ms`
     /// since the epoch (elapsed times measured against event timestamps).
     pub fn tick(&mut self, mono_ms: i64, wall_ms: i64) {

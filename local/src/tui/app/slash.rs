@@ -80,8 +80,8 @@ impl SlashCommand {
             Self::Effort => (
                 "effort",
                 &[],
-                "[low|medium|high|max|default]",
-                "how hard the model reasons (from the next request)",
+                "[level]",
+                "how hard the model reasons: low, medium, high, max, default",
             ),
             Self::Status => (
                 "status",
