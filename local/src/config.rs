@@ -1086,44 +1086,11 @@ impl Config {
                 ));
             }
         }
-        for p in &self.providers {
-            let mut models: Vec<&str> = p.models.iter().map(String::as_str).collect();
-            models.extend(p.model_overrides.keys().map(String::as_str));
-            for m in models {
-                if let Some(e) = self.resolved(p, m).default_effort {
-                    self.resolved(p, m).check_effort(e).map_err(|e| {
-                        invalid(
-                            &format!("providers.{}.effort", p.name),
-                            format!("the default effort of `{}/{m}`: {e}", p.name),
-                        )
-                    })?;
-                }
-            }
-            if p.max_output_tokens
-                .into_iter()
-                .chain(
-                    p.model_overrides
-                        .values()
-                        .filter_map(|o| o.max_output_tokens),
-                )
-                .any(|n| n == 0)
-            {
-                return Err(invalid(
-                    &format!("providers.{}.max_output_tokens", p.name),
-                    "must be at least 1".into(),
-                ));
-            }
-        }
+        self.validate_wire()?;
         if self.default_model.is_some() {
             self.resolve_model(None)?;
         }
-        // `[agent] effort` / `--effort` must suit the model a session starts with; a later
-        // `/model` keeps it only where it fits (the TUI says so).
-        if let Some(e) = self.agent.effort {
-            if let Ok(m) = self.resolve_model(None) {
-                m.check_effort(e)?;
-            }
-        }
+        self.validate_effort()?;
         Ok(())
     }
 }

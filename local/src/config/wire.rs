@@ -133,6 +133,55 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Every model's default effort is one of its levels, and no `max_output_tokens` is 0.
+    pub(super) fn validate_wire(&self) -> Result<(), ConfigError> {
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            source_name: None,
+            key,
+            message,
+        };
+        for p in &self.providers {
+            let mut models: Vec<&str> = p.models.iter().map(String::as_str).collect();
+            models.extend(p.model_overrides.keys().map(String::as_str));
+            for m in models {
+                let resolved = self.resolved(p, m);
+                if let Some(e) = resolved.default_effort {
+                    resolved.check_effort(e).map_err(|e| {
+                        invalid(
+                            format!("providers.{}.effort", p.name),
+                            format!("the default effort of `{}/{m}`: {e}", p.name),
+                        )
+                    })?;
+                }
+            }
+            let caps = p.max_output_tokens.into_iter().chain(
+                p.model_overrides
+                    .values()
+                    .filter_map(|o| o.max_output_tokens),
+            );
+            if caps.into_iter().any(|n| n == 0) {
+                return Err(invalid(
+                    format!("providers.{}.max_output_tokens", p.name),
+                    "must be at least 1".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `[agent] effort` / `--effort` must suit the model a session starts with; a later
+    /// `/model` keeps it only where it fits (the TUI says so).
+    pub(super) fn validate_effort(&self) -> Result<(), ConfigError> {
+        if let Some(e) = self.agent.effort {
+            if let Ok(m) = self.resolve_model(None) {
+                m.check_effort(e)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
