@@ -454,6 +454,55 @@ pub struct SessionSettings {
     /// config); absent or `window = 0`: the host never rewrites the history.
     #[serde(default)]
     pub context: ContextSettings,
+    /// How hard the model reasons (`/effort`, `--effort`, `[agent] effort`, the model's
+    /// default), already checked against what the model supports; `None` leaves it to the
+    /// provider. Copied into every [`ProviderRequest`]: a request parameter, never part of
+    /// the conversation, so changing it keeps the message prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<ReasoningEffort>,
+}
+
+/// A reasoning-effort level. The gateway maps it per wire format: `reasoning_effort` on
+/// OpenAI-compatible chat completions, a thinking budget on the Anthropic Messages API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    /// Think briefly.
+    Low,
+    /// The middle level.
+    Medium,
+    /// Think hard.
+    High,
+    /// The most the model offers.
+    Max,
+}
+
+impl ReasoningEffort {
+    /// Every level, lowest first.
+    pub const ALL: [ReasoningEffort; 4] = [Self::Low, Self::Medium, Self::High, Self::Max];
+
+    /// The name as typed and shown (`low`, `medium`, `high`, `max`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Max => "max",
+        }
+    }
+
+    /// Parse a level name (case-insensitive).
+    pub fn parse(s: &str) -> Option<ReasoningEffort> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.as_str().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl std::fmt::Display for ReasoningEffort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The context window of the session's model and the thresholds of the compaction ladder.
@@ -1007,6 +1056,9 @@ pub struct ProviderRequest {
     pub tools: Vec<Value>,
     /// Sampling temperature.
     pub temperature: Option<f64>,
+    /// Reasoning effort of this request (the session's [`SessionSettings::effort`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<ReasoningEffort>,
 }
 
 /// The earlier request whose messages a [`ProviderRequest`] starts with.
@@ -1035,6 +1087,15 @@ pub enum ProviderChunk {
     },
     /// A complete tool call (deltas already aggregated by index).
     ToolCall(ToolCall),
+    /// Data the provider needs back, unchanged, when this assistant message is sent again
+    /// (the Anthropic wire: each thinking block's signature). Opaque to the host: it keeps
+    /// it on the assistant message ([`EventKind::AssistantMessage`], `provider_replay`) and
+    /// returns it as that message's `provider_replay` key; only the gateway of the wire
+    /// format that produced it reads it. At most one per stream, before `Done`.
+    Replay {
+        /// The wire format's data.
+        data: Value,
+    },
     /// Token usage.
     Usage(Usage),
     /// The stream finished.
@@ -1250,6 +1311,10 @@ pub enum EventKind {
         reasoning: Option<String>,
         /// Tool calls requested.
         tool_calls: Vec<ToolCall>,
+        /// What the provider needs back with this message ([`ProviderChunk::Replay`]);
+        /// absent in journals written before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_replay: Option<Value>,
     },
     /// A tool call is about to run (permission granted).
     ToolStarted {

@@ -17,6 +17,10 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod wire;
+
+pub use wire::{effort_list, AuthHeader, ProviderKind, ReasoningEffort, DEFAULT_MAX_OUTPUT_TOKENS};
+
 pub use reasonix_forward::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, PermissionsLayer, ProjectLayer,
     Rule, Rules, SandboxLayer, SandboxPolicy, SessionPolicy, Timeouts, ToolsLayer,
@@ -112,15 +116,16 @@ pub enum ConfigError {
     /// Neither `REASONIX_HOME` nor `HOME` is set.
     #[error("cannot locate the Reasonix home: set REASONIX_HOME or HOME")]
     NoHome,
-}
-
-/// Wire flavour of a provider. Only OpenAI-compatible `/chat/completions` exists today.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// OpenAI-compatible chat completions with SSE streaming.
-    #[default]
-    Openai,
+    /// A reasoning-effort level the model does not take.
+    #[error("model `{model}` does not take reasoning effort `{effort}`; it supports: {supported}. Choose one of those (`/effort`, `--effort`, `[agent] effort`), or list the model's levels in `efforts` of its provider or model_overrides entry")]
+    UnsupportedEffort {
+        /// `provider/model`.
+        model: String,
+        /// The level asked for.
+        effort: ReasoningEffort,
+        /// The levels it takes, as a list (`none` when it takes none).
+        supported: String,
+    },
 }
 
 /// Prices in currency units per one million tokens.
@@ -144,6 +149,12 @@ pub struct ModelOverride {
     pub context_window: Option<u64>,
     /// Prices of this model.
     pub prices: Option<Prices>,
+    /// Reasoning-effort levels this model takes (replaces the provider's list).
+    pub efforts: Option<Vec<ReasoningEffort>>,
+    /// Effort this model uses when the user chose none.
+    pub effort: Option<ReasoningEffort>,
+    /// Most tokens one reply may have (`max_tokens` on the Anthropic wire).
+    pub max_output_tokens: Option<u64>,
 }
 
 /// One model provider after merging.
@@ -151,9 +162,10 @@ pub struct ModelOverride {
 pub struct ProviderConfig {
     /// Name used in model labels (`name/model`).
     pub name: String,
-    /// Wire flavour.
+    /// Wire format.
     pub kind: ProviderKind,
-    /// Base URL; the gateway appends `/chat/completions`.
+    /// Base URL; the gateway appends `/chat/completions` (`openai`) or `/v1/messages`
+    /// (`anthropic`).
     pub base_url: String,
     /// Models offered (used to resolve bare model names).
     pub models: Vec<String>,
@@ -167,6 +179,16 @@ pub struct ProviderConfig {
     pub model_overrides: BTreeMap<String, ModelOverride>,
     /// Prices per 1M tokens, unless overridden per model.
     pub prices: Option<Prices>,
+    /// How the key is sent; `None`: the kind's default (`bearer` for `openai`,
+    /// `x-api-key` for `anthropic`).
+    pub auth_header: Option<AuthHeader>,
+    /// Reasoning-effort levels the provider's models take; `None`: the kind's default.
+    pub efforts: Option<Vec<ReasoningEffort>>,
+    /// Effort used when the user chose none; `None`: the provider decides.
+    pub effort: Option<ReasoningEffort>,
+    /// Most tokens one reply may have; `None`: the provider's default (the Anthropic wire,
+    /// which requires a value, sends [`DEFAULT_MAX_OUTPUT_TOKENS`]).
+    pub max_output_tokens: Option<u64>,
 }
 
 impl ProviderConfig {
@@ -201,6 +223,9 @@ pub struct AgentConfig {
     /// Ask before sending a prompt whose estimated tokens exceed this share of the context
     /// window (TUI: a confirmation; `run`: refused without `--yes`); 0 never asks.
     pub prompt_confirm_ratio: f64,
+    /// Reasoning effort chosen for every model (`--effort` sets it too); `None`: each
+    /// model's own default.
+    pub effort: Option<ReasoningEffort>,
 }
 
 impl Default for AgentConfig {
@@ -215,6 +240,7 @@ impl Default for AgentConfig {
             provider_retries: crate::gateway::retry::DEFAULT_RETRIES,
             provider_retry_seconds: crate::gateway::retry::DEFAULT_BUDGET_SECS,
             prompt_confirm_ratio: 0.25,
+            effort: None,
         }
     }
 }
@@ -324,6 +350,8 @@ pub struct Overrides {
     pub temperature: Option<f64>,
     /// `--max-steps`.
     pub max_steps: Option<u32>,
+    /// `--effort`.
+    pub effort: Option<ReasoningEffort>,
 }
 
 /// Where to look for config files.
@@ -354,6 +382,16 @@ pub struct ResolvedModel {
     pub context_window: u64,
     /// Prices of this model, when configured.
     pub prices: Option<Prices>,
+    /// Wire format of its provider.
+    pub kind: ProviderKind,
+    /// How the key is sent.
+    pub auth: AuthHeader,
+    /// Reasoning-effort levels it takes.
+    pub efforts: Vec<ReasoningEffort>,
+    /// Effort used when the user chose none.
+    pub default_effort: Option<ReasoningEffort>,
+    /// Most tokens one reply may have, when configured.
+    pub max_output_tokens: Option<u64>,
 }
 
 impl ResolvedModel {
@@ -411,11 +449,21 @@ impl Config {
                 model_overrides: BTreeMap::from([(
                     "deepseek-v4-pro".to_string(),
                     ModelOverride {
-                        context_window: None,
                         prices: Some(DEEPSEEK_V4_PRO_PRICES),
+                        ..ModelOverride::default()
                     },
                 )]),
                 prices: Some(DEEPSEEK_V4_FLASH_PRICES),
+                auth_header: None,
+                // DeepSeek's `reasoning_effort` levels (it maps `medium` to `high`, so
+                // offering it would only mislead); the service's own default is `high`.
+                efforts: Some(vec![
+                    ReasoningEffort::Low,
+                    ReasoningEffort::High,
+                    ReasoningEffort::Max,
+                ]),
+                effort: None,
+                max_output_tokens: None,
             }],
             agent: AgentConfig::default(),
             tools: ToolsConfig::default(),
@@ -624,6 +672,14 @@ impl Config {
                 .and_then(|o| o.context_window)
                 .unwrap_or(p.context_window),
             prices: ov.and_then(|o| o.prices).or(p.prices),
+            kind: p.kind,
+            auth: p.auth_header.unwrap_or_else(|| p.kind.default_auth()),
+            efforts: ov
+                .and_then(|o| o.efforts.clone())
+                .or_else(|| p.efforts.clone())
+                .unwrap_or_else(|| p.kind.default_efforts()),
+            default_effort: ov.and_then(|o| o.effort).or(p.effort),
+            max_output_tokens: ov.and_then(|o| o.max_output_tokens).or(p.max_output_tokens),
         }
     }
 
@@ -667,6 +723,7 @@ impl Config {
             a.provider_retry_seconds,
         );
         set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
+        set(&mut self.agent.effort, a.effort.map(Some));
     }
 
     /// Apply a trusted (user) file.
@@ -746,6 +803,13 @@ impl Config {
                 .model_overrides
                 .extend(pf.model_overrides.unwrap_or_default());
             set(&mut existing.prices, pf.prices.map(Some));
+            set(&mut existing.auth_header, pf.auth_header.map(Some));
+            set(&mut existing.efforts, pf.efforts.map(Some));
+            set(&mut existing.effort, pf.effort.map(Some));
+            set(
+                &mut existing.max_output_tokens,
+                pf.max_output_tokens.map(Some),
+            );
             return Ok(());
         }
         let base_url = pf.base_url.ok_or_else(|| {
@@ -773,6 +837,10 @@ impl Config {
             context_window: pf.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
             model_overrides: pf.model_overrides.unwrap_or_default(),
             prices: pf.prices,
+            auth_header: pf.auth_header,
+            efforts: pf.efforts,
+            effort: pf.effort,
+            max_output_tokens: pf.max_output_tokens,
         });
         Ok(())
     }
@@ -819,6 +887,21 @@ impl Config {
                     pf.name
                 ));
             }
+            if pf
+                .auth_header
+                .is_some_and(|a| Some(a) != existing.auth_header)
+            {
+                provider_notes.push(format!(
+                    "ignored providers `{}` auth_header: a project file cannot choose how the key is sent",
+                    pf.name
+                ));
+            }
+            set(&mut existing.efforts, pf.efforts.map(Some));
+            set(&mut existing.effort, pf.effort.map(Some));
+            set(
+                &mut existing.max_output_tokens,
+                pf.max_output_tokens.map(Some),
+            );
             set(&mut existing.models, pf.models);
             set(&mut existing.default, pf.default.map(Some));
             set(&mut existing.context_window, pf.context_window);
@@ -921,6 +1004,9 @@ impl Config {
         if let Some(s) = o.max_steps {
             self.agent.max_steps = s;
         }
+        if let Some(e) = o.effort {
+            self.agent.effort = Some(e);
+        }
     }
 
     /// Checks that need the merged picture.
@@ -1000,9 +1086,11 @@ impl Config {
                 ));
             }
         }
+        self.validate_wire()?;
         if self.default_model.is_some() {
             self.resolve_model(None)?;
         }
+        self.validate_effort()?;
         Ok(())
     }
 }
@@ -1105,6 +1193,10 @@ struct ProviderFile {
     context_window: Option<u64>,
     model_overrides: Option<BTreeMap<String, ModelOverride>>,
     prices: Option<Prices>,
+    auth_header: Option<AuthHeader>,
+    efforts: Option<Vec<ReasoningEffort>>,
+    effort: Option<ReasoningEffort>,
+    max_output_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -1119,6 +1211,7 @@ struct AgentFile {
     provider_retries: Option<u32>,
     provider_retry_seconds: Option<u64>,
     prompt_confirm_ratio: Option<f64>,
+    effort: Option<ReasoningEffort>,
 }
 
 /// Field names that only ever hold secrets.

@@ -70,6 +70,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         policy: config.session_policy(),
         laptop_mcp,
         context: config.context_settings(opts.model.as_deref()),
+        effort: config.session_effort(opts.model.as_deref()),
     };
     // Ignored project settings the laptop already printed (local mode reads the same file).
     let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();

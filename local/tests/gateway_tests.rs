@@ -79,6 +79,7 @@ fn request(messages: Vec<Value>) -> ProviderRequest {
         temperature: None,
         messages_ref: None,
         messages_base: None,
+        effort: None,
     }
 }
 

@@ -356,6 +356,7 @@ fn model_picker_reopens_the_session_with_the_new_model() {
             since,
             takeover: false,
             model: Some("deepseek/deepseek-reasoner".into()),
+            effort: None,
         })]
     );
     assert_eq!(app.model(), Some("deepseek/deepseek-reasoner"));
@@ -432,6 +433,7 @@ fn with_approval(app: &mut App, id: &str) {
             content: String::new(),
             reasoning: None,
             tool_calls: vec![c.clone()],
+            provider_replay: None,
         },
     );
     f.ev(
@@ -603,6 +605,7 @@ fn reattach_reopens_from_the_last_seen_event() {
             since,
             takeover: false,
             model: Some("deepseek/deepseek-chat".into()),
+            effort: None,
         })]
     );
     assert!(draw(&app, 100, 30).contains("re-attaching"));
@@ -776,6 +779,7 @@ fn rewind_command_and_its_answer() {
             since: 0,
             takeover: false,
             model: Some("deepseek/deepseek-chat".into()),
+            effort: None,
         })]
     );
     assert_eq!(app.last_seq(), 0);

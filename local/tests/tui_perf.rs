@@ -41,6 +41,7 @@ fn long_app(messages: usize) -> App {
                 content: format!("Answer {n}.\n\n{ANSWER}"),
                 reasoning: Some("thinking about it".into()),
                 tool_calls: vec![c.clone()],
+                provider_replay: None,
             },
         );
         f.ev(

@@ -154,6 +154,7 @@ fn approval_app(tool: &str, args: serde_json::Value) -> App {
             content: String::new(),
             reasoning: None,
             tool_calls: vec![c.clone()],
+            provider_replay: None,
         },
     );
     f.ev(

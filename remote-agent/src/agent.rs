@@ -162,7 +162,13 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
                 content,
                 reasoning,
                 tool_calls,
-            } => messages.push(assistant_message(content, reasoning.as_deref(), tool_calls)),
+                provider_replay,
+            } => messages.push(assistant_message(
+                content,
+                reasoning.as_deref(),
+                tool_calls,
+                provider_replay.as_ref(),
+            )),
             EventKind::ToolFinished {
                 call_id,
                 output,
@@ -323,8 +329,16 @@ pub fn push_request_message(messages: &mut Vec<Value>, message: Value) {
 }
 
 /// An assistant message in OpenAI format. DeepSeek needs `reasoning_content` replayed on
-/// messages that had reasoning or tool calls (an empty string when it was lost).
-pub fn assistant_message(content: &str, reasoning: Option<&str>, tool_calls: &[ToolCall]) -> Value {
+/// messages that had reasoning or tool calls (an empty string when it was lost). What the
+/// provider asked to get back with the message (`provider_replay`, e.g. Anthropic's thinking
+/// signatures) rides along under that key; the laptop's gateway reads or drops it per wire
+/// format.
+pub fn assistant_message(
+    content: &str,
+    reasoning: Option<&str>,
+    tool_calls: &[ToolCall],
+    provider_replay: Option<&Value>,
+) -> Value {
     let mut msg = json!({"role": "assistant", "content": content});
     if !tool_calls.is_empty() {
         msg["tool_calls"] = Value::Array(
@@ -339,6 +353,9 @@ pub fn assistant_message(content: &str, reasoning: Option<&str>, tool_calls: &[T
     }
     if reasoning.is_some() || !tool_calls.is_empty() {
         msg["reasoning_content"] = Value::String(reasoning.unwrap_or("").to_string());
+    }
+    if let Some(replay) = provider_replay {
+        msg["provider_replay"] = replay.clone();
     }
     msg
 }
@@ -482,9 +499,13 @@ mod tests {
             name: "ls".into(),
             arguments: "{}".into(),
         };
-        let m = assistant_message("", None, std::slice::from_ref(&call));
+        let m = assistant_message("", None, std::slice::from_ref(&call), None);
         assert_eq!(m["reasoning_content"], "");
-        let m = assistant_message("hi", None, &[]);
+        assert!(m.get("provider_replay").is_none());
+        let m = assistant_message("hi", None, &[], None);
         assert!(m.get("reasoning_content").is_none());
+        let replay = json!({"anthropic": [{"type": "thinking", "signature": "s", "len": 2}]});
+        let m = assistant_message("", Some("ab"), std::slice::from_ref(&call), Some(&replay));
+        assert_eq!(m["provider_replay"], replay);
     }
 }

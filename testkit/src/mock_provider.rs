@@ -1,4 +1,7 @@
-//! Scripted OpenAI-compatible mock provider (real HTTP server streaming SSE).
+//! Scripted mock provider (real HTTP server streaming SSE), speaking the OpenAI-compatible
+//! chat-completions wire or, started with [`MockProvider::start_anthropic`], the Anthropic
+//! Messages wire (see [`crate::mock_anthropic`]); the script, the recording and the faults are
+//! the same for both.
 //!
 //! [`MockProvider::start`] binds `127.0.0.1:0` and serves `POST /chat/completions` with a
 //! minimal hand-rolled HTTP/1.1 (one request per connection, `Connection: close`; an SSE
@@ -34,6 +37,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+use crate::anthropic_cache::AnthropicCache;
+use crate::mock_anthropic::IssuedThinking;
 use crate::prompt_cache::{PromptAccounting, PromptCache};
 
 /// One tool call the mock will stream.
@@ -134,6 +139,10 @@ pub enum MockReply {
         /// `model` field of the chunks (default `mock-model`).
         #[serde(default)]
         model: Option<String>,
+        /// Reasoning streamed before the reply (`reasoning_content` deltas on the OpenAI
+        /// wire, a signed thinking block on the Anthropic wire).
+        #[serde(default)]
+        thinking: Vec<String>,
     },
 }
 
@@ -183,6 +192,12 @@ impl MockReply {
         self.with(|o| o.model = Some(model.to_string()))
     }
 
+    /// This reply with reasoning before it, in these deltas.
+    pub fn with_thinking<S: AsRef<str>>(self, deltas: &[S]) -> Self {
+        let deltas: Vec<String> = deltas.iter().map(|d| d.as_ref().to_string()).collect();
+        self.with(|o| o.thinking = deltas)
+    }
+
     fn with(self, f: impl FnOnce(&mut Options)) -> Self {
         let (inner, mut opts) = self.unwrap_options();
         f(&mut opts);
@@ -191,17 +206,19 @@ impl MockReply {
             usage: opts.usage,
             delay_ms: opts.delay_ms,
             model: opts.model,
+            thinking: opts.thinking,
         }
     }
 
     /// Peel `With` layers (outer options win over inner ones).
-    fn unwrap_options(self) -> (MockReply, Options) {
+    pub(crate) fn unwrap_options(self) -> (MockReply, Options) {
         match self {
             MockReply::With {
                 reply,
                 usage,
                 delay_ms,
                 model,
+                thinking,
             } => {
                 let (inner, mut o) = reply.unwrap_options();
                 if usage.is_some() {
@@ -213,6 +230,9 @@ impl MockReply {
                 if model.is_some() {
                     o.model = model;
                 }
+                if !thinking.is_empty() {
+                    o.thinking = thinking;
+                }
                 (inner, o)
             }
             other => (other, Options::default()),
@@ -220,11 +240,39 @@ impl MockReply {
     }
 }
 
+/// The options of a [`MockReply::With`], peeled off the reply.
 #[derive(Debug, Default)]
-struct Options {
-    usage: Option<Value>,
-    delay_ms: u64,
-    model: Option<String>,
+pub(crate) struct Options {
+    pub(crate) usage: Option<Value>,
+    pub(crate) delay_ms: u64,
+    pub(crate) model: Option<String>,
+    pub(crate) thinking: Vec<String>,
+}
+
+/// The wire format a mock speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MockWire {
+    /// OpenAI-compatible `POST /chat/completions`.
+    OpenAi,
+    /// Anthropic `POST /v1/messages`.
+    Anthropic,
+}
+
+/// The prompt cache of a mock, by wire.
+enum Cache {
+    /// Implicit prefix caching, as DeepSeek does.
+    DeepSeek(PromptCache),
+    /// Explicit `cache_control` breakpoints, as Anthropic does.
+    Anthropic(AnthropicCache),
+}
+
+impl Cache {
+    fn log(&self) -> &[PromptAccounting] {
+        match self {
+            Cache::DeepSeek(c) => &c.log,
+            Cache::Anthropic(c) => &c.log,
+        }
+    }
 }
 
 /// A request as the mock received it.
@@ -270,13 +318,16 @@ enum Source {
 }
 
 struct State {
+    wire: MockWire,
     source: Mutex<Source>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// Indices of requests whose client hung up before the reply ended.
     closed_early: Mutex<Vec<usize>>,
     closed_notify: tokio::sync::Notify,
-    /// DeepSeek-like prompt cache, when enabled.
-    cache: Mutex<Option<PromptCache>>,
+    /// The prompt cache, when enabled.
+    cache: Mutex<Option<Cache>>,
+    /// Thinking blocks the Anthropic wire handed out, by the tool use they came with.
+    issued: Mutex<IssuedThinking>,
 }
 
 /// A running mock provider. Dropping it stops the server.
@@ -289,17 +340,29 @@ pub struct MockProvider {
 impl MockProvider {
     /// Start serving `script` on a random loopback port.
     pub async fn start(script: Vec<MockReply>) -> MockProvider {
-        Self::spawn(Source::Script(script.into())).await
+        Self::spawn(MockWire::OpenAi, Source::Script(script.into())).await
     }
 
     /// Start serving replies chosen by `choose` for each request.
     pub async fn start_with(
         choose: impl Fn(&RecordedRequest) -> MockReply + Send + Sync + 'static,
     ) -> MockProvider {
-        Self::spawn(Source::Func(Box::new(choose))).await
+        Self::spawn(MockWire::OpenAi, Source::Func(Box::new(choose))).await
     }
 
-    async fn spawn(source: Source) -> MockProvider {
+    /// Start serving `script` on the Anthropic Messages wire (`POST /v1/messages`).
+    pub async fn start_anthropic(script: Vec<MockReply>) -> MockProvider {
+        Self::spawn(MockWire::Anthropic, Source::Script(script.into())).await
+    }
+
+    /// Start serving replies chosen by `choose` on the Anthropic Messages wire.
+    pub async fn start_anthropic_with(
+        choose: impl Fn(&RecordedRequest) -> MockReply + Send + Sync + 'static,
+    ) -> MockProvider {
+        Self::spawn(MockWire::Anthropic, Source::Func(Box::new(choose))).await
+    }
+
+    async fn spawn(wire: MockWire, source: Source) -> MockProvider {
         #[allow(clippy::expect_used)] // test support: no loopback port means no test can run
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -307,11 +370,13 @@ impl MockProvider {
         #[allow(clippy::expect_used)]
         let addr = listener.local_addr().expect("local_addr of a bound socket");
         let state = Arc::new(State {
+            wire,
             source: Mutex::new(source),
             requests: Mutex::new(Vec::new()),
             closed_early: Mutex::new(Vec::new()),
             closed_notify: tokio::sync::Notify::new(),
             cache: Mutex::new(None),
+            issued: Mutex::new(IssuedThinking::default()),
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -323,6 +388,11 @@ impl MockProvider {
             }
         });
         MockProvider { addr, state, task }
+    }
+
+    /// The wire format this mock speaks.
+    pub fn wire(&self) -> MockWire {
+        self.state.wire
     }
 
     /// `http://127.0.0.1:PORT` (use as a provider `base_url`).
@@ -360,10 +430,15 @@ impl MockProvider {
         }
     }
 
-    /// Cache prompts like DeepSeek from now on and refuse prompts over `window` tokens
-    /// (`None`: no limit). Replies without a scripted usage then report the cache's figures.
+    /// Cache prompts from now on and refuse prompts over `window` tokens (`None`: no
+    /// limit): like DeepSeek on the OpenAI wire, like Anthropic (only at `cache_control`
+    /// breakpoints) on the Anthropic wire. Replies without a scripted usage then report the
+    /// cache's figures.
     pub fn enable_prompt_cache(&self, window: Option<u64>) {
-        *lock(&self.state.cache) = Some(PromptCache::new(window));
+        *lock(&self.state.cache) = Some(match self.state.wire {
+            MockWire::OpenAi => Cache::DeepSeek(PromptCache::new(window)),
+            MockWire::Anthropic => Cache::Anthropic(AnthropicCache::new(window)),
+        });
     }
 
     /// The cache's accounting of every chat request since it was enabled (empty when it is
@@ -371,7 +446,7 @@ impl MockProvider {
     pub fn prompt_accounting(&self) -> Vec<PromptAccounting> {
         lock(&self.state.cache)
             .as_ref()
-            .map(|c| c.log.clone())
+            .map(|c| c.log().to_vec())
             .unwrap_or_default()
     }
 
@@ -451,30 +526,47 @@ async fn serve(mut sock: TcpStream, state: &State) -> std::io::Result<()> {
         r
     };
     let path_only = path.split('?').next().unwrap_or("");
-    if method != "POST" || !path_only.ends_with("/chat/completions") {
+    let endpoint = match state.wire {
+        MockWire::OpenAi => "/chat/completions",
+        MockWire::Anthropic => "/v1/messages",
+    };
+    if method != "POST" || !path_only.ends_with(endpoint) {
         return write_simple(
             &mut sock,
             404,
             "",
-            "not found: the mock serves POST /chat/completions",
+            &format!("not found: the mock serves POST {endpoint}"),
         )
         .await;
     }
-    if let Some(body) = successive_roles_error(&recorded.body) {
-        return write_simple(&mut sock, 400, "", &body).await;
+    let refused = match state.wire {
+        MockWire::OpenAi => successive_roles_error(&recorded.body).map(|b| (400, b)),
+        MockWire::Anthropic => crate::mock_anthropic::check_request(
+            &recorded.headers,
+            &recorded.body,
+            &lock(&state.issued),
+        )
+        .err(),
+    };
+    if let Some((code, body)) = refused {
+        return write_simple(&mut sock, code, "", &body).await;
     }
     let cached = match &mut *lock(&state.cache) {
         Some(cache) => {
-            let key = format!(
-                "{}|{}",
-                recorded.header("authorization").unwrap_or(""),
-                recorded
-                    .body
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            );
-            Some(cache.account(recorded.index, &key, &recorded.body))
+            let credential = recorded
+                .header("authorization")
+                .or_else(|| recorded.header("x-api-key"))
+                .unwrap_or("");
+            let model = recorded
+                .body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let key = format!("{credential}|{model}");
+            Some(match cache {
+                Cache::DeepSeek(c) => c.account(recorded.index, &key, &recorded.body),
+                Cache::Anthropic(c) => c.account(recorded.index, &key, &recorded.body),
+            })
         }
         None => None,
     };
@@ -488,7 +580,19 @@ async fn serve(mut sock: TcpStream, state: &State) -> std::io::Result<()> {
         Source::Func(f) => f(&recorded),
     };
     let index = recorded.index;
-    let result = respond(&mut sock, reply, auto_usage).await;
+    let result = match state.wire {
+        MockWire::OpenAi => respond(&mut sock, reply, auto_usage).await,
+        MockWire::Anthropic => {
+            let rendered =
+                crate::mock_anthropic::render(reply, auto_usage, index, &mut lock(&state.issued));
+            match rendered {
+                Ok(r) => write_stream(&mut sock, r).await,
+                Err((code, extra, body)) => write_simple(&mut sock, code, &extra, &body)
+                    .await
+                    .map(|()| Ended::Complete),
+            }
+        }
+    };
     let early = match &result {
         Ok(ended) => *ended == Ended::ClientLeft,
         // Writing failed: the client went away mid-reply.
@@ -531,7 +635,7 @@ fn successive_roles_error(body: &Value) -> Option<String> {
 
 /// How serving one reply ended.
 #[derive(Debug, PartialEq, Eq)]
-enum Ended {
+pub(crate) enum Ended {
     /// The reply was written in full.
     Complete,
     /// The client closed the connection while the reply was still open.
@@ -560,7 +664,7 @@ fn reason(code: u16) -> &'static str {
     }
 }
 
-async fn write_simple(
+pub(crate) async fn write_simple(
     sock: &mut TcpStream,
     code: u16,
     extra_headers: &str,
@@ -576,7 +680,7 @@ async fn write_simple(
 }
 
 /// How a rendered reply ends.
-enum Ending {
+pub(crate) enum Ending {
     /// Finish reason chunk, usage, `[DONE]`.
     Finish(&'static str),
     /// Just close.
@@ -612,6 +716,11 @@ async fn respond(
             .collect()
     };
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    events.extend(
+        opts.thinking
+            .iter()
+            .map(|r| chunk(json!({"content": null, "reasoning_content": r}), None)),
+    );
     let ending = match reply {
         MockReply::Status {
             code,
@@ -698,17 +807,44 @@ async fn respond(
         events.push("[DONE]".into());
     }
 
+    let frames = events
+        .into_iter()
+        .map(|e| format!("data: {e}\n\n"))
+        .collect();
+    write_stream(
+        sock,
+        Rendered {
+            frames,
+            ending,
+            delay_ms: opts.delay_ms,
+        },
+    )
+    .await
+}
+
+/// A reply rendered as SSE frames, ready to be written.
+pub(crate) struct Rendered {
+    /// Whole frames (`event:`/`data:` lines and the blank line after them).
+    pub(crate) frames: Vec<String>,
+    /// What happens after the last frame.
+    pub(crate) ending: Ending,
+    /// Delay before each frame, in milliseconds.
+    pub(crate) delay_ms: u64,
+}
+
+/// Write a 200 event-stream response with `r`'s frames, then end it as `r.ending` says.
+pub(crate) async fn write_stream(sock: &mut TcpStream, r: Rendered) -> std::io::Result<Ended> {
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
     sock.write_all(head.as_bytes()).await?;
     sock.flush().await?;
-    for e in events {
-        if opts.delay_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(opts.delay_ms)).await;
+    for f in r.frames {
+        if r.delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(r.delay_ms)).await;
         }
-        sock.write_all(format!("data: {e}\n\n").as_bytes()).await?;
+        sock.write_all(f.as_bytes()).await?;
         sock.flush().await?;
     }
-    if let Ending::Hang = ending {
+    if let Ending::Hang = r.ending {
         // Silent until the client goes away.
         let mut tmp = [0u8; 1024];
         while sock.read(&mut tmp).await? > 0 {}
@@ -718,7 +854,7 @@ async fn respond(
 }
 
 /// Bytes the reply generates (for the completion-token estimate of an automatic usage).
-fn completion_bytes(reply: &MockReply) -> usize {
+pub(crate) fn completion_bytes(reply: &MockReply) -> usize {
     let sum = |v: &[String]| v.iter().map(String::len).sum::<usize>();
     match reply {
         MockReply::Text { chunks } | MockReply::Cut { chunks } | MockReply::Hang { chunks } => {

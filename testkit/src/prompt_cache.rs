@@ -29,6 +29,10 @@ pub struct PromptAccounting {
     pub hit_tokens: u64,
     /// Tokens not served from the cache.
     pub miss_tokens: u64,
+    /// Of the missed tokens, those written to the cache for later requests (the Anthropic
+    /// mock's `cache_creation_input_tokens`; 0 for the DeepSeek-like cache, which caches
+    /// every prompt).
+    pub cache_write_tokens: u64,
     /// True when the request was over the window and refused with a 400.
     pub rejected: bool,
 }
@@ -97,6 +101,7 @@ impl PromptCache {
                     prompt_tokens,
                     hit_tokens: 0,
                     miss_tokens: 0,
+                    cache_write_tokens: 0,
                     rejected: true,
                 });
                 return Err(json!({"error": {
@@ -123,6 +128,7 @@ impl PromptCache {
             prompt_tokens,
             hit_tokens,
             miss_tokens: prompt_tokens - hit_tokens,
+            cache_write_tokens: 0,
             rejected: false,
         };
         self.seen.push((key.to_string(), text));

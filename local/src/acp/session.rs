@@ -148,6 +148,7 @@ pub async fn open(
         policy: spec.config.session_policy(),
         laptop_mcp,
         context: spec.config.context_settings(spec.model.as_deref()),
+        effort: spec.config.session_effort(spec.model.as_deref()),
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let (opened_tx, opened_rx) = oneshot::channel();

@@ -409,6 +409,7 @@ mod tests {
                 content: String::new(),
                 reasoning: None,
                 tool_calls: vec![call("c1", "edit_file", args.clone())],
+                provider_replay: None,
             },
             false,
         );
@@ -465,6 +466,7 @@ mod tests {
                 content: String::new(),
                 reasoning: None,
                 tool_calls: vec![call("b", "bash", json!({"command": "echo ```hi"}))],
+                provider_replay: None,
             },
             false,
         );
@@ -500,6 +502,7 @@ mod tests {
                 content: String::new(),
                 reasoning: None,
                 tool_calls: vec![call("t", "todo_write", args)],
+                provider_replay: None,
             },
             false,
         );

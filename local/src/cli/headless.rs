@@ -44,6 +44,7 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
         overrides: Overrides {
             model: args.run_model.clone(),
             mode,
+            effort: args.effort,
             ..Overrides::default()
         },
         ..LoadOptions::default()
@@ -129,7 +130,7 @@ pub(super) async fn rewind(args: RewindArgs) -> Result<(), CliError> {
 pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
     use reasonix_forward::proto::{Request, Response};
     let workspace = super::workspace_or_cwd(args.workspace.clone())?;
-    let config = load_config(&workspace, None, args.ssh.is_some())?;
+    let config = load_config(&workspace, None, None, args.ssh.is_some())?;
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }

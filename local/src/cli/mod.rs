@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
-use reasonix_local::config::{Config, LoadOptions, Overrides};
+use reasonix_local::config::{Config, LoadOptions, Overrides, ReasoningEffort};
 use reasonix_local::connect::{locate_host_binary, Connector, LocalConnector, UpgradePolicy};
 use reasonix_local::exit::Exit;
 
@@ -39,6 +39,10 @@ struct TuiArgs {
     /// Model: provider/model, a provider name or a model name.
     #[arg(long)]
     model: Option<String>,
+    /// Reasoning effort: low, medium, high or max (the model must take it; `/effort`
+    /// changes it in the session).
+    #[arg(long, value_parser = parse_effort)]
+    effort: Option<ReasoningEffort>,
     /// Resume this session.
     #[arg(long)]
     session: Option<String>,
@@ -258,6 +262,9 @@ struct RunArgs {
     /// Model: provider/model, a provider name or a model name.
     #[arg(long = "model")]
     run_model: Option<String>,
+    /// Reasoning effort: low, medium, high or max (the model must take it).
+    #[arg(long, value_parser = parse_effort)]
+    effort: Option<ReasoningEffort>,
     /// Resume this session.
     #[arg(long = "session", conflicts_with = "continue_last")]
     session: Option<String>,
@@ -368,6 +375,7 @@ fn workspace_or_cwd(workspace: Option<PathBuf>) -> Result<PathBuf, CliError> {
 fn load_config(
     workspace: &std::path::Path,
     model: Option<String>,
+    effort: Option<ReasoningEffort>,
     remote: bool,
 ) -> Result<Config, CliError> {
     Config::load(&LoadOptions {
@@ -375,11 +383,18 @@ fn load_config(
         ignore_project: remote,
         overrides: Overrides {
             model,
+            effort,
             ..Overrides::default()
         },
         ..LoadOptions::default()
     })
     .map_err(CliError::usage)
+}
+
+/// `--effort LEVEL`.
+fn parse_effort(s: &str) -> Result<ReasoningEffort, String> {
+    ReasoningEffort::parse(s)
+        .ok_or_else(|| format!("`{s}` is not an effort level; use low, medium, high or max"))
 }
 
 /// The transport for a command: SSH when `--ssh DEST` is given, else local mode.

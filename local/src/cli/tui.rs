@@ -29,7 +29,7 @@ fn upgrade_policy(args: &TuiArgs) -> UpgradePolicy {
 /// `reasonix`: the workbench on the current folder.
 pub(super) async fn tui_local(args: TuiArgs) -> Result<(), CliError> {
     let workspace = super::workspace_or_cwd(None)?;
-    let config = load_config(&workspace, args.model.clone(), false)?;
+    let config = load_config(&workspace, args.model.clone(), args.effort, false)?;
     let binary = locate_host_binary().map_err(CliError::usage)?;
     let label = workspace.display().to_string();
     // The TUI asks before replacing a busy daemon of another build.
@@ -65,7 +65,7 @@ pub(super) async fn tui_ssh(
     mkdir: bool,
 ) -> Result<(), CliError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let config = load_config(&cwd, args.model.clone(), true)?;
+    let config = load_config(&cwd, args.model.clone(), args.effort, true)?;
     let parsed = reasonix_bootstrap::Destination::parse(&dest).map_err(CliError::usage)?;
     let opts = ssh.to_options().map_err(CliError::usage)?;
     let (prompter, prompts) = reasonix_local::tui::prompter_channel();

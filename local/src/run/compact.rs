@@ -48,6 +48,7 @@ pub async fn compact(
             policy: config.session_policy(),
             laptop_mcp,
             context: config.context_settings(opts.model.as_deref()),
+            effort: config.session_effort(opts.model.as_deref()),
         },
     };
     let opened = match client.open_session(open).await {

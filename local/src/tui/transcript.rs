@@ -283,6 +283,7 @@ impl Transcript {
                 content,
                 reasoning,
                 tool_calls,
+                ..
             } => {
                 // The complete message is authoritative over the deltas seen (a catch-up may
                 // have started mid-stream).
@@ -1215,6 +1216,7 @@ mod tests {
                     name: "bash".into(),
                     arguments: "{\"command\":\"ls\"}".into(),
                 }],
+                provider_replay: None,
             },
             None,
             1,

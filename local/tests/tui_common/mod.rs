@@ -57,6 +57,8 @@ pub fn settings() -> AppSettings {
         .into_iter()
         .collect(),
         prompt_confirm_ratio: 0.25,
+        efforts: HashMap::new(),
+        effort: None,
     }
 }
 
@@ -190,6 +192,7 @@ pub fn busy_app() -> App {
         content: ANSWER.into(),
         reasoning: Some("The user reports an off-by-one.\nI should read the file first,\nthen patch the index.".into()),
         tool_calls: vec![read.clone(), edit.clone(), grep.clone(), bash.clone()],
+        provider_replay: None,
     });
     f.ev(
         &mut app,

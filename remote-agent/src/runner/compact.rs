@@ -327,6 +327,7 @@ impl<H: Host> Runner<'_, H> {
                     temperature: None,
                     messages_ref: None,
                     messages_base: None,
+                    effort: self.host.effort(),
                 },
                 compaction::summarised_messages(&inner.messages, range),
                 inner.next_request_tokens().1,
@@ -526,7 +527,9 @@ impl<H: Host> Runner<'_, H> {
                         break;
                     }
                     Some(ProviderChunk::Text { text: t }) => text.push_str(&t),
-                    Some(ProviderChunk::Reasoning { .. }) | Some(ProviderChunk::ToolCall(_)) => {}
+                    Some(ProviderChunk::Reasoning { .. })
+                    | Some(ProviderChunk::ToolCall(_))
+                    | Some(ProviderChunk::Replay { .. }) => {}
                     Some(ProviderChunk::Retrying(r)) => {
                         self.host.record(EventKind::ProviderRetry(r));
                     }

@@ -53,6 +53,8 @@ pub(crate) trait Host: Send + Sync {
     fn max_steps(&self) -> u32;
     /// The context window and compaction thresholds.
     fn context_settings(&self) -> ContextSettings;
+    /// How hard the model should reason (a request parameter, never part of the prefix).
+    fn effort(&self) -> Option<reasonix_forward::proto::ReasoningEffort>;
 
     /// Journal an event and send it to the clients watching. No I/O happens here.
     fn record(&self, kind: EventKind) -> Event;

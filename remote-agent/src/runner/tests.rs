@@ -105,6 +105,9 @@ impl Host for TestHost {
     fn context_settings(&self) -> ContextSettings {
         ContextSettings::default()
     }
+    fn effort(&self) -> Option<reasonix_forward::proto::ReasoningEffort> {
+        None
+    }
     fn record(&self, kind: EventKind) -> Event {
         self.journal.lock().unwrap().append(1, kind)
     }

@@ -54,11 +54,13 @@ impl<H: Host> Runner<'_, H> {
                     content: collected.text.clone(),
                     reasoning: collected.reasoning.clone(),
                     tool_calls: collected.calls.clone(),
+                    provider_replay: collected.replay.clone(),
                 });
                 let msg = agent::assistant_message(
                     &collected.text,
                     collected.reasoning.as_deref(),
                     &collected.calls,
+                    collected.replay.as_ref(),
                 );
                 conv.messages.push(msg);
                 if let Some(usage) = collected.usage {
@@ -163,6 +165,7 @@ impl<H: Host> Runner<'_, H> {
                     temperature: None,
                     messages_ref: None,
                     messages_base: None,
+                    effort: self.host.effort(),
                 },
             )
         };
@@ -204,6 +207,7 @@ impl<H: Host> Runner<'_, H> {
                             .await?;
                     }
                     Some(ProviderChunk::ToolCall(call)) => c.calls.push(call),
+                    Some(ProviderChunk::Replay { data }) => c.replay = Some(data),
                     Some(ProviderChunk::Usage(u)) => c.usage = Some(u),
                     Some(ProviderChunk::Done { model, .. }) => {
                         c.model = model;
@@ -268,11 +272,13 @@ impl<H: Host> Runner<'_, H> {
             &partial.text,
             partial.reasoning.as_deref(),
             &[],
+            None,
         ));
         self.host.record(EventKind::AssistantMessage {
             content: partial.text,
             reasoning: partial.reasoning,
             tool_calls: Vec::new(),
+            provider_replay: None,
         });
     }
 }
@@ -284,6 +290,8 @@ struct Collected {
     calls: Vec<ToolCall>,
     usage: Option<Usage>,
     model: String,
+    /// [`ProviderChunk::Replay`] of the stream, kept with the assistant message.
+    replay: Option<serde_json::Value>,
 }
 
 enum StepEnd {

@@ -26,6 +26,10 @@ impl Host for Session {
         self.lock().settings.context
     }
 
+    fn effort(&self) -> Option<reasonix_forward::proto::ReasoningEffort> {
+        self.lock().settings.effort
+    }
+
     fn record(&self, kind: EventKind) -> Event {
         Session::record(self, kind)
     }

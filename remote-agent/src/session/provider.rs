@@ -48,6 +48,7 @@ impl ProviderStream {
             Some(ProviderChunk::Text { .. })
             | Some(ProviderChunk::Reasoning { .. })
             | Some(ProviderChunk::ToolCall(_))
+            | Some(ProviderChunk::Replay { .. })
             | Some(ProviderChunk::Usage(_))
             | Some(ProviderChunk::Retrying(_)) => {}
         }

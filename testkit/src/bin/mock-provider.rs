@@ -1,6 +1,7 @@
 //! Standalone scripted mock provider for manual runs and benchmarks.
 //!
-//! Usage: `mock-provider SCRIPT.json` where the file holds a JSON array of `MockReply`
+//! Usage: `mock-provider [--anthropic] SCRIPT.json` (`--anthropic`: serve the Anthropic
+//! Messages wire, `POST /v1/messages`) where the file holds a JSON array of `MockReply`
 //! objects tagged by `"type"`, e.g.
 //! `[{"type":"text","chunks":["Hel","lo"]},{"type":"status","code":429,"retry_after":1,"body":""}]`.
 //! Prints the base URL on the first line of stdout, then serves until killed (or Ctrl-C).
@@ -12,8 +13,13 @@ use reasonix_testkit::mock_provider::{MockProvider, MockReply};
 
 #[tokio::main]
 async fn main() {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: mock-provider SCRIPT.json");
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let anthropic = args.first().is_some_and(|a| a == "--anthropic");
+    if anthropic {
+        args.remove(0);
+    }
+    let Some(path) = args.first().cloned() else {
+        eprintln!("usage: mock-provider [--anthropic] SCRIPT.json");
         std::process::exit(2);
     };
     let text = match std::fs::read_to_string(&path) {
@@ -30,7 +36,11 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    let mock = MockProvider::start(script).await;
+    let mock = if anthropic {
+        MockProvider::start_anthropic(script).await
+    } else {
+        MockProvider::start(script).await
+    };
     println!("{}", mock.base_url());
     let _ = std::io::stdout().flush();
     let _ = tokio::signal::ctrl_c().await;

@@ -344,6 +344,7 @@ impl App {
                         since: self.last_seq,
                         takeover: false,
                         model: self.model.clone(),
+                        effort: self.effort,
                     },
                     (None, Some(p)) => p.clone(),
                     (None, None) => OpenParams {
@@ -352,6 +353,7 @@ impl App {
                         since: self.last_seq,
                         takeover: false,
                         model: self.model.clone(),
+                        effort: self.effort,
                     },
                 };
                 vec![Action::OpenSession(p)]

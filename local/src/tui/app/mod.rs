@@ -4,6 +4,7 @@
 
 mod completion;
 mod context;
+mod effort;
 mod events;
 mod keys;
 mod retry;
@@ -32,6 +33,7 @@ use crate::client::{ClientEvent, ConnState};
 use crate::config::Prices;
 
 pub(crate) use completion::{CompKind, Completion};
+pub use effort::ModelEfforts;
 pub(crate) use keys::KEYS;
 pub(crate) use slash::{SlashCommand, SlashSpec};
 pub(crate) use terminal::TermTab;
@@ -63,6 +65,11 @@ pub struct AppSettings {
     /// `[agent] prompt_confirm_ratio`: ask before sending a prompt whose estimated tokens
     /// exceed this share of the context window (0 never asks).
     pub prompt_confirm_ratio: f64,
+    /// Effort levels by `provider/model` label, model name and provider name, and under
+    /// `""` those of the default model (for `/effort`).
+    pub efforts: HashMap<String, ModelEfforts>,
+    /// The user's effort choice at start (`--effort`, `[agent] effort`), if any.
+    pub effort: Option<reasonix_forward::proto::ReasoningEffort>,
 }
 
 /// What to open: the parameters of a `Request::OpenSession` the runner builds.
@@ -78,6 +85,8 @@ pub struct OpenParams {
     pub takeover: bool,
     /// Model label for the session settings.
     pub model: Option<String>,
+    /// Reasoning effort for the session settings.
+    pub effort: Option<reasonix_forward::proto::ReasoningEffort>,
 }
 
 /// Something the runner must do outside the state machine.
@@ -542,6 +551,10 @@ pub struct App {
     pub(crate) totals: Totals,
     pub(crate) last_model: Option<String>,
     pub(crate) model: Option<String>,
+    /// The effort the session's requests carry (shown in the status bar).
+    pub(crate) effort: Option<reasonix_forward::proto::ReasoningEffort>,
+    /// The level the user chose (`None`: each model's default).
+    effort_choice: Option<reasonix_forward::proto::ReasoningEffort>,
     pub(crate) approvals: VecDeque<PendingApproval>,
     answered: HashSet<String>,
     pub(crate) approval_sel: usize,
@@ -608,6 +621,13 @@ impl App {
     /// A fresh UI.
     pub fn new(settings: AppSettings) -> Self {
         let model = settings.model.clone();
+        let effort_choice = settings.effort;
+        let effort = effort_choice.or_else(|| {
+            settings
+                .efforts
+                .get(model.as_deref().unwrap_or(""))
+                .and_then(|l| l.default)
+        });
         App {
             settings,
             transcript: Transcript::default(),
@@ -637,6 +657,8 @@ impl App {
             totals: Totals::default(),
             last_model: None,
             model,
+            effort,
+            effort_choice,
             approvals: VecDeque::new(),
             answered: HashSet::new(),
             approval_sel: 0,
@@ -668,6 +690,7 @@ impl App {
             since: 0,
             takeover,
             model: self.model.clone(),
+            effort: self.effort,
         };
         self.open_pending = Some(p.clone());
         vec![Action::OpenSession(p)]
@@ -696,6 +719,11 @@ impl App {
     /// The model label in use (for session settings).
     pub fn model(&self) -> Option<&str> {
         self.model.as_deref()
+    }
+
+    /// The reasoning effort the session's requests carry (`None`: the provider's default).
+    pub fn effort(&self) -> Option<reasonix_forward::proto::ReasoningEffort> {
+        self.effort
     }
 
     /// Advance the clocks: `mono_ms` since the UI started (spinners, countdowns) and `wall_ms`

@@ -10,6 +10,7 @@ pub(crate) enum SlashCommand {
     New,
     Sessions,
     Model,
+    Effort,
     Status,
     Clear,
     Continue,
@@ -46,6 +47,7 @@ impl SlashCommand {
         Self::New,
         Self::Sessions,
         Self::Model,
+        Self::Effort,
         Self::Status,
         Self::Clear,
         Self::Continue,
@@ -75,6 +77,12 @@ impl SlashCommand {
                 "sessions of this workspace: resume, delete (to the trash), rename; trash: restore, purge",
             ),
             Self::Model => ("model", &[], "[name]", "choose the model"),
+            Self::Effort => (
+                "effort",
+                &[],
+                "[level]",
+                "how hard the model reasons: low, medium, high, max, default",
+            ),
             Self::Status => (
                 "status",
                 &[],
@@ -200,6 +208,7 @@ impl App {
             since: 0,
             takeover: false,
             model: self.model.clone(),
+            effort: self.effort,
         };
         self.open_pending = Some(p.clone());
         vec![Action::OpenSession(p)]
@@ -258,17 +267,9 @@ impl App {
             format!("model: {model} (from the next request)"),
             Level::Info,
         );
+        self.effort_after_model_switch();
         // Re-opening the same session hands the daemon the new settings.
-        match &self.session {
-            Some(s) => vec![Action::OpenSession(OpenParams {
-                session: Some(s.clone()),
-                new: false,
-                since: self.last_seq,
-                takeover: false,
-                model: Some(model),
-            })],
-            None => Vec::new(),
-        }
+        self.reopen_with_settings()
     }
 
     pub(super) fn copy(&mut self, code: bool) -> Vec<Action> {
@@ -377,6 +378,7 @@ impl App {
                 self.overlay = Some(Overlay::Models { sel });
                 Vec::new()
             }
+            SlashCommand::Effort => self.effort_command(arg),
             SlashCommand::Status => {
                 self.overlay = Some(Overlay::Status);
                 vec![Action::Status]

@@ -90,6 +90,10 @@ pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
             theme::dim(),
         ),
     ];
+    if let Some(e) = app.effort {
+        // Right after the model: the two say what each request is sent with.
+        segs.insert(3, (3, format!("effort {e}"), theme::dim()));
+    }
     if let Some(p) = app.context_pct() {
         let style = if p >= 80.0 {
             theme::warn()

@@ -153,6 +153,7 @@ impl Exec {
                 since,
                 takeover,
                 model,
+                effort,
             }) => {
                 let open = OpenSession {
                     session,
@@ -160,7 +161,7 @@ impl Exec {
                     since,
                     read_only: false,
                     takeover,
-                    settings: session_settings(&self.config(), model),
+                    settings: session_settings(&self.config(), model, effort),
                 };
                 self.request("open session", Request::OpenSession(open), |r| match r {
                     Response::SessionOpened(o) => Some(AppEvent::SessionOpened(o)),
