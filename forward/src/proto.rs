@@ -15,10 +15,10 @@ pub use crate::policy::{
 pub use crate::pty::{PtyBytes, PtyInfo, PtyNotification, PtyRequest, PtyResponse, PtySize};
 
 /// Version of the link protocol. Bumped on any incompatible change to frames or messages.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Magic prefix of the preamble line written by the host before any frame.
-pub const PREAMBLE_MAGIC: &str = "REASONIX-LINK/1";
+pub const PREAMBLE_MAGIC: &str = "REASONIX-LINK/2";
 
 /// First control message, sent by the client right after the preamble.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +84,8 @@ pub enum Envelope {
         /// The notification body.
         body: Notification,
     },
+    /// A message of a channel (see [`crate::channel`]).
+    Channel(crate::channel::ChannelMsg),
 }
 
 /// An error answer to a request.

@@ -294,8 +294,8 @@ mod tests {
         let (b, b_in) = Link::new(crate::link::LinkConfig::default());
         let conn = crate::testing::connect(&a, &b);
         std::mem::forget(conn);
-        let (ra, ia) = Rpc::new(a, a_in);
-        let (rb, ib) = Rpc::new(b, b_in);
+        let (ra, ia) = Rpc::new(a, a_in, crate::channel::Side::Client);
+        let (rb, ib) = Rpc::new(b, b_in, crate::channel::Side::Server);
         (ra, ia, rb, ib)
     }
 

@@ -518,7 +518,11 @@ impl Supervisor {
                 Some((link, _)) => link.clone(),
                 None => {
                     let (link, inbound) = Link::new(self.options.link.clone());
-                    let (rpc, incoming) = Rpc::new(link.clone(), inbound);
+                    let (rpc, incoming) = Rpc::new(
+                        link.clone(),
+                        inbound,
+                        reasonix_forward::channel::Side::Client,
+                    );
                     self.rpc.send_replace(Some(rpc.clone()));
                     tokio::spawn(serve_incoming(
                         rpc,
@@ -743,6 +747,14 @@ async fn serve_incoming(
                         .await;
                 }
             },
+            Incoming::Channel(c) => {
+                let kind = c.open.kind();
+                let refusal = reasonix_forward::proto::RpcError::new(
+                    ErrorCode::BadRequest,
+                    format!("the laptop does not serve {kind} channels"),
+                );
+                tokio::spawn(c.offer.refuse(refusal));
+            }
             Incoming::Notify(n) => {
                 let ev = match n {
                     Notification::Event(e) => {

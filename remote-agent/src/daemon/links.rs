@@ -97,7 +97,11 @@ impl Daemon {
 
     fn new_conn(self: &Arc<Self>) -> Arc<Conn> {
         let (link, inbound) = Link::new(self.config.link.clone());
-        let (rpc, incoming) = Rpc::new(link.clone(), inbound);
+        let (rpc, incoming) = Rpc::new(
+            link.clone(),
+            inbound,
+            reasonix_forward::channel::Side::Server,
+        );
         let id = self.next_conn.fetch_add(1, Ordering::SeqCst);
         let link_id = format!("{:016x}{:08x}", rand::random::<u64>(), id);
         let conn = Arc::new(Conn {
@@ -192,6 +196,14 @@ impl Daemon {
                 Incoming::Notify(Notification::Pty(n)) => conn.terminals.notify(n),
                 Incoming::Notify(other) => {
                     tracing::debug!("ignored notification from client: {other:?}");
+                }
+                Incoming::Channel(c) => {
+                    let kind = c.open.kind();
+                    let refusal = reasonix_forward::proto::RpcError::new(
+                        reasonix_forward::proto::ErrorCode::BadRequest,
+                        format!("the daemon does not serve {kind} channels"),
+                    );
+                    tokio::spawn(c.offer.refuse(refusal));
                 }
                 Incoming::Request {
                     id,
