@@ -212,6 +212,9 @@ impl std::fmt::Display for RpcError {
 }
 
 /// Requests in either direction.
+// A request is built once and moved into its envelope and onto the wire; boxing the one big
+// variant (`OpenSession`) would only add an allocation to it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "m", rename_all = "snake_case")]
 pub enum Request {
@@ -395,10 +398,6 @@ pub enum Request {
         /// Channel id chosen by the daemon.
         channel: u64,
     },
-    /// Ask the laptop gateway to run a chat completion. Answered with
-    /// [`Response::ProviderAccepted`] at once; the chunks follow as
-    /// [`Notification::ProviderChunk`] with the same `stream_id`.
-    Provider(ProviderRequest),
     /// The messages the session's next provider request will start with, sent when this
     /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
     /// request of the link can then go by prefix too (see `reasonix_forward::prefix`).
@@ -570,8 +569,6 @@ pub enum Response {
         /// Paths restored or removed.
         paths: Vec<String>,
     },
-    /// Answer to [`Request::Provider`]: the gateway accepted the stream.
-    ProviderAccepted,
     /// Answer to [`Request::McpStatus`].
     McpServers {
         /// Every server, host ones first, each group sorted by name.
@@ -907,13 +904,6 @@ pub enum Notification {
         /// Progress text or streamed output.
         message: String,
     },
-    /// A chunk of a provider stream (client -> daemon).
-    ProviderChunk {
-        /// The stream this chunk belongs to.
-        stream_id: String,
-        /// The chunk.
-        chunk: ProviderChunk,
-    },
     /// One JSON-RPC line of a tunnelled MCP server (both directions).
     McpLine {
         /// Channel id from [`Request::McpOpen`].
@@ -939,12 +929,6 @@ pub enum Notification {
         channel: u64,
         /// Exit status and stderr tail.
         reason: String,
-    },
-    /// Stop the provider stream `stream_id` (daemon -> client): the turn was cancelled or no
-    /// longer needs the reply. The gateway closes the HTTP stream to the provider.
-    ProviderCancel {
-        /// The stream to stop.
-        stream_id: String,
     },
     /// Terminal input, output, sizes and exits (see [`crate::pty`]).
     Pty(PtyNotification),
@@ -973,11 +957,12 @@ pub enum Notification {
     },
 }
 
-/// A chat completion the daemon asks the gateway to run.
+/// A chat completion the daemon asks the gateway to run: the parameters of a provider
+/// channel ([`crate::channel::ChannelOpen::Provider`]), whose data are [`ProviderChunk`]s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderRequest {
-    /// Id of the stream; chunks carry it. Stable across re-issues of the same step so the
-    /// gateway can tell a re-issue from a new request.
+    /// Id of the stream: later requests name it as their base ([`MessagesBase`]), and logs
+    /// name the stream by it. Stable across re-issues of the same step.
     pub stream_id: String,
     /// Model label (`provider/model`, provider name or bare model); `None` = default.
     pub model: Option<String>,

@@ -6,6 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+use reasonix_forward::channel::{
+    Channel, ChannelAccepted, ChannelData, ChannelOpen, IncomingChannel, Offer,
+};
 use reasonix_forward::handshake::{client_handshake, client_handshake_pipelined};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
@@ -668,9 +671,6 @@ async fn serve_incoming(
     // reference fetched in their place.
     let events = crate::by_ref::OrderedEvents::spawn(rpc.clone(), events);
     let routes: McpRoutes = Arc::default();
-    // Provider streams being relayed, by stream id, so the host can cancel them.
-    let mut streams: std::collections::HashMap<String, tokio::task::AbortHandle> =
-        std::collections::HashMap::new();
     // The messages of this link's last provider requests, which later ones extend.
     let mut bases = reasonix_forward::prefix::MessageBases::default();
     let SaveRules {
@@ -696,45 +696,6 @@ async fn serve_incoming(
                     bases.remember(&stream_id, messages.into());
                     let _ = rpc.respond(id, Ok(Response::Ok)).await;
                 }
-                Request::Provider(mut req) => {
-                    // All the messages, when the host sent only those after an earlier
-                    // request's (`reasonix_forward::prefix`); stored, before the answer, as
-                    // the base of the next request. Messages sent by reference are
-                    // completed by the relay and never become a base.
-                    let tail = std::mem::take(&mut req.messages);
-                    let Some(messages) = bases.resolve(req.messages_base.as_ref(), tail) else {
-                        let refused = reasonix_forward::proto::RpcError::new(
-                            ErrorCode::UnknownMessagesBase,
-                            format!(
-                                "this laptop no longer holds the messages of request {}",
-                                req.messages_base
-                                    .as_ref()
-                                    .map_or("?", |b| b.stream_id.as_str())
-                            ),
-                        );
-                        let _ = rpc.respond(id, Err(refused)).await;
-                        continue;
-                    };
-                    if req.messages_ref.is_none() {
-                        bases.remember(&req.stream_id, messages.clone());
-                    }
-                    req.messages_base = None;
-                    let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
-                    // The gateway keeps reading the HTTP stream into its channel whatever
-                    // happens to the link; the link buffers chunks while it is down. The
-                    // relay runs on a task of its own (fetching big messages makes calls on
-                    // this link, which must not wait on this loop); aborting it (the host's
-                    // ProviderCancel) drops the receiver, which closes the HTTP stream.
-                    let stream_id = req.stream_id.clone();
-                    let task = tokio::spawn(relay_provider_stream(
-                        rpc.clone(),
-                        Arc::clone(&gateway),
-                        req,
-                        messages,
-                    ));
-                    streams.retain(|_, h| !h.is_finished());
-                    streams.insert(stream_id, task.abort_handle());
-                }
                 other => {
                     let _ = rpc
                         .respond(
@@ -747,14 +708,48 @@ async fn serve_incoming(
                         .await;
                 }
             },
-            Incoming::Channel(c) => {
-                let kind = c.open.kind();
-                let refusal = reasonix_forward::proto::RpcError::new(
-                    ErrorCode::BadRequest,
-                    format!("the laptop does not serve {kind} channels"),
-                );
-                tokio::spawn(c.offer.refuse(refusal));
-            }
+            Incoming::Channel(IncomingChannel { open, offer }) => match open {
+                ChannelOpen::Provider(mut req) => {
+                    // All the messages, when the host sent only those after an earlier
+                    // request's (`reasonix_forward::prefix`); stored, before the channel is
+                    // accepted, as the base of the next request. Messages sent by reference
+                    // are completed by the relay and never become a base.
+                    let tail = std::mem::take(&mut req.messages);
+                    let Some(messages) = bases.resolve(req.messages_base.as_ref(), tail) else {
+                        let refused = reasonix_forward::proto::RpcError::new(
+                            ErrorCode::UnknownMessagesBase,
+                            format!(
+                                "this laptop no longer holds the messages of request {}",
+                                req.messages_base
+                                    .as_ref()
+                                    .map_or("?", |b| b.stream_id.as_str())
+                            ),
+                        );
+                        tokio::spawn(offer.refuse(refused));
+                        continue;
+                    };
+                    if req.messages_ref.is_none() {
+                        bases.remember(&req.stream_id, messages.clone());
+                    }
+                    req.messages_base = None;
+                    // On a task of its own: fetching big messages makes calls on this link,
+                    // which must not wait on this loop.
+                    tokio::spawn(relay_provider_stream(
+                        rpc.clone(),
+                        Arc::clone(&gateway),
+                        offer,
+                        req,
+                        messages,
+                    ));
+                }
+                other => {
+                    let refusal = reasonix_forward::proto::RpcError::new(
+                        ErrorCode::BadRequest,
+                        format!("the laptop does not serve {} channels", other.kind()),
+                    );
+                    tokio::spawn(offer.refuse(refusal));
+                }
+            },
             Incoming::Notify(n) => {
                 let ev = match n {
                     Notification::Event(e) => {
@@ -818,13 +813,6 @@ async fn serve_incoming(
                             },
                         })
                     }
-                    Notification::ProviderCancel { stream_id } => {
-                        if let Some(task) = streams.remove(&stream_id) {
-                            tracing::info!(stream_id, "provider stream cancelled by the host");
-                            task.abort();
-                        }
-                        continue;
-                    }
                     Notification::McpLine {
                         channel,
                         line,
@@ -866,7 +854,6 @@ async fn serve_incoming(
                         }
                         continue;
                     }
-                    Notification::ProviderChunk { .. } => continue,
                 };
                 let _ = events.send(ev);
             }
@@ -874,15 +861,37 @@ async fn serve_incoming(
     }
 }
 
-/// Run one provider request through the gateway and relay its chunks to the host. Messages
-/// sent by reference are fetched from the host first (and checked against their SHA-256).
+/// Bytes of data the laptop takes on a provider channel before it grants credit: the host
+/// sends nothing on one, so this is nominal.
+const PROVIDER_LAPTOP_WINDOW: u32 = 64 * 1024;
+
+/// One provider channel, as an adapter: accept it, run the request through the gateway and
+/// send its chunks on the channel, then close it. Messages sent by reference are fetched
+/// from the host first (and checked against their SHA-256). The gateway keeps reading the
+/// HTTP stream into its own buffer whatever happens to the link; the channel's credit holds
+/// this relay when the host is behind, and the link buffers chunks while it is down. When
+/// the host cancels the channel (the turn let go), the relay stops at once, which drops the
+/// gateway's receiver and closes the HTTP stream.
 async fn relay_provider_stream(
     rpc: Rpc,
     gateway: Arc<Gateway>,
+    offer: Offer,
     mut req: reasonix_forward::proto::ProviderRequest,
     mut messages: reasonix_forward::prefix::SharedMessages,
 ) {
     let stream_id = req.stream_id.clone();
+    let Channel { tx, rx } = match offer
+        .accept(ChannelAccepted::Provider, PROVIDER_LAPTOP_WINDOW)
+        .await
+    {
+        Ok(channel) => channel,
+        Err(e) => {
+            tracing::warn!(stream_id, "provider stream not accepted: {e}");
+            return;
+        }
+    };
+    // Kept until the end: dropping it early would cancel the channel.
+    let _rx = rx;
     if let Some(r) = req.messages_ref.take() {
         let fetched = crate::by_ref::fetch_over(&rpc, &r)
             .await
@@ -902,24 +911,28 @@ async fn relay_provider_stream(
                     ),
                     retryable: true,
                 };
-                let _ = rpc
-                    .notify(Notification::ProviderChunk { stream_id, chunk })
-                    .await;
+                let _ = tx.send(ChannelData::Provider(chunk)).await;
+                tx.close(None).await;
                 return;
             }
         }
     }
     let mut chunks = gateway.stream_shared(req, messages);
-    while let Some(chunk) = chunks.recv().await {
-        let n = Notification::ProviderChunk {
-            stream_id: stream_id.clone(),
-            chunk,
+    loop {
+        let chunk = tokio::select! {
+            end = tx.stopped() => {
+                tracing::info!(stream_id, "provider stream stopped: {end}");
+                return;
+            }
+            chunk = chunks.recv() => chunk,
         };
-        if let Err(e) = rpc.notify(n).await {
+        let Some(chunk) = chunk else { break };
+        if let Err(e) = tx.send(ChannelData::Provider(chunk)).await {
             tracing::warn!(stream_id, "provider chunk not sent to the host: {e}");
             return;
         }
     }
+    tx.close(None).await;
 }
 
 /// Client options for a configuration: the laptop-side MCP servers of the user's config

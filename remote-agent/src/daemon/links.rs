@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use reasonix_forward::handshake::{server_accept, server_welcome};
 use reasonix_forward::link::Link;
-use reasonix_forward::proto::{Notification, ProviderChunk, Request, Welcome, PROTOCOL_VERSION};
+use reasonix_forward::proto::{Notification, Request, Welcome, PROTOCOL_VERSION};
 use reasonix_forward::rpc::{Incoming, Rpc};
 use reasonix_forward::sync::LockExt;
 use tokio::net::UnixStream;
@@ -84,7 +84,7 @@ impl Daemon {
         self.links.lock_or_recover().remove(&conn.link_id);
         conn.link.close();
         conn.terminals.detach_all();
-        conn.end_all_streams();
+        conn.end_all_streams("the link to the laptop expired");
         for (_, route) in conn.mcp_channels.lock_or_recover().drain() {
             route
                 .diagnostics
@@ -109,10 +109,8 @@ impl Daemon {
             link_id: link_id.clone(),
             rpc: rpc.clone(),
             link,
-            streams: Mutex::new(HashMap::new()),
             transient: TransientContent::default(),
             sent_messages: Default::default(),
-            stream_started: Mutex::new(HashMap::new()),
             mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
@@ -136,32 +134,6 @@ impl Daemon {
     async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
         while let Some(msg) = incoming.recv().await {
             match msg {
-                Incoming::Notify(Notification::ProviderChunk { stream_id, chunk }) => {
-                    let finished = matches!(
-                        chunk,
-                        ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
-                    );
-                    if let Some(t0) = conn.stream_started.lock_or_recover().remove(&stream_id) {
-                        tracing::info!(
-                            stream_id = %stream_id,
-                            ttft_us = t0.elapsed().as_micros() as u64,
-                            "first provider chunk"
-                        );
-                    }
-                    let tx = conn
-                        .streams
-                        .lock_or_recover()
-                        .get(&stream_id)
-                        .map(|r| r.chunks.clone());
-                    if let Some(tx) = tx {
-                        // Waits while the turn runner is behind (backpressure through the
-                        // link); fails at once when the runner let go of the stream.
-                        let _ = tx.send(chunk).await;
-                    }
-                    if finished {
-                        conn.end_stream(&stream_id);
-                    }
-                }
                 Incoming::Notify(Notification::McpLine {
                     channel,
                     line,

@@ -218,7 +218,7 @@ impl Daemon {
                 ErrorCode::BadRequest,
                 "MCP servers are opened by the host on the laptop, not the other way round",
             )),
-            Request::Provider(_) | Request::ProviderBase { .. } => Err(RpcError::new(
+            Request::ProviderBase { .. } => Err(RpcError::new(
                 ErrorCode::BadRequest,
                 "the host has no provider gateway; provider requests go from host to laptop",
             )),

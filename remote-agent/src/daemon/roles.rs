@@ -100,7 +100,7 @@ impl Daemon {
         // the step re-issues its request through the new driver (nothing of a cut stream was
         // acted on).
         if !old_conn.link.is_connected() {
-            old_conn.end_all_streams();
+            old_conn.end_all_streams("another client took over the session");
         }
     }
 
