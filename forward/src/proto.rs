@@ -390,14 +390,6 @@ pub enum Request {
     },
 
     // ---- daemon -> client ----
-    /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
-    /// on `channel` as [`Notification::McpLine`]s. Answered with [`Response::Ok`].
-    McpOpen {
-        /// Server name from the laptop's config.
-        server: String,
-        /// Channel id chosen by the daemon.
-        channel: u64,
-    },
     /// The messages the session's next provider request will start with, sent when this
     /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
     /// request of the link can then go by prefix too (see `reasonix_forward::prefix`).
@@ -903,32 +895,6 @@ pub enum Notification {
         call_id: String,
         /// Progress text or streamed output.
         message: String,
-    },
-    /// One JSON-RPC line of a tunnelled MCP server (both directions).
-    McpLine {
-        /// Channel id from [`Request::McpOpen`].
-        channel: u64,
-        /// The line, without its newline (or one piece of it, see `more`).
-        line: String,
-        /// True when more pieces of this line follow: a line longer than
-        /// [`crate::content::MCP_LINE_PIECE`] is sent in pieces so each fits a frame.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        more: bool,
-    },
-    /// Credit for `channel` (both directions): the receiver's consumer took `bytes` more of
-    /// the sender's pieces, which may now send that much more (see [`crate::tunnel`]).
-    McpCredit {
-        /// Channel id.
-        channel: u64,
-        /// Bytes granted.
-        bytes: u64,
-    },
-    /// The laptop-side MCP server of `channel` exited (client -> daemon).
-    McpClosed {
-        /// Channel id.
-        channel: u64,
-        /// Exit status and stderr tail.
-        reason: String,
     },
     /// Terminal input, output, sizes and exits (see [`crate::pty`]).
     Pty(PtyNotification),

@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use reasonix_forward::channel::{
-    Channel, ChannelAccepted, ChannelData, ChannelOpen, IncomingChannel, Offer,
-};
+use reasonix_forward::channel::{ChannelOpen, IncomingChannel};
 use reasonix_forward::handshake::{client_handshake, client_handshake_pipelined};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
@@ -606,48 +604,6 @@ pub fn backoff(attempt: u32, start: Duration, cap: Duration) -> Duration {
     Duration::from_secs_f64((base * jitter).min(cap.as_secs_f64()))
 }
 
-/// Laptop MCP laptop-side channels of one link: lines from the host go into these inlets,
-/// bounded by each channel's flow-control window ([`reasonix_forward::tunnel`]), so a server
-/// that stops reading never stalls the link's receive loop nor grows a queue.
-type McpRoutes = Arc<Mutex<std::collections::HashMap<u64, reasonix_forward::tunnel::LineInlet>>>;
-
-fn open_laptop_mcp(
-    rpc: &Rpc,
-    host: Option<&Arc<crate::mcp_host::McpHost>>,
-    routes: &McpRoutes,
-    server: &str,
-    channel: u64,
-) -> Result<(), String> {
-    let host =
-        host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
-    let chans = host.open(server).map_err(|e| e.to_string())?;
-    let (inlet, window) = reasonix_forward::tunnel::LineInlet::open(rpc, channel, chans.to_server);
-    routes.lock_or_recover().insert(channel, inlet);
-    let rpc = rpc.clone();
-    let routes = Arc::clone(routes);
-    let mut from = chans.from_server;
-    let diag = chans.diagnostics;
-    tokio::spawn(async move {
-        let ended = reasonix_forward::tunnel::send_lines(&rpc, channel, &mut from, &window).await;
-        routes.lock_or_recover().remove(&channel);
-        let reason = match ended {
-            Err(e) => {
-                tracing::warn!(channel, "MCP lines to the host stopped: {e}");
-                e
-            }
-            Ok(()) => format!(
-                "{}; stderr: {}",
-                diag.exit().unwrap_or_else(|| "closed".into()),
-                diag.stderr_tail()
-            ),
-        };
-        let _ = rpc
-            .notify(Notification::McpClosed { channel, reason })
-            .await;
-    });
-    Ok(())
-}
-
 /// Where "always allow" rules are saved, and which answers were this client's.
 struct SaveRules {
     home: Option<std::path::PathBuf>,
@@ -670,7 +626,6 @@ async fn serve_incoming(
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
     let events = crate::by_ref::OrderedEvents::spawn(rpc.clone(), events);
-    let routes: McpRoutes = Arc::default();
     // The messages of this link's last provider requests, which later ones extend.
     let mut bases = reasonix_forward::prefix::MessageBases::default();
     let SaveRules {
@@ -682,13 +637,6 @@ async fn serve_incoming(
         *last_contact.lock_or_recover() = Instant::now();
         match msg {
             Incoming::Request { id, body } => match body {
-                Request::McpOpen { server, channel } => {
-                    let result =
-                        open_laptop_mcp(&rpc, laptop_mcp.as_ref(), &routes, &server, channel)
-                            .map(|()| Response::Ok)
-                            .map_err(|e| reasonix_forward::proto::RpcError::new(ErrorCode::Mcp, e));
-                    let _ = rpc.respond(id, result).await;
-                }
                 Request::ProviderBase {
                     stream_id,
                     messages,
@@ -734,13 +682,16 @@ async fn serve_incoming(
                     req.messages_base = None;
                     // On a task of its own: fetching big messages makes calls on this link,
                     // which must not wait on this loop.
-                    tokio::spawn(relay_provider_stream(
+                    tokio::spawn(crate::laptop_channels::relay_provider_stream(
                         rpc.clone(),
                         Arc::clone(&gateway),
                         offer,
                         req,
                         messages,
                     ));
+                }
+                ChannelOpen::Mcp { server } => {
+                    crate::laptop_channels::open_laptop_mcp(laptop_mcp.as_ref(), &server, offer);
                 }
                 other => {
                     let refusal = reasonix_forward::proto::RpcError::new(
@@ -813,40 +764,6 @@ async fn serve_incoming(
                             },
                         })
                     }
-                    Notification::McpLine {
-                        channel,
-                        line,
-                        more,
-                    } => {
-                        let mut routes = routes.lock_or_recover();
-                        if let Some(inlet) = routes.get_mut(&channel) {
-                            if let Err(e) = inlet.piece(line, more) {
-                                // Closing the server's stdin ends it; the host hears why.
-                                tracing::warn!(channel, "{e}");
-                                routes.remove(&channel);
-                                reasonix_forward::tunnel::tell_closed(&rpc, channel, e.to_string());
-                            }
-                        }
-                        continue;
-                    }
-                    Notification::McpCredit { channel, bytes } => {
-                        if let Some(inlet) = routes
-                            .lock_or_recover()
-                            .get(&channel)
-                        {
-                            inlet.credit(bytes);
-                        }
-                        continue;
-                    }
-                    Notification::McpClosed { channel, reason } => {
-                        // The host let go of this server (e.g. another client drives now):
-                        // closing its stdin lets it exit.
-                        tracing::info!(channel, "host closed laptop MCP channel: {reason}");
-                        routes
-                            .lock_or_recover()
-                            .remove(&channel);
-                        continue;
-                    }
                     Notification::Pty(n) => {
                         let mut sink = terminals.lock_or_recover();
                         if sink.as_ref().is_some_and(|tx| tx.send(n).is_err()) {
@@ -859,80 +776,6 @@ async fn serve_incoming(
             }
         }
     }
-}
-
-/// Bytes of data the laptop takes on a provider channel before it grants credit: the host
-/// sends nothing on one, so this is nominal.
-const PROVIDER_LAPTOP_WINDOW: u32 = 64 * 1024;
-
-/// One provider channel, as an adapter: accept it, run the request through the gateway and
-/// send its chunks on the channel, then close it. Messages sent by reference are fetched
-/// from the host first (and checked against their SHA-256). The gateway keeps reading the
-/// HTTP stream into its own buffer whatever happens to the link; the channel's credit holds
-/// this relay when the host is behind, and the link buffers chunks while it is down. When
-/// the host cancels the channel (the turn let go), the relay stops at once, which drops the
-/// gateway's receiver and closes the HTTP stream.
-async fn relay_provider_stream(
-    rpc: Rpc,
-    gateway: Arc<Gateway>,
-    offer: Offer,
-    mut req: reasonix_forward::proto::ProviderRequest,
-    mut messages: reasonix_forward::prefix::SharedMessages,
-) {
-    let stream_id = req.stream_id.clone();
-    let Channel { tx, rx } = match offer
-        .accept(ChannelAccepted::Provider, PROVIDER_LAPTOP_WINDOW)
-        .await
-    {
-        Ok(channel) => channel,
-        Err(e) => {
-            tracing::warn!(stream_id, "provider stream not accepted: {e}");
-            return;
-        }
-    };
-    // Kept until the end: dropping it early would cancel the channel.
-    let _rx = rx;
-    if let Some(r) = req.messages_ref.take() {
-        let fetched = crate::by_ref::fetch_over(&rpc, &r)
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                serde_json::from_slice::<Vec<serde_json::Value>>(&bytes)
-                    .map_err(|e| format!("the messages are not a JSON array: {e}"))
-            });
-        match fetched {
-            // After the base's messages, when the request had one.
-            Ok(fetched) => messages = messages.extended(fetched),
-            Err(e) => {
-                tracing::warn!(stream_id, "provider messages could not be fetched: {e}");
-                let chunk = reasonix_forward::proto::ProviderChunk::Error {
-                    message: format!(
-                        "the laptop could not fetch this request's messages from the host: {e}"
-                    ),
-                    retryable: true,
-                };
-                let _ = tx.send(ChannelData::Provider(chunk)).await;
-                tx.close(None).await;
-                return;
-            }
-        }
-    }
-    let mut chunks = gateway.stream_shared(req, messages);
-    loop {
-        let chunk = tokio::select! {
-            end = tx.stopped() => {
-                tracing::info!(stream_id, "provider stream stopped: {end}");
-                return;
-            }
-            chunk = chunks.recv() => chunk,
-        };
-        let Some(chunk) = chunk else { break };
-        if let Err(e) = tx.send(ChannelData::Provider(chunk)).await {
-            tracing::warn!(stream_id, "provider chunk not sent to the host: {e}");
-            return;
-        }
-    }
-    tx.close(None).await;
 }
 
 /// Client options for a configuration: the laptop-side MCP servers of the user's config

@@ -1,14 +1,15 @@
-//! One client link of the daemon ([`Conn`]): its provider streams (and the messages the
-//! laptop holds for the next request, `reasonix_forward::prefix`), tunnelled laptop MCP
-//! channels, the session it has open, and the [`DriverLink`] the session's turns use to reach
-//! the model through it ([`ConnLink`]).
+//! One client link of the daemon ([`Conn`]): the session it has open, and the
+//! [`DriverLink`] the session's turns use to reach the laptop through it ([`ConnLink`]):
+//! provider streams (with the messages the laptop holds for the next request,
+//! `reasonix_forward::prefix`) and laptop MCP servers, each a channel on the link.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use reasonix_forward::channel::{Channel, ChannelData, ChannelHandle, ChannelKind, ChannelOpen};
+use reasonix_forward::channel::{
+    Channel, ChannelData, ChannelEnd, ChannelHandle, ChannelKind, ChannelOpen,
+};
 use reasonix_forward::link::Link;
 use reasonix_forward::proto::{
     ClientRole, ProviderChunk, ProviderRequest, Request, SessionSettings,
@@ -19,16 +20,6 @@ use tokio::sync::mpsc;
 
 use crate::content::TransientContent;
 use crate::session::{DriverLink, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
-
-/// Where the lines of one tunnelled laptop MCP server go on the host.
-pub(super) struct McpRoute {
-    /// Into the server's line channel, bounded by the channel's flow-control window (see
-    /// [`reasonix_forward::tunnel`]), so a slow MCP client never stalls the link's receive
-    /// loop and never lets a queue grow.
-    pub(super) inlet: reasonix_forward::tunnel::LineInlet,
-    /// Filled with the laptop's reason when the channel closes, for the tool error.
-    pub(super) diagnostics: Arc<crate::mcp::Diagnostics>,
-}
 
 /// One client link.
 pub(super) struct Conn {
@@ -41,8 +32,6 @@ pub(super) struct Conn {
     /// The messages of the last provider request the laptop accepted on this link: the next
     /// request that extends them is sent as its new messages only.
     pub(super) sent_messages: reasonix_forward::prefix::SentMessages,
-    /// Lines from tunnelled laptop MCP servers, by channel.
-    pub(super) mcp_channels: Mutex<HashMap<u64, McpRoute>>,
     pub(super) session: Mutex<Option<(Arc<Session>, ClientRole)>>,
     pub(super) headless: Mutex<bool>,
     /// The settings of this client's last `OpenSession`: what it enforces when it drives,
@@ -89,50 +78,7 @@ impl DriverLink for ConnLink {
     > {
         let conn = Arc::clone(&self.0);
         let server = server.to_string();
-        Box::pin(async move {
-            let channel = rand::random::<u64>() >> 1;
-            // Few lines queued for the MCP client: what waits is bounded by the window.
-            let (from_tx, from_rx) = mpsc::channel::<String>(16);
-            let (to_tx, mut to_rx) = mpsc::channel::<String>(1024);
-            let (inlet, window) =
-                reasonix_forward::tunnel::LineInlet::open(&conn.rpc, channel, from_tx);
-            let diagnostics = crate::mcp::Diagnostics::new();
-            conn.mcp_channels.lock_or_recover().insert(
-                channel,
-                McpRoute {
-                    inlet,
-                    diagnostics: Arc::clone(&diagnostics),
-                },
-            );
-            let rpc = conn.rpc.clone();
-            tokio::spawn(async move {
-                if let Err(e) =
-                    reasonix_forward::tunnel::send_lines(&rpc, channel, &mut to_rx, &window).await
-                {
-                    tracing::warn!(channel, "MCP lines to the laptop stopped: {e}");
-                }
-            });
-            match conn
-                .rpc
-                .request(Request::McpOpen {
-                    server: server.clone(),
-                    channel,
-                })
-                .await
-            {
-                Ok(_) => Ok(crate::mcp::LineChannels {
-                    to_server: to_tx,
-                    from_server: from_rx,
-                    diagnostics: Some(diagnostics),
-                }),
-                Err(e) => {
-                    conn.mcp_channels.lock_or_recover().remove(&channel);
-                    Err(format!(
-                        "the laptop could not start MCP server {server}: {e}"
-                    ))
-                }
-            }
-        })
+        Box::pin(async move { conn.open_laptop_mcp(server).await })
     }
 
     fn headless(&self) -> bool {
@@ -268,6 +214,63 @@ impl Conn {
         }
     }
 
+    /// A laptop MCP server, as a channel adapter: open an MCP channel (the laptop starts the
+    /// server) and pump the MCP client's lines over it both ways. The laptop's reason for
+    /// the end (the server's exit and stderr tail), a cancel (a takeover) or the link's
+    /// expiry goes into the diagnostics before the client sees the end of the lines.
+    async fn open_laptop_mcp(
+        self: Arc<Self>,
+        server: String,
+    ) -> Result<crate::mcp::LineChannels, String> {
+        let open = ChannelOpen::Mcp {
+            server: server.clone(),
+        };
+        let (_, Channel { tx, mut rx }) = self
+            .rpc
+            .open_channel(open, reasonix_forward::tunnel::WINDOW)
+            .await
+            .map_err(|e| format!("the laptop could not start MCP server {server}: {e}"))?;
+        let ch = rx.handle().id();
+        // Few lines queued for the MCP client: what waits is bounded by the window.
+        let (from_tx, from_rx) = mpsc::channel::<String>(16);
+        let (to_tx, mut to_rx) = mpsc::channel::<String>(1024);
+        let diagnostics = crate::mcp::Diagnostics::new();
+        tokio::spawn(async move {
+            match reasonix_forward::tunnel::send_lines(&tx, &mut to_rx).await {
+                // The MCP client let go of the server: closing lets the laptop end it.
+                Ok(()) => tx.close(None).await,
+                Err(e) => tracing::debug!(ch, "MCP lines to the laptop stopped: {e}"),
+            }
+        });
+        let diag = Arc::clone(&diagnostics);
+        tokio::spawn(async move {
+            use reasonix_forward::tunnel::LinesEnd;
+            let why = match reasonix_forward::tunnel::recv_lines(&mut rx, &from_tx).await {
+                LinesEnd::Channel(ChannelEnd::Closed(reason)) => format!(
+                    "the laptop server ended: {}",
+                    reason.as_deref().unwrap_or("closed")
+                ),
+                LinesEnd::Channel(ChannelEnd::LinkClosed) => {
+                    "the link to the laptop running this server expired".to_string()
+                }
+                LinesEnd::Channel(
+                    ChannelEnd::Cancelled(reason) | ChannelEnd::CancelledByPeer(reason),
+                ) => reason,
+                LinesEnd::Broken(e) => e.to_string(),
+                // The client let go; dropping the receiver tells the laptop.
+                LinesEnd::ConsumerGone => return,
+            };
+            tracing::info!(ch, "laptop MCP server closed: {why}");
+            diag.set_exit(why);
+            // `from_tx` goes now, after the reason is in place.
+        });
+        Ok(crate::mcp::LineChannels {
+            to_server: to_tx,
+            from_server: from_rx,
+            diagnostics: Some(diagnostics),
+        })
+    }
+
     /// The provider request `meta` with the messages `all` as it goes on the link: only the
     /// messages after the last accepted request's when they start with those (and
     /// `by_prefix`), and by reference when too big for a frame (then with the held
@@ -297,7 +300,6 @@ impl Conn {
     /// client resuming late finds the link gone and asks again.)
     pub(super) fn holds_nothing(&self) -> bool {
         self.session.lock_or_recover().is_none()
-            && self.mcp_channels.lock_or_recover().is_empty()
             && self.rpc.channels().count() == 0
             && self.terminals.is_empty()
     }

@@ -2,7 +2,6 @@
 //! a cut link is kept for, and the loop routing what arrives on a link (provider chunks,
 //! MCP lines, terminal traffic, requests).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -84,12 +83,7 @@ impl Daemon {
         self.links.lock_or_recover().remove(&conn.link_id);
         conn.link.close();
         conn.terminals.detach_all();
-        conn.end_all_streams("the link to the laptop expired");
-        for (_, route) in conn.mcp_channels.lock_or_recover().drain() {
-            route
-                .diagnostics
-                .set_exit("the link to the laptop running this server expired");
-        }
+        // Every channel of the link (provider streams, laptop MCP servers) ends with it.
         if let Some((session, _)) = conn.session.lock_or_recover().take() {
             session.release_driver(conn.id);
         }
@@ -111,7 +105,6 @@ impl Daemon {
             link,
             transient: TransientContent::default(),
             sent_messages: Default::default(),
-            mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
             settings: Mutex::new(None),
@@ -134,37 +127,6 @@ impl Daemon {
     async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
         while let Some(msg) = incoming.recv().await {
             match msg {
-                Incoming::Notify(Notification::McpLine {
-                    channel,
-                    line,
-                    more,
-                }) => {
-                    let mut routes = conn.mcp_channels.lock_or_recover();
-                    let Some(route) = routes.get_mut(&channel) else {
-                        continue;
-                    };
-                    if let Err(e) = route.inlet.piece(line, more) {
-                        tracing::warn!(channel, "{e}");
-                        if let Some(route) = routes.remove(&channel) {
-                            route.diagnostics.set_exit(e.to_string());
-                        }
-                        drop(routes);
-                        reasonix_forward::tunnel::tell_closed(&conn.rpc, channel, e.to_string());
-                    }
-                }
-                Incoming::Notify(Notification::McpCredit { channel, bytes }) => {
-                    if let Some(route) = conn.mcp_channels.lock_or_recover().get(&channel) {
-                        route.inlet.credit(bytes);
-                    }
-                }
-                Incoming::Notify(Notification::McpClosed { channel, reason }) => {
-                    tracing::info!(channel, "laptop MCP server closed: {reason}");
-                    if let Some(route) = conn.mcp_channels.lock_or_recover().remove(&channel) {
-                        route
-                            .diagnostics
-                            .set_exit(format!("the laptop server ended: {reason}"));
-                    }
-                }
                 Incoming::Notify(Notification::Pty(n)) => conn.terminals.notify(n),
                 Incoming::Notify(other) => {
                     tracing::debug!("ignored notification from client: {other:?}");

@@ -214,10 +214,6 @@ impl Daemon {
                 ErrorCode::BadRequest,
                 "terminal requests are served by the link's terminals",
             )),
-            Request::McpOpen { .. } => Err(RpcError::new(
-                ErrorCode::BadRequest,
-                "MCP servers are opened by the host on the laptop, not the other way round",
-            )),
             Request::ProviderBase { .. } => Err(RpcError::new(
                 ErrorCode::BadRequest,
                 "the host has no provider gateway; provider requests go from host to laptop",
