@@ -662,6 +662,25 @@ impl ChannelHandle {
         self.shared.cancel(self.ch, reason.into())
     }
 
+    /// [`ChannelHandle::cancel`], waiting until the peer's notice is queued on the link
+    /// (then [`Link::flush`] waits for it to arrive), for a process about to exit.
+    pub async fn cancel_queued(&self, reason: impl Into<String>) -> bool {
+        let reason = reason.into();
+        let live = self
+            .shared
+            .finish(self.ch, ChannelEnd::Cancelled(reason.clone()));
+        if live {
+            let msg = ChannelMsg::Cancel {
+                ch: self.ch,
+                reason,
+            };
+            if let Err(e) = self.shared.link.send(Envelope::Channel(msg)).await {
+                tracing::debug!(ch = self.ch, "cancel not sent: {e}");
+            }
+        }
+        live
+    }
+
     /// The channel's id (logs).
     pub fn id(&self) -> u64 {
         self.ch

@@ -12,7 +12,9 @@ pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
     SessionPolicy, Timeouts,
 };
-pub use crate::pty::{PtyBytes, PtyInfo, PtyNotification, PtyRequest, PtyResponse, PtySize};
+pub use crate::pty::{
+    PtyBytes, PtyData, PtyInfo, PtyNotification, PtyOpen, PtyRequest, PtyResponse, PtySize,
+};
 
 /// Version of the link protocol. Bumped on any incompatible change to frames or messages.
 pub const PROTOCOL_VERSION: u32 = 2;
@@ -896,8 +898,6 @@ pub enum Notification {
         /// Progress text or streamed output.
         message: String,
     },
-    /// Terminal input, output, sizes and exits (see [`crate::pty`]).
-    Pty(PtyNotification),
     /// A journal event too big for one frame (daemon -> client): the encoded [`Event`] is in
     /// the workspace's content store and the client fetches it with
     /// [`Request::FetchContent`] (checking the SHA-256) and handles it in the place of this

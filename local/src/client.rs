@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use reasonix_forward::channel::{ChannelOpen, IncomingChannel};
+use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelOpen, IncomingChannel};
 use reasonix_forward::handshake::{client_handshake, client_handshake_pipelined};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
-    ClientRole, ErrorCode, Event, Hello, Notification, PtyNotification, Request, Response,
-    ResumeRequest, TurnState, PROTOCOL_VERSION,
+    ClientRole, ErrorCode, Event, Hello, Notification, Request, Response, ResumeRequest, TurnState,
+    PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
 use reasonix_forward::sync::LockExt;
@@ -146,12 +146,7 @@ pub struct Client {
     /// sessions are opened read-only whatever the front end asks.
     read_only: Arc<std::sync::atomic::AtomicBool>,
     answered_always: AnsweredAlways,
-    terminals: TerminalSink,
 }
-
-/// Where terminal traffic from the host goes (`reasonix term`, the TUI's terminal tab);
-/// dropped while nobody listens.
-type TerminalSink = Arc<Mutex<Option<mpsc::UnboundedSender<PtyNotification>>>>;
 
 /// Approval ids this client answered with "always allow", and where each rule goes: only
 /// the client whose user answered saves the rule, never a spectator or a client replaying
@@ -171,9 +166,7 @@ impl Client {
         let create = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let answered_always = AnsweredAlways::default();
-        let terminals = TerminalSink::default();
         let sup = Supervisor {
-            terminals: Arc::clone(&terminals),
             read_only: Arc::clone(&read_only),
             answered_always: Arc::clone(&answered_always),
             connector,
@@ -193,7 +186,6 @@ impl Client {
                 create,
                 read_only,
                 answered_always,
-                terminals,
             },
             events_rx,
         )
@@ -309,12 +301,37 @@ impl Client {
         rpc.notify(body).await.map_err(CallError::Link)
     }
 
-    /// Terminal output, screens and exits from the host, in link order. A second call
-    /// replaces the first receiver.
-    pub fn terminal_events(&self) -> mpsc::UnboundedReceiver<PtyNotification> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        *self.terminals.lock_or_recover() = Some(tx);
-        rx
+    /// Open a channel to the host on the current link (waiting for a link if none yet):
+    /// what the host answered and the channel, or its refusal. The channel lives as long as
+    /// that link: when the link is replaced (the host could not resume it) the channel ends
+    /// with [`reasonix_forward::channel::ChannelEnd::LinkClosed`] and the caller opens
+    /// another.
+    pub async fn open_channel(
+        &self,
+        open: ChannelOpen,
+        window: u32,
+    ) -> Result<(ChannelAccepted, Channel), CallError> {
+        self.current_rpc().await?.open_channel(open, window).await
+    }
+
+    /// Wait until the host has received everything sent so far on the current link (for a
+    /// front end about to exit).
+    pub async fn flush(&self) -> Result<(), CallError> {
+        let rpc = self.current_rpc().await?;
+        rpc.link().flush().await.map_err(CallError::Link)
+    }
+
+    /// The current link's RPC, waiting for a link if none yet.
+    async fn current_rpc(&self) -> Result<Rpc, CallError> {
+        let mut rx = self.rpc.clone();
+        loop {
+            if let Some(r) = rx.borrow_and_update().clone() {
+                return Ok(r);
+            }
+            if rx.changed().await.is_err() {
+                return Err(CallError::Link(reasonix_forward::link::LinkError::Closed));
+            }
+        }
     }
 
     /// Skip the current backoff delay and try to reconnect at once.
@@ -332,7 +349,6 @@ impl Client {
 
 struct Supervisor {
     answered_always: AnsweredAlways,
-    terminals: TerminalSink,
     connector: Arc<dyn Connector>,
     gateway: Arc<Gateway>,
     options: ClientOptions,
@@ -537,7 +553,6 @@ impl Supervisor {
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
-                        Arc::clone(&self.terminals),
                     ));
                     let had_link = hello.resume.is_some();
                     current = Some((link.clone(), welcome.link_id.clone()));
@@ -611,8 +626,6 @@ struct SaveRules {
     answered_always: AnsweredAlways,
 }
 
-// One argument per thing this loop feeds or reads; a struct around them would only rename them.
-#[allow(clippy::too_many_arguments)]
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,
@@ -621,7 +634,6 @@ async fn serve_incoming(
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
-    terminals: TerminalSink,
 ) {
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
@@ -763,13 +775,6 @@ async fn serve_incoming(
                                 text: format!("{frames} frames ({bytes} bytes) were dropped because the replay window was exceeded"),
                             },
                         })
-                    }
-                    Notification::Pty(n) => {
-                        let mut sink = terminals.lock_or_recover();
-                        if sink.as_ref().is_some_and(|tx| tx.send(n).is_err()) {
-                            *sink = None;
-                        }
-                        continue;
                     }
                 };
                 let _ = events.send(ev);

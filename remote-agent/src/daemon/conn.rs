@@ -43,8 +43,6 @@ pub(super) struct Conn {
     /// Bumped on every `OpenSession`: an event forwarder of an earlier open stops, even
     /// when the link opened the same session again meanwhile (A, B, then A).
     pub(super) opens: AtomicU64,
-    /// Terminals this link follows.
-    pub(super) terminals: crate::pty::attach::LinkTerminals,
 }
 
 impl DriverLink for ConnLink {
@@ -299,9 +297,7 @@ impl Conn {
     /// or provider stream. (Answers the client has not received yet may be lost with it: a
     /// client resuming late finds the link gone and asks again.)
     pub(super) fn holds_nothing(&self) -> bool {
-        self.session.lock_or_recover().is_none()
-            && self.rpc.channels().count() == 0
-            && self.terminals.is_empty()
+        self.session.lock_or_recover().is_none() && self.rpc.channels().count() == 0
     }
 
     /// End every provider stream (their turns see the end and re-issue; the laptop stops

@@ -1,13 +1,14 @@
 //! A client's transport: the handshake, resuming its link (or making a new one), the grace
-//! a cut link is kept for, and the loop routing what arrives on a link (provider chunks,
-//! MCP lines, terminal traffic, requests).
+//! a cut link is kept for, and the loop serving what arrives on a link (requests, and the
+//! terminal channels the client opens; the channels' own traffic never passes here).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use reasonix_forward::channel::{ChannelOpen, IncomingChannel};
 use reasonix_forward::handshake::{server_accept, server_welcome};
 use reasonix_forward::link::Link;
-use reasonix_forward::proto::{Notification, Request, Welcome, PROTOCOL_VERSION};
+use reasonix_forward::proto::{Welcome, PROTOCOL_VERSION};
 use reasonix_forward::rpc::{Incoming, Rpc};
 use reasonix_forward::sync::LockExt;
 use tokio::net::UnixStream;
@@ -82,7 +83,6 @@ impl Daemon {
         tracing::info!(link = %conn.link_id, "link expired");
         self.links.lock_or_recover().remove(&conn.link_id);
         conn.link.close();
-        conn.terminals.detach_all();
         // Every channel of the link (provider streams, laptop MCP servers) ends with it.
         if let Some((session, _)) = conn.session.lock_or_recover().take() {
             session.release_driver(conn.id);
@@ -110,10 +110,6 @@ impl Daemon {
             settings: Mutex::new(None),
             generation: AtomicU64::new(0),
             opens: AtomicU64::new(0),
-            terminals: crate::pty::attach::LinkTerminals::new(
-                Arc::clone(&self.terminals),
-                rpc.clone(),
-            ),
         });
         self.links
             .lock_or_recover()
@@ -127,26 +123,26 @@ impl Daemon {
     async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
         while let Some(msg) = incoming.recv().await {
             match msg {
-                Incoming::Notify(Notification::Pty(n)) => conn.terminals.notify(n),
                 Incoming::Notify(other) => {
                     tracing::debug!("ignored notification from client: {other:?}");
                 }
-                Incoming::Channel(c) => {
-                    let kind = c.open.kind();
+                Incoming::Channel(IncomingChannel {
+                    open: ChannelOpen::Pty(open),
+                    offer,
+                }) => {
+                    tokio::spawn(crate::pty::attach::serve(
+                        Arc::clone(&self.terminals),
+                        open,
+                        offer,
+                        conn.link.clone(),
+                    ));
+                }
+                Incoming::Channel(IncomingChannel { open, offer }) => {
                     let refusal = reasonix_forward::proto::RpcError::new(
                         reasonix_forward::proto::ErrorCode::BadRequest,
-                        format!("the daemon does not serve {kind} channels"),
+                        format!("the daemon does not serve {} channels", open.kind()),
                     );
-                    tokio::spawn(c.offer.refuse(refusal));
-                }
-                Incoming::Request {
-                    id,
-                    body: Request::Pty(req),
-                } => {
-                    // Answered by the terminals themselves: an attach's output must follow
-                    // its answer on the link.
-                    let c = Arc::clone(&conn);
-                    tokio::spawn(async move { c.terminals.request(id, req).await });
+                    tokio::spawn(offer.refuse(refusal));
                 }
                 Incoming::Request { id, body } => {
                     let me = Arc::clone(&self);
