@@ -251,14 +251,14 @@ async fn a_slow_reader_stalls_the_writer_at_the_window_and_nothing_is_lost() {
     assert_eq!(at_b.rx.end(), Some(&ChannelEnd::Closed(None)));
 }
 
-/// One channel whose reader stopped does not hold up another channel, nor requests.
+/// One channel whose reader stopped holds up no other channel (sixteen busy ones, both
+/// ways) and no request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_channel_does_not_stall_the_others() {
     const WINDOW: u32 = 64 * 1024;
     let mut e = ends(LinkConfig::default());
     let _conn = connect(&e.a_link, &e.b_link);
     let (stalled_a, mut stalled_b) = open_pair(&e.a, &mut e.at_b, "stalled", WINDOW, WINDOW).await;
-    let (busy_a, mut busy_b) = open_pair(&e.a, &mut e.at_b, "busy", WINDOW, WINDOW).await;
     let stalled_sent = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&stalled_sent);
     let stalled_tx = stalled_a.tx;
@@ -273,22 +273,42 @@ async fn a_stalled_channel_does_not_stall_the_others() {
         stalled_sent.load(Ordering::SeqCst) >= u64::from(WINDOW) - 4096
     })
     .await;
-    // 8 MiB (128 windows) through the other channel, read as it comes.
-    let busy_tx = busy_a.tx;
-    let busy_writer = tokio::spawn(async move {
-        for i in 0..2048u64 {
-            busy_tx.send(piece(5, i * 4096, 4096)).await.unwrap();
-        }
-        busy_tx.close(None).await;
-    });
-    let mut at = 0u64;
-    while let Some(d) = guard("the busy channel", busy_b.rx.recv()).await {
-        let d = bytes_of(d);
-        assert_eq!(d, bytes_of(piece(5, at, d.len())));
-        at += d.len() as u64;
+    // Sixteen other channels, both ways, each moving 1 MiB (16 windows) at the same time,
+    // read as it comes.
+    let mut busy = Vec::new();
+    for k in 0..16u64 {
+        let (opener, arrivals) = if k % 2 == 0 {
+            (&e.a, &mut e.at_b)
+        } else {
+            (&e.b, &mut e.at_a)
+        };
+        let (from, to) = open_pair(opener, arrivals, &format!("busy-{k}"), WINDOW, WINDOW).await;
+        let tag = 100 + k;
+        let Channel { tx, rx: mut back } = from;
+        busy.push(tokio::spawn(async move {
+            for i in 0..256u64 {
+                tx.send(piece(tag, i * 4096, 4096)).await.unwrap();
+            }
+            tx.close(None).await;
+            // Nothing comes back: the other side's sender is dropped (a close). Kept until
+            // then, since dropping a receiver before the other side finished cancels.
+            assert!(back.recv().await.is_none());
+            assert_eq!(back.end(), Some(&ChannelEnd::Closed(None)));
+        }));
+        let Channel { mut rx, tx: _ } = to;
+        busy.push(tokio::spawn(async move {
+            let mut at = 0u64;
+            while let Some(d) = rx.recv().await {
+                let d = bytes_of(d);
+                assert_eq!(d, bytes_of(piece(tag, at, d.len())), "channel {tag}");
+                at += d.len() as u64;
+            }
+            assert_eq!(at, 256 * 4096, "channel {tag}");
+        }));
     }
-    assert_eq!(at, 2048 * 4096);
-    guard("busy writer", busy_writer).await.unwrap();
+    for t in busy {
+        guard("the busy channels", t).await.unwrap();
+    }
     // A request goes through too.
     assert!(matches!(
         guard("request", e.a.request(Request::Status)).await,
