@@ -18,12 +18,12 @@ def frame(kind, seq, ack, payload=b""):
     return struct.pack(">I", len(body)) + body
 
 
-HELLO = json.dumps({"protocol": 1, "build_id": "b1", "client_id": "c1", "resume": None})
+HELLO = json.dumps({"protocol": 2, "build_id": "b1", "client_id": "c1", "resume": None})
 HELLO_RESUME = json.dumps(
-    {"protocol": 1, "build_id": "b1", "client_id": "c1", "resume": {"link_id": "L", "received": 3}}
+    {"protocol": 2, "build_id": "b1", "client_id": "c1", "resume": {"link_id": "L", "received": 3}}
 )
 WELCOME = json.dumps(
-    {"protocol": 1, "build_id": "fuzz", "link_id": "L1", "resumed": False, "received": 0,
+    {"protocol": 2, "build_id": "fuzz", "link_id": "L1", "resumed": False, "received": 0,
      "resume_refused": None}
 )
 ENVS = [
@@ -37,6 +37,14 @@ ENVS = [
     {"t": "response", "id": 9, "result": {"Err": {"code": "bad_request", "message": "no"}}},
     {"t": "notify", "body": {"n": "tool_progress", "call_id": "c", "message": "m"}},
     {"t": "notify", "body": {"n": "state", "state": "idle", "detail": None}},
+    {"t": "channel", "c": "open", "ch": 2, "window": 4096, "open": {"k": "mcp", "server": "s"}},
+    {"t": "channel", "c": "accept", "ch": 2, "window": 4096, "accepted": {"k": "mcp"}},
+    {"t": "channel", "c": "data", "ch": 2, "data": {"d": "line", "line": "{}", "more": True}},
+    {"t": "channel", "c": "data", "ch": 1, "data": {"d": "pty", "p": "output", "offset": 0,
+                                                    "data": "aGk="}},
+    {"t": "channel", "c": "credit", "ch": 2, "bytes": 2048},
+    {"t": "channel", "c": "close", "ch": 2, "reason": "exit 0"},
+    {"t": "channel", "c": "cancel", "ch": 1, "reason": "gone"},
 ]
 
 seeds = {}
@@ -68,15 +76,15 @@ seeds["link"] = {
 # preamble: what a client reads from the host: noise, the magic line, then a welcome.
 welcome = frame(2, 0, 0, WELCOME)
 seeds["preamble"] = {
-    "clean": b"REASONIX-LINK/1 fuzz\n" + welcome,
-    "banner": b"Welcome to the box!\r\nLast login: never\nREASONIX-LINK/1 fuzz\n" + welcome,
-    "same-line": b"motd without newline REASONIX-LINK/1 fuzz\n" + welcome,
-    "partial-magic": b"REASONIX-LIN REASONIX-LINK/ REASONIX-LINK/1 fuzz\n" + welcome,
+    "clean": b"REASONIX-LINK/2 fuzz\n" + welcome,
+    "banner": b"Welcome to the box!\r\nLast login: never\nREASONIX-LINK/2 fuzz\n" + welcome,
+    "same-line": b"motd without newline REASONIX-LINK/2 fuzz\n" + welcome,
+    "partial-magic": b"REASONIX-LIN REASONIX-LINK/ REASONIX-LINK/2 fuzz\n" + welcome,
     "other-version": b"REASONIX-LINK/7 fuzz\n",
     "no-version": b"REASONIX-LINK/x\n",
-    "long-line": b"REASONIX-LINK/1 " + b"b" * 400 + b"\n",
-    "close": b"REASONIX-LINK/1 fuzz\n" + frame(7, 0, 0, "another build is running"),
-    "other-build": b"REASONIX-LINK/1 zzz\n" + frame(2, 0, 0, WELCOME.replace("fuzz", "zzz")),
+    "long-line": b"REASONIX-LINK/2 " + b"b" * 400 + b"\n",
+    "close": b"REASONIX-LINK/2 fuzz\n" + frame(7, 0, 0, "another build is running"),
+    "other-build": b"REASONIX-LINK/2 zzz\n" + frame(2, 0, 0, WELCOME.replace("fuzz", "zzz")),
     "garbage": bytes(range(256)) * 20,
 }
 
@@ -84,7 +92,7 @@ seeds["preamble"] = {
 seeds["handshake"] = {
     "hello": frame(1, 0, 0, HELLO),
     "resume": frame(1, 0, 0, HELLO_RESUME),
-    "old-protocol": frame(1, 0, 0, HELLO.replace('"protocol": 1', '"protocol": 0')),
+    "old-protocol": frame(1, 0, 0, HELLO.replace('"protocol": 2', '"protocol": 1')),
     "data-first": frame(3, 1, 0, json.dumps(ENVS[0])),
     "bad-json": frame(1, 0, 0, "{\"protocol\": 1,"),
     "huge-len": b"\x7f\xff\xff\xff\x01",

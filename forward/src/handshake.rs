@@ -1,7 +1,7 @@
 //! The preamble line and the `Hello`/`Welcome` exchange that open every transport.
 //!
 //! Sequence (see `docs/PROTOCOL.md`):
-//! 1. server writes `REASONIX-LINK/1 <build-id>\n` ([`server_accept`]);
+//! 1. server writes `REASONIX-LINK/2 <build-id>\n` ([`server_accept`]);
 //! 2. client skips everything before it (shell noise), then sends a `Hello` frame
 //!    ([`client_handshake`]);
 //! 3. server reads the `Hello`, decides whether the link resumes, sends a `Welcome` frame

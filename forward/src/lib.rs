@@ -5,7 +5,9 @@
 //! - [`frame`]: length-prefixed frames carrying `seq`/`ack`;
 //! - [`handshake`]: the preamble line and the `Hello`/`Welcome` exchange;
 //! - [`link`]: a [`link::Link`] that outlives its transports (replay buffer, resume, heartbeat);
-//! - [`rpc`]: requests, responses and notifications multiplexed on one link;
+//! - [`rpc`]: requests, responses, notifications and channels multiplexed on one link;
+//! - [`channel`]: the one stream primitive (open, credit, data, half-close, cancel) that
+//!   provider streams, MCP lines and terminals ride on;
 //! - [`proto`]: every message type;
 //! - [`pty`]: the wire types of host terminals (re-exported by [`proto`]);
 //! - [`content`]: large content by reference (SHA-256 refs, chunked fetch, line splitting);
@@ -16,6 +18,7 @@
 //! - [`prefix`]: provider requests sent as the messages after an earlier request's.
 
 pub mod attach;
+pub mod channel;
 pub mod child;
 pub mod command_files;
 pub mod content;

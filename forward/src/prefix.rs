@@ -10,7 +10,7 @@
 //!
 //! Each side keeps what it needs for one link:
 //! - the host, [`SentMessages`]: the messages of the last request the laptop accepted on
-//!   this link (it answers `ProviderAccepted` only after it stored them);
+//!   this link (it accepts the provider channel only after it stored them);
 //! - the laptop, [`MessageBases`]: the messages of its last few requests on this link.
 //!
 //! A laptop that does not hold the base refuses the request with

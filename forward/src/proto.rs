@@ -12,13 +12,15 @@ pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
     SessionPolicy, Timeouts,
 };
-pub use crate::pty::{PtyBytes, PtyInfo, PtyNotification, PtyRequest, PtyResponse, PtySize};
+pub use crate::pty::{
+    PtyBytes, PtyData, PtyInfo, PtyNotification, PtyOpen, PtyRequest, PtyResponse, PtySize,
+};
 
 /// Version of the link protocol. Bumped on any incompatible change to frames or messages.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Magic prefix of the preamble line written by the host before any frame.
-pub const PREAMBLE_MAGIC: &str = "REASONIX-LINK/1";
+pub const PREAMBLE_MAGIC: &str = "REASONIX-LINK/2";
 
 /// First control message, sent by the client right after the preamble.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +86,8 @@ pub enum Envelope {
         /// The notification body.
         body: Notification,
     },
+    /// A message of a channel (see [`crate::channel`]).
+    Channel(crate::channel::ChannelMsg),
 }
 
 /// An error answer to a request.
@@ -210,6 +214,9 @@ impl std::fmt::Display for RpcError {
 }
 
 /// Requests in either direction.
+// A request is built once and moved into its envelope and onto the wire; boxing the one big
+// variant (`OpenSession`) would only add an allocation to it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "m", rename_all = "snake_case")]
 pub enum Request {
@@ -390,18 +397,6 @@ pub enum Request {
     },
 
     // ---- daemon -> client ----
-    /// Start (or restart) the laptop-side MCP server `server` and tunnel its JSON-RPC lines
-    /// on `channel` as [`Notification::McpLine`]s. Answered with [`Response::Ok`].
-    McpOpen {
-        /// Server name from the laptop's config.
-        server: String,
-        /// Channel id chosen by the daemon.
-        channel: u64,
-    },
-    /// Ask the laptop gateway to run a chat completion. Answered with
-    /// [`Response::ProviderAccepted`] at once; the chunks follow as
-    /// [`Notification::ProviderChunk`] with the same `stream_id`.
-    Provider(ProviderRequest),
     /// The messages the session's next provider request will start with, sent when this
     /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
     /// request of the link can then go by prefix too (see `reasonix_forward::prefix`).
@@ -628,8 +623,6 @@ pub enum Response {
         /// Paths restored or removed.
         paths: Vec<String>,
     },
-    /// Answer to [`Request::Provider`]: the gateway accepted the stream.
-    ProviderAccepted,
     /// Answer to [`Request::McpStatus`].
     McpServers {
         /// Every server, host ones first, each group sorted by name.
@@ -965,47 +958,6 @@ pub enum Notification {
         /// Progress text or streamed output.
         message: String,
     },
-    /// A chunk of a provider stream (client -> daemon).
-    ProviderChunk {
-        /// The stream this chunk belongs to.
-        stream_id: String,
-        /// The chunk.
-        chunk: ProviderChunk,
-    },
-    /// One JSON-RPC line of a tunnelled MCP server (both directions).
-    McpLine {
-        /// Channel id from [`Request::McpOpen`].
-        channel: u64,
-        /// The line, without its newline (or one piece of it, see `more`).
-        line: String,
-        /// True when more pieces of this line follow: a line longer than
-        /// [`crate::content::MCP_LINE_PIECE`] is sent in pieces so each fits a frame.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        more: bool,
-    },
-    /// Credit for `channel` (both directions): the receiver's consumer took `bytes` more of
-    /// the sender's pieces, which may now send that much more (see [`crate::tunnel`]).
-    McpCredit {
-        /// Channel id.
-        channel: u64,
-        /// Bytes granted.
-        bytes: u64,
-    },
-    /// The laptop-side MCP server of `channel` exited (client -> daemon).
-    McpClosed {
-        /// Channel id.
-        channel: u64,
-        /// Exit status and stderr tail.
-        reason: String,
-    },
-    /// Stop the provider stream `stream_id` (daemon -> client): the turn was cancelled or no
-    /// longer needs the reply. The gateway closes the HTTP stream to the provider.
-    ProviderCancel {
-        /// The stream to stop.
-        stream_id: String,
-    },
-    /// Terminal input, output, sizes and exits (see [`crate::pty`]).
-    Pty(PtyNotification),
     /// A journal event too big for one frame (daemon -> client): the encoded [`Event`] is in
     /// the workspace's content store and the client fetches it with
     /// [`Request::FetchContent`] (checking the SHA-256) and handles it in the place of this
@@ -1031,11 +983,12 @@ pub enum Notification {
     },
 }
 
-/// A chat completion the daemon asks the gateway to run.
+/// A chat completion the daemon asks the gateway to run: the parameters of a provider
+/// channel ([`crate::channel::ChannelOpen::Provider`]), whose data are [`ProviderChunk`]s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderRequest {
-    /// Id of the stream; chunks carry it. Stable across re-issues of the same step so the
-    /// gateway can tell a re-issue from a new request.
+    /// Id of the stream: later requests name it as their base ([`MessagesBase`]), and logs
+    /// name the stream by it. Stable across re-issues of the same step.
     pub stream_id: String,
     /// Model label (`provider/model`, provider name or bare model); `None` = default.
     pub model: Option<String>,

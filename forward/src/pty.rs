@@ -1,13 +1,15 @@
 //! Wire types of host terminals (PTYs owned by the workspace daemon).
 //!
-//! A terminal is a channel on the link: the client opens or attaches to a PTY with a
-//! [`PtyRequest`], then sends keystrokes and sizes as [`PtyNotification::Input`] /
-//! [`PtyNotification::Resize`] and receives the shell's output as
-//! [`PtyNotification::Output`] (and, when it cannot be replayed byte for byte, one
-//! [`PtyNotification::Screen`]). Every output byte has an *offset* in the PTY's output
-//! stream, counted from 0 when the shell started, so a client that re-attaches on a new link
-//! can say what it already shows. Within one link, the link's own seq/ack replay makes input
-//! and output exactly-once across transport drops (see `docs/PROTOCOL.md`, "Terminals").
+//! A client follows a terminal through a channel ([`crate::channel`]) it opens with
+//! [`PtyOpen`] (start a shell, or attach to a running one): the daemon accepts with the
+//! terminal's [`PtyInfo`], then sends the shell's output as [`PtyData::Output`] (and, when it
+//! cannot be replayed byte for byte, one [`PtyData::Screen`]); the client sends keystrokes
+//! and sizes as [`PtyData::Input`] / [`PtyData::Resize`]. Closing the channel detaches
+//! (the shell keeps running). Every output byte has an *offset* in the PTY's output stream,
+//! counted from 0 when the shell started, so a client that re-attaches on a new link can say
+//! what it already shows. Within one link, the link's own seq/ack replay makes input and
+//! output exactly-once across transport drops (see `docs/PROTOCOL.md`, "Terminals").
+//! Listing and ending terminals are plain requests ([`PtyRequest`]).
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -44,23 +46,23 @@ pub struct PtySize {
     pub rows: u16,
 }
 
-/// Requests about terminals (client -> daemon), inside [`crate::proto::Request::Pty`].
+/// What a terminal channel opens (client -> daemon), inside
+/// [`crate::channel::ChannelOpen::Pty`]. Accepted with
+/// [`crate::channel::ChannelAccepted::Pty`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "p", rename_all = "snake_case")]
-pub enum PtyRequest {
-    /// Start the host user's login shell on a new PTY in the workspace and attach this link
-    /// to it. Answered with [`PtyResponse::Attached`]; output from offset 0 follows.
+pub enum PtyOpen {
+    /// Start the host user's login shell on a new PTY in the workspace; output from offset
+    /// 0 follows on the channel.
     Open {
         /// Initial size.
         size: PtySize,
         /// `TERM` for the shell (the laptop terminal's); `xterm-256color` when empty.
         term: String,
     },
-    /// The workspace's terminals. Answered with [`PtyResponse::List`].
-    List,
-    /// Attach this link to a running terminal. Answered with [`PtyResponse::Attached`];
-    /// output follows: raw from `have` when the daemon still holds those bytes, otherwise one
-    /// [`PtyNotification::Screen`] (the current screen) and the output after it.
+    /// Follow a running terminal. Output follows on the channel: raw from `have` when the
+    /// daemon still holds those bytes, otherwise one [`PtyData::Screen`] (the current screen)
+    /// and the output after it.
     Attach {
         /// Terminal id.
         pty: u64,
@@ -69,12 +71,16 @@ pub enum PtyRequest {
         /// The client's size; the terminal is resized to it.
         size: PtySize,
     },
-    /// Stop sending this terminal's output to this link (the shell keeps running).
-    Detach {
-        /// Terminal id.
-        pty: u64,
-    },
+}
+
+/// Requests about terminals (client -> daemon), inside [`crate::proto::Request::Pty`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "p", rename_all = "snake_case")]
+pub enum PtyRequest {
+    /// The workspace's terminals. Answered with [`PtyResponse::List`].
+    List,
     /// End a terminal: its shell gets SIGHUP, then SIGKILL if it is still there after 2 s.
+    /// Answered with [`PtyResponse::Done`].
     Close {
         /// Terminal id.
         pty: u64,
@@ -85,14 +91,12 @@ pub enum PtyRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "p", rename_all = "snake_case")]
 pub enum PtyResponse {
-    /// Answer to `Open` and `Attach`.
-    Attached(PtyInfo),
     /// Answer to `List`: every terminal, oldest first.
     List {
         /// The terminals.
         ptys: Vec<PtyInfo>,
     },
-    /// Answer to `Detach` and `Close`.
+    /// Answer to `Close`.
     Done,
 }
 
@@ -117,28 +121,22 @@ pub struct PtyInfo {
     pub exited: Option<String>,
 }
 
-/// Terminal traffic, inside [`crate::proto::Notification::Pty`].
+/// Terminal traffic on a terminal channel, inside [`crate::channel::ChannelData::Pty`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "p", rename_all = "snake_case")]
-pub enum PtyNotification {
+pub enum PtyData {
     /// Keystrokes (client -> daemon), written to the PTY as they are.
     Input {
-        /// Terminal id.
-        pty: u64,
         /// The bytes.
         data: PtyBytes,
     },
     /// The client's terminal changed size (client -> daemon); the shell gets SIGWINCH.
     Resize {
-        /// Terminal id.
-        pty: u64,
         /// New size.
         size: PtySize,
     },
     /// Output of the shell (daemon -> client), consecutive from `offset`.
     Output {
-        /// Terminal id.
-        pty: u64,
         /// Offset of the first byte in the terminal's output stream.
         offset: u64,
         /// The bytes (at most [`OUTPUT_CHUNK_MAX`]).
@@ -147,6 +145,50 @@ pub enum PtyNotification {
     /// The terminal's current screen (daemon -> client), sent instead of raw output the
     /// client lacks and the daemon no longer holds. Writing `data` to a terminal of `size`
     /// draws the screen as it was at `offset`; output continues from `offset`.
+    Screen {
+        /// Output offset the screen corresponds to.
+        offset: u64,
+        /// Size of the screen.
+        size: PtySize,
+        /// Escape sequences that clear the terminal and draw the screen.
+        data: PtyBytes,
+    },
+    /// The shell exited (daemon -> client), after its last output; the daemon closes the
+    /// channel after it.
+    Exited {
+        /// How (exit status or signal).
+        status: String,
+    },
+}
+
+/// Terminal traffic as a laptop front end handles it: one terminal channel's
+/// [`PtyData`], tagged with the terminal it came from (front ends show several).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PtyNotification {
+    /// Keystrokes (never sent to a front end; kept so every [`PtyData`] has a place).
+    Input {
+        /// Terminal id.
+        pty: u64,
+        /// The bytes.
+        data: PtyBytes,
+    },
+    /// A size (never sent to a front end; see `Input`).
+    Resize {
+        /// Terminal id.
+        pty: u64,
+        /// New size.
+        size: PtySize,
+    },
+    /// Output of the shell, consecutive from `offset`.
+    Output {
+        /// Terminal id.
+        pty: u64,
+        /// Offset of the first byte in the terminal's output stream.
+        offset: u64,
+        /// The bytes.
+        data: PtyBytes,
+    },
+    /// The terminal's current screen as of `offset` (see [`PtyData::Screen`]).
     Screen {
         /// Terminal id.
         pty: u64,
@@ -157,7 +199,7 @@ pub enum PtyNotification {
         /// Escape sequences that clear the terminal and draw the screen.
         data: PtyBytes,
     },
-    /// The shell exited (daemon -> client), after its last output.
+    /// The shell exited.
     Exited {
         /// Terminal id.
         pty: u64,
@@ -166,40 +208,57 @@ pub enum PtyNotification {
     },
 }
 
+impl PtyNotification {
+    /// Terminal `pty`'s `data`.
+    pub fn from_data(pty: u64, data: PtyData) -> Self {
+        match data {
+            PtyData::Input { data } => PtyNotification::Input { pty, data },
+            PtyData::Resize { size } => PtyNotification::Resize { pty, size },
+            PtyData::Output { offset, data } => PtyNotification::Output { pty, offset, data },
+            PtyData::Screen { offset, size, data } => PtyNotification::Screen {
+                pty,
+                offset,
+                size,
+                data,
+            },
+            PtyData::Exited { status } => PtyNotification::Exited { pty, status },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{Envelope, Notification, Request, Response};
+    use crate::channel::{ChannelData, ChannelMsg, ChannelOpen};
+    use crate::proto::{Envelope, Request, Response};
 
     #[test]
     fn nested_enums_round_trip_in_envelopes() {
         let cases = vec![
             Envelope::Request {
                 id: 1,
-                body: Request::Pty(PtyRequest::Open {
-                    size: PtySize { cols: 80, rows: 24 },
-                    term: "xterm".into(),
-                }),
-            },
-            Envelope::Request {
-                id: 2,
-                body: Request::Pty(PtyRequest::Attach {
-                    pty: 3,
-                    have: Some(17),
-                    size: PtySize { cols: 1, rows: 2 },
-                }),
+                body: Request::Pty(PtyRequest::Close { pty: 3 }),
             },
             Envelope::Response {
                 id: 2,
                 result: Ok(Response::Pty(PtyResponse::List { ptys: vec![] })),
             },
-            Envelope::Notify {
-                body: Notification::Pty(PtyNotification::Output {
-                    pty: 3,
+            Envelope::Channel(ChannelMsg::Open {
+                ch: 1,
+                window: 1,
+                open: ChannelOpen::Pty(PtyOpen::Open {
+                    size: PtySize { cols: 80, rows: 24 },
+                    term: "xterm".into(),
+                }),
+            }),
+            Envelope::Channel(ChannelMsg::Data {
+                ch: 1,
+                data: ChannelData::Pty(PtyData::Screen {
                     offset: 9,
+                    size: PtySize { cols: 1, rows: 2 },
                     data: PtyBytes(vec![0, 1, 2, 255, b'\n']),
                 }),
-            },
+            }),
         ];
         for e in cases {
             let json = serde_json::to_string(&e).expect("encode");

@@ -1,8 +1,9 @@
-//! Requests, responses and notifications multiplexed on one [`Link`].
+//! Requests, responses, notifications and channels multiplexed on one [`Link`].
 //!
 //! Request ids are per sender: each side numbers its own requests from 1, and a
 //! [`Envelope::Response`] carries the id of the request it answers, so the two id spaces
 //! never meet. Pending calls live here, above the link, so they survive transport drops.
+//! Channel messages go to the link's [`Channels`] without waiting (see [`crate::channel`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::channel::{Channel, ChannelAccepted, ChannelOpen, Channels, IncomingChannel, Side};
 use crate::link::{Link, LinkError};
 use crate::proto::{Envelope, Notification, Request, Response, RpcError};
 use crate::sync::LockExt;
@@ -31,6 +33,8 @@ pub enum Incoming {
     },
     /// A notification.
     Notify(Notification),
+    /// A channel the peer opened: accept or refuse its [`IncomingChannel::offer`].
+    Channel(IncomingChannel),
 }
 
 /// Why a call failed.
@@ -54,6 +58,7 @@ struct Pending {
 
 struct Inner {
     link: Link,
+    channels: Channels,
     next_id: AtomicU64,
     pending: Arc<Mutex<Pending>>,
 }
@@ -85,21 +90,34 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Rpc {
-    /// Wrap a link and its inbound receiver. Requests and notifications from the peer come
-    /// out of the returned receiver; responses are routed to the waiting callers.
+    /// Wrap a link and its inbound receiver; `side` is which end of the link this is (it
+    /// numbers the channels this side opens). Requests, notifications and channels the
+    /// peer opens come out of the returned receiver; responses are routed to the waiting
+    /// callers, channel traffic to its channels.
     ///
     /// Spawns the dispatcher task (needs a Tokio runtime). It ends when the link closes;
-    /// then every pending call fails with [`LinkError::Closed`] and the [`Incoming`]
-    /// receiver ends.
-    pub fn new(link: Link, inbound: mpsc::Receiver<Envelope>) -> (Rpc, mpsc::Receiver<Incoming>) {
+    /// then every pending call fails with [`LinkError::Closed`], every channel ends and the
+    /// [`Incoming`] receiver ends.
+    pub fn new(
+        link: Link,
+        inbound: mpsc::Receiver<Envelope>,
+        side: Side,
+    ) -> (Rpc, mpsc::Receiver<Incoming>) {
         let (tx, rx) = mpsc::channel(INCOMING_CAPACITY);
         let pending = Arc::new(Mutex::new(Pending {
             calls: HashMap::new(),
             closed: false,
         }));
-        tokio::spawn(dispatch(inbound, Arc::clone(&pending), tx));
+        let channels = Channels::new(link.clone(), side);
+        tokio::spawn(dispatch(
+            inbound,
+            Arc::clone(&pending),
+            channels.clone(),
+            tx,
+        ));
         let inner = Inner {
             link,
+            channels,
             next_id: AtomicU64::new(1),
             pending,
         };
@@ -174,6 +192,20 @@ impl Rpc {
         &self.inner.link
     }
 
+    /// The link's channels (counting and cancelling them by kind).
+    pub fn channels(&self) -> &Channels {
+        &self.inner.channels
+    }
+
+    /// Open a channel on this link ([`Channels::open`]).
+    pub async fn open_channel(
+        &self,
+        open: ChannelOpen,
+        window: u32,
+    ) -> Result<(ChannelAccepted, Channel), CallError> {
+        self.inner.channels.open(open, window).await
+    }
+
     /// Number of calls waiting for an answer.
     pub fn pending_calls(&self) -> usize {
         self.inner.pending.lock_or_recover().calls.len()
@@ -183,6 +215,7 @@ impl Rpc {
 async fn dispatch(
     mut inbound: mpsc::Receiver<Envelope>,
     pending: Arc<Mutex<Pending>>,
+    channels: Channels,
     incoming: mpsc::Sender<Incoming>,
 ) {
     while let Some(envelope) = inbound.recv().await {
@@ -207,10 +240,21 @@ async fn dispatch(
                     tracing::debug!("notification dropped: nobody reads incoming messages");
                 }
             }
+            // Never waits: a slow channel cannot hold up the others.
+            Envelope::Channel(msg) => {
+                if let Some(opened) = channels.receive(msg) {
+                    // Dropped unanswered when nobody takes it: then it is refused.
+                    let _ = incoming.send(Incoming::Channel(opened)).await;
+                }
+            }
         }
     }
-    // The link closed: fail every waiting call (dropping a sender wakes its caller).
-    let mut p = pending.lock_or_recover();
-    p.closed = true;
-    p.calls.clear();
+    // The link closed: fail every waiting call (dropping a sender wakes its caller) and end
+    // every channel.
+    {
+        let mut p = pending.lock_or_recover();
+        p.closed = true;
+        p.calls.clear();
+    }
+    channels.shutdown();
 }

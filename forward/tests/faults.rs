@@ -14,6 +14,7 @@ use std::time::Duration;
 use common::{guard, numbered, numbered_index};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use reasonix_forward::channel::Side;
 use reasonix_forward::link::{Link, LinkConfig, LinkError};
 use reasonix_forward::proto::{Envelope, ErrorCode, Request, Response, RpcError};
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
@@ -280,8 +281,8 @@ async fn rpc_calls_complete_across_random_cuts() {
     eprintln!("rpc fault seed {seed}");
     let (a, a_rx) = Link::new(LinkConfig::default());
     let (b, b_rx) = Link::new(LinkConfig::default());
-    let (client, _client_in) = Rpc::new(a.clone(), a_rx);
-    let (server, mut server_in) = Rpc::new(b.clone(), b_rx);
+    let (client, _client_in) = Rpc::new(a.clone(), a_rx, Side::Client);
+    let (server, mut server_in) = Rpc::new(b.clone(), b_rx, Side::Server);
     let handled = Arc::new(AtomicUsize::new(0));
     {
         let server = server.clone();

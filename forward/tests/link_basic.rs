@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{guard, numbered, numbered_index};
+use reasonix_forward::channel::Side;
 use reasonix_forward::handshake::{
     check_build_id, client_handshake, server_accept, server_welcome, DEFAULT_MAX_GARBAGE,
 };
@@ -256,8 +257,8 @@ async fn oversized_frame_from_peer_ends_transport() {
 async fn rpc_request_response_notify() {
     let (a, a_rx) = Link::new(LinkConfig::default());
     let (b, b_rx) = Link::new(LinkConfig::default());
-    let (client, mut client_in) = Rpc::new(a.clone(), a_rx);
-    let (server, mut server_in) = Rpc::new(b.clone(), b_rx);
+    let (client, mut client_in) = Rpc::new(a.clone(), a_rx, Side::Client);
+    let (server, mut server_in) = Rpc::new(b.clone(), b_rx, Side::Server);
     let _conn = connect(&a, &b);
     let srv = server.clone();
     let handler = tokio::spawn(async move {
@@ -278,6 +279,7 @@ async fn rpc_request_response_notify() {
                     // Echo notifications back.
                     srv.notify(n).await.unwrap();
                 }
+                Incoming::Channel(c) => panic!("no channel was opened: {c:?}"),
             }
         }
     });
@@ -337,8 +339,8 @@ async fn rpc_request_response_notify() {
 async fn rpc_call_survives_transport_drop_and_fails_on_close() {
     let (a, a_rx) = Link::new(LinkConfig::default());
     let (b, b_rx) = Link::new(LinkConfig::default());
-    let (client, _client_in) = Rpc::new(a.clone(), a_rx);
-    let (server, mut server_in) = Rpc::new(b.clone(), b_rx);
+    let (client, _client_in) = Rpc::new(a.clone(), a_rx, Side::Client);
+    let (server, mut server_in) = Rpc::new(b.clone(), b_rx, Side::Server);
     let conn = connect(&a, &b);
     let call = {
         let c = client.clone();

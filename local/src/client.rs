@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelOpen, IncomingChannel};
 use reasonix_forward::handshake::{client_handshake, client_handshake_pipelined};
 use reasonix_forward::link::{Link, LinkConfig};
 use reasonix_forward::proto::{
-    ClientRole, ErrorCode, Event, Hello, Notification, PtyNotification, Request, Response,
-    ResumeRequest, TurnState, PROTOCOL_VERSION,
+    ClientRole, ErrorCode, Event, Hello, Notification, Request, Response, ResumeRequest, TurnState,
+    PROTOCOL_VERSION,
 };
 use reasonix_forward::rpc::{CallError, Incoming, Rpc};
 use reasonix_forward::sync::LockExt;
@@ -145,12 +146,7 @@ pub struct Client {
     /// sessions are opened read-only whatever the front end asks.
     read_only: Arc<std::sync::atomic::AtomicBool>,
     answered_always: AnsweredAlways,
-    terminals: TerminalSink,
 }
-
-/// Where terminal traffic from the host goes (`reasonix term`, the TUI's terminal tab);
-/// dropped while nobody listens.
-type TerminalSink = Arc<Mutex<Option<mpsc::UnboundedSender<PtyNotification>>>>;
 
 /// Approval ids this client answered with "always allow", and where each rule goes: only
 /// the client whose user answered saves the rule, never a spectator or a client replaying
@@ -170,9 +166,7 @@ impl Client {
         let create = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let answered_always = AnsweredAlways::default();
-        let terminals = TerminalSink::default();
         let sup = Supervisor {
-            terminals: Arc::clone(&terminals),
             read_only: Arc::clone(&read_only),
             answered_always: Arc::clone(&answered_always),
             connector,
@@ -192,7 +186,6 @@ impl Client {
                 create,
                 read_only,
                 answered_always,
-                terminals,
             },
             events_rx,
         )
@@ -317,12 +310,37 @@ impl Client {
         rpc.notify(body).await.map_err(CallError::Link)
     }
 
-    /// Terminal output, screens and exits from the host, in link order. A second call
-    /// replaces the first receiver.
-    pub fn terminal_events(&self) -> mpsc::UnboundedReceiver<PtyNotification> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        *self.terminals.lock_or_recover() = Some(tx);
-        rx
+    /// Open a channel to the host on the current link (waiting for a link if none yet):
+    /// what the host answered and the channel, or its refusal. The channel lives as long as
+    /// that link: when the link is replaced (the host could not resume it) the channel ends
+    /// with [`reasonix_forward::channel::ChannelEnd::LinkClosed`] and the caller opens
+    /// another.
+    pub async fn open_channel(
+        &self,
+        open: ChannelOpen,
+        window: u32,
+    ) -> Result<(ChannelAccepted, Channel), CallError> {
+        self.current_rpc().await?.open_channel(open, window).await
+    }
+
+    /// Wait until the host has received everything sent so far on the current link (for a
+    /// front end about to exit).
+    pub async fn flush(&self) -> Result<(), CallError> {
+        let rpc = self.current_rpc().await?;
+        rpc.link().flush().await.map_err(CallError::Link)
+    }
+
+    /// The current link's RPC, waiting for a link if none yet.
+    async fn current_rpc(&self) -> Result<Rpc, CallError> {
+        let mut rx = self.rpc.clone();
+        loop {
+            if let Some(r) = rx.borrow_and_update().clone() {
+                return Ok(r);
+            }
+            if rx.changed().await.is_err() {
+                return Err(CallError::Link(reasonix_forward::link::LinkError::Closed));
+            }
+        }
     }
 
     /// Skip the current backoff delay and try to reconnect at once.
@@ -340,7 +358,6 @@ impl Client {
 
 struct Supervisor {
     answered_always: AnsweredAlways,
-    terminals: TerminalSink,
     connector: Arc<dyn Connector>,
     gateway: Arc<Gateway>,
     options: ClientOptions,
@@ -527,7 +544,11 @@ impl Supervisor {
                 Some((link, _)) => link.clone(),
                 None => {
                     let (link, inbound) = Link::new(self.options.link.clone());
-                    let (rpc, incoming) = Rpc::new(link.clone(), inbound);
+                    let (rpc, incoming) = Rpc::new(
+                        link.clone(),
+                        inbound,
+                        reasonix_forward::channel::Side::Client,
+                    );
                     self.rpc.send_replace(Some(rpc.clone()));
                     tokio::spawn(serve_incoming(
                         rpc,
@@ -541,7 +562,6 @@ impl Supervisor {
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
-                        Arc::clone(&self.terminals),
                     ));
                     let had_link = hello.resume.is_some();
                     current = Some((link.clone(), welcome.link_id.clone()));
@@ -608,48 +628,6 @@ pub fn backoff(attempt: u32, start: Duration, cap: Duration) -> Duration {
     Duration::from_secs_f64((base * jitter).min(cap.as_secs_f64()))
 }
 
-/// Laptop MCP laptop-side channels of one link: lines from the host go into these inlets,
-/// bounded by each channel's flow-control window ([`reasonix_forward::tunnel`]), so a server
-/// that stops reading never stalls the link's receive loop nor grows a queue.
-type McpRoutes = Arc<Mutex<std::collections::HashMap<u64, reasonix_forward::tunnel::LineInlet>>>;
-
-fn open_laptop_mcp(
-    rpc: &Rpc,
-    host: Option<&Arc<crate::mcp_host::McpHost>>,
-    routes: &McpRoutes,
-    server: &str,
-    channel: u64,
-) -> Result<(), String> {
-    let host =
-        host.ok_or_else(|| format!("no laptop MCP servers are configured (asked for {server})"))?;
-    let chans = host.open(server).map_err(|e| e.to_string())?;
-    let (inlet, window) = reasonix_forward::tunnel::LineInlet::open(rpc, channel, chans.to_server);
-    routes.lock_or_recover().insert(channel, inlet);
-    let rpc = rpc.clone();
-    let routes = Arc::clone(routes);
-    let mut from = chans.from_server;
-    let diag = chans.diagnostics;
-    tokio::spawn(async move {
-        let ended = reasonix_forward::tunnel::send_lines(&rpc, channel, &mut from, &window).await;
-        routes.lock_or_recover().remove(&channel);
-        let reason = match ended {
-            Err(e) => {
-                tracing::warn!(channel, "MCP lines to the host stopped: {e}");
-                e
-            }
-            Ok(()) => format!(
-                "{}; stderr: {}",
-                diag.exit().unwrap_or_else(|| "closed".into()),
-                diag.stderr_tail()
-            ),
-        };
-        let _ = rpc
-            .notify(Notification::McpClosed { channel, reason })
-            .await;
-    });
-    Ok(())
-}
-
 /// Where "always allow" rules are saved, and which answers were this client's.
 struct SaveRules {
     home: Option<std::path::PathBuf>,
@@ -657,8 +635,6 @@ struct SaveRules {
     answered_always: AnsweredAlways,
 }
 
-// One argument per thing this loop feeds or reads; a struct around them would only rename them.
-#[allow(clippy::too_many_arguments)]
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,
@@ -667,15 +643,10 @@ async fn serve_incoming(
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
-    terminals: TerminalSink,
 ) {
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
     let events = crate::by_ref::OrderedEvents::spawn(rpc.clone(), events);
-    let routes: McpRoutes = Arc::default();
-    // Provider streams being relayed, by stream id, so the host can cancel them.
-    let mut streams: std::collections::HashMap<String, tokio::task::AbortHandle> =
-        std::collections::HashMap::new();
     // The messages of this link's last provider requests, which later ones extend.
     let mut bases = reasonix_forward::prefix::MessageBases::default();
     let SaveRules {
@@ -687,58 +658,12 @@ async fn serve_incoming(
         *last_contact.lock_or_recover() = Instant::now();
         match msg {
             Incoming::Request { id, body } => match body {
-                Request::McpOpen { server, channel } => {
-                    let result =
-                        open_laptop_mcp(&rpc, laptop_mcp.as_ref(), &routes, &server, channel)
-                            .map(|()| Response::Ok)
-                            .map_err(|e| reasonix_forward::proto::RpcError::new(ErrorCode::Mcp, e));
-                    let _ = rpc.respond(id, result).await;
-                }
                 Request::ProviderBase {
                     stream_id,
                     messages,
                 } => {
                     bases.remember(&stream_id, messages.into());
                     let _ = rpc.respond(id, Ok(Response::Ok)).await;
-                }
-                Request::Provider(mut req) => {
-                    // All the messages, when the host sent only those after an earlier
-                    // request's (`reasonix_forward::prefix`); stored, before the answer, as
-                    // the base of the next request. Messages sent by reference are
-                    // completed by the relay and never become a base.
-                    let tail = std::mem::take(&mut req.messages);
-                    let Some(messages) = bases.resolve(req.messages_base.as_ref(), tail) else {
-                        let refused = reasonix_forward::proto::RpcError::new(
-                            ErrorCode::UnknownMessagesBase,
-                            format!(
-                                "this laptop no longer holds the messages of request {}",
-                                req.messages_base
-                                    .as_ref()
-                                    .map_or("?", |b| b.stream_id.as_str())
-                            ),
-                        );
-                        let _ = rpc.respond(id, Err(refused)).await;
-                        continue;
-                    };
-                    if req.messages_ref.is_none() {
-                        bases.remember(&req.stream_id, messages.clone());
-                    }
-                    req.messages_base = None;
-                    let _ = rpc.respond(id, Ok(Response::ProviderAccepted)).await;
-                    // The gateway keeps reading the HTTP stream into its channel whatever
-                    // happens to the link; the link buffers chunks while it is down. The
-                    // relay runs on a task of its own (fetching big messages makes calls on
-                    // this link, which must not wait on this loop); aborting it (the host's
-                    // ProviderCancel) drops the receiver, which closes the HTTP stream.
-                    let stream_id = req.stream_id.clone();
-                    let task = tokio::spawn(relay_provider_stream(
-                        rpc.clone(),
-                        Arc::clone(&gateway),
-                        req,
-                        messages,
-                    ));
-                    streams.retain(|_, h| !h.is_finished());
-                    streams.insert(stream_id, task.abort_handle());
                 }
                 other => {
                     let _ = rpc
@@ -750,6 +675,51 @@ async fn serve_incoming(
                             )),
                         )
                         .await;
+                }
+            },
+            Incoming::Channel(IncomingChannel { open, offer }) => match open {
+                ChannelOpen::Provider(mut req) => {
+                    // All the messages, when the host sent only those after an earlier
+                    // request's (`reasonix_forward::prefix`); stored, before the channel is
+                    // accepted, as the base of the next request. Messages sent by reference
+                    // are completed by the relay and never become a base.
+                    let tail = std::mem::take(&mut req.messages);
+                    let Some(messages) = bases.resolve(req.messages_base.as_ref(), tail) else {
+                        let refused = reasonix_forward::proto::RpcError::new(
+                            ErrorCode::UnknownMessagesBase,
+                            format!(
+                                "this laptop no longer holds the messages of request {}",
+                                req.messages_base
+                                    .as_ref()
+                                    .map_or("?", |b| b.stream_id.as_str())
+                            ),
+                        );
+                        tokio::spawn(offer.refuse(refused));
+                        continue;
+                    };
+                    if req.messages_ref.is_none() {
+                        bases.remember(&req.stream_id, messages.clone());
+                    }
+                    req.messages_base = None;
+                    // On a task of its own: fetching big messages makes calls on this link,
+                    // which must not wait on this loop.
+                    tokio::spawn(crate::laptop_channels::relay_provider_stream(
+                        rpc.clone(),
+                        Arc::clone(&gateway),
+                        offer,
+                        req,
+                        messages,
+                    ));
+                }
+                ChannelOpen::Mcp { server } => {
+                    crate::laptop_channels::open_laptop_mcp(laptop_mcp.as_ref(), &server, offer);
+                }
+                other => {
+                    let refusal = reasonix_forward::proto::RpcError::new(
+                        ErrorCode::BadRequest,
+                        format!("the laptop does not serve {} channels", other.kind()),
+                    );
+                    tokio::spawn(offer.refuse(refusal));
                 }
             },
             Incoming::Notify(n) => {
@@ -815,106 +785,9 @@ async fn serve_incoming(
                             },
                         })
                     }
-                    Notification::ProviderCancel { stream_id } => {
-                        if let Some(task) = streams.remove(&stream_id) {
-                            tracing::info!(stream_id, "provider stream cancelled by the host");
-                            task.abort();
-                        }
-                        continue;
-                    }
-                    Notification::McpLine {
-                        channel,
-                        line,
-                        more,
-                    } => {
-                        let mut routes = routes.lock_or_recover();
-                        if let Some(inlet) = routes.get_mut(&channel) {
-                            if let Err(e) = inlet.piece(line, more) {
-                                // Closing the server's stdin ends it; the host hears why.
-                                tracing::warn!(channel, "{e}");
-                                routes.remove(&channel);
-                                reasonix_forward::tunnel::tell_closed(&rpc, channel, e.to_string());
-                            }
-                        }
-                        continue;
-                    }
-                    Notification::McpCredit { channel, bytes } => {
-                        if let Some(inlet) = routes
-                            .lock_or_recover()
-                            .get(&channel)
-                        {
-                            inlet.credit(bytes);
-                        }
-                        continue;
-                    }
-                    Notification::McpClosed { channel, reason } => {
-                        // The host let go of this server (e.g. another client drives now):
-                        // closing its stdin lets it exit.
-                        tracing::info!(channel, "host closed laptop MCP channel: {reason}");
-                        routes
-                            .lock_or_recover()
-                            .remove(&channel);
-                        continue;
-                    }
-                    Notification::Pty(n) => {
-                        let mut sink = terminals.lock_or_recover();
-                        if sink.as_ref().is_some_and(|tx| tx.send(n).is_err()) {
-                            *sink = None;
-                        }
-                        continue;
-                    }
-                    Notification::ProviderChunk { .. } => continue,
                 };
                 let _ = events.send(ev);
             }
-        }
-    }
-}
-
-/// Run one provider request through the gateway and relay its chunks to the host. Messages
-/// sent by reference are fetched from the host first (and checked against their SHA-256).
-async fn relay_provider_stream(
-    rpc: Rpc,
-    gateway: Arc<Gateway>,
-    mut req: reasonix_forward::proto::ProviderRequest,
-    mut messages: reasonix_forward::prefix::SharedMessages,
-) {
-    let stream_id = req.stream_id.clone();
-    if let Some(r) = req.messages_ref.take() {
-        let fetched = crate::by_ref::fetch_over(&rpc, &r)
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                serde_json::from_slice::<Vec<serde_json::Value>>(&bytes)
-                    .map_err(|e| format!("the messages are not a JSON array: {e}"))
-            });
-        match fetched {
-            // After the base's messages, when the request had one.
-            Ok(fetched) => messages = messages.extended(fetched),
-            Err(e) => {
-                tracing::warn!(stream_id, "provider messages could not be fetched: {e}");
-                let chunk = reasonix_forward::proto::ProviderChunk::Error {
-                    message: format!(
-                        "the laptop could not fetch this request's messages from the host: {e}"
-                    ),
-                    retryable: true,
-                };
-                let _ = rpc
-                    .notify(Notification::ProviderChunk { stream_id, chunk })
-                    .await;
-                return;
-            }
-        }
-    }
-    let mut chunks = gateway.stream_shared(req, messages);
-    while let Some(chunk) = chunks.recv().await {
-        let n = Notification::ProviderChunk {
-            stream_id: stream_id.clone(),
-            chunk,
-        };
-        if let Err(e) = rpc.notify(n).await {
-            tracing::warn!(stream_id, "provider chunk not sent to the host: {e}");
-            return;
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod connect;
 pub mod context;
 pub mod exit;
 pub mod gateway;
+mod laptop_channels;
 pub mod mcp_host;
 pub mod permissions;
 pub mod remote_status;

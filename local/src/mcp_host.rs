@@ -2,11 +2,11 @@
 //! exposes its JSON-RPC stream as two line channels, which the link tunnels to the host's MCP
 //! client (there a `ChannelTransport` makes it look exactly like a local stdio server).
 //!
-//! Glue for the link, per `McpOpen{server}` request:
+//! Glue for the link, per MCP channel the host opens (`crate::laptop_channels`):
 //! ```text
 //! let ch = host.open(&server)?;                 // (re)starts the process
-//! forward every `ch.from_server.recv()` line as McpLine{channel, line}; at None the server is gone
-//! feed every incoming McpLine{channel, line} into `ch.to_server.send(line)`
+//! send every `ch.from_server.recv()` line on the channel; at None the server is gone
+//! feed every line from the channel into `ch.to_server.send(line)`
 //! ```
 //! Opening a server again kills the previous instance first, so a restart is just another
 //! `open`.
@@ -32,7 +32,7 @@ const CHANNEL_DEPTH: usize = 256;
 /// laptop's environment when it is opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpHostSpec {
-    /// Server name (the key `McpOpen{server}` uses).
+    /// Server name (the key an MCP channel's open names).
     pub name: String,
     /// Program.
     pub command: String,

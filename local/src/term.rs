@@ -12,9 +12,9 @@ use std::io::{IsTerminal, Read, Write};
 use std::num::NonZeroU16;
 use std::time::Duration;
 
+use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelData, ChannelEnd, ChannelOpen};
 use reasonix_forward::proto::{
-    Notification, PtyBytes, PtyInfo, PtyNotification, PtyRequest, PtyResponse, PtySize, Request,
-    Response,
+    PtyBytes, PtyData, PtyInfo, PtyOpen, PtyRequest, PtyResponse, PtySize, Request, Response,
 };
 use reasonix_forward::rpc::CallError;
 use tokio::sync::mpsc;
@@ -315,28 +315,32 @@ pub async fn run(
             .find(|p| p.exited.is_none() && p.clients == 0)
             .map(|p| p.id),
     };
-    // Subscribed before the attach, so no output can come before anyone listens.
-    let mut output = client.terminal_events();
     let attach = |have: Option<u64>, pty: Option<u64>| {
-        let req = match pty {
-            Some(pty) => PtyRequest::Attach {
+        let open = match pty {
+            Some(pty) => PtyOpen::Attach {
                 pty,
                 have,
                 size: local_size(),
             },
-            None => PtyRequest::Open {
+            None => PtyOpen::Open {
                 size: local_size(),
                 term: term.clone(),
             },
         };
         async move {
-            match client.request(Request::Pty(req)).await? {
-                Response::Pty(PtyResponse::Attached(info)) => Ok::<_, TermError>(info),
-                other => Err(TermError::Host(format!("unexpected answer {other:?}"))),
+            match client
+                .open_channel(ChannelOpen::Pty(open), OUTPUT_WINDOW)
+                .await?
+            {
+                (ChannelAccepted::Pty(info), channel) => Ok::<_, TermError>((info, channel)),
+                (other, _) => Err(TermError::Host(format!("unexpected answer {other:?}"))),
             }
         }
     };
-    let info = attach(None, target).await?;
+    let (info, channel) = attach(None, target).await?;
+    // The terminal's channel: its output comes on it, keystrokes go on it. None while the
+    // link is being replaced (the host forgot the old one); attached again once it is up.
+    let mut channel = Some(channel);
     let pty = info.id;
     eprintln!(
         "reasonix: terminal {pty} (shell {} pid {}) on {place}; type ~. at the start of a line to detach",
@@ -368,6 +372,8 @@ pub async fn run(
     // Output offset of the next byte this terminal shows (None until the first screen).
     let mut have: Option<u64> = None;
     let mut fresh_link = false;
+    // Keystrokes typed while no channel is up, sent once one is.
+    let mut typed: Vec<u8> = Vec::new();
     let end = loop {
         tokio::select! {
             k = keys.recv() => {
@@ -375,15 +381,19 @@ pub async fn run(
                 for key in escape.feed(&bytes) {
                     match key {
                         Key::Send(data) => {
-                            let n = PtyNotification::Input { pty, data: PtyBytes(data) };
-                            client.notify(Notification::Pty(n)).await?;
+                            typed.extend_from_slice(&data);
+                            send_typed(channel.as_ref(), &mut typed).await;
                         }
                         Key::Detach => {
-                            let _ = tokio::time::timeout(
-                                Duration::from_secs(2),
-                                client.request(Request::Pty(PtyRequest::Detach { pty })),
-                            )
-                            .await;
+                            if let Some(ch) = channel.take() {
+                                // Told before this process exits, so the host stops
+                                // following at once.
+                                let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                                    ch.rx.handle().cancel_queued("detached").await;
+                                    client.flush().await
+                                })
+                                .await;
+                            }
                             drop(raw);
                             return Ok(TermEnd::Detached(pty));
                         }
@@ -393,19 +403,32 @@ pub async fn run(
             _ = winch.recv() => {
                 let size = local_size();
                 local.resize(size);
-                client.notify(Notification::Pty(PtyNotification::Resize { pty, size })).await?;
+                if let Some(ch) = &channel {
+                    let _ = ch.tx.send(ChannelData::Pty(PtyData::Resize { size })).await;
+                }
             }
-            n = output.recv() => {
-                let Some(n) = n else { break TermEnd::Detached(pty) };
-                match n {
-                    PtyNotification::Output { pty: p, offset, data } if p == pty => {
+            d = next_output(&mut channel) => {
+                let Some(d) = d else {
+                    let ended = channel.take().and_then(|c| c.rx.end().cloned());
+                    match ended {
+                        // The link is being replaced: attach again once it is up.
+                        Some(ChannelEnd::LinkClosed) | None => continue,
+                        Some(ChannelEnd::Closed(_)) => break TermEnd::Detached(pty),
+                        Some(end @ (ChannelEnd::Cancelled(_) | ChannelEnd::CancelledByPeer(_))) => {
+                            drop(raw);
+                            return Err(TermError::Host(format!("the terminal stopped: {end}")));
+                        }
+                    }
+                };
+                match d {
+                    ChannelData::Pty(PtyData::Output { offset, data }) => {
                         let at = have.unwrap_or(offset);
                         let end = offset + data.0.len() as u64;
                         if offset > at {
                             // Cannot happen on one link (it is exactly-once); after a fresh
                             // link, ask for what is missing.
                             tracing::warn!(offset, at, "terminal output gap; re-attaching");
-                            attach(Some(at), Some(pty)).await?;
+                            channel = Some(attach(Some(at), Some(pty)).await?.1);
                             continue;
                         }
                         if end > at {
@@ -413,15 +436,13 @@ pub async fn run(
                             have = Some(end);
                         }
                     }
-                    PtyNotification::Screen { pty: p, offset, size, data } if p == pty => {
+                    ChannelData::Pty(PtyData::Screen { offset, size, data }) => {
                         local.reset(size);
                         local.write(&data.0);
                         have = Some(offset);
                     }
-                    PtyNotification::Exited { pty: p, status } if p == pty => {
-                        break TermEnd::Exited(status);
-                    }
-                    _ => {}
+                    ChannelData::Pty(PtyData::Exited { status }) => break TermEnd::Exited(status),
+                    other => tracing::debug!("ignored on a terminal channel: {other:?}"),
                 }
             }
             ev = events.recv() => {
@@ -436,10 +457,11 @@ pub async fn run(
                     }
                     ClientEvent::Connection(ConnState::Connected { .. }) => {
                         local.clear_status();
-                        if std::mem::take(&mut fresh_link) {
+                        if std::mem::take(&mut fresh_link) || channel.is_none() {
                             // The old link is gone (the daemon forgot it): attach again and
                             // get what this terminal lacks.
-                            attach(have, Some(pty)).await?;
+                            channel = Some(attach(have, Some(pty)).await?.1);
+                            send_typed(channel.as_ref(), &mut typed).await;
                         }
                     }
                     ClientEvent::Connection(ConnState::Failed { reason, .. }) => {
@@ -454,6 +476,34 @@ pub async fn run(
     };
     drop(raw);
     Ok(end)
+}
+
+/// Bytes of output `reasonix term` takes before it grants the host credit: enough that a
+/// burst produced while the link was down replays byte for byte instead of as a screen.
+const OUTPUT_WINDOW: u32 = 4 * 1024 * 1024;
+
+/// The next piece of the terminal's output; pending while no channel is up.
+async fn next_output(channel: &mut Option<Channel>) -> Option<ChannelData> {
+    match channel {
+        Some(c) => c.rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Send what was typed on the channel, if one is up (else it waits in `typed`).
+async fn send_typed(channel: Option<&Channel>, typed: &mut Vec<u8>) {
+    let Some(ch) = channel else { return };
+    if typed.is_empty() {
+        return;
+    }
+    let data = PtyData::Input {
+        data: PtyBytes(std::mem::take(typed)),
+    };
+    if let Err(e) = ch.tx.send(ChannelData::Pty(data)).await {
+        // The channel is going with its link; the keys are lost with it, as keys queued
+        // on a link the host forgot always were.
+        tracing::debug!("keystrokes not sent: {e}");
+    }
 }
 
 #[cfg(test)]

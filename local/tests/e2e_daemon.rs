@@ -93,7 +93,10 @@ async fn malformed_frame_drops_that_client_and_the_daemon_keeps_serving() {
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut preamble = String::new();
     stdout.read_line(&mut preamble).expect("preamble");
-    assert!(preamble.starts_with("REASONIX-LINK/1 "), "{preamble:?}");
+    assert!(
+        preamble.starts_with(&format!("{} ", reasonix_forward::proto::PREAMBLE_MAGIC)),
+        "{preamble:?}"
+    );
     let mut stdin = child.stdin.take().expect("stdin");
     stdin
         .write_all(&[0xff, 0xff, 0xff, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8])

@@ -98,7 +98,11 @@ pub async fn query(socket: &Path) -> Result<DaemonReport, WorkspacesError> {
             .await
             .map_err(|e| err(format!("handshake: {e}")))?;
         let (link, inbound) = Link::new(LinkConfig::default());
-        let (rpc, _incoming) = Rpc::new(link.clone(), inbound);
+        let (rpc, _incoming) = Rpc::new(
+            link.clone(),
+            inbound,
+            reasonix_forward::channel::Side::Client,
+        );
         let runner = link.clone();
         let transport =
             tokio::spawn(

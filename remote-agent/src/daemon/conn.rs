@@ -1,41 +1,25 @@
-//! One client link of the daemon ([`Conn`]): its provider streams (and the messages the
-//! laptop holds for the next request, `reasonix_forward::prefix`), tunnelled laptop MCP
-//! channels, the session it has open, and the [`DriverLink`] the session's turns use to reach
-//! the model through it ([`ConnLink`]).
+//! One client link of the daemon ([`Conn`]): the session it has open, and the
+//! [`DriverLink`] the session's turns use to reach the laptop through it ([`ConnLink`]):
+//! provider streams (with the messages the laptop holds for the next request,
+//! `reasonix_forward::prefix`) and laptop MCP servers, each a channel on the link.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use reasonix_forward::channel::{
+    Channel, ChannelData, ChannelEnd, ChannelHandle, ChannelKind, ChannelOpen,
+};
 use reasonix_forward::link::Link;
 use reasonix_forward::proto::{
-    ClientRole, Notification, ProviderChunk, ProviderRequest, Request, SessionSettings,
+    ClientRole, ProviderChunk, ProviderRequest, Request, SessionSettings,
 };
-use reasonix_forward::rpc::Rpc;
+use reasonix_forward::rpc::{CallError, Rpc};
 use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
 
 use crate::content::TransientContent;
 use crate::session::{DriverLink, ProviderStream, Session, PROVIDER_CHUNK_BUFFER};
-
-/// Where the lines of one tunnelled laptop MCP server go on the host.
-pub(super) struct McpRoute {
-    /// Into the server's line channel, bounded by the channel's flow-control window (see
-    /// [`reasonix_forward::tunnel`]), so a slow MCP client never stalls the link's receive
-    /// loop and never lets a queue grow.
-    pub(super) inlet: reasonix_forward::tunnel::LineInlet,
-    /// Filled with the laptop's reason when the channel closes, for the tool error.
-    pub(super) diagnostics: Arc<crate::mcp::Diagnostics>,
-}
-
-/// Where the chunks of one provider stream go on the host.
-pub(super) struct StreamRoute {
-    /// Into the turn runner's [`ProviderStream`] (bounded: the link's receive loop waits).
-    pub(super) chunks: mpsc::Sender<ProviderChunk>,
-    /// Messages held in [`Conn::transient`] for this request, released when it ends.
-    pub(super) held: Option<String>,
-}
 
 /// One client link.
 pub(super) struct Conn {
@@ -43,17 +27,11 @@ pub(super) struct Conn {
     pub(super) link_id: String,
     pub(super) rpc: Rpc,
     pub(super) link: Link,
-    pub(super) streams: Mutex<HashMap<String, StreamRoute>>,
     /// Provider request messages too big for a frame, until the laptop has fetched them.
     pub(super) transient: TransientContent,
     /// The messages of the last provider request the laptop accepted on this link: the next
     /// request that extends them is sent as its new messages only.
     pub(super) sent_messages: reasonix_forward::prefix::SentMessages,
-    /// When each provider stream was asked for, until its first chunk arrives (logged as
-    /// `ttft_us`: the time to first token through the link, read by `bench/ttft_bench.sh`).
-    pub(super) stream_started: Mutex<HashMap<String, Instant>>,
-    /// Lines from tunnelled laptop MCP servers, by channel.
-    pub(super) mcp_channels: Mutex<HashMap<u64, McpRoute>>,
     pub(super) session: Mutex<Option<(Arc<Session>, ClientRole)>>,
     pub(super) headless: Mutex<bool>,
     /// The settings of this client's last `OpenSession`: what it enforces when it drives,
@@ -65,90 +43,20 @@ pub(super) struct Conn {
     /// Bumped on every `OpenSession`: an event forwarder of an earlier open stops, even
     /// when the link opened the same session again meanwhile (A, B, then A).
     pub(super) opens: AtomicU64,
-    /// Terminals this link follows.
-    pub(super) terminals: crate::pty::attach::LinkTerminals,
 }
 
 impl DriverLink for ConnLink {
-    fn start_stream(&self, mut request: ProviderRequest) -> ProviderStream {
+    fn start_stream(&self, request: ProviderRequest) -> ProviderStream {
         let (tx, rx) = mpsc::channel(PROVIDER_CHUNK_BUFFER);
-        let all = Arc::new(std::mem::take(&mut request.messages));
-        let id = request.stream_id.clone();
-        self.0.streams.lock_or_recover().insert(
-            id.clone(),
-            StreamRoute {
-                chunks: tx,
-                held: None,
-            },
-        );
-        self.0
-            .stream_started
-            .lock_or_recover()
-            .insert(id.clone(), Instant::now());
-        let rpc = self.0.rpc.clone();
-        let conn = Arc::clone(&self.0);
-        let stream = id.clone();
-        tokio::spawn(async move {
-            let id = stream;
-            // By prefix when the laptop holds the start of these messages (see
-            // `reasonix_forward::prefix`); in full when it answers that it does not.
-            let mut by_prefix = true;
-            loop {
-                let wire = conn.wire_request(&request, &all, by_prefix);
-                let (inline, based) = (wire.messages_ref.is_none(), wire.messages_base.is_some());
-                let sent = wire.messages.len();
-                match rpc.request(Request::Provider(wire)).await {
-                    Ok(_) => {
-                        tracing::info!(
-                            stream_id = %id,
-                            messages = all.len(),
-                            sent,
-                            by_prefix = based,
-                            "provider request accepted"
-                        );
-                        if inline {
-                            conn.sent_messages.accepted(&id, Arc::clone(&all));
-                        } else {
-                            conn.sent_messages.forget();
-                        }
-                    }
-                    Err(reasonix_forward::rpc::CallError::Remote(e))
-                        if based
-                            && e.code
-                                == reasonix_forward::proto::ErrorCode::UnknownMessagesBase =>
-                    {
-                        tracing::info!("provider request {id}: {}; sending it in full", e.message);
-                        conn.sent_messages.forget();
-                        by_prefix = false;
-                        continue;
-                    }
-                    Err(e) => {
-                        // Dropping the sender ends the stream without Done: the step re-issues.
-                        tracing::warn!("provider request {id} failed on the link: {e}");
-                        conn.end_stream(&id);
-                    }
-                }
-                break;
-            }
-        });
-        let conn = Arc::clone(&self.0);
+        let opened = Arc::new(Mutex::new(None::<ChannelHandle>));
+        let task = tokio::spawn(Arc::clone(&self.0).relay_stream(request, tx, Arc::clone(&opened)));
         ProviderStream::new(rx, move || {
-            // The turn let go before the end (cancelled): stop paying for tokens.
-            if conn.end_stream(&id) {
-                let rpc = conn.rpc.clone();
-                if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                    rt.spawn(async move {
-                        if let Err(e) = rpc
-                            .notify(Notification::ProviderCancel {
-                                stream_id: id.clone(),
-                            })
-                            .await
-                        {
-                            tracing::warn!("could not cancel provider stream {id}: {e}");
-                        }
-                    });
-                }
+            // The turn let go before the end (cancelled): stop paying for tokens. Before
+            // the laptop answered, dropping the open cancels it.
+            if let Some(channel) = opened.lock_or_recover().take() {
+                channel.cancel("the turn no longer wants this reply");
             }
+            task.abort();
         })
     }
 
@@ -168,50 +76,7 @@ impl DriverLink for ConnLink {
     > {
         let conn = Arc::clone(&self.0);
         let server = server.to_string();
-        Box::pin(async move {
-            let channel = rand::random::<u64>() >> 1;
-            // Few lines queued for the MCP client: what waits is bounded by the window.
-            let (from_tx, from_rx) = mpsc::channel::<String>(16);
-            let (to_tx, mut to_rx) = mpsc::channel::<String>(1024);
-            let (inlet, window) =
-                reasonix_forward::tunnel::LineInlet::open(&conn.rpc, channel, from_tx);
-            let diagnostics = crate::mcp::Diagnostics::new();
-            conn.mcp_channels.lock_or_recover().insert(
-                channel,
-                McpRoute {
-                    inlet,
-                    diagnostics: Arc::clone(&diagnostics),
-                },
-            );
-            let rpc = conn.rpc.clone();
-            tokio::spawn(async move {
-                if let Err(e) =
-                    reasonix_forward::tunnel::send_lines(&rpc, channel, &mut to_rx, &window).await
-                {
-                    tracing::warn!(channel, "MCP lines to the laptop stopped: {e}");
-                }
-            });
-            match conn
-                .rpc
-                .request(Request::McpOpen {
-                    server: server.clone(),
-                    channel,
-                })
-                .await
-            {
-                Ok(_) => Ok(crate::mcp::LineChannels {
-                    to_server: to_tx,
-                    from_server: from_rx,
-                    diagnostics: Some(diagnostics),
-                }),
-                Err(e) => {
-                    conn.mcp_channels.lock_or_recover().remove(&channel);
-                    Err(format!(
-                        "the laptop could not start MCP server {server}: {e}"
-                    ))
-                }
-            }
-        })
+        Box::pin(async move { conn.open_laptop_mcp(server).await })
     }
 
     fn headless(&self) -> bool {
@@ -254,18 +119,166 @@ impl DriverLink for ConnLink {
 
 pub(super) struct ConnLink(pub(super) Arc<Conn>);
 
+/// Bytes of provider chunks the host takes before it grants the laptop more: far more than
+/// a turn runner that keeps up ever holds, and a bound when it does not.
+const PROVIDER_WINDOW: u32 = 4 * 1024 * 1024;
+
 impl Conn {
-    /// Forget a provider stream (its chunks stop, held messages are released); true when it
-    /// was still open.
+    /// One provider stream, as a channel adapter: open a provider channel on the laptop (by
+    /// prefix, and again in full when the laptop no longer holds the base), then hand its
+    /// chunks to the turn runner's `chunks` until the laptop closes it. Ending without a
+    /// `Done`/`Error` chunk (the link closed, the open failed) makes the step re-issue.
+    async fn relay_stream(
+        self: Arc<Self>,
+        mut request: ProviderRequest,
+        chunks: mpsc::Sender<ProviderChunk>,
+        opened: Arc<Mutex<Option<ChannelHandle>>>,
+    ) {
+        let started = Instant::now();
+        let all = Arc::new(std::mem::take(&mut request.messages));
+        let id = request.stream_id.clone();
+        // Messages held for the laptop to fetch, released when the stream ends however it
+        // ends (also when this task is aborted).
+        let mut held = Held {
+            transient: self.transient.clone(),
+            sha: None,
+        };
+        // By prefix when the laptop holds the start of these messages (see
+        // `reasonix_forward::prefix`); in full when it answers that it does not.
+        let mut by_prefix = true;
+        let Channel { tx, mut rx } = loop {
+            let (wire, sha) = self.wire_request(&request, &all, by_prefix);
+            held.replace(sha);
+            let (inline, based) = (wire.messages_ref.is_none(), wire.messages_base.is_some());
+            let sent = wire.messages.len();
+            let open = ChannelOpen::Provider(wire);
+            match self.rpc.open_channel(open, PROVIDER_WINDOW).await {
+                Ok((_, channel)) => {
+                    tracing::info!(
+                        stream_id = %id,
+                        messages = all.len(),
+                        sent,
+                        by_prefix = based,
+                        "provider request accepted"
+                    );
+                    if inline {
+                        self.sent_messages.accepted(&id, Arc::clone(&all));
+                    } else {
+                        self.sent_messages.forget();
+                    }
+                    break channel;
+                }
+                Err(CallError::Remote(e))
+                    if based
+                        && e.code == reasonix_forward::proto::ErrorCode::UnknownMessagesBase =>
+                {
+                    tracing::info!("provider request {id}: {}; sending it in full", e.message);
+                    self.sent_messages.forget();
+                    by_prefix = false;
+                }
+                Err(e) => {
+                    // Dropping `chunks` ends the stream without Done: the step re-issues.
+                    tracing::warn!("provider request {id} failed on the link: {e}");
+                    return;
+                }
+            }
+        };
+        *opened.lock_or_recover() = Some(rx.handle());
+        // Nothing goes to the laptop on this channel.
+        drop(tx);
+        let mut first = true;
+        while let Some(data) = rx.recv().await {
+            let ChannelData::Provider(chunk) = data else {
+                rx.handle()
+                    .cancel("the laptop sent something other than provider chunks");
+                return;
+            };
+            if std::mem::take(&mut first) {
+                tracing::info!(
+                    stream_id = %id,
+                    ttft_us = started.elapsed().as_micros() as u64,
+                    "first provider chunk"
+                );
+            }
+            // Waits while the turn runner is behind: the channel then stops granting the
+            // laptop credit, which holds its relay (never the link).
+            if chunks.send(chunk).await.is_err() {
+                return;
+            }
+        }
+        // Finished, refused or cut: the receiver let go or the channel says why.
+        if let Some(end) = rx.end() {
+            tracing::debug!(stream_id = %id, "provider stream ended: {end}");
+        }
+    }
+
+    /// A laptop MCP server, as a channel adapter: open an MCP channel (the laptop starts the
+    /// server) and pump the MCP client's lines over it both ways. The laptop's reason for
+    /// the end (the server's exit and stderr tail), a cancel (a takeover) or the link's
+    /// expiry goes into the diagnostics before the client sees the end of the lines.
+    async fn open_laptop_mcp(
+        self: Arc<Self>,
+        server: String,
+    ) -> Result<crate::mcp::LineChannels, String> {
+        let open = ChannelOpen::Mcp {
+            server: server.clone(),
+        };
+        let (_, Channel { tx, mut rx }) = self
+            .rpc
+            .open_channel(open, reasonix_forward::tunnel::WINDOW)
+            .await
+            .map_err(|e| format!("the laptop could not start MCP server {server}: {e}"))?;
+        let ch = rx.handle().id();
+        // Few lines queued for the MCP client: what waits is bounded by the window.
+        let (from_tx, from_rx) = mpsc::channel::<String>(16);
+        let (to_tx, mut to_rx) = mpsc::channel::<String>(1024);
+        let diagnostics = crate::mcp::Diagnostics::new();
+        tokio::spawn(async move {
+            match reasonix_forward::tunnel::send_lines(&tx, &mut to_rx).await {
+                // The MCP client let go of the server: closing lets the laptop end it.
+                Ok(()) => tx.close(None).await,
+                Err(e) => tracing::debug!(ch, "MCP lines to the laptop stopped: {e}"),
+            }
+        });
+        let diag = Arc::clone(&diagnostics);
+        tokio::spawn(async move {
+            use reasonix_forward::tunnel::LinesEnd;
+            let why = match reasonix_forward::tunnel::recv_lines(&mut rx, &from_tx).await {
+                LinesEnd::Channel(ChannelEnd::Closed(reason)) => format!(
+                    "the laptop server ended: {}",
+                    reason.as_deref().unwrap_or("closed")
+                ),
+                LinesEnd::Channel(ChannelEnd::LinkClosed) => {
+                    "the link to the laptop running this server expired".to_string()
+                }
+                LinesEnd::Channel(
+                    ChannelEnd::Cancelled(reason) | ChannelEnd::CancelledByPeer(reason),
+                ) => reason,
+                LinesEnd::Broken(e) => e.to_string(),
+                // The client let go; dropping the receiver tells the laptop.
+                LinesEnd::ConsumerGone => return,
+            };
+            tracing::info!(ch, "laptop MCP server closed: {why}");
+            diag.set_exit(why);
+            // `from_tx` goes now, after the reason is in place.
+        });
+        Ok(crate::mcp::LineChannels {
+            to_server: to_tx,
+            from_server: from_rx,
+            diagnostics: Some(diagnostics),
+        })
+    }
+
     /// The provider request `meta` with the messages `all` as it goes on the link: only the
     /// messages after the last accepted request's when they start with those (and
-    /// `by_prefix`), and by reference when too big for a frame (held until the stream ends).
+    /// `by_prefix`), and by reference when too big for a frame (then with the held
+    /// content's name, to release when the stream ends).
     fn wire_request(
         &self,
         meta: &ProviderRequest,
         all: &[serde_json::Value],
         by_prefix: bool,
-    ) -> ProviderRequest {
+    ) -> (ProviderRequest, Option<String>) {
         let base = by_prefix
             .then(|| self.sent_messages.base_for(all))
             .flatten();
@@ -276,56 +289,44 @@ impl Conn {
             messages_ref: None,
             ..meta.clone()
         };
-        if let Some(sha) = hold_large_messages(&self.transient, &mut wire) {
-            let old = self
-                .streams
-                .lock_or_recover()
-                .get_mut(&meta.stream_id)
-                .and_then(|r| r.held.replace(sha));
-            if let Some(old) = old {
-                self.transient.release(&old);
-            }
-        }
-        wire
-    }
-
-    pub(super) fn end_stream(&self, stream_id: &str) -> bool {
-        self.stream_started.lock_or_recover().remove(stream_id);
-        let route = self.streams.lock_or_recover().remove(stream_id);
-        match route {
-            Some(route) => {
-                if let Some(sha) = route.held {
-                    self.transient.release(&sha);
-                }
-                true
-            }
-            None => false,
-        }
+        let held = hold_large_messages(&self.transient, &mut wire);
+        (wire, held)
     }
 
     /// Nothing of a session hangs on this link: no session, terminal, laptop MCP channel
     /// or provider stream. (Answers the client has not received yet may be lost with it: a
     /// client resuming late finds the link gone and asks again.)
     pub(super) fn holds_nothing(&self) -> bool {
-        self.session.lock_or_recover().is_none()
-            && self.mcp_channels.lock_or_recover().is_empty()
-            && self.streams.lock_or_recover().is_empty()
-            && self.terminals.is_empty()
+        self.session.lock_or_recover().is_none() && self.rpc.channels().count() == 0
     }
 
-    /// Forget every provider stream (their turns see the end and re-issue).
-    pub(super) fn end_all_streams(&self) {
-        let routes: Vec<StreamRoute> = self
-            .streams
-            .lock_or_recover()
-            .drain()
-            .map(|(_, r)| r)
-            .collect();
-        for r in routes {
-            if let Some(sha) = r.held {
-                self.transient.release(&sha);
-            }
+    /// End every provider stream (their turns see the end and re-issue; the laptop stops
+    /// them too if it ever hears of it).
+    pub(super) fn end_all_streams(&self, reason: &str) {
+        self.rpc
+            .channels()
+            .cancel_kind(ChannelKind::Provider, reason);
+    }
+}
+
+/// Provider messages held in the link's transient content for the laptop to fetch;
+/// released when dropped.
+struct Held {
+    transient: TransientContent,
+    sha: Option<String>,
+}
+
+impl Held {
+    fn replace(&mut self, sha: Option<String>) {
+        if let Some(old) = std::mem::replace(&mut self.sha, sha) {
+            self.transient.release(&old);
         }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.replace(None);
     }
 }
 

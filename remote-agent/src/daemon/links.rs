@@ -1,14 +1,14 @@
 //! A client's transport: the handshake, resuming its link (or making a new one), the grace
-//! a cut link is kept for, and the loop routing what arrives on a link (provider chunks,
-//! MCP lines, terminal traffic, requests).
+//! a cut link is kept for, and the loop serving what arrives on a link (requests, and the
+//! terminal channels the client opens; the channels' own traffic never passes here).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use reasonix_forward::channel::{ChannelOpen, IncomingChannel};
 use reasonix_forward::handshake::{server_accept, server_welcome};
 use reasonix_forward::link::Link;
-use reasonix_forward::proto::{Notification, ProviderChunk, Request, Welcome, PROTOCOL_VERSION};
+use reasonix_forward::proto::{Welcome, PROTOCOL_VERSION};
 use reasonix_forward::rpc::{Incoming, Rpc};
 use reasonix_forward::sync::LockExt;
 use tokio::net::UnixStream;
@@ -83,13 +83,7 @@ impl Daemon {
         tracing::info!(link = %conn.link_id, "link expired");
         self.links.lock_or_recover().remove(&conn.link_id);
         conn.link.close();
-        conn.terminals.detach_all();
-        conn.end_all_streams();
-        for (_, route) in conn.mcp_channels.lock_or_recover().drain() {
-            route
-                .diagnostics
-                .set_exit("the link to the laptop running this server expired");
-        }
+        // Every channel of the link (provider streams, laptop MCP servers) ends with it.
         if let Some((session, _)) = conn.session.lock_or_recover().take() {
             session.release_driver(conn.id);
         }
@@ -97,7 +91,11 @@ impl Daemon {
 
     fn new_conn(self: &Arc<Self>) -> Arc<Conn> {
         let (link, inbound) = Link::new(self.config.link.clone());
-        let (rpc, incoming) = Rpc::new(link.clone(), inbound);
+        let (rpc, incoming) = Rpc::new(
+            link.clone(),
+            inbound,
+            reasonix_forward::channel::Side::Server,
+        );
         let id = self.next_conn.fetch_add(1, Ordering::SeqCst);
         let link_id = format!("{:016x}{:08x}", rand::random::<u64>(), id);
         let conn = Arc::new(Conn {
@@ -105,20 +103,13 @@ impl Daemon {
             link_id: link_id.clone(),
             rpc: rpc.clone(),
             link,
-            streams: Mutex::new(HashMap::new()),
             transient: TransientContent::default(),
             sent_messages: Default::default(),
-            stream_started: Mutex::new(HashMap::new()),
-            mcp_channels: Mutex::new(HashMap::new()),
             session: Mutex::new(None),
             headless: Mutex::new(false),
             settings: Mutex::new(None),
             generation: AtomicU64::new(0),
             opens: AtomicU64::new(0),
-            terminals: crate::pty::attach::LinkTerminals::new(
-                Arc::clone(&self.terminals),
-                rpc.clone(),
-            ),
         });
         self.links
             .lock_or_recover()
@@ -132,75 +123,26 @@ impl Daemon {
     async fn serve_conn(self: Arc<Self>, conn: Arc<Conn>, mut incoming: mpsc::Receiver<Incoming>) {
         while let Some(msg) = incoming.recv().await {
             match msg {
-                Incoming::Notify(Notification::ProviderChunk { stream_id, chunk }) => {
-                    let finished = matches!(
-                        chunk,
-                        ProviderChunk::Done { .. } | ProviderChunk::Error { .. }
-                    );
-                    if let Some(t0) = conn.stream_started.lock_or_recover().remove(&stream_id) {
-                        tracing::info!(
-                            stream_id = %stream_id,
-                            ttft_us = t0.elapsed().as_micros() as u64,
-                            "first provider chunk"
-                        );
-                    }
-                    let tx = conn
-                        .streams
-                        .lock_or_recover()
-                        .get(&stream_id)
-                        .map(|r| r.chunks.clone());
-                    if let Some(tx) = tx {
-                        // Waits while the turn runner is behind (backpressure through the
-                        // link); fails at once when the runner let go of the stream.
-                        let _ = tx.send(chunk).await;
-                    }
-                    if finished {
-                        conn.end_stream(&stream_id);
-                    }
-                }
-                Incoming::Notify(Notification::McpLine {
-                    channel,
-                    line,
-                    more,
-                }) => {
-                    let mut routes = conn.mcp_channels.lock_or_recover();
-                    let Some(route) = routes.get_mut(&channel) else {
-                        continue;
-                    };
-                    if let Err(e) = route.inlet.piece(line, more) {
-                        tracing::warn!(channel, "{e}");
-                        if let Some(route) = routes.remove(&channel) {
-                            route.diagnostics.set_exit(e.to_string());
-                        }
-                        drop(routes);
-                        reasonix_forward::tunnel::tell_closed(&conn.rpc, channel, e.to_string());
-                    }
-                }
-                Incoming::Notify(Notification::McpCredit { channel, bytes }) => {
-                    if let Some(route) = conn.mcp_channels.lock_or_recover().get(&channel) {
-                        route.inlet.credit(bytes);
-                    }
-                }
-                Incoming::Notify(Notification::McpClosed { channel, reason }) => {
-                    tracing::info!(channel, "laptop MCP server closed: {reason}");
-                    if let Some(route) = conn.mcp_channels.lock_or_recover().remove(&channel) {
-                        route
-                            .diagnostics
-                            .set_exit(format!("the laptop server ended: {reason}"));
-                    }
-                }
-                Incoming::Notify(Notification::Pty(n)) => conn.terminals.notify(n),
                 Incoming::Notify(other) => {
                     tracing::debug!("ignored notification from client: {other:?}");
                 }
-                Incoming::Request {
-                    id,
-                    body: Request::Pty(req),
-                } => {
-                    // Answered by the terminals themselves: an attach's output must follow
-                    // its answer on the link.
-                    let c = Arc::clone(&conn);
-                    tokio::spawn(async move { c.terminals.request(id, req).await });
+                Incoming::Channel(IncomingChannel {
+                    open: ChannelOpen::Pty(open),
+                    offer,
+                }) => {
+                    tokio::spawn(crate::pty::attach::serve(
+                        Arc::clone(&self.terminals),
+                        open,
+                        offer,
+                        conn.link.clone(),
+                    ));
+                }
+                Incoming::Channel(IncomingChannel { open, offer }) => {
+                    let refusal = reasonix_forward::proto::RpcError::new(
+                        reasonix_forward::proto::ErrorCode::BadRequest,
+                        format!("the daemon does not serve {} channels", open.kind()),
+                    );
+                    tokio::spawn(offer.refuse(refusal));
                 }
                 Incoming::Request { id, body } => {
                     let me = Arc::clone(&self);

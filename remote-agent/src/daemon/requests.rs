@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{
-    DaemonStatus, DirEntry, ErrorCode, McpServerInfo, Request, Response, RpcError,
+    DaemonStatus, DirEntry, ErrorCode, McpServerInfo, PtyRequest, PtyResponse, Request, Response,
+    RpcError,
 };
 use reasonix_forward::sync::LockExt;
 
@@ -216,15 +217,15 @@ impl Daemon {
                 offset,
                 len,
             } => self.fetch_content(conn, sha256, offset, len).await,
-            Request::Pty(_) => Err(RpcError::new(
-                ErrorCode::BadRequest,
-                "terminal requests are served by the link's terminals",
-            )),
-            Request::McpOpen { .. } => Err(RpcError::new(
-                ErrorCode::BadRequest,
-                "MCP servers are opened by the host on the laptop, not the other way round",
-            )),
-            Request::Provider(_) | Request::ProviderBase { .. } => Err(RpcError::new(
+            Request::Pty(PtyRequest::List) => Ok(Response::Pty(PtyResponse::List {
+                ptys: self.terminals.list(),
+            })),
+            Request::Pty(PtyRequest::Close { pty }) => self
+                .terminals
+                .close(pty)
+                .map(|()| Response::Pty(PtyResponse::Done))
+                .map_err(RpcError::from),
+            Request::ProviderBase { .. } => Err(RpcError::new(
                 ErrorCode::BadRequest,
                 "the host has no provider gateway; provider requests go from host to laptop",
             )),

@@ -4,13 +4,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use reasonix_forward::channel::ChannelKind;
 use reasonix_forward::proto::{
     ClientRole, ErrorCode, Notification, OpenSession, Response, RpcError, SessionOpened,
     SessionSettings,
 };
 use reasonix_forward::sync::LockExt;
 
-use super::conn::{Conn, ConnLink, McpRoute};
+use super::conn::{Conn, ConnLink};
 use super::Daemon;
 use crate::session::Session;
 
@@ -72,12 +73,11 @@ impl Daemon {
         // a call in flight there ends as a tool error at once (never re-sent: it may have
         // run) instead of waiting for that link to expire, and the servers start again
         // through the new driver on next use.
-        let routes: Vec<(u64, McpRoute)> =
-            old_conn.mcp_channels.lock_or_recover().drain().collect();
         let reason = "the driving client changed; laptop MCP servers run on the driver's laptop and start again there on next use";
-        for (_, route) in &routes {
-            route.diagnostics.set_exit(reason);
-        }
+        old_conn
+            .rpc
+            .channels()
+            .cancel_kind(ChannelKind::Mcp, reason);
         let rpc = old_conn.rpc.clone();
         tokio::spawn(async move {
             let _ = rpc
@@ -86,21 +86,13 @@ impl Daemon {
                     reason: "another client took over this session; you are now read-only".into(),
                 })
                 .await;
-            for (channel, _) in routes {
-                let _ = rpc
-                    .notify(Notification::McpClosed {
-                        channel,
-                        reason: reason.into(),
-                    })
-                    .await;
-            }
         });
         // Provider streams waiting on a driver whose transport is gone (its client was
         // killed or lost the network) would only end when that link expires: end them now so
         // the step re-issues its request through the new driver (nothing of a cut stream was
         // acted on).
         if !old_conn.link.is_connected() {
-            old_conn.end_all_streams();
+            old_conn.end_all_streams("another client took over the session");
         }
     }
 

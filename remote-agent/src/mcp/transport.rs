@@ -98,7 +98,7 @@ pub struct LineChannels {
 }
 
 /// Opens (or reopens after a crash) the channels of a tunnelled server. For the laptop this
-/// sends `McpOpen{server}` over the link and wires `McpLine` frames to the two channels.
+/// opens an MCP channel on the link and pumps its line pieces to and from the two channels.
 pub type ChannelOpener = Arc<
     dyn Fn() -> Pin<Box<dyn Future<Output = Result<LineChannels, String>> + Send>> + Send + Sync,
 >;

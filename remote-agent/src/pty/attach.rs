@@ -1,36 +1,29 @@
-//! The terminals of one client link: requests, keystrokes and one output follower per
-//! attached terminal.
+//! A client's terminal channel, as an adapter over `reasonix_forward::channel`: the client
+//! opens one per terminal it shows ([`PtyOpen`]); the daemon starts or finds the terminal,
+//! accepts with its [`reasonix_forward::proto::PtyInfo`], then writes the client's keystrokes
+//! to it and follows its output by offset.
 //!
-//! A follower reads the terminal's output by offset and sends it as notifications on the
-//! link. The link's replay buffer carries it across transport drops (nothing lost or
-//! doubled); when the link's buffer is full the follower waits, and if the terminal's ring
-//! moves past it meanwhile it sends the current screen and goes on from there.
+//! The follower sends output as channel data under the channel's credit, and the link's
+//! replay carries it across transport drops (nothing lost or doubled). When the client is
+//! behind (or its link is down) the follower waits for credit, never the shell: if the
+//! terminal's ring moves past the follower meanwhile, it sends the current screen and goes
+//! on from there. Closing or cancelling the channel detaches; the shell keeps running.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use reasonix_forward::proto::{
-    ErrorCode, PtyBytes, PtyNotification, PtyRequest, PtyResponse, Response, RpcError,
-};
+use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelData, ChannelEnd, Offer};
+use reasonix_forward::channel::{ChannelReceiver, ChannelSender};
+use reasonix_forward::link::Link;
+use reasonix_forward::proto::{ErrorCode, PtyBytes, PtyData, PtyOpen, RpcError};
 use reasonix_forward::pty::OUTPUT_CHUNK_MAX;
-use reasonix_forward::rpc::Rpc;
-use reasonix_forward::sync::LockExt;
-use tokio::task::AbortHandle;
 
 use super::{Next, PtyError, Start, Terminal, Terminals};
 
-/// Terminals attached to one link.
-pub struct LinkTerminals {
-    terminals: Arc<Terminals>,
-    rpc: Rpc,
-    /// Unique per link, so a terminal can tell its followers apart.
-    key: u64,
-    followers: Mutex<HashMap<u64, (AbortHandle, Arc<Terminal>)>>,
-}
+/// Bytes of keystrokes and sizes the daemon takes on a terminal channel before it grants
+/// credit (a paste bigger than this waits for the shell to read).
+pub const INPUT_WINDOW: u32 = 1024 * 1024;
 
-/// A terminal to follow after the answer went out, and where to start.
-type Follow = (Arc<Terminal>, Start);
-
+/// Tells the terminal's clients apart (one key per channel).
 static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl From<PtyError> for RpcError {
@@ -44,150 +37,115 @@ impl From<PtyError> for RpcError {
     }
 }
 
-impl LinkTerminals {
-    /// Nothing attached yet.
-    pub fn new(terminals: Arc<Terminals>, rpc: Rpc) -> Self {
-        Self {
-            terminals,
-            rpc,
-            key: NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            followers: Mutex::new(HashMap::new()),
+/// The terminal to follow and where to start, for what the client asked.
+fn open(terminals: &Terminals, open: PtyOpen) -> Result<(Arc<Terminal>, Start), PtyError> {
+    match open {
+        PtyOpen::Open { size, term } => Ok((terminals.open(size, &term)?, Start::Replay(0))),
+        PtyOpen::Attach { pty, have, size } => {
+            let t = terminals.get(pty)?;
+            t.resize(size)?;
+            let start = t.start(have);
+            Ok((t, start))
         }
     }
+}
 
-    /// Whether this link follows no terminal.
-    pub fn is_empty(&self) -> bool {
-        self.followers.lock_or_recover().is_empty()
+/// Counts a channel among a terminal's clients while it lives.
+struct Client {
+    terminal: Arc<Terminal>,
+    key: u64,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.terminal.client_delta(self.key, None);
     }
+}
 
-    /// Serve request `id` and answer it on the link. An attach's output is sent only after
-    /// the answer, so the client knows the terminal before its bytes arrive.
-    pub async fn request(&self, id: u64, req: PtyRequest) {
-        let (result, follow) = self.handle(req);
-        if let Err(e) = self.rpc.respond(id, result.map(Response::Pty)).await {
-            tracing::warn!("could not answer terminal request {id}: {e}");
+/// Serve a terminal channel the client opened on `link`: accept it with the terminal's
+/// info (or refuse it with why), then keystrokes in and output out until the shell exits
+/// and the client lets go, or the channel ends.
+pub async fn serve(terminals: Arc<Terminals>, request: PtyOpen, offer: Offer, link: Link) {
+    let (terminal, start) = match open(&terminals, request) {
+        Ok(x) => x,
+        Err(e) => {
+            offer.refuse(e.into()).await;
             return;
         }
-        if let Some((terminal, start)) = follow {
-            self.follow(terminal, start);
+    };
+    // Queued on the link before the first output, so the client knows the terminal first.
+    let accepted = ChannelAccepted::Pty(terminal.info());
+    let Channel { tx, rx } = match offer.accept(accepted, INPUT_WINDOW).await {
+        Ok(channel) => channel,
+        Err(e) => {
+            tracing::debug!(pty = terminal.id, "terminal channel not accepted: {e}");
+            return;
         }
+    };
+    let key = NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    terminal.client_delta(key, Some(link));
+    let _client = Client {
+        terminal: Arc::clone(&terminal),
+        key,
+    };
+    let mut input = tokio::spawn(keystrokes(Arc::clone(&terminal), rx));
+    let exited = tokio::select! {
+        exited = follow(&tx, &terminal, start) => exited,
+        // The client let go or cancelled: stop following.
+        _ = &mut input => false,
+    };
+    if exited {
+        tx.close(None).await;
+        // Until the client closes its side too (or the channel ends).
+        let _ = input.await;
+    } else {
+        input.abort();
     }
+}
 
-    fn handle(&self, req: PtyRequest) -> (Result<PtyResponse, RpcError>, Option<Follow>) {
-        match req {
-            PtyRequest::Open { size, term } => match self.terminals.open(size, &term) {
-                Ok(t) => {
-                    let info = t.info();
-                    (Ok(PtyResponse::Attached(info)), Some((t, Start::Replay(0))))
-                }
-                Err(e) => (Err(e.into()), None),
-            },
-            PtyRequest::List => (
-                Ok(PtyResponse::List {
-                    ptys: self.terminals.list(),
-                }),
-                None,
-            ),
-            PtyRequest::Attach { pty, have, size } => {
-                let t = match self.terminals.get(pty) {
-                    Ok(t) => t,
-                    Err(e) => return (Err(e.into()), None),
-                };
+/// The client's keystrokes and sizes, in order, until its side ends.
+async fn keystrokes(t: Arc<Terminal>, mut rx: ChannelReceiver) {
+    while let Some(data) = rx.recv().await {
+        match data {
+            ChannelData::Pty(PtyData::Input { data }) => t.write(data.0),
+            ChannelData::Pty(PtyData::Resize { size }) => {
                 if let Err(e) = t.resize(size) {
-                    return (Err(e.into()), None);
-                }
-                let start = t.start(have);
-                (Ok(PtyResponse::Attached(t.info())), Some((t, start)))
-            }
-            PtyRequest::Detach { pty } => {
-                self.detach(pty);
-                (Ok(PtyResponse::Done), None)
-            }
-            PtyRequest::Close { pty } => {
-                self.detach(pty);
-                match self.terminals.close(pty) {
-                    Ok(()) => (Ok(PtyResponse::Done), None),
-                    Err(e) => (Err(e.into()), None),
+                    tracing::debug!(pty = t.id, "resize ignored: {e}");
                 }
             }
-        }
-    }
-
-    /// Keystrokes and sizes from the client.
-    pub fn notify(&self, n: PtyNotification) {
-        match n {
-            PtyNotification::Input { pty, data } => match self.terminals.get(pty) {
-                Ok(t) => t.write(data.0),
-                Err(e) => tracing::debug!("input dropped: {e}"),
-            },
-            PtyNotification::Resize { pty, size } => {
-                if let Err(e) = self.terminals.get(pty).and_then(|t| t.resize(size)) {
-                    tracing::debug!("resize ignored: {e}");
-                }
-            }
-            PtyNotification::Output { .. }
-            | PtyNotification::Screen { .. }
-            | PtyNotification::Exited { .. } => {
-                tracing::debug!("ignored a daemon-side terminal notification from a client");
+            ChannelData::Pty(
+                PtyData::Output { .. } | PtyData::Screen { .. } | PtyData::Exited { .. },
+            )
+            | ChannelData::Bytes { .. }
+            | ChannelData::Line { .. }
+            | ChannelData::Provider(_) => {
+                rx.handle()
+                    .cancel("the client sent something other than keystrokes or a size");
+                return;
             }
         }
     }
-
-    fn follow(&self, terminal: Arc<Terminal>, start: Start) {
-        let rpc = self.rpc.clone();
-        let t = Arc::clone(&terminal);
-        let task = tokio::spawn(async move { follow(rpc, t, start).await });
-        terminal.client_delta(self.key, Some(self.rpc.link().clone()));
-        let old = self
-            .followers
-            .lock_or_recover()
-            .insert(terminal.id, (task.abort_handle(), terminal));
-        if let Some((task, _)) = old {
-            task.abort();
-        }
-    }
-
-    /// Stop following one terminal.
-    pub fn detach(&self, pty: u64) {
-        if let Some((task, t)) = self.followers.lock_or_recover().remove(&pty) {
-            task.abort();
-            t.client_delta(self.key, None);
-        }
-    }
-
-    /// Stop following every terminal (the link expired or closed); the shells keep running.
-    pub fn detach_all(&self) {
-        for (_, (task, t)) in self.followers.lock_or_recover().drain() {
-            task.abort();
-            t.client_delta(self.key, None);
-        }
+    if let Some(end @ (ChannelEnd::Cancelled(_) | ChannelEnd::CancelledByPeer(_))) = rx.end() {
+        tracing::debug!(pty = t.id, "terminal channel ended: {end}");
     }
 }
 
-impl Drop for LinkTerminals {
-    fn drop(&mut self) {
-        self.detach_all();
-    }
-}
-
-async fn follow(rpc: Rpc, t: Arc<Terminal>, start: Start) {
+/// Send `t`'s output from `start` on the channel; true when the shell exited (its exit was
+/// sent), false when the channel stopped.
+async fn follow(tx: &ChannelSender, t: &Terminal, start: Start) -> bool {
     let pty = t.id;
     let mut watch = t.watch();
+    let send = |data: PtyData| tx.send(ChannelData::Pty(data));
     let mut cursor = match start {
         Start::Replay(from) => from,
         Start::Screen { offset, size, data } => {
-            let n = PtyNotification::Screen {
-                pty,
+            let screen = PtyData::Screen {
                 offset,
                 size,
                 data: PtyBytes(data),
             };
-            if rpc
-                .notify(reasonix_forward::proto::Notification::Pty(n))
-                .await
-                .is_err()
-            {
-                return;
+            if send(screen).await.is_err() {
+                return false;
             }
             offset
         }
@@ -195,11 +153,10 @@ async fn follow(rpc: Rpc, t: Arc<Terminal>, start: Start) {
     loop {
         // Marked seen before looking, so output that lands after the look wakes the wait.
         watch.borrow_and_update();
-        let n = match t.next(cursor, OUTPUT_CHUNK_MAX) {
+        let data = match t.next(cursor, OUTPUT_CHUNK_MAX) {
             Next::Bytes { offset, data } => {
                 cursor = offset + data.len() as u64;
-                PtyNotification::Output {
-                    pty,
+                PtyData::Output {
                     offset,
                     data: PtyBytes(data),
                 }
@@ -211,34 +168,28 @@ async fn follow(rpc: Rpc, t: Arc<Terminal>, start: Start) {
                     "follower fell behind; sending the screen"
                 );
                 cursor = offset;
-                PtyNotification::Screen {
-                    pty,
+                PtyData::Screen {
                     offset,
                     size,
                     data: PtyBytes(data),
                 }
             }
-            Next::Exited(status) => {
-                let n = PtyNotification::Exited { pty, status };
-                let _ = rpc
-                    .notify(reasonix_forward::proto::Notification::Pty(n))
-                    .await;
-                return;
-            }
+            Next::Exited(status) => return send(PtyData::Exited { status }).await.is_ok(),
             Next::Wait => {
-                if watch.changed().await.is_err() {
-                    return;
+                tokio::select! {
+                    changed = watch.changed() => {
+                        if changed.is_err() {
+                            return false;
+                        }
+                    }
+                    _ = tx.stopped() => return false,
                 }
                 continue;
             }
         };
-        // Waits while the link's replay buffer is full (backpressure); fails once it closed.
-        if rpc
-            .notify(reasonix_forward::proto::Notification::Pty(n))
-            .await
-            .is_err()
-        {
-            return;
+        // Waits for credit while the client is behind; fails once the channel stopped.
+        if send(data).await.is_err() {
+            return false;
         }
     }
 }

@@ -5,8 +5,8 @@ use reasonix_forward::proto::ProviderChunk;
 use tokio::sync::mpsc;
 
 /// Chunks a provider stream may buffer between the link and the turn runner. When the runner
-/// falls behind, the link's receive loop waits, which pushes back on the laptop (whose
-/// gateway keeps draining the HTTP stream into its own buffer).
+/// falls behind, the stream's channel stops granting credit, which pushes back on the laptop
+/// (whose gateway keeps draining the HTTP stream into its own buffer).
 pub const PROVIDER_CHUNK_BUFFER: usize = 1024;
 
 /// Chunks of one provider stream. Dropping it before a `Done`/`Error` chunk (the turn was
