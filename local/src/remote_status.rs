@@ -155,10 +155,18 @@ pub fn render(
     out.push_str(&format!(
         "sandbox: {}\n",
         if bwrap {
-            "bwrap available"
+            "bwrap installed"
         } else {
-            "bwrap not found (bash refuses unless sandbox.bash = \"off\")"
+            "bwrap not found (sandbox.bash = \"enforce\" falls back to Landlock where the kernel has it; \"bwrap\" refuses bash)"
         }
     ));
+    // The mechanism each running daemon actually uses (its probe ran on the host).
+    for d in &ws.daemons {
+        if let StatusLine::Daemon(d) = d {
+            if !d.sandbox.is_empty() {
+                out.push_str(&format!("sandbox in {}: {}\n", d.workspace, d.sandbox));
+            }
+        }
+    }
     out
 }
