@@ -55,9 +55,12 @@ async fn escapes_fail(bwrap: &str) -> String {
     cfg.allow_write = vec![extra.path().to_path_buf()];
     cfg.forbid_read = vec![ssh.clone()];
     cfg.network = false;
+    // The daemon opens sessions with the async probe: it must reach the same verdict.
+    let async_sb = Sandbox::probe_async(cfg.clone(), ws.path()).await;
     let sb = Sandbox::probe(cfg, ws.path());
     let status = sb.status();
     assert_eq!(sb.mechanism(), "landlock", "{status}");
+    assert_eq!(async_sb.status(), status);
     assert!(sb.is_active());
     let mut c = ToolContext::new(ws.path(), Arc::new(sb));
     let policy = Policy::new(Mode::Yolo, &[], &[], &["Edit(secrets/**)".to_string()])
