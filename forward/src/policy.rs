@@ -170,18 +170,22 @@ pub struct Rules {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum BashSandbox {
-    /// Run bash inside bubblewrap; refuse to run when bubblewrap does not work.
+    /// Run bash inside bubblewrap, or under Landlock when bubblewrap cannot run; refuse to
+    /// run when neither works.
     #[default]
     Enforce,
+    /// Run bash inside bubblewrap only; refuse to run when bubblewrap does not work.
+    Bwrap,
     /// Run bash unconfined (an explicit choice in the user's own config).
     Off,
 }
 
 impl BashSandbox {
-    /// `enforce` or `off`.
+    /// `enforce`, `bwrap` or `off`.
     pub fn as_str(self) -> &'static str {
         match self {
             BashSandbox::Enforce => "enforce",
+            BashSandbox::Bwrap => "bwrap",
             BashSandbox::Off => "off",
         }
     }
@@ -488,8 +492,14 @@ pub fn tighten(base: &SessionPolicy, project: &ProjectLayer) -> Tightened {
 
     let sb = &project.sandbox;
     match sb.bash {
-        Some(BashSandbox::Enforce) => p.sandbox.bash = BashSandbox::Enforce,
-        Some(BashSandbox::Off) if p.sandbox.bash == BashSandbox::Enforce => refuse(
+        // Tightness: off < enforce (bwrap or Landlock) < bwrap.
+        Some(BashSandbox::Bwrap) => p.sandbox.bash = BashSandbox::Bwrap,
+        Some(BashSandbox::Enforce) => {
+            if p.sandbox.bash == BashSandbox::Off {
+                p.sandbox.bash = BashSandbox::Enforce;
+            }
+        }
+        Some(BashSandbox::Off) if p.sandbox.bash != BashSandbox::Off => refuse(
             "sandbox.bash",
             "\"off\"".into(),
             "a project file cannot turn the bash sandbox off".into(),
@@ -643,13 +653,43 @@ mod tests {
     }
 
     #[test]
+    fn a_project_may_insist_on_bwrap_but_not_relax_it() {
+        let mut base = SessionPolicy::default();
+        let layer = |b| ProjectLayer {
+            sandbox: SandboxLayer {
+                bash: Some(b),
+                ..SandboxLayer::default()
+            },
+            ..ProjectLayer::default()
+        };
+        assert_eq!(
+            tighten(&base, &layer(BashSandbox::Bwrap))
+                .policy
+                .sandbox
+                .bash,
+            BashSandbox::Bwrap
+        );
+        base.sandbox.bash = BashSandbox::Bwrap;
+        assert_eq!(
+            tighten(&base, &layer(BashSandbox::Enforce))
+                .policy
+                .sandbox
+                .bash,
+            BashSandbox::Bwrap
+        );
+        let out = tighten(&base, &layer(BashSandbox::Off));
+        assert_eq!(out.policy.sandbox.bash, BashSandbox::Bwrap);
+        assert_eq!(out.ignored.len(), 1);
+    }
+
+    #[test]
     fn idempotent_and_never_looser_than_the_base() {
         for mode in [
             PermissionMode::Ask,
             PermissionMode::Auto,
             PermissionMode::Yolo,
         ] {
-            for bash in [BashSandbox::Enforce, BashSandbox::Off] {
+            for bash in [BashSandbox::Enforce, BashSandbox::Bwrap, BashSandbox::Off] {
                 for network in [true, false] {
                     let base = SessionPolicy {
                         mode,
@@ -675,10 +715,12 @@ mod tests {
                         assert_eq!(p.rules.allow, base.rules.allow);
                         assert_eq!(p.sandbox.allow_write, base.sandbox.allow_write);
                         assert!(base.sandbox.network || !p.sandbox.network);
-                        assert!(
-                            base.sandbox.bash == BashSandbox::Off
-                                || p.sandbox.bash == BashSandbox::Enforce
-                        );
+                        let rank = |b: BashSandbox| match b {
+                            BashSandbox::Off => 0,
+                            BashSandbox::Enforce => 1,
+                            BashSandbox::Bwrap => 2,
+                        };
+                        assert!(rank(p.sandbox.bash) >= rank(base.sandbox.bash));
                         assert!(p.timeouts.bash_seconds <= base.timeouts.bash_seconds);
                         assert!(p.timeouts.mcp_call_seconds <= base.timeouts.mcp_call_seconds);
                     }

@@ -36,6 +36,10 @@ pub struct DaemonReport {
     pub clients: u32,
     /// Sessions of the workspace with their states.
     pub sessions: Vec<SessionSummary>,
+    /// The daemon's bash sandbox: `bwrap`, `landlock (…)`, `unavailable (why)` or `off`
+    /// (empty from a daemon that predates this field).
+    #[serde(default)]
+    pub sandbox: String,
 }
 
 impl DaemonReport {
@@ -102,6 +106,7 @@ mod tests {
             pid: 1,
             uptime_secs: 0,
             clients: 0,
+            sandbox: "bwrap".into(),
             sessions: vec![SessionSummary {
                 id: "a".into(),
                 state: TurnState::Paused,

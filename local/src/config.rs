@@ -319,7 +319,8 @@ pub struct SandboxSettings {
     pub allow_write: Vec<PathBuf>,
     /// Paths hidden from tools and bash.
     pub forbid_read: Vec<PathBuf>,
-    /// Bash sandbox policy.
+    /// Bash sandbox policy: `"enforce"` (bubblewrap, else Landlock), `"bwrap"` (bubblewrap
+    /// only) or `"off"`.
     pub bash: BashSandbox,
     /// Whether sandboxed bash has network access.
     pub network: bool,

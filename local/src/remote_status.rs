@@ -155,10 +155,56 @@ pub fn render(
     out.push_str(&format!(
         "sandbox: {}\n",
         if bwrap {
-            "bwrap available"
+            "bwrap installed"
         } else {
-            "bwrap not found (bash refuses unless sandbox.bash = \"off\")"
+            "bwrap not found (sandbox.bash = \"enforce\" falls back to Landlock where the kernel has it; \"bwrap\" refuses bash)"
         }
     ));
+    // The mechanism each running daemon actually uses (its probe ran on the host).
+    for d in &ws.daemons {
+        if let StatusLine::Daemon(d) = d {
+            if !d.sandbox.is_empty() {
+                out.push_str(&format!("sandbox in {}: {}\n", d.workspace, d.sandbox));
+            }
+        }
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use reasonix_forward::workspaces::DaemonReport;
+
+    #[test]
+    fn each_daemon_names_its_sandbox_mechanism() {
+        let ws = HostWorkspaces {
+            daemons: vec![StatusLine::Daemon(DaemonReport {
+                socket: "/run/s".into(),
+                workspace: "/w".into(),
+                build_id: "b".into(),
+                pid: 7,
+                uptime_secs: 1,
+                clients: 0,
+                sessions: Vec::new(),
+                sandbox: "landlock (ABI 7; bubblewrap unavailable: no user namespaces)".into(),
+            })],
+            lister: None,
+            installed: Vec::new(),
+            processes: Vec::new(),
+        };
+        let text = render("host", "b", &ws, 0, false);
+        assert!(
+            text.contains(
+                "sandbox in /w: landlock (ABI 7; bubblewrap unavailable: no user namespaces)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("bwrap not found (sandbox.bash = \"enforce\" falls back to Landlock"),
+            "{text}"
+        );
+        assert!(render("host", "b", &ws, 0, true).contains("sandbox: bwrap installed\n"));
+    }
 }

@@ -614,3 +614,21 @@ fn flags_are_tightened_by_the_project_like_the_user_config() {
     assert_eq!(cfg.permissions.mode, PermissionMode::Ask);
     assert_eq!(cfg.session_policy().mode, PermissionMode::Ask);
 }
+
+#[test]
+fn sandbox_bwrap_value_insists_and_a_project_may_only_tighten_to_it() {
+    let d = Dirs::new();
+    d.user("[sandbox]\nbash = \"bwrap\"\n");
+    assert_eq!(d.load().unwrap().sandbox.bash, BashSandbox::Bwrap);
+    // A project's "enforce" (which would accept Landlock) does not loosen the user's "bwrap".
+    d.project_file("[sandbox]\nbash = \"enforce\"\n");
+    assert_eq!(d.load().unwrap().sandbox.bash, BashSandbox::Bwrap);
+    // A project may insist on bubblewrap over the user's "enforce".
+    d.user("[sandbox]\nbash = \"enforce\"\n")
+        .project_file("[sandbox]\nbash = \"bwrap\"\n");
+    assert_eq!(d.load().unwrap().sandbox.bash, BashSandbox::Bwrap);
+    // An unknown value names the problem.
+    d.user("[sandbox]\nbash = \"landlock\"\n");
+    let e = d.load().expect_err("unknown value").to_string();
+    assert!(e.contains("bash") || e.contains("landlock"), "{e}");
+}

@@ -155,6 +155,7 @@ pub fn enforce(
     let mut sandbox_config = SandboxConfig::defaults_for_home(home.as_deref());
     sandbox_config.bash = match policy.sandbox.bash {
         BashSandbox::Enforce => SandboxMode::Enforce,
+        BashSandbox::Bwrap => SandboxMode::Bwrap,
         BashSandbox::Off => SandboxMode::Off,
     };
     sandbox_config.network = policy.sandbox.network;

@@ -128,6 +128,7 @@ pub async fn query(socket: &Path) -> Result<DaemonReport, WorkspacesError> {
             build_id: status.build_id,
             pid: status.pid,
             uptime_secs: status.uptime_secs,
+            sandbox: status.sandbox,
             // The query's own link counts as a client while it is open.
             clients: status.clients.saturating_sub(1),
             sessions: sessions

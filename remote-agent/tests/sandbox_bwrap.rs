@@ -177,9 +177,15 @@ async fn git_internals_cannot_be_rewritten() {
 async fn enforce_without_bwrap_refuses_and_runs_nothing() {
     let ws = outside_dir();
     let mut cfg = config();
+    // `bwrap` insists on bubblewrap (`enforce` would fall back to Landlock: sandbox_landlock.rs).
+    cfg.bash = SandboxMode::Bwrap;
     cfg.bwrap_path = PathBuf::from("/nonexistent/bwrap");
     let sb = Sandbox::probe(cfg.clone(), ws.path());
-    assert_eq!(sb.status(), "unavailable (/nonexistent/bwrap not found)");
+    assert_eq!(
+        sb.status(),
+        "unavailable (bubblewrap: missing binary: bubblewrap is not installed (install the `bubblewrap` package); \
+         /nonexistent/bwrap not found (`bash = \"bwrap\"` does not accept the Landlock fallback))"
+    );
     let err = sb.command("true", ws.path()).expect_err("refused");
     let text = err.to_string();
     assert!(text.contains("refusing to run bash"), "{text}");
@@ -200,7 +206,8 @@ async fn enforce_without_bwrap_refuses_and_runs_nothing() {
     cfg.bwrap_path = PathBuf::from("/bin/false");
     let sb = Sandbox::probe(cfg.clone(), ws.path());
     assert!(
-        sb.status().starts_with("unavailable (probe `/bin/false"),
+        sb.status()
+            .starts_with("unavailable (bubblewrap: the probe failed for a reason not recognised; probe `/bin/false"),
         "{}",
         sb.status()
     );
@@ -273,6 +280,7 @@ async fn a_passed_probe_is_not_run_again_and_a_failed_one_is() {
             .unwrap_or(0)
     };
     let mut cfg = config();
+    cfg.bash = SandboxMode::Bwrap;
     cfg.bwrap_path = wrapper.clone();
     // Failing first: not remembered, so the next probe runs the program again.
     std::fs::write(&fail, "").unwrap();

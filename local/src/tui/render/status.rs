@@ -109,12 +109,13 @@ pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
         segs.push((5, format!("${c:.4}"), theme::dim()));
     }
     if let Some(s) = &app.sandbox {
-        let style = if s.starts_with("unavailable") || s.starts_with("off") {
+        let (shown, degraded) = bar_sandbox(s);
+        let style = if degraded {
             theme::warn()
         } else {
             theme::dim()
         };
-        segs.push((6, format!("sandbox {s}"), style));
+        segs.push((6, format!("sandbox {shown}"), style));
     }
     // Width of the bar with the workspace (segment 0) counted as `ws` columns.
     let total = |segs: &[(u8, String, Style)], ws: usize| -> usize {
@@ -171,5 +172,32 @@ pub(super) fn shorten_workspace(label: &str, max: usize) -> String {
             format!("{host}:{}", truncate_left(path, room))
         }
         _ => truncate_left(label, max),
+    }
+}
+
+/// The sandbox state as the status bar shows it: the Landlock fallback by its name only
+/// (`/status` shows what it does not cover), and whether to show it as a warning (anything
+/// but bubblewrap is weaker than the default).
+fn bar_sandbox(s: &str) -> (&str, bool) {
+    if s.starts_with("landlock (") {
+        ("landlock", true)
+    } else {
+        (s, s.starts_with("unavailable") || s.starts_with("off"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bar_sandbox;
+
+    #[test]
+    fn the_landlock_fallback_is_named_short_and_warned() {
+        assert_eq!(bar_sandbox("bwrap"), ("bwrap", false));
+        assert_eq!(
+            bar_sandbox("landlock (ABI 7; bubblewrap unavailable: x; not covered …)"),
+            ("landlock", true)
+        );
+        assert_eq!(bar_sandbox("off"), ("off", true));
+        assert_eq!(bar_sandbox("unavailable (x)"), ("unavailable (x)", true));
     }
 }

@@ -1,7 +1,11 @@
 //! The bash sandbox: bubblewrap (`bwrap`) with the whole filesystem read-only except the
 //! writable roots, a private `/tmp`, `.git` internals re-protected, secrets masked, and
-//! optionally no network. Probed once per session; when enforced but unusable, bash refuses to
-//! run (never silently unconfined).
+//! optionally no network. When bubblewrap cannot run, [`landlock`] confines bash instead
+//! (`enforce` accepts either; `bwrap` insists on bubblewrap). Probed once per session; when
+//! enforced but unusable, bash refuses to run (never silently unconfined), saying why.
+
+pub mod landlock;
+pub mod probe;
 
 use reasonix_forward::sync::LockExt;
 use std::collections::HashSet;
@@ -16,8 +20,10 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
-    /// Run under bwrap; refuse to run when bwrap does not work.
+    /// Run under bwrap, else under Landlock; refuse to run when neither works.
     Enforce,
+    /// Run under bwrap only; refuse to run when bwrap does not work.
+    Bwrap,
     /// Run commands unconfined (an explicit user choice).
     Off,
 }
@@ -84,10 +90,10 @@ impl Default for SandboxConfig {
 /// Why a command was not started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SandboxError {
-    /// Enforced, but bwrap is missing or broken.
+    /// Enforced, but no sandbox mechanism works (bwrap, and Landlock unless `bwrap` is insisted on).
     #[error(
-        "refusing to run bash: the sandbox is enforced ([sandbox] bash = \"enforce\") but bubblewrap is unavailable: {why}. \
-         Install bubblewrap (e.g. `apt-get install bubblewrap`), or choose to run commands unconfined with \
+        "refusing to run bash: the sandbox is enforced ([sandbox] bash = \"enforce\" or \"bwrap\") but no sandbox mechanism is available: {why}. \
+         Install bubblewrap (e.g. `apt-get install bubblewrap`) or allow it user namespaces, or choose to run commands unconfined with \
          `bash = \"off\"` under `[sandbox]` in ~/.reasonix/config.toml."
     )]
     Unavailable {
@@ -100,6 +106,11 @@ pub enum SandboxError {
 enum State {
     Off,
     Bwrap(PathBuf),
+    /// Landlock with this kernel ABI, because bubblewrap failed for `bwrap_why`.
+    Landlock {
+        abi: i32,
+        bwrap_why: String,
+    },
     Unavailable(String),
 }
 
@@ -144,15 +155,15 @@ impl Sandbox {
     pub fn probe(config: SandboxConfig, workspace: &Path) -> Sandbox {
         let state = match config.bash {
             SandboxMode::Off => State::Off,
-            SandboxMode::Enforce => match find_bwrap(&config) {
-                Err(why) => State::Unavailable(why),
+            SandboxMode::Enforce | SandboxMode::Bwrap => match find_bwrap(&config) {
+                Err(why) => fallback(&config, why),
                 Ok(bwrap) if probe_passed(&bwrap, config.network) => State::Bwrap(bwrap),
                 Ok(bwrap) => match run_probe(&bwrap, config.network) {
                     Ok(()) => {
                         remember_passed(&bwrap, config.network);
                         State::Bwrap(bwrap)
                     }
-                    Err(why) => State::Unavailable(why),
+                    Err(why) => fallback(&config, why),
                 },
             },
         };
@@ -164,15 +175,15 @@ impl Sandbox {
     pub async fn probe_async(config: SandboxConfig, workspace: &Path) -> Sandbox {
         let state = match config.bash {
             SandboxMode::Off => State::Off,
-            SandboxMode::Enforce => match find_bwrap(&config) {
-                Err(why) => State::Unavailable(why),
+            SandboxMode::Enforce | SandboxMode::Bwrap => match find_bwrap(&config) {
+                Err(why) => fallback(&config, why),
                 Ok(bwrap) if probe_passed(&bwrap, config.network) => State::Bwrap(bwrap),
                 Ok(bwrap) => match run_probe_async(&bwrap, config.network).await {
                     Ok(()) => {
                         remember_passed(&bwrap, config.network);
                         State::Bwrap(bwrap)
                     }
-                    Err(why) => State::Unavailable(why),
+                    Err(why) => fallback(&config, why),
                 },
             },
         };
@@ -204,18 +215,40 @@ impl Sandbox {
         Self::probe(config, workspace)
     }
 
-    /// `"bwrap"`, `"unavailable (why)"` or `"off"`.
+    /// `"bwrap"`, `"landlock (…what it does not cover…)"`, `"unavailable (why)"` or `"off"`.
     pub fn status(&self) -> String {
         match &self.state {
             State::Off => "off".to_string(),
             State::Bwrap(_) => "bwrap".to_string(),
+            State::Landlock { abi, bwrap_why } => {
+                let net = if self.config.network {
+                    "network allowed by config"
+                } else if landlock::can_block_tcp(*abi) {
+                    "network: TCP blocked, UDP and local sockets are not"
+                } else {
+                    "network is NOT restricted (Landlock ABI below 4 cannot block TCP)"
+                };
+                format!(
+                    "landlock (ABI {abi}; bubblewrap unavailable: {bwrap_why}; {net}; {})",
+                    landlock::NOT_COVERED
+                )
+            }
             State::Unavailable(why) => format!("unavailable ({why})"),
         }
     }
 
-    /// True when commands run inside bwrap.
+    /// The mechanism in use: `bwrap`, `landlock` or `none`.
+    pub fn mechanism(&self) -> &'static str {
+        match &self.state {
+            State::Bwrap(_) => "bwrap",
+            State::Landlock { .. } => "landlock",
+            State::Off | State::Unavailable(_) => "none",
+        }
+    }
+
+    /// True when commands run confined (bwrap or Landlock).
     pub fn is_active(&self) -> bool {
-        matches!(self.state, State::Bwrap(_))
+        matches!(self.state, State::Bwrap(_) | State::Landlock { .. })
     }
 
     /// The settings this sandbox was built from.
@@ -258,6 +291,22 @@ impl Sandbox {
                 let mut c = tokio::process::Command::new(bwrap);
                 c.args(self.bwrap_args_with(cwd, read_only));
                 c.arg("--").arg(&self.shell).arg("-c").arg(shell_command);
+                Ok(c)
+            }
+            State::Landlock { abi, .. } => {
+                let writable = self.writable_roots();
+                let plan = landlock::Plan {
+                    abi: *abi,
+                    writable: &writable,
+                    read_only,
+                    forbid_read: &self.config.forbid_read,
+                    block_tcp: !self.config.network && landlock::can_block_tcp(*abi),
+                };
+                let prepared =
+                    landlock::prepare(&plan).map_err(|why| SandboxError::Unavailable { why })?;
+                let mut c = tokio::process::Command::new(&self.shell);
+                c.arg("-c").arg(shell_command).current_dir(cwd);
+                prepared.apply_to(&mut c);
                 Ok(c)
             }
             State::Unavailable(why) => Err(SandboxError::Unavailable { why: why.clone() }),
@@ -335,6 +384,24 @@ impl Sandbox {
         ]);
         push(&["--chdir".as_ref(), cwd.as_os_str()]);
         a
+    }
+}
+
+/// After bubblewrap failed for `why`: Landlock when `enforce` allows it and the kernel has
+/// it, else unavailable with both reasons.
+fn fallback(config: &SandboxConfig, why: String) -> State {
+    let why = probe::explain_bwrap_failure(&why, &probe::read_host_setting);
+    match config.bash {
+        SandboxMode::Bwrap | SandboxMode::Off => State::Unavailable(format!(
+            "bubblewrap: {why} (`bash = \"bwrap\"` does not accept the Landlock fallback)"
+        )),
+        SandboxMode::Enforce => match landlock::abi_version() {
+            Ok(abi) => State::Landlock {
+                abi,
+                bwrap_why: why,
+            },
+            Err(ll) => State::Unavailable(format!("bubblewrap: {why}; landlock: {ll}")),
+        },
     }
 }
 
