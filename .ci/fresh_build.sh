@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Issue 31: README's first command, on a fresh machine, gives a `reasonix` that reaches hosts.
+#
+# The fresh machine, imitated (docs/TESTING.md of the design notes): a clean clone of this
+# checkout (with its uncommitted changes applied, so the build is of the tree under test);
+# RUSTUP_HOME = the default toolchain only, with the musl targets removed (its big files
+# hard-linked from the real one, rustup's own records copied, so nothing done here reaches
+# the real toolchain); an empty CARGO_HOME (crates come from the registry); the cross gcc
+# and musl-gcc hidden (bwrap binds an empty file over them); a minimal environment without
+# RUSTUP_AUTO_INSTALL. Then README's first command's build, timed, within a budget; the
+# release binaries' sizes, checked against the limits; then local/tests/fresh_build.rs runs
+# that build's `reasonix` (a local turn, `reasonix run --ssh` to an x86_64 and an aarch64
+# host of the test sshd, and the missing-binary message).
+#
+#   .ci/fresh_build.sh [--keep] [--aarch64-out PATH]
+#     --keep             leave the work folder (clone, homes, build log) for a look
+#     --aarch64-out PATH copy the aarch64 host binary it built there (CI's tests use it)
+#   FRESH_BUILD_BUDGET   seconds the build may take (default 2400)
+# Needs root (or user namespaces) for bwrap, and network (crates.io, static.rust-lang.org).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUDGET=${FRESH_BUILD_BUDGET:-2400}
+KEEP=0
+ARM_OUT=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --keep) KEEP=1 ;;
+    --aarch64-out) ARM_OUT=$2; shift ;;
+    *) echo "usage: $0 [--keep] [--aarch64-out PATH]" >&2; exit 2 ;;
+  esac
+  shift
+done
+MUSL=(x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
+# Limits for what `reasonix ssh` uploads (docs/REMOTE.md "Architectures").
+MAX_STRIPPED=6000000
+MAX_XZ=2000000
+
+WORK=$(mktemp -d /var/tmp/reasonix-fresh.XXXXXX)
+cleanup() { if [ $KEEP = 1 ]; then echo "fresh build: kept $WORK"; else rm -rf "$WORK"; fi; }
+trap cleanup EXIT
+say() { echo "fresh build: $*"; }
+
+# --- the toolchain homes -------------------------------------------------------------------
+REAL_RUSTUP_HOME=$(rustup show home)
+DEFAULT=$(rustup default | cut -d' ' -f1)
+SRC_TC=$(readlink -f "$REAL_RUSTUP_HOME/toolchains/$DEFAULT")
+RH=$WORK/rustup
+CH=$WORK/cargo
+mkdir -p "$RH/toolchains" "$RH/update-hashes" "$CH/bin" "$WORK/home"
+printf 'version = "12"\ndefault_toolchain = "%s"\nprofile = "default"\n' "$DEFAULT" >"$RH/settings.toml"
+cp "$REAL_RUSTUP_HOME/update-hashes/$DEFAULT" "$RH/update-hashes/" 2>/dev/null || true
+# Hard links for the toolchain's files (1.8 GB; rustup only ever removes or adds those), real
+# copies of the records it rewrites in place (lib/rustlib/components, manifests).
+cp -al "$SRC_TC" "$RH/toolchains/$DEFAULT" 2>/dev/null || cp -a "$SRC_TC" "$RH/toolchains/$DEFAULT"
+for f in "$RH/toolchains/$DEFAULT/lib/rustlib/"*; do
+  [ -f "$f" ] && cp --remove-destination "$SRC_TC/lib/rustlib/$(basename "$f")" "$f"
+done
+cp "$(readlink -f "$(command -v rustup)")" "$CH/bin/rustup"
+for p in cargo rustc rustdoc rustfmt cargo-fmt cargo-clippy clippy-driver; do ln -s rustup "$CH/bin/$p"; done
+
+# The fresh machine's environment: nothing of ours, a network proxy if the machine needs one.
+FRESH_ENV=(env -i "HOME=$WORK/home" "USER=${USER:-root}" LANG=C.UTF-8 TERM=dumb
+  "PATH=$CH/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  "CARGO_HOME=$CH" "RUSTUP_HOME=$RH")
+for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  [ -n "${!v:-}" ] && FRESH_ENV+=("$v=${!v}")
+done
+"${FRESH_ENV[@]}" rustup target remove "${MUSL[@]}" >/dev/null 2>&1 || true
+for t in "${MUSL[@]}"; do
+  if "${FRESH_ENV[@]}" rustup target list --installed | grep -qx "$t"; then
+    echo "fresh build: could not remove $t from the fresh toolchain" >&2; exit 1
+  fi
+done
+say "toolchain $("${FRESH_ENV[@]}" rustc --version) with targets: $("${FRESH_ENV[@]}" rustup target list --installed | tr '\n' ' ')"
+
+# --- tools a fresh machine does not have ---------------------------------------------------
+touch "$WORK/empty"
+HIDE=(--die-with-parent --dev-bind / /)
+hidden=()
+for t in /usr/bin/aarch64-linux-gnu-* /usr/bin/*musl-gcc* /usr/bin/musl-*; do
+  [ -e "$t" ] || continue
+  HIDE+=(--bind "$WORK/empty" "$t")
+  hidden+=("$(basename "$t")")
+done
+IN_FRESH=(bwrap "${HIDE[@]}" -- "${FRESH_ENV[@]}")
+if "${IN_FRESH[@]}" sh -c 'aarch64-linux-gnu-gcc --version || musl-gcc --version' >/dev/null 2>&1; then
+  echo "fresh build: a cross or musl gcc still runs inside the fresh machine" >&2; exit 1
+fi
+say "hidden: ${hidden[*]:-nothing (none installed)}"
+
+# --- a clean clone of the tree under test --------------------------------------------------
+git clone -q --no-hardlinks "$ROOT" "$WORK/src"
+changes=$( (git -C "$ROOT" diff HEAD --name-only; git -C "$ROOT" ls-files -o --exclude-standard) | wc -l)
+if [ "$changes" -gt 0 ]; then
+  git -C "$ROOT" diff HEAD --binary | git -C "$WORK/src" apply --binary --allow-empty
+  (cd "$ROOT" && git ls-files -z -o --exclude-standard | tar --null -T - -c) | tar -C "$WORK/src" -x
+  say "clone of $(git -C "$ROOT" rev-parse --short HEAD) with $changes uncommitted file(s) applied"
+else
+  say "clone of $(git -C "$ROOT" rev-parse --short HEAD)"
+fi
+
+# --- README's first command ----------------------------------------------------------------
+FIRST=$(sed -n '/^```sh$/{n;p;q}' "$ROOT/README.md")
+BUILD=${FIRST%% && *}
+[ "$BUILD" = "cargo build --release --workspace --bins" ] || {
+  echo "fresh build: README's first command changed ($FIRST); update this script" >&2; exit 1; }
+say "running \`$BUILD\` (budget ${BUDGET} s, $(nproc) cores)"
+start=$(date +%s)
+set +e
+(cd "$WORK/src" && timeout "$BUDGET" "${IN_FRESH[@]}" $BUILD) >"$WORK/build.log" 2>&1
+rc=$?
+set -e
+took=$(( $(date +%s) - start ))
+grep -E '^warning: reasonix@' "$WORK/build.log" || true
+if [ $rc != 0 ]; then
+  tail -40 "$WORK/build.log"
+  [ $rc = 124 ] && echo "fresh build: over the budget of $BUDGET s" >&2
+  echo "fresh build: README's first command failed (exit $rc)" >&2; exit 1
+fi
+echo "RESULT fresh build: README's first command built in $took s on $(nproc) cores"
+for t in "${MUSL[@]}"; do
+  "${FRESH_ENV[@]}" rustup target list --installed | grep -qx "$t" \
+    || { echo "fresh build: the build did not install $t" >&2; exit 1; }
+done
+
+REL=$WORK/src/target/release
+over=0
+for t in "${MUSL[@]}"; do
+  b=$REL/reasonix-remote-$t
+  [ -f "$b" ] || { echo "fresh build: no $b" >&2; exit 1; }
+  raw=$(stat -c %s "$b"); xzs=$(stat -c %s "$b.xz")
+  echo "RESULT fresh build: $t host binary $raw bytes stripped, $xzs bytes as uploaded (.xz)"
+  [ "$raw" -le $MAX_STRIPPED ] && [ "$xzs" -le $MAX_XZ ] || { echo "fresh build: $t over $MAX_STRIPPED / $MAX_XZ" >&2; over=1; }
+done
+[ $over = 0 ] || exit 1
+if [ -n "$ARM_OUT" ]; then
+  mkdir -p "$(dirname "$ARM_OUT")"
+  cp "$REL/reasonix-remote-aarch64-unknown-linux-musl" "$ARM_OUT"
+fi
+
+# --- that build reaches hosts --------------------------------------------------------------
+cd "$ROOT"
+REASONIX_FRESH_RELEASE_DIR=$REL cargo nextest run -p reasonix --test fresh_build --run-ignored only --no-fail-fast
