@@ -76,17 +76,23 @@ say "toolchain $("${FRESH_ENV[@]}" rustc --version) with targets: $("${FRESH_ENV
 # --- tools a fresh machine does not have ---------------------------------------------------
 touch "$WORK/empty"
 HIDE=(--die-with-parent --dev-bind / /)
-hidden=()
-for t in /usr/bin/aarch64-linux-gnu-* /usr/bin/*musl-gcc* /usr/bin/musl-*; do
+declare -A hidden=()
+for t in /usr/bin/aarch64-linux-gnu-gcc /usr/bin/aarch64-linux-gnu-ld /usr/bin/musl-gcc \
+  /usr/bin/x86_64-linux-musl-gcc; do
   [ -e "$t" ] || continue
-  HIDE+=(--bind "$WORK/empty" "$t")
-  hidden+=("$(basename "$t")")
+  real=$(readlink -f "$t")
+  [ -n "${hidden[$real]:-}" ] && continue
+  hidden[$real]=1
+  HIDE+=(--bind "$WORK/empty" "$real")
 done
 IN_FRESH=(bwrap "${HIDE[@]}" -- "${FRESH_ENV[@]}")
-if "${IN_FRESH[@]}" sh -c 'aarch64-linux-gnu-gcc --version || musl-gcc --version' >/dev/null 2>&1; then
-  echo "fresh build: a cross or musl gcc still runs inside the fresh machine" >&2; exit 1
-fi
-say "hidden: ${hidden[*]:-nothing (none installed)}"
+"${IN_FRESH[@]}" true || { echo "fresh build: bwrap cannot make the fresh machine" >&2; exit 1; }
+for t in aarch64-linux-gnu-gcc musl-gcc x86_64-linux-musl-gcc; do
+  if "${IN_FRESH[@]}" sh -c "$t --version" >/dev/null 2>&1; then
+    echo "fresh build: $t still runs inside the fresh machine" >&2; exit 1
+  fi
+done
+say "hidden: ${!hidden[*]}"
 
 # --- a clean clone of the tree under test --------------------------------------------------
 git clone -q --no-hardlinks "$ROOT" "$WORK/src"
