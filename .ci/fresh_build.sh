@@ -25,7 +25,7 @@ ARM_OUT=
 while [ $# -gt 0 ]; do
   case $1 in
     --keep) KEEP=1 ;;
-    --aarch64-out) ARM_OUT=$2; shift ;;
+    --aarch64-out) ARM_OUT=$(realpath -m "$2"); shift ;;
     *) echo "usage: $0 [--keep] [--aarch64-out PATH]" >&2; exit 2 ;;
   esac
   shift
