@@ -12,21 +12,27 @@
 # that build's `reasonix` (a local turn, `reasonix run --ssh` to an x86_64 and an aarch64
 # host of the test sshd, and the missing-binary message).
 #
-#   .ci/fresh_build.sh [--keep] [--aarch64-out PATH]
+#   .ci/fresh_build.sh [--keep] [--aarch64-out PATH] [--fallback]
 #     --keep             leave the work folder (clone, homes, build log) for a look
 #     --aarch64-out PATH copy the aarch64 host binary it built there (CI's tests use it)
-#   FRESH_BUILD_BUDGET   seconds the build may take (default 2400)
+#     --fallback         then also the way without automatic installs (two more compiles of
+#                        `reasonix`, so not in CI): with a target missing and
+#                        RUSTUP_AUTO_INSTALL=0 the build prints one command, and running
+#                        that command brings the host binary back
+#   FRESH_BUILD_BUDGET   seconds the build may take (default 3600)
 # Needs root (or user namespaces) for bwrap, and network (crates.io, static.rust-lang.org).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUDGET=${FRESH_BUILD_BUDGET:-2400}
+BUDGET=${FRESH_BUILD_BUDGET:-3600}
 KEEP=0
+FALLBACK=0
 ARM_OUT=
 while [ $# -gt 0 ]; do
   case $1 in
     --keep) KEEP=1 ;;
     --aarch64-out) ARM_OUT=$(realpath -m "$2"); shift ;;
-    *) echo "usage: $0 [--keep] [--aarch64-out PATH]" >&2; exit 2 ;;
+    --fallback) FALLBACK=1 ;;
+    *) echo "usage: $0 [--keep] [--aarch64-out PATH] [--fallback]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -110,24 +116,41 @@ FIRST=$(sed -n '/^```sh$/{n;p;q}' "$ROOT/README.md")
 BUILD=${FIRST%% && *}
 [ "$BUILD" = "cargo build --release --workspace --bins" ] || {
   echo "fresh build: README's first command changed ($FIRST); update this script" >&2; exit 1; }
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "running \`$BUILD\` (budget ${BUDGET} s, $(nproc) cores)"
+# CPU seconds of this script's finished children (user + system), from bash's `times`: the
+# wall time depends on what else the machine runs, the CPU time much less.
+cpu() {
+  times >"$WORK/times"  # (a builtin in a pipeline or $(...) would report a subshell's)
+  tail -1 "$WORK/times" | sed 's/m/ /g; s/s//g' | awk '{ printf "%d", $1 * 60 + $2 + $3 * 60 + $4 }'
+}
 start=$(date +%s)
+cpu0=$(cpu)
 set +e
 (cd "$WORK/src" && timeout "$BUDGET" "${IN_FRESH[@]}" $BUILD) >"$WORK/build.log" 2>&1
 rc=$?
 set -e
 took=$(( $(date +%s) - start ))
+cpu_took=$(( $(cpu) - cpu0 ))
 grep -E '^warning: reasonix@' "$WORK/build.log" || true
 if [ $rc != 0 ]; then
   tail -40 "$WORK/build.log"
   [ $rc = 124 ] && echo "fresh build: over the budget of $BUDGET s" >&2
   echo "fresh build: README's first command failed (exit $rc)" >&2; exit 1
 fi
-echo "RESULT fresh build: README's first command built in $took s on $(nproc) cores"
+echo "RESULT fresh build: README's first command built in $took s on $(nproc) cores ($cpu_took CPU s; load average before: $load0)"
 for t in "${MUSL[@]}"; do
   "${FRESH_ENV[@]}" rustup target list --installed | grep -qx "$t" \
     || { echo "fresh build: the build did not install $t" >&2; exit 1; }
 done
+
+# Built once, nothing to do the second time: the build script does not run again for what it
+# installed or wrote itself.
+(cd "$WORK/src" && "${IN_FRESH[@]}" $BUILD) >"$WORK/build2.log" 2>&1 \
+  || { cat "$WORK/build2.log"; echo "fresh build: the second build failed" >&2; exit 1; }
+if grep -E '^ *Compiling ' "$WORK/build2.log"; then
+  echo "fresh build: the second build compiled again" >&2; exit 1
+fi
 
 REL=$WORK/src/target/release
 over=0
@@ -145,5 +168,27 @@ if [ -n "$ARM_OUT" ]; then
 fi
 
 # --- that build reaches hosts --------------------------------------------------------------
-cd "$ROOT"
-REASONIX_FRESH_RELEASE_DIR=$REL cargo nextest run -p reasonix --test fresh_build --run-ignored only --no-fail-fast
+(cd "$ROOT" && REASONIX_FRESH_RELEASE_DIR=$REL \
+  cargo nextest run -p reasonix --test fresh_build --run-ignored only --no-fail-fast)
+
+# --- without automatic installs ------------------------------------------------------------
+[ $FALLBACK = 1 ] || exit 0
+ARM=aarch64-unknown-linux-musl
+arm_sha=$(sha256sum <"$REL/reasonix-remote-$ARM")
+"${FRESH_ENV[@]}" rustup target remove $ARM >/dev/null 2>&1
+# The state of a build that ran while the target was missing: its script runs again (here
+# because one of its inputs changed) and cannot add the target.
+touch "$WORK/src/.cargo/config.toml"
+(cd "$WORK/src" && "${IN_FRESH[@]}" RUSTUP_AUTO_INSTALL=0 $BUILD) >"$WORK/fallback1.log" 2>&1 \
+  || { tail -40 "$WORK/fallback1.log"; echo "fresh build: the build without $ARM failed" >&2; exit 1; }
+grep -E '^warning: reasonix@' "$WORK/fallback1.log" || true
+[ ! -e "$REL/reasonix-remote-$ARM" ] || { echo "fresh build: a binary for a missing target stayed" >&2; exit 1; }
+cmd=$(sed -n 's/^warning: reasonix@[^:]*: to build them, run in this folder: //p' "$WORK/fallback1.log")
+[ "$cmd" = "rustup target add $ARM && cargo build --release --workspace --bins" ] \
+  || { echo "fresh build: the build printed '$cmd'" >&2; exit 1; }
+say "running the printed command: $cmd"
+(cd "$WORK/src" && "${IN_FRESH[@]}" bash -c "$cmd") >"$WORK/fallback2.log" 2>&1 \
+  || { tail -40 "$WORK/fallback2.log"; echo "fresh build: the printed command failed" >&2; exit 1; }
+[ "$(sha256sum <"$REL/reasonix-remote-$ARM")" = "$arm_sha" ] \
+  || { echo "fresh build: the printed command did not bring the $ARM binary back" >&2; exit 1; }
+echo "RESULT fresh build: without automatic installs the build printed one command, and it completed the build"
