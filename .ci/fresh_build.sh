@@ -120,18 +120,18 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "running \`$BUILD\` (budget ${BUDGET} s, $(nproc) cores)"
 # CPU seconds of this script's finished children (user + system), from bash's `times`: the
 # wall time depends on what else the machine runs, the CPU time much less.
-cpu() {
-  times >"$WORK/times"  # (a builtin in a pipeline or $(...) would report a subshell's)
-  tail -1 "$WORK/times" | sed 's/m/ /g; s/s//g' | awk '{ printf "%d", $1 * 60 + $2 + $3 * 60 + $4 }'
+cpu_mark() {
+  times >"$WORK/times"  # here, not in a pipeline or $(...): a subshell would report its own
+  CPU=$(tail -1 "$WORK/times" | sed 's/m/ /g; s/s//g' | awk '{ printf "%d", $1 * 60 + $2 + $3 * 60 + $4 }')
 }
 start=$(date +%s)
-cpu0=$(cpu)
+cpu_mark; cpu0=$CPU
 set +e
 (cd "$WORK/src" && timeout "$BUDGET" "${IN_FRESH[@]}" $BUILD) >"$WORK/build.log" 2>&1
 rc=$?
 set -e
 took=$(( $(date +%s) - start ))
-cpu_took=$(( $(cpu) - cpu0 ))
+cpu_mark; cpu_took=$(( CPU - cpu0 ))
 grep -E '^warning: reasonix@' "$WORK/build.log" || true
 if [ $rc != 0 ]; then
   tail -40 "$WORK/build.log"
@@ -191,4 +191,9 @@ say "running the printed command: $cmd"
   || { tail -40 "$WORK/fallback2.log"; echo "fresh build: the printed command failed" >&2; exit 1; }
 [ "$(sha256sum <"$REL/reasonix-remote-$ARM")" = "$arm_sha" ] \
   || { echo "fresh build: the printed command did not bring the $ARM binary back" >&2; exit 1; }
+(cd "$WORK/src" && "${IN_FRESH[@]}" $BUILD) >"$WORK/fallback3.log" 2>&1 \
+  || { cat "$WORK/fallback3.log"; echo "fresh build: the build after the printed command failed" >&2; exit 1; }
+if grep -E '^ *Compiling ' "$WORK/fallback3.log"; then
+  echo "fresh build: the build after the printed command compiled again" >&2; exit 1
+fi
 echo "RESULT fresh build: without automatic installs the build printed one command, and it completed the build"

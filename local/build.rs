@@ -85,13 +85,15 @@ fn main() {
                 .map(String::as_str)
                 .collect();
             let install = if missing.is_empty() {
-                Ok(())
+                Ok(None)
             } else {
                 tc.install_targets(&missing)
             };
-            if install.is_ok() && !missing.is_empty() {
+            if let Ok(Some(toolchain)) = &install {
+                // (Cargo shows this again on builds that do not run the script: it says
+                // what the script did when it last ran.)
                 println!(
-                    "cargo:warning=installed the Rust target(s) {} with `rustup target add` (for the host binaries `reasonix ssh` uploads)",
+                    "cargo:warning=added the Rust target(s) {} to the toolchain {toolchain} (`rustup target add`), for the host binaries `reasonix ssh` uploads",
                     missing.join(" ")
                 );
             }
@@ -101,7 +103,7 @@ fn main() {
                 } else {
                     let why = match &install {
                         Err(why) => why.clone(),
-                        Ok(()) => "its Rust target is not installed".into(),
+                        Ok(_) => "its Rust target is not installed".into(),
                     };
                     unbuilt.push((triple.clone(), why));
                 }
@@ -197,8 +199,9 @@ impl Toolchain {
 
     /// `rustup target add` for the toolchain cargo runs (`RUSTUP_TOOLCHAIN`, set by rustup's
     /// proxies): it fetches the standard libraries of that toolchain's own version, where an
-    /// install through `rust-toolchain.toml` would update the whole channel first.
-    fn install_targets(&self, triples: &[&str]) -> Result<(), String> {
+    /// install through `rust-toolchain.toml` would update the whole channel first. Returns
+    /// the toolchain's name.
+    fn install_targets(&self, triples: &[&str]) -> Result<Option<String>, String> {
         let not_added = |why: &str| format!("its Rust target is not installed, and {why}");
         if std::env::var("RUSTUP_AUTO_INSTALL").as_deref() == Ok("0") {
             return Err(not_added(
@@ -219,7 +222,7 @@ impl Toolchain {
             .output()
             .map_err(|e| not_added(&format!("{} could not run: {e}", rustup.display())))?;
         if out.status.success() {
-            return Ok(());
+            return Ok(Some(name));
         }
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err
