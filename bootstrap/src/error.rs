@@ -114,7 +114,9 @@ pub enum BootstrapError {
     },
 
     /// No binary for the target was found next to `reasonix`.
-    #[error("[upload] no reasonix-remote binary for {target} (looked in: {}). Build it with `cargo build -p reasonix-remote --release --target {target}` or set REASONIX_REMOTE_BIN_{}.", searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), target.replace('-', "_").to_uppercase())]
+    /// The remedy is the same one command the release build prints when it cannot build a
+    /// host binary ([`crate::build_hint`]).
+    #[error("[upload] no reasonix-remote binary for {target} (looked in: {}). Build it in the Reasonix source folder with `{}` (it lands next to {}/reasonix; use that `reasonix`), or set REASONIX_REMOTE_BIN_{} to one.", searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), crate::build_hint::build_host_binaries_command(&[target.as_str()]), crate::build_hint::RELEASE_DIR, target.replace('-', "_").to_uppercase())]
     MissingBinary {
         /// Target triple.
         target: String,

@@ -9,12 +9,14 @@
 //! - [`install`]: probe, upload and verify the matching `reasonix-remote`;
 //! - [`attach`]: probe, version check and attach in one exec (the warm path);
 //! - [`workspaces`]: every workspace daemon on the host, and stopping one.
-//! - [`codec`], [`payload`], [`cache`]: compressed and delta uploads, the laptop's cache.
+//! - [`codec`], [`payload`], [`cache`]: compressed and delta uploads, the laptop's cache;
+//! - [`build_hint`]: the one command that builds a missing host binary.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod attach;
 mod auth;
+pub mod build_hint;
 pub mod cache;
 pub mod codec;
 pub mod config;

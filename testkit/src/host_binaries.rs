@@ -2,10 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-/// The static aarch64 `reasonix-remote` under the workspace's `target` folder, built by CI
-/// with `cargo build --profile host -p reasonix-remote --target aarch64-unknown-linux-musl`
-/// (or by a release build). Missing in CI (`CI` set) is a failure; elsewhere the test says
-/// loudly that it did not run, and gets `None`.
+/// The static aarch64 `reasonix-remote` under the workspace's `target` folder: in CI the one
+/// its fresh-machine release build ships (`.ci/fresh_build.sh --aarch64-out`, copied to the
+/// `host` profile's place), else one built with `cargo build --profile host -p
+/// reasonix-remote --target aarch64-unknown-linux-musl` (linked by rust-lld, no cross gcc
+/// needed) or by a release build. Missing in CI (`CI` set) is a failure; elsewhere the test
+/// says loudly that it did not run, and gets `None`.
 pub fn aarch64_host_binary() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
     let candidates = [

@@ -203,7 +203,7 @@ fn set_mtime(path: &Path, (secs, nanos): (i64, i64)) -> std::io::Result<()> {
             tv_nsec: libc::UTIME_OMIT,
         },
         libc::timespec {
-            tv_sec: secs as libc::time_t,
+            tv_sec: secs as _,
             tv_nsec: nanos as libc::c_long,
         },
     ];
