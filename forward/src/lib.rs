@@ -25,6 +25,7 @@ pub mod content;
 pub mod delta;
 pub mod frame;
 pub mod handshake;
+pub mod hooks;
 pub mod link;
 pub mod policy;
 pub mod prefix;

@@ -396,6 +396,15 @@ pub enum Request {
         server: String,
     },
 
+    /// The workspace's hooks (#34): the project hook files with their SHA-256 and trust,
+    /// every hook and its last run in the open session. `hooks` is the laptop's user hooks
+    /// and current trust records for this workspace; a session this link drives adopts them
+    /// (so `/hooks trust` applies at once). Answered with [`Response::Hooks`].
+    Hooks {
+        /// The user's hooks and trusted project hook files.
+        #[serde(default)]
+        hooks: crate::hooks::HookSettings,
+    },
     // ---- daemon -> client ----
     /// The messages the session's next provider request will start with, sent when this
     /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
@@ -423,7 +432,10 @@ pub struct OpenSession {
     /// Take the driver role from another client.
     pub takeover: bool,
     /// Session settings chosen by the client (model, permission mode, ...).
-    pub settings: SessionSettings,
+    pub settings: SessionSettings,    /// The user's hooks and the project hook files the user trusted (#34); the laptop's
+    /// client fills it in for every open.
+    #[serde(default, skip_serializing_if = "crate::hooks::HookSettings::is_empty")]
+    pub hooks: crate::hooks::HookSettings,
 }
 
 /// Settings a driving client hands to its session. Every open (and every takeover) replaces
@@ -623,6 +635,8 @@ pub enum Response {
         /// Paths restored or removed.
         paths: Vec<String>,
     },
+    /// Answer to [`Request::Hooks`].
+    Hooks(crate::hooks::HooksReport),
     /// Answer to [`Request::McpStatus`].
     McpServers {
         /// Every server, host ones first, each group sorted by name.

@@ -272,6 +272,13 @@ pub fn resolve_mentions(workspace: &Path, text: &str) -> Vec<Attachment> {
 pub fn user_message(text: &str, attachments: &[Attachment]) -> Value {
     let mut content = text.to_string();
     for a in attachments {
+        if let Some(event) = a.path.strip_prefix(crate::session::HOOK_PREFIX) {
+            content.push_str(&format!(
+                "\n\n<hook-context event=\"{event}\">\n{}\n</hook-context>",
+                a.content
+            ));
+            continue;
+        }
         if let Some(id) = a.path.strip_prefix(crate::pty::mention::TERM_PREFIX) {
             content.push_str(&format!(
                 "\n\n<attached-terminal id=\"{id}\" what=\"the current screen of the user's terminal {id}\">\n{}\n</attached-terminal>",

@@ -52,6 +52,11 @@ impl Daemon {
                     Some(Err(e)) => return Err(RpcError::new(ErrorCode::McpPrompt, e)),
                 };
                 screens.extend(resources);
+                // Hooks see the prompt as it will be sent; one may refuse it (#34).
+                match session.prompt_hooks(&request_id, &text).await {
+                    Ok(context) => screens.extend(context),
+                    Err(why) => return Err(RpcError::new(ErrorCode::Denied, why)),
+                }
                 match session.submit_with(&request_id, &text, screens, notices) {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
@@ -200,6 +205,7 @@ impl Daemon {
                     })
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
+            Request::Hooks { hooks } => Ok(Response::Hooks(self.hooks_report(conn, hooks))),
             Request::McpPrompts => {
                 let managers = self.mcp_managers(conn).await;
                 let (prompts, problems) = crate::mcp::prompt::list_prompts(&managers).await;
@@ -316,6 +322,28 @@ impl Daemon {
         };
         servers.extend(laptop_status.iter().map(|s| s.to_info()));
         Response::McpServers { servers }
+    }
+
+    /// The hooks of the session this link drives (adopting `hooks`, the laptop's user hooks
+    /// and trust records now), or, otherwise, of the workspace as a session would see them.
+    fn hooks_report(
+        &self,
+        conn: &Arc<Conn>,
+        hooks: reasonix_forward::hooks::HookSettings,
+    ) -> reasonix_forward::hooks::HooksReport {
+        let driven = conn
+            .session
+            .lock_or_recover()
+            .as_ref()
+            .filter(|(_, role)| *role == reasonix_forward::proto::ClientRole::Driver)
+            .map(|(s, _)| Arc::clone(s));
+        match driven {
+            Some(session) => session.hooks_report(hooks),
+            None => crate::hooks::report(
+                &crate::hooks::load(&self.paths.workspace, &hooks),
+                &Default::default(),
+            ),
+        }
     }
 
     /// The MCP servers of the link's session, or (no session) the workspace's latest.

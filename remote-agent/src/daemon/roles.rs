@@ -156,6 +156,7 @@ impl Daemon {
                 None => self.enforce(&open.settings)?,
             };
             ignored = enforced.ignored.clone();
+            session.set_hook_settings(open.hooks.clone());
             self.make_driver(conn, &session, Some((open.settings.clone(), enforced)));
             ClientRole::Driver
         };

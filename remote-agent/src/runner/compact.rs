@@ -334,6 +334,13 @@ impl<H: Host> Runner<'_, H> {
                 format!("{}-compact-{}", inner.id, self.host.last_seq()),
             )
         };
+        self.host
+            .hooks(
+                crate::hooks::Input::new(reasonix_forward::hooks::HookEvent::PreCompact)
+                    .with("trigger", serde_json::json!(trigger))
+                    .with("custom_instructions", serde_json::json!(focus)),
+            )
+            .await;
         self.host.set_state(
             TurnState::Running,
             Some(

@@ -105,6 +105,10 @@ pub(crate) trait Host: Send + Sync {
     fn tool_progress(&self, call_id: &str) -> crate::mcp::ProgressSink;
     /// Where outputs too big for an event go.
     fn content_store(&self) -> ContentStore;
+    /// Run the hooks of an event (#34) and return what they decided; none by default.
+    async fn hooks(&self, _input: crate::hooks::Input) -> crate::hooks::Verdict {
+        crate::hooks::Verdict::default()
+    }
 }
 
 /// Drives one conversation through its [`Host`].

@@ -4,11 +4,13 @@
 
 use reasonix_forward::content::EXTERNALIZE_OVER;
 use reasonix_forward::proto::{ApprovalDecision, Denied, EventKind, ToolCall};
-use serde_json::Value;
+use reasonix_forward::hooks::HookEvent;
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Host, Runner};
 use crate::agent;
+use crate::hooks::Input;
 use crate::policy::Decision;
 
 impl<H: Host> Runner<'_, H> {
@@ -100,6 +102,21 @@ impl<H: Host> Runner<'_, H> {
                 return Ok(());
             }
         };
+        // PreToolUse hooks before the policy: a call a hook refuses is never put to the user.
+        let pre = self
+            .host
+            .hooks(
+                Input::new(HookEvent::PreToolUse)
+                    .subject(&call.name)
+                    .with("tool_name", json!(call.name))
+                    .with("tool_input", args.clone()),
+            )
+            .await;
+        if let Some(why) = pre.block {
+            self.finish_tool(call, true, format!("blocked by a PreToolUse hook: {why}"))
+                .await;
+            return Ok(());
+        }
         let decision = self.host.decide(&call.name, &args, tool.read_only());
         match decision {
             Decision::Allow => {}
@@ -172,13 +189,33 @@ impl<H: Host> Runner<'_, H> {
         let sink = self.host.tool_progress(&call.id);
         let ctx = self.host.tool_ctx();
         let out = tokio::select! {
-            out = crate::mcp::with_progress(sink, tool.run(args, &ctx)) => out,
+            out = crate::mcp::with_progress(sink, tool.run(args.clone(), &ctx)) => out,
             _ = cancel.cancelled() => {
                 self.finish_tool(call, true, "cancelled by the user while running".into()).await;
                 return Ok(());
             }
         };
-        self.finish_tool(call, out.is_error, out.text).await;
+        let post = self
+            .host
+            .hooks(
+                Input::new(HookEvent::PostToolUse)
+                    .subject(&call.name)
+                    .with("tool_name", json!(call.name))
+                    .with("tool_input", args)
+                    .with(
+                        "tool_response",
+                        json!({"output": crate::tools::bound_for_context(&out.text), "is_error": out.is_error}),
+                    ),
+            )
+            .await;
+        let mut text = out.text;
+        for note in post.model_notes {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("[PostToolUse hook: {note}]"));
+        }
+        self.finish_tool(call, out.is_error, text).await;
         Ok(())
     }
 }

@@ -66,6 +66,7 @@ impl Session {
             );
             inner.journal.barrier()
         };
+        self.approval_hooks(&call.name);
         // Durability point: the question is saved before anyone is asked.
         if let Err(e) = requested.wait().await {
             self.lock().approvals.remove(&approval_id);

@@ -133,4 +133,8 @@ impl Host for Session {
     fn content_store(&self) -> ContentStore {
         Session::content_store(self)
     }
+
+    async fn hooks(&self, input: crate::hooks::Input) -> crate::hooks::Verdict {
+        self.fire_hooks(input).await
+    }
 }

@@ -18,6 +18,7 @@ impl Session {
             let (outcome, detail) = self.turn_steps(&cancel, admitted.take()).await;
             self.notice_mcp_tool_changes();
             if let Some(barrier) = self.end_turn(outcome, detail) {
+                self.turn_end_hooks(outcome);
                 break barrier;
             }
         };

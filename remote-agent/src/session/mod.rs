@@ -29,12 +29,14 @@ use crate::tools::{JobTable, ToolContext, ToolRegistry};
 mod approval;
 mod context;
 mod history;
+mod hooks;
 mod host;
 mod lifecycle;
 mod provider;
 mod rewind;
 mod steer;
 
+pub use hooks::HOOK_PREFIX;
 pub use provider::{ProviderStream, PROVIDER_CHUNK_BUFFER};
 pub use rewind::RewindError;
 
@@ -181,6 +183,8 @@ pub struct Session {
     journal_path: std::path::PathBuf,
     /// Where outputs too big for an event go (next to the journal).
     content: ContentStore,
+    /// The hooks the driver brought and what they did (#34).
+    hooks: Arc<crate::hooks::SessionHooks>,
 }
 
 impl Session {
@@ -326,6 +330,7 @@ impl Session {
             content: ContentStore::for_sessions(
                 journal_path.parent().unwrap_or(std::path::Path::new(".")),
             ),
+            hooks: Arc::new(crate::hooks::SessionHooks::new(workspace)),
         });
         {
             let mut ctx = session.tool_ctx.lock_or_recover();

@@ -1,0 +1,137 @@
+//! Where a session's hooks fire (#34): the glue between [`crate::hooks`] and the session's
+//! policy, sandbox, journal and turn life. A submitted prompt runs `SessionStart` (first turn
+//! in this daemon) and `UserPromptSubmit` before it is admitted; the runner runs the tool
+//! hooks and `PreCompact` through [`crate::runner::Host::hooks`]; a turn's end runs `Stop`
+//! and a `Notification`; an approval question runs a `Notification` too.
+
+use reasonix_forward::hooks::{HookEvent, HookSettings, HooksReport};
+use reasonix_forward::proto::Attachment;
+
+use super::*;
+use crate::hooks::{FireEnv, Input, Verdict};
+
+/// Attachment paths of hook context start with this (`hook:SessionStart`).
+pub const HOOK_PREFIX: &str = "hook:";
+
+impl Session {
+    /// The driver's hooks and trust records (every open and takeover replaces them).
+    pub fn set_hook_settings(&self, settings: HookSettings) {
+        self.hooks.set_settings(settings);
+    }
+
+    /// The `/hooks` report; `settings` (the laptop's user hooks and trust records now) are
+    /// adopted first.
+    pub fn hooks_report(&self, settings: HookSettings) -> HooksReport {
+        self.hooks.set_settings(settings);
+        self.hooks.report()
+    }
+
+    fn hook_env(&self) -> FireEnv {
+        let ctx = self.tool_ctx();
+        let policy = self.lock().policy.clone();
+        let notices = Arc::clone(&ctx.notices);
+        FireEnv {
+            session_id: self.id.clone(),
+            ctx,
+            // The hook's command is a bash command under the session's rules: a deny rule
+            // refuses it. An `ask` does not prompt: the user declared or trusted the hook.
+            denied: Arc::new(move |command: &str| {
+                match policy.decide("bash", &json!({ "command": command }), false) {
+                    Decision::Deny { reason } => Some(reason),
+                    Decision::Allow | Decision::Ask { .. } => None,
+                }
+            }),
+            notice: Arc::new(move |text| notices.notice(text)),
+        }
+    }
+
+    /// Run the hooks of `input`'s event and wait for them.
+    pub(crate) async fn fire_hooks(&self, input: Input) -> Verdict {
+        let env = self.hook_env();
+        self.hooks.fire(input, env).await
+    }
+
+    /// Run the hooks of `input`'s event on a task of their own (notifications: nothing
+    /// waits for them).
+    pub(super) fn fire_hooks_detached(&self, input: Input) {
+        let env = self.hook_env();
+        let hooks = Arc::clone(&self.hooks);
+        tokio::spawn(async move {
+            hooks.fire(input, env).await;
+        });
+    }
+
+    /// Before a prompt becomes a turn: `SessionStart` (the first turn of this session in this
+    /// daemon) and `UserPromptSubmit`. Their stdout is returned as attachments of the turn
+    /// (context of that user message, never of the stable prefix); `Err` is why a hook
+    /// refused the prompt (the user sees it; no turn is started). A prompt that would not be
+    /// admitted anyway (a repeat, a busy session) runs no hook.
+    pub async fn prompt_hooks(
+        &self,
+        request_id: &str,
+        text: &str,
+    ) -> Result<Vec<Attachment>, String> {
+        let resume = {
+            let inner = self.lock();
+            if inner.seen_requests.contains(request_id)
+                || !matches!(inner.state, TurnState::Idle | TurnState::Paused)
+            {
+                return Ok(Vec::new());
+            }
+            inner.turn > 0
+        };
+        let mut out = Vec::new();
+        if self.hooks.take_start() {
+            let v = self
+                .fire_hooks(
+                    Input::new(HookEvent::SessionStart)
+                        .with("source", json!(if resume { "resume" } else { "startup" })),
+                )
+                .await;
+            out.extend(as_attachments(HookEvent::SessionStart, v.context));
+        }
+        let v = self
+            .fire_hooks(
+                Input::new(HookEvent::UserPromptSubmit)
+                    .subject(text)
+                    .with("prompt", json!(text)),
+            )
+            .await;
+        if let Some(why) = v.block {
+            return Err(format!("a UserPromptSubmit hook refused the prompt: {why}"));
+        }
+        out.extend(as_attachments(HookEvent::UserPromptSubmit, v.context));
+        Ok(out)
+    }
+
+    /// A turn ended: `Stop`, then a `Notification` (neither is waited for).
+    pub(super) fn turn_end_hooks(&self, outcome: TurnOutcome) {
+        let outcome = json!(outcome);
+        self.fire_hooks_detached(Input::new(HookEvent::Stop).with("outcome", outcome.clone()));
+        self.fire_hooks_detached(
+            Input::new(HookEvent::Notification)
+                .with("message", json!("the turn finished"))
+                .with("outcome", outcome),
+        );
+    }
+
+    /// An approval waits for the user: a `Notification` (not waited for).
+    pub(super) fn approval_hooks(&self, tool: &str) {
+        self.fire_hooks_detached(
+            Input::new(HookEvent::Notification)
+                .with("message", json!(format!("{tool} needs your approval")))
+                .with("tool_name", json!(tool)),
+        );
+    }
+}
+
+fn as_attachments(event: HookEvent, context: Vec<String>) -> Vec<Attachment> {
+    context
+        .into_iter()
+        .map(|content| Attachment {
+            path: format!("{HOOK_PREFIX}{event}"),
+            content,
+            truncated: false,
+        })
+        .collect()
+}
