@@ -106,6 +106,9 @@ pub struct ClientOptions {
     /// A missing workspace folder is reported with `can_create` and the client waits for
     /// [`Client::create_workspace`] instead of ending (the TUI's prompt).
     pub offer_mkdir: bool,
+    /// `[[hooks]]` of the user config, sent with every session open together with the
+    /// workspace's trust records (read from `config_home` at each open).
+    pub user_hooks: Vec<reasonix_forward::hooks::HookDecl>,
 }
 
 impl Default for ClientOptions {
@@ -125,6 +128,7 @@ impl Default for ClientOptions {
             backoff_start: Duration::from_millis(200),
             backoff_cap: Duration::from_millis(1500),
             offer_mkdir: false,
+            user_hooks: Vec::new(),
         }
     }
 }
@@ -146,6 +150,14 @@ pub struct Client {
     /// sessions are opened read-only whatever the front end asks.
     read_only: Arc<std::sync::atomic::AtomicBool>,
     answered_always: AnsweredAlways,
+    hooks: Arc<HookSource>,
+}
+
+/// Where a client's hook settings come from (#34).
+struct HookSource {
+    home: Option<std::path::PathBuf>,
+    workspace_key: Option<String>,
+    user: Vec<reasonix_forward::hooks::HookDecl>,
 }
 
 /// Approval ids this client answered with "always allow", and where each rule goes: only
@@ -166,6 +178,11 @@ impl Client {
         let create = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let answered_always = AnsweredAlways::default();
+        let hooks = Arc::new(HookSource {
+            home: options.config_home.clone(),
+            workspace_key: options.workspace_key.clone(),
+            user: options.user_hooks.clone(),
+        });
         let sup = Supervisor {
             read_only: Arc::clone(&read_only),
             answered_always: Arc::clone(&answered_always),
@@ -186,6 +203,7 @@ impl Client {
                 create,
                 read_only,
                 answered_always,
+                hooks,
             },
             events_rx,
         )
@@ -221,6 +239,7 @@ impl Client {
                 return Err(CallError::Link(reasonix_forward::link::LinkError::Closed));
             }
         };
+        let body = self.with_hooks(body);
         // Decided once a link is there (a request made before it waited for it).
         let body = match body {
             Request::OpenSession(mut open)
@@ -238,6 +257,33 @@ impl Client {
             other => other,
         };
         rpc.request(body).await
+    }
+
+    /// The user's hooks and this workspace's trust records (#34), read now, so a
+    /// `reasonix hooks trust` made meanwhile applies to the next open.
+    pub fn hook_settings(&self) -> reasonix_forward::hooks::HookSettings {
+        let h = &self.hooks;
+        match &h.home {
+            Some(home) => crate::hooks_trust::settings(home, h.workspace_key.as_deref(), &h.user),
+            None => reasonix_forward::hooks::HookSettings {
+                user: h.user.clone(),
+                trusted: Vec::new(),
+            },
+        }
+    }
+
+    /// Every open carries the hooks; a `Hooks` request without them gets them too.
+    fn with_hooks(&self, body: Request) -> Request {
+        match body {
+            Request::OpenSession(mut open) if open.hooks.is_empty() => {
+                open.hooks = self.hook_settings();
+                Request::OpenSession(open)
+            }
+            Request::Hooks { hooks } if hooks.is_empty() => Request::Hooks {
+                hooks: self.hook_settings(),
+            },
+            other => other,
+        }
     }
 
     /// Fetch content stored on the host by reference (a `ToolFinished` output), chunk by
@@ -823,6 +869,7 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
     let mut opts = ClientOptions {
         config_home: Some(config.home.clone()),
         workspace_key: config.workspace_key.clone(),
+        user_hooks: config.hooks.clone(),
         ..ClientOptions::default()
     };
     if !specs.is_empty() {

@@ -419,6 +419,8 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     /// `[[mcp]]` servers.
     pub mcp: Vec<McpServerSpec>,
+    /// `[[hooks]]` of the user config (#34; sent to the host with every session open).
+    pub hooks: Vec<reasonix_forward::hooks::HookDecl>,
     /// The Reasonix home directory (holds `config.toml` and `.env`).
     pub home: PathBuf,
     /// Config files that were read, lowest precedence first.
@@ -471,6 +473,7 @@ impl Config {
             permissions: PermissionsConfig::default(),
             sandbox: SandboxSettings::default(),
             mcp: Vec::new(),
+            hooks: Vec::new(),
             home,
             sources: Vec::new(),
             warnings: Vec::new(),
@@ -750,6 +753,16 @@ impl Config {
         self.permissions.ask.extend(p.ask.unwrap_or_default());
         self.permissions.deny.extend(p.deny.unwrap_or_default());
         self.workspaces.extend(file.workspaces);
+        for (i, v) in file.hooks.into_iter().enumerate() {
+            match v.try_into::<reasonix_forward::hooks::HookDecl>() {
+                Ok(h) => self.hooks.push(h),
+                Err(e) => self.warnings.push(format!(
+                    "{src}: ignored [[hooks]] entry {}: {}; the other hooks still load",
+                    i + 1,
+                    e.to_string().trim().replace('\n', " ")
+                )),
+            }
+        }
         let s = file.sandbox;
         set(&mut self.sandbox.workspace_root, s.workspace_root.map(Some));
         self.sandbox
@@ -915,6 +928,11 @@ impl Config {
         if !file.workspaces.is_empty() {
             warns.push(
                 "ignored [workspaces]: workspace rules belong in your user config (a project file cannot allow anything)".into(),
+            );
+        }
+        if !file.hooks.is_empty() {
+            warns.push(
+                "ignored [[hooks]]: a project declares hooks in .reasonix/hooks.toml, which run only once you trust that file (`reasonix hooks trust`)".into(),
             );
         }
 
@@ -1180,6 +1198,9 @@ struct FileConfig {
     mcp: Vec<McpServerSpec>,
     #[serde(default)]
     workspaces: BTreeMap<String, crate::always_scope::WorkspaceFile>,
+    /// Checked one by one, so a bad entry is a warning and the others still load.
+    #[serde(default)]
+    hooks: Vec<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -11,6 +11,7 @@ pub mod connect;
 pub mod context;
 pub mod exit;
 pub mod gateway;
+pub mod hooks_trust;
 mod laptop_channels;
 pub mod mcp_host;
 pub mod permissions;

@@ -100,6 +100,8 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         if need_open {
             need_open = false;
             let open = OpenSession {
+                // Filled in by the client (user hooks and trust records).
+                hooks: Default::default(),
                 session: session_id.clone(),
                 new: session_id.is_none() && !opts.continue_last,
                 since: last_seq,
@@ -807,6 +809,8 @@ pub async fn rewind(
     let gateway = Arc::new(Gateway::new(config));
     let (client, _events) = Client::start(connector, gateway, ClientOptions::default());
     let open = OpenSession {
+        // Filled in by the client (user hooks and trust records).
+        hooks: Default::default(),
         session,
         new: false,
         since: u64::MAX,

@@ -65,6 +65,9 @@ struct HostView {
     _providers: Option<toml::Value>,
     #[serde(default, rename = "agent")]
     _agent: Option<toml::Value>,
+    /// Hooks are not read from here (see `crate::hooks`); the laptop warns about them.
+    #[serde(default, rename = "hooks")]
+    _hooks: Option<toml::Value>,
 }
 
 /// Only where an `[[mcp]]` entry asks to run (the MCP loader reads the rest).

@@ -246,6 +246,8 @@ impl Actor {
 
     fn open(&mut self) {
         let open = OpenSession {
+            // Filled in by the client (user hooks and trust records).
+            hooks: Default::default(),
             session: self.session.clone(),
             new: self.session.is_none(),
             since: self.last_seq,

@@ -5,6 +5,7 @@
 mod acp;
 mod error;
 mod headless;
+mod hooks;
 mod remote;
 mod sessions;
 mod term;
@@ -88,6 +89,12 @@ enum Cmd {
     /// Serve the Agent Client Protocol on stdio for an editor (Zed `agent_servers`), on the
     /// editor's folder or, with --ssh, on a host workspace.
     Acp(acp::AcpArgs),
+    /// Hooks: every hook with its source and trust; trust or untrust the workspace's
+    /// project hook files (`.reasonix/hooks.toml`, `.claude/settings.json`).
+    Hooks {
+        #[command(subcommand)]
+        action: hooks::HooksCmd,
+    },
     /// MCP servers: where each runs, its state and its tools.
     Mcp {
         #[command(subcommand)]
@@ -350,6 +357,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,
+        Some(Cmd::Hooks { action }) => hooks::hooks(action).await,
         Some(Cmd::Ssh {
             dest,
             ssh,

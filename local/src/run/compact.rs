@@ -34,6 +34,8 @@ pub async fn compact(
     let (client, mut events) = Client::start(connector, gateway, client_opts);
     let model = opts.model.clone().or(config.default_model.clone());
     let open = OpenSession {
+        // Filled in by the client (user hooks and trust records).
+        hooks: Default::default(),
         session: opts.session.clone(),
         new: false,
         // The daemon sends live events only past `since`, and the last seq is not known

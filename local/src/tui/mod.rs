@@ -14,6 +14,7 @@ mod app;
 mod composer;
 mod diff;
 mod fullout;
+mod hooks;
 mod keybytes;
 mod markdown;
 mod mcp;
@@ -30,6 +31,7 @@ mod wrap;
 pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest, PtyAction, PtyEvent};
 pub use fullout::OutputRequest;
 pub use keybytes::{key_bytes, paste_bytes};
+pub use hooks::hooks_table;
 pub use mcp::mcp_table;
 
 /// Built-in slash command names and aliases (custom command files cannot take these).

@@ -156,6 +156,8 @@ impl Exec {
                 effort,
             }) => {
                 let open = OpenSession {
+                    // Filled in by the client (user hooks and trust records).
+                    hooks: Default::default(),
                     session,
                     new,
                     since,
