@@ -432,7 +432,8 @@ pub struct OpenSession {
     /// Take the driver role from another client.
     pub takeover: bool,
     /// Session settings chosen by the client (model, permission mode, ...).
-    pub settings: SessionSettings,    /// The user's hooks and the project hook files the user trusted (#34); the laptop's
+    pub settings: SessionSettings,
+    /// The user's hooks and the project hook files the user trusted (#34); the laptop's
     /// client fills it in for every open.
     #[serde(default, skip_serializing_if = "crate::hooks::HookSettings::is_empty")]
     pub hooks: crate::hooks::HookSettings,

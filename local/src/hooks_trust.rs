@@ -122,9 +122,7 @@ pub fn trusted_for(home: &Path, workspace: &str) -> Vec<TrustedHookFile> {
 pub fn settings(home: &Path, workspace: Option<&str>, user: &[HookDecl]) -> HookSettings {
     HookSettings {
         user: user.to_vec(),
-        trusted: workspace
-            .map(|w| trusted_for(home, w))
-            .unwrap_or_default(),
+        trusted: workspace.map(|w| trusted_for(home, w)).unwrap_or_default(),
     }
 }
 

@@ -74,7 +74,12 @@ pub(super) async fn hooks(cmd: HooksCmd) -> Result<(), CliError> {
                     .map_err(|e| CliError::failed(e.to_string()))?;
                 println!("trusted {} (sha256 {}) for {key}:", f.path, f.sha256);
                 for h in report.hooks.iter().filter(|h| h.source == f.path) {
-                    println!("  {} {} → {}", h.event, h.matcher.as_deref().unwrap_or("*"), h.command);
+                    println!(
+                        "  {} {} → {}",
+                        h.event,
+                        h.matcher.as_deref().unwrap_or("*"),
+                        h.command
+                    );
                 }
             }
             Ok(())
@@ -82,7 +87,8 @@ pub(super) async fn hooks(cmd: HooksCmd) -> Result<(), CliError> {
         HooksCmd::Untrust { path, args } => {
             let workspace = super::workspace_or_cwd(args.workspace.clone())?;
             let mut config = load_config(&workspace, None, None, args.ssh.is_some())?;
-            let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
+            let connector =
+                connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
             config.apply_workspace(&connector.describe());
             let key = config.workspace_key.clone().unwrap_or_default();
             let gone = hooks_trust::untrust(&config.home, &key, path.as_deref())

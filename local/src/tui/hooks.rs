@@ -36,7 +36,11 @@ pub fn hooks_table(report: &HooksReport) -> String {
                 reasonix_forward::hooks::HookFail::Closed => ", fail closed",
                 reasonix_forward::hooks::HookFail::Open => "",
             },
-            if h.trusted { "" } else { "  [skipped: untrusted]" },
+            if h.trusted {
+                ""
+            } else {
+                "  [skipped: untrusted]"
+            },
             h.last_run
                 .as_deref()
                 .map(|r| format!("  last run: {r}"))

@@ -30,8 +30,8 @@ mod wrap;
 
 pub use app::{Action, App, AppEvent, AppSettings, OpenParams, PromptRequest, PtyAction, PtyEvent};
 pub use fullout::OutputRequest;
-pub use keybytes::{key_bytes, paste_bytes};
 pub use hooks::hooks_table;
+pub use keybytes::{key_bytes, paste_bytes};
 pub use mcp::mcp_table;
 
 /// Built-in slash command names and aliases (custom command files cannot take these).

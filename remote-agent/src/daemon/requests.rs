@@ -43,7 +43,7 @@ impl Daemon {
                 // Terminal screens and MCP resources are attached only when the user typed
                 // the mention: a server's prompt text cannot make the host attach them.
                 let mut screens = crate::pty::mention::resolve(&self.terminals, &text);
-                let (resources, notices) =
+                let (resources, mut notices) =
                     crate::mcp::prompt::resolve_resources(&managers, &text).await;
                 // `/mcp__<server>__<prompt> args`: the prompt's text is the turn.
                 let text = match crate::mcp::prompt::expand_command(&managers, &text).await {
@@ -54,7 +54,10 @@ impl Daemon {
                 screens.extend(resources);
                 // Hooks see the prompt as it will be sent; one may refuse it (#34).
                 match session.prompt_hooks(&request_id, &text).await {
-                    Ok(context) => screens.extend(context),
+                    Ok((context, told)) => {
+                        screens.extend(context);
+                        notices.extend(told);
+                    }
                     Err(why) => return Err(RpcError::new(ErrorCode::Denied, why)),
                 }
                 match session.submit_with(&request_id, &text, screens, notices) {

@@ -146,7 +146,9 @@ pub fn effect(hook: &Hook, outcome: &Outcome) -> Effect {
     );
     let mut e = Effect::default();
     match outcome {
-        Outcome::Exited { code: 0, stdout, .. } => {
+        Outcome::Exited {
+            code: 0, stdout, ..
+        } => {
             if matches!(
                 hook.event,
                 HookEvent::SessionStart | HookEvent::UserPromptSubmit
@@ -186,7 +188,10 @@ pub fn effect(hook: &Hook, outcome: &Outcome) -> Effect {
         Outcome::TimedOut { .. } | Outcome::Crashed(_) | Outcome::Denied(_) => {
             let what = match outcome {
                 Outcome::TimedOut { .. } => {
-                    format!("timed out after {} ms and was killed", hook.timeout.as_millis())
+                    format!(
+                        "timed out after {} ms and was killed",
+                        hook.timeout.as_millis()
+                    )
                 }
                 other => other.summary(),
             };
@@ -194,7 +199,9 @@ pub fn effect(hook: &Hook, outcome: &Outcome) -> Effect {
                 e.block = Some(format!(
                     "not run: the {who} {what}, and it is fail-closed (`fail = \"closed\"`)"
                 ));
-                e.notice = Some(format!("the {who} {what}; fail-closed, so the call was refused"));
+                e.notice = Some(format!(
+                    "the {who} {what}; fail-closed, so the call was refused"
+                ));
             } else {
                 e.notice = Some(format!("the {who} {what}; nothing was blocked"));
             }

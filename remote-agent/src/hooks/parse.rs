@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use regex::Regex;
 use reasonix_forward::hooks::{
     HookDecl, HookEvent, HookFail, HookRunOn, BLOCKING_TIMEOUT_MS, OTHER_TIMEOUT_MS,
 };
+use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -410,7 +410,10 @@ colour = "red"
         assert_eq!(hooks.len(), 1);
         assert_eq!(hooks[0].command, "cargo fmt");
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].contains(".reasonix/hooks.toml: hook 2"), "{problems:?}");
+        assert!(
+            problems[0].contains(".reasonix/hooks.toml: hook 2"),
+            "{problems:?}"
+        );
         assert!(problems[0].contains("colour"), "{problems:?}");
         let (hooks, problems) = parse_toml(".reasonix/hooks.toml", "[[hooks]\n");
         assert!(hooks.is_empty());
@@ -437,7 +440,10 @@ colour = "red"
             .find(|h| h.event == HookEvent::PreToolUse)
             .unwrap();
         assert_eq!(pre.timeout, Duration::from_secs(2));
-        assert!(pre.applies_to(Some("bash")), "Claude's `Bash` names our bash");
+        assert!(
+            pre.applies_to(Some("bash")),
+            "Claude's `Bash` names our bash"
+        );
         assert!(!pre.applies_to(Some("read_file")));
         let post = hooks
             .iter()

@@ -69,7 +69,10 @@ pub async fn run(
         .as_ref()
         .map(Armed::read_only_paths)
         .unwrap_or_default();
-    let mut cmd = match ctx.sandbox.command_with(command, &ctx.workspace, &read_only) {
+    let mut cmd = match ctx
+        .sandbox
+        .command_with(command, &ctx.workspace, &read_only)
+    {
         Ok(c) => c,
         Err(e) => {
             if let Some(a) = armed {

@@ -56,7 +56,9 @@ fn other_exits_are_reported_and_block_nothing() {
 fn stdout_is_context_for_prompt_events() {
     let start = hook(HookEvent::SessionStart, HookFail::Open);
     assert_eq!(
-        effect(&start, &exited(0, "branch: main\n", "")).context.as_deref(),
+        effect(&start, &exited(0, "branch: main\n", ""))
+            .context
+            .as_deref(),
         Some("branch: main")
     );
     let post = hook(HookEvent::PostToolUse, HookFail::Open);
@@ -118,7 +120,10 @@ fn load_marks_project_hooks_by_trust() {
     assert!(loaded.untrusted_files().is_empty());
     let r = report(&loaded, &HashMap::new());
     assert!(r.hooks.iter().all(|h| h.trusted));
-    assert_eq!(r.files[0].content, "[[hooks]]\nevent = \"Stop\"\ncommand = \"touch stop\"\n");
+    assert_eq!(
+        r.files[0].content,
+        "[[hooks]]\nevent = \"Stop\"\ncommand = \"touch stop\"\n"
+    );
 }
 
 fn env_ctx(dir: &std::path::Path) -> crate::tools::ToolContext {
@@ -141,7 +146,11 @@ async fn fire_runs_real_processes() {
     };
     hooks.set_settings(HookSettings {
         user: vec![
-            decl("UserPromptSubmit", "cat > stdin.json; echo context-from-hook", None),
+            decl(
+                "UserPromptSubmit",
+                "cat > stdin.json; echo context-from-hook",
+                None,
+            ),
             decl("PreToolUse", "sleep 5", Some(200)),
         ],
         trusted: Vec::new(),
@@ -189,10 +198,7 @@ async fn fire_runs_real_processes() {
         "{told:?}"
     );
     let v = hooks
-        .fire(
-            Input::new(HookEvent::PreToolUse).subject("bash"),
-            env(),
-        )
+        .fire(Input::new(HookEvent::PreToolUse).subject("bash"), env())
         .await;
     assert_eq!(v.block, None);
     assert!(notices
@@ -201,7 +207,11 @@ async fn fire_runs_real_processes() {
         .iter()
         .any(|n| n.contains("timed out after 200 ms")));
     let r = hooks.report();
-    assert!(r.hooks[1].last_run.as_deref().unwrap().contains("timed out"));
+    assert!(r.hooks[1]
+        .last_run
+        .as_deref()
+        .unwrap()
+        .contains("timed out"));
     // A policy denial is not a run.
     let deny: DenyCheck =
         Arc::new(|c: &str| c.starts_with("cat").then(|| "Bash(cat:*)".to_string()));

@@ -3,8 +3,8 @@
 //! and its result added to the conversation.
 
 use reasonix_forward::content::EXTERNALIZE_OVER;
-use reasonix_forward::proto::{ApprovalDecision, Denied, EventKind, ToolCall};
 use reasonix_forward::hooks::HookEvent;
+use reasonix_forward::proto::{ApprovalDecision, Denied, EventKind, ToolCall};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 

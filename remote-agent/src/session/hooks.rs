@@ -27,9 +27,13 @@ impl Session {
     }
 
     fn hook_env(&self) -> FireEnv {
+        let notices = Arc::clone(&self.tool_ctx().notices);
+        self.hook_env_to(Arc::new(move |text| notices.notice(text)))
+    }
+
+    fn hook_env_to(&self, notice: crate::hooks::NoticeFn) -> FireEnv {
         let ctx = self.tool_ctx();
         let policy = self.lock().policy.clone();
-        let notices = Arc::clone(&ctx.notices);
         FireEnv {
             session_id: self.id.clone(),
             ctx,
@@ -41,13 +45,21 @@ impl Session {
                     Decision::Allow | Decision::Ask { .. } => None,
                 }
             }),
-            notice: Arc::new(move |text| notices.notice(text)),
+            notice,
         }
     }
 
     /// Run the hooks of `input`'s event and wait for them.
     pub(crate) async fn fire_hooks(&self, input: Input) -> Verdict {
         let env = self.hook_env();
+        self.hooks.fire(input, env).await
+    }
+
+    /// [`fire_hooks`](Self::fire_hooks) with the notices kept in `told` instead of journaled
+    /// (the prompt's hooks run before its turn exists; their notices follow the turn).
+    async fn fire_hooks_told(&self, input: Input, told: &Arc<Mutex<Vec<String>>>) -> Verdict {
+        let sink = Arc::clone(told);
+        let env = self.hook_env_to(Arc::new(move |text| sink.lock_or_recover().push(text)));
         self.hooks.fire(input, env).await
     }
 
@@ -65,43 +77,52 @@ impl Session {
     /// daemon) and `UserPromptSubmit`. Their stdout is returned as attachments of the turn
     /// (context of that user message, never of the stable prefix); `Err` is why a hook
     /// refused the prompt (the user sees it; no turn is started). A prompt that would not be
-    /// admitted anyway (a repeat, a busy session) runs no hook.
+    /// admitted anyway (a repeat, a busy session) runs no hook. The notices the hooks gave
+    /// are returned to be journaled right after the turn (so every client of the turn,
+    /// `reasonix run` included, shows them).
     pub async fn prompt_hooks(
         &self,
         request_id: &str,
         text: &str,
-    ) -> Result<Vec<Attachment>, String> {
+    ) -> Result<(Vec<Attachment>, Vec<String>), String> {
         let resume = {
             let inner = self.lock();
             if inner.seen_requests.contains(request_id)
                 || !matches!(inner.state, TurnState::Idle | TurnState::Paused)
             {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), Vec::new()));
             }
             inner.turn > 0
         };
+        let told = Arc::new(Mutex::new(Vec::new()));
         let mut out = Vec::new();
         if self.hooks.take_start() {
             let v = self
-                .fire_hooks(
+                .fire_hooks_told(
                     Input::new(HookEvent::SessionStart)
                         .with("source", json!(if resume { "resume" } else { "startup" })),
+                    &told,
                 )
                 .await;
             out.extend(as_attachments(HookEvent::SessionStart, v.context));
         }
         let v = self
-            .fire_hooks(
+            .fire_hooks_told(
                 Input::new(HookEvent::UserPromptSubmit)
                     .subject(text)
                     .with("prompt", json!(text)),
+                &told,
             )
             .await;
+        let told = std::mem::take(&mut *told.lock_or_recover());
         if let Some(why) = v.block {
+            for text in told {
+                self.record(EventKind::Notice { text });
+            }
             return Err(format!("a UserPromptSubmit hook refused the prompt: {why}"));
         }
         out.extend(as_attachments(HookEvent::UserPromptSubmit, v.context));
-        Ok(out)
+        Ok((out, told))
     }
 
     /// A turn ended: `Stop`, then a `Notification` (neither is waited for).
