@@ -224,6 +224,13 @@ pub enum Action {
     RetryNow,
     /// Terminal tabs: a request or traffic for a host PTY (sent in order).
     Pty(PtyAction),
+    /// `/hooks [trust [PATH]]`: list the hooks, or trust the project hook files first.
+    Hooks {
+        /// Trust the project hook files as they are now.
+        trust: bool,
+        /// Only this file.
+        path: Option<String>,
+    },
     /// `/permissions`: list the rules in force, or remove rule N of that list first.
     Permissions {
         /// The 1-based number of the rule to remove.
@@ -356,7 +363,8 @@ pub enum AppEvent {
         /// Its text (sent as a message instead).
         text: String,
     },
-    /// The `/permissions` listing (or the outcome of a removal), shown in the transcript.
+    /// The `/permissions` listing (or the outcome of a removal), or the `/hooks` report,
+    /// shown in the transcript.
     Permissions {
         /// The text.
         text: String,

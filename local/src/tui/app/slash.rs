@@ -22,6 +22,7 @@ pub(crate) enum SlashCommand {
     Compact,
     Context,
     Mcp,
+    Hooks,
     Permissions,
     Shell,
     Rename,
@@ -59,6 +60,7 @@ impl SlashCommand {
         Self::Compact,
         Self::Context,
         Self::Mcp,
+        Self::Hooks,
         Self::Permissions,
         Self::Shell,
         Self::Rename,
@@ -138,6 +140,12 @@ impl SlashCommand {
                 &[],
                 "",
                 "MCP servers: where each runs, its state and its tools",
+            ),
+            Self::Hooks => (
+                "hooks",
+                &[],
+                "[trust [PATH]]",
+                "every hook, where it came from, trusted or not, its last run; trust trusts the project hook files exactly as they are now",
             ),
             Self::Permissions => (
                 "permissions",
@@ -459,6 +467,27 @@ impl App {
                     },
                     _ => {
                         self.set_hint("usage: /permissions [remove N]");
+                        Vec::new()
+                    }
+                }
+            }
+            SlashCommand::Hooks => {
+                let words: Vec<&str> = arg.split_whitespace().collect();
+                match words.as_slice() {
+                    [] | ["list"] => vec![Action::Hooks {
+                        trust: false,
+                        path: None,
+                    }],
+                    ["trust"] => vec![Action::Hooks {
+                        trust: true,
+                        path: None,
+                    }],
+                    ["trust", p] => vec![Action::Hooks {
+                        trust: true,
+                        path: Some(p.to_string()),
+                    }],
+                    _ => {
+                        self.set_hint("usage: /hooks [trust [PATH]]");
                         Vec::new()
                     }
                 }

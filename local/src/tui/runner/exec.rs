@@ -72,6 +72,71 @@ impl Exec {
         let _ = self.tx.send(AppEvent::Permissions { text, error });
     }
 
+    /// `/hooks [trust [PATH]]`: the host's report; with `trust`, the project hook files as
+    /// the host read them are trusted (records on this laptop) and the session adopts them.
+    /// Shown in the transcript (as `/permissions` is).
+    fn hooks(&self, trust: bool, path: Option<String>) {
+        let (home, key) = {
+            let c = self.config();
+            (c.home.clone(), c.workspace_key.clone())
+        };
+        let client = self.client.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let ask = |client: crate::client::Client| async move {
+                let req = Request::Hooks {
+                    hooks: client.hook_settings(),
+                };
+                match client.request(req).await {
+                    Ok(Response::Hooks(r)) => Ok(r),
+                    Ok(other) => Err(format!("unexpected answer {other:?}")),
+                    Err(e) => Err(call_error(e)),
+                }
+            };
+            let mut text = String::new();
+            let mut report = ask(client.clone()).await;
+            if trust {
+                match (&report, &key) {
+                    (Ok(r), Some(key)) => {
+                        let chosen: Vec<_> = r
+                            .files
+                            .iter()
+                            .filter(|f| path.as_deref().is_none_or(|p| p == f.path))
+                            .collect();
+                        if chosen.is_empty() {
+                            text.push_str(
+                                "/hooks trust: no such project hook file in this workspace\n",
+                            );
+                        }
+                        for f in chosen {
+                            match crate::hooks_trust::trust(&home, key, &f.path, &f.sha256) {
+                                Ok(()) => text.push_str(&format!(
+                                    "trusted {} (sha256 {}); any change makes it untrusted again\n",
+                                    f.path, f.sha256
+                                )),
+                                Err(e) => text.push_str(&format!("/hooks trust: {e}\n")),
+                            }
+                        }
+                        report = ask(client).await;
+                    }
+                    (Ok(_), None) => text.push_str(
+                        "/hooks trust: this workspace has no name to store trust under\n",
+                    ),
+                    (Err(_), _) => {}
+                }
+            }
+            let error = report.is_err();
+            match report {
+                Ok(r) => text.push_str(&crate::tui::hooks_table(&r)),
+                Err(e) => text.push_str(&format!("/hooks: {e}")),
+            }
+            let _ = tx.send(AppEvent::Permissions {
+                text: text.trim_end().to_string(),
+                error,
+            });
+        });
+    }
+
     /// Run actions; true when one of them is Quit.
     pub(super) fn run_all(&self, actions: Vec<Action>) -> bool {
         let mut quit = false;
@@ -425,6 +490,7 @@ impl Exec {
             }
             Action::CreateWorkspace => self.client.create_workspace(),
             Action::Permissions { remove } => self.permissions(remove),
+            Action::Hooks { trust, path } => self.hooks(trust, path),
             Action::Quit => return true,
         }
         false
