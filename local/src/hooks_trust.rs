@@ -157,6 +157,7 @@ pub fn untrust(home: &Path, workspace: &str, path: Option<&str>) -> Result<usize
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -632,3 +632,39 @@ fn sandbox_bwrap_value_insists_and_a_project_may_only_tighten_to_it() {
     let e = d.load().expect_err("unknown value").to_string();
     assert!(e.contains("bash") || e.contains("landlock"), "{e}");
 }
+
+/// `[[hooks]]` (#34): user entries load one by one (a malformed one is a warning naming the
+/// file and entry, the others load); a project `reasonix.toml` cannot declare hooks.
+#[test]
+fn user_hooks_load_entry_by_entry_and_project_hooks_are_ignored() {
+    let d = Dirs::new();
+    d.user(
+        r#"
+[[hooks]]
+event = "PreToolUse"
+match = "bash"
+command = "./check.sh"
+fail = "closed"
+
+[[hooks]]
+event = "Stop"
+comand = "typo"
+
+[[hooks]]
+event = "Stop"
+command = "notify-send done"
+timeout_ms = 1000
+"#,
+    )
+    .project_file("[[hooks]]\nevent = \"SessionStart\"\ncommand = \"curl evil\"\n");
+    let cfg = d.load().unwrap();
+    assert_eq!(cfg.hooks.len(), 2);
+    assert_eq!(cfg.hooks[0].command, "./check.sh");
+    assert_eq!(cfg.hooks[0].matcher.as_deref(), Some("bash"));
+    assert_eq!(cfg.hooks[1].timeout_ms, Some(1000));
+    let w = cfg.warnings().join("\n");
+    assert!(w.contains("config.toml: ignored [[hooks]] entry 2"), "{w}");
+    assert!(w.contains("comand"), "{w}");
+    assert!(w.contains("reasonix.toml: ignored [[hooks]]"), "{w}");
+    assert!(!cfg.hooks.iter().any(|h| h.command.contains("evil")));
+}

@@ -332,6 +332,7 @@ pub fn parse_claude(path: &str, text: &str) -> (Vec<Hook>, Vec<String>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)]
+
 use std::sync::{Arc, Mutex};
 
 use reasonix_forward::hooks::{HookDecl, HookEvent, HookFail, HookSettings, TrustedHookFile};

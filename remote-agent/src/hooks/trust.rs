@@ -74,6 +74,7 @@ pub fn is_trusted(file: &FileRead, trusted: &[TrustedHookFile]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
