@@ -279,3 +279,55 @@ command = "tr a-z A-Z < notes.txt > notes.tmp && mv notes.tmp notes.txt"
     assert!(!rig.ws.join("notes.tmp").exists());
     stop_daemon(&rig.home);
 }
+
+/// A `UserPromptSubmit` hook that exits 2 refuses the prompt: `run` fails with the hook's
+/// reason and the model is never asked. A deny rule for bash refuses a hook's command: the
+/// hook does not run and the user is told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_hook_refuses_a_prompt_and_deny_rules_apply_to_hooks() {
+    let mock = MockProvider::start_with(|_: &RecordedRequest| MockReply::text(&["answered"])).await;
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, "sk-hooks-4");
+    std::fs::create_dir_all(rig.ws.join("marks")).expect("marks");
+    add_user_config(
+        &rig,
+        r#"
+[permissions]
+deny = ["Bash(touch marks/denied:*)"]
+
+[[hooks]]
+event = "UserPromptSubmit"
+match = ".*password.*"
+command = "echo 'prompts about passwords are refused by policy' >&2; exit 2"
+
+[[hooks]]
+event = "UserPromptSubmit"
+command = "touch marks/denied"
+"#,
+    );
+    let out = run(
+        &rig,
+        &["run", "--json", "--yolo", "what is the admin password?"],
+    )
+    .await;
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("a UserPromptSubmit hook refused the prompt: prompts about passwords are refused by policy"),
+        "{all}"
+    );
+    assert!(mock.requests().is_empty(), "the model was asked");
+
+    // Another prompt passes the first hook; the second one's command is denied for bash.
+    let stdout = ok(&run(&rig, &["run", "--json", "--yolo", "hello"]).await);
+    assert_eq!(mock.requests().len(), 1);
+    assert!(!rig.ws.join("marks/denied").exists(), "a denied hook ran");
+    assert!(
+        stdout.contains("denied by the permission policy"),
+        "{stdout}"
+    );
+    stop_daemon(&rig.home);
+}
