@@ -37,6 +37,8 @@ pub(super) struct Conn {
     /// The settings of this client's last `OpenSession`: what it enforces when it drives,
     /// including after a `Takeover`.
     pub(super) settings: Mutex<Option<SessionSettings>>,
+    /// The hooks and trust records of that open (#34), adopted again at a `Takeover`.
+    pub(super) hooks: Mutex<reasonix_forward::hooks::HookSettings>,
     /// Bumped on every transport attach; a grace timer only closes the link when no newer
     /// transport arrived.
     pub(super) generation: AtomicU64,

@@ -108,6 +108,7 @@ impl Daemon {
             session: Mutex::new(None),
             headless: Mutex::new(false),
             settings: Mutex::new(None),
+            hooks: Mutex::default(),
             generation: AtomicU64::new(0),
             opens: AtomicU64::new(0),
         });

@@ -111,6 +111,7 @@ impl Daemon {
                 // from a headless run gets its approvals asked, in its own mode and rules).
                 let settings = conn.settings.lock_or_recover().clone().unwrap_or_default();
                 let enforced = self.enforce(&settings)?;
+                session.set_hook_settings(conn.hooks.lock_or_recover().clone());
                 self.make_driver(conn, &session, Some((settings, enforced)));
                 Ok(Response::Ok)
             }

@@ -128,6 +128,7 @@ impl Daemon {
         };
         *conn.headless.lock_or_recover() = open.settings.headless;
         *conn.settings.lock_or_recover() = Some(open.settings.clone());
+        *conn.hooks.lock_or_recover() = open.hooks.clone();
         // Before the link's session changes: the forwarders of earlier opens stop here.
         let this_open = conn.opens.fetch_add(1, Ordering::SeqCst) + 1;
         // Detach from a previously open session.
