@@ -11,6 +11,7 @@ pub mod deny_guard;
 mod edit;
 mod history;
 mod jobs;
+pub mod notebook;
 mod read;
 mod search;
 mod todo;
@@ -33,6 +34,7 @@ pub use deny_guard::DenyGuard;
 pub use edit::{EditFileTool, MultiEditTool};
 pub use history::HistoryTool;
 pub use jobs::{Job, JobId, JobStatus, JobTable};
+pub use notebook::NotebookEditTool;
 pub use read::ReadFileTool;
 pub use search::{GlobTool, GrepTool, LsTool};
 pub use todo::TodoWriteTool;
@@ -244,7 +246,7 @@ impl ToolRegistry {
     /// All built-in tools.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let all: [Arc<dyn Tool>; 14] = [
+        let all: [Arc<dyn Tool>; 15] = [
             Arc::new(HistoryTool),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),
@@ -259,6 +261,7 @@ impl ToolRegistry {
             Arc::new(KillShellTool),
             Arc::new(WaitTool),
             Arc::new(TodoWriteTool),
+            Arc::new(NotebookEditTool),
         ];
         for t in all {
             r.register(t);
@@ -412,7 +415,13 @@ where
 }
 
 /// The writer group that a policy rule `Edit` names.
-pub const WRITER_TOOLS: [&str; 4] = ["write_file", "edit_file", "multi_edit", "move_file"];
+pub const WRITER_TOOLS: [&str; 5] = [
+    "write_file",
+    "edit_file",
+    "multi_edit",
+    "move_file",
+    "notebook_edit",
+];
 
 /// The reader group that a policy rule `Read` names: the tools that read files by path.
 pub const READER_TOOLS: [&str; 4] = ["read_file", "ls", "glob", "grep"];
