@@ -15,6 +15,7 @@ pub mod notebook;
 mod read;
 mod search;
 mod todo;
+pub mod web_fetch;
 mod write;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,7 @@ pub use notebook::NotebookEditTool;
 pub use read::ReadFileTool;
 pub use search::{GlobTool, GrepTool, LsTool};
 pub use todo::TodoWriteTool;
+pub use web_fetch::{NoWebGateway, WebFetchTool, WebGateway};
 pub use write::{MoveFileTool, WriteFileTool};
 
 use crate::sandbox::Sandbox;
@@ -150,6 +152,8 @@ pub struct ToolContext {
     pub deny_guard: Option<Arc<DenyGuard>>,
     /// Where tools send notices for the user (the session's journal).
     pub notices: Arc<dyn NoticeSink>,
+    /// Where `web_fetch` sends its requests (the session's driving laptop).
+    pub web: Arc<dyn WebGateway>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -191,6 +195,7 @@ impl ToolContext {
             read_filter: Arc::new(NoReadFilter),
             deny_guard: None,
             notices: Arc::new(NoNotices),
+            web: Arc::new(NoWebGateway),
         }
     }
 
@@ -246,7 +251,7 @@ impl ToolRegistry {
     /// All built-in tools.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let all: [Arc<dyn Tool>; 15] = [
+        let all: [Arc<dyn Tool>; 16] = [
             Arc::new(HistoryTool),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),
@@ -262,6 +267,7 @@ impl ToolRegistry {
             Arc::new(WaitTool),
             Arc::new(TodoWriteTool),
             Arc::new(NotebookEditTool),
+            Arc::new(WebFetchTool),
         ];
         for t in all {
             r.register(t);
