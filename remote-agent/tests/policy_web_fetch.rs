@@ -26,14 +26,32 @@ fn domain_rules_deny_ask_allow() {
     assert_eq!(decide(&p, "https://docs.rs/tokio/latest"), Decision::Allow);
     assert_eq!(decide(&p, "https://DOCS.RS:443/x"), Decision::Allow);
     assert_eq!(decide(&p, "https://docs.python.org/3/"), Decision::Allow);
-    assert!(matches!(decide(&p, "https://python.org/"), Decision::Ask { .. }));
-    assert!(matches!(decide(&p, "https://pypi.docs.python.org/"), Decision::Ask { .. }));
-    assert!(matches!(decide(&p, "http://evil.example/?q=secret"), Decision::Deny { .. }));
+    assert!(matches!(
+        decide(&p, "https://python.org/"),
+        Decision::Ask { .. }
+    ));
+    assert!(matches!(
+        decide(&p, "https://pypi.docs.python.org/"),
+        Decision::Ask { .. }
+    ));
+    assert!(matches!(
+        decide(&p, "http://evil.example/?q=secret"),
+        Decision::Deny { .. }
+    ));
     // The userinfo trick names evil.example as the host, not docs.rs.
-    assert!(matches!(decide(&p, "http://docs.rs@evil.example/"), Decision::Deny { .. }));
-    assert!(matches!(decide(&p, "https://docs.rs.evil.example/"), Decision::Ask { .. }));
+    assert!(matches!(
+        decide(&p, "http://docs.rs@evil.example/"),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        decide(&p, "https://docs.rs.evil.example/"),
+        Decision::Ask { .. }
+    ));
     // Not a URL: asked, never allowed by a domain rule.
-    assert!(matches!(decide(&p, "file:///etc/passwd"), Decision::Ask { .. }));
+    assert!(matches!(
+        decide(&p, "file:///etc/passwd"),
+        Decision::Ask { .. }
+    ));
 }
 
 #[test]
@@ -41,12 +59,17 @@ fn no_rule_asks_in_ask_and_auto_and_deny_holds_in_yolo() {
     for mode in [Mode::Ask, Mode::Auto] {
         let p = Policy::new(mode, &[], &[], &[]).unwrap();
         match decide(&p, "https://example.com/") {
-            Decision::Ask { reason } => assert!(reason.contains("no rule allows example.com"), "{reason}"),
+            Decision::Ask { reason } => {
+                assert!(reason.contains("no rule allows example.com"), "{reason}")
+            }
             d => panic!("{mode:?}: {d:?}"),
         }
     }
     let p = Policy::new(Mode::Yolo, &[], &[], &s(&["WebFetch"])).unwrap();
-    assert!(matches!(decide(&p, "https://example.com/"), Decision::Deny { .. }));
+    assert!(matches!(
+        decide(&p, "https://example.com/"),
+        Decision::Deny { .. }
+    ));
     let p = Policy::new(Mode::Yolo, &[], &[], &[]).unwrap();
     assert_eq!(decide(&p, "https://example.com/"), Decision::Allow);
     // `WebFetch` alone allows every host.
@@ -67,5 +90,8 @@ fn bad_rules_and_always_answers() {
     let mut p = Policy::new(Mode::Ask, &[], &[], &[]).unwrap();
     p.allow_for_session("web_fetch", &json!({"url": "https://docs.rs/x"}));
     assert_eq!(decide(&p, "https://docs.rs/y"), Decision::Allow);
-    assert!(matches!(decide(&p, "https://crates.io/"), Decision::Ask { .. }));
+    assert!(matches!(
+        decide(&p, "https://crates.io/"),
+        Decision::Ask { .. }
+    ));
 }
