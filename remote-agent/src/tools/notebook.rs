@@ -327,6 +327,8 @@ struct Style {
     comma: &'static str,
     /// True when the file puts entries on their own lines.
     multiline: bool,
+    /// The file's line break (`\r\n` files stay CRLF).
+    newline: &'static str,
 }
 
 impl Style {
@@ -337,6 +339,7 @@ impl Style {
             &text[open..skip_ws(text, open)]
         };
         let multiline = first_key_ws.contains('\n');
+        let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
         let unit = first_key_ws.rsplit('\n').next().unwrap_or("").to_string();
         let colon = {
             // After the first top-level key: `": "` in nbformat files.
@@ -350,7 +353,7 @@ impl Style {
         };
         let nl = |depth: usize| {
             if multiline {
-                format!("\n{}", unit.repeat(depth))
+                format!("{newline}{}", unit.repeat(depth))
             } else {
                 String::new()
             }
@@ -384,13 +387,19 @@ impl Style {
             cell_indent,
             colon,
             multiline,
+            newline,
         }
     }
 
     /// Whitespace before an entry at `depth` steps below the cell's `{`.
     fn entry(&self, depth: usize) -> String {
         if self.multiline {
-            format!("\n{}{}", self.cell_indent, self.unit.repeat(depth))
+            format!(
+                "{}{}{}",
+                self.newline,
+                self.cell_indent,
+                self.unit.repeat(depth)
+            )
         } else {
             String::new()
         }
@@ -852,6 +861,17 @@ mod tests {
             out,
             r#"{"cells":[{"cell_type":"code","execution_count":null,"metadata":{},"outputs":[],"source":"x = 1\ny = 2"}],"metadata":{},"nbformat":4,"nbformat_minor":4}"#
         );
+    }
+
+    #[test]
+    fn crlf_files_stay_crlf() {
+        let nb = NB.replace('\n', "\r\n");
+        let mut a = args("insert");
+        a.cell_number = Some(2);
+        let (out, _) = apply(&nb, Mode::Insert, &a).unwrap();
+        assert!(!out.replace("\r\n", "").contains('\n'), "{out:?}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["cells"][2]["source"][0], "x = 1\n");
     }
 
     #[test]
