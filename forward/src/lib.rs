@@ -36,6 +36,7 @@ pub mod sync;
 pub mod testing;
 pub mod tunnel;
 pub mod units;
+pub mod web;
 pub mod workspaces;
 
 /// Build id of this build: crate version plus a hash of the host-side sources (see

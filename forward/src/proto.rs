@@ -416,6 +416,41 @@ pub enum Request {
         /// daemon keeps them as its base without a copy.
         messages: std::sync::Arc<Vec<Value>>,
     },
+    /// Fetch a web page with the laptop's network (the `web_fetch` tool). Answered with
+    /// [`Response::WebFetch`], or an error whose message says why the laptop refused or
+    /// failed (`denied`: the address rule or a deny rule; `io`: the fetch failed).
+    WebFetch(WebFetchRequest),
+}
+
+/// Parameters of [`Request::WebFetch`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebFetchRequest {
+    /// `http://` or `https://` URL.
+    pub url: String,
+    /// Most bytes of body the laptop reads (it clamps to its own cap).
+    pub max_bytes: u64,
+}
+
+/// A fetched page, as text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebFetchReply {
+    /// URL of the last request (after the redirects followed).
+    pub final_url: String,
+    /// HTTP status of the last response.
+    pub status: u16,
+    /// Its `Content-Type` (empty when it had none).
+    pub content_type: String,
+    /// The body as text: HTML converted to Markdown-like text, other text as is.
+    pub text: String,
+    /// True when the body was cut at the byte cap.
+    pub truncated: bool,
+    /// Redirects followed, in order (each `status URL`).
+    #[serde(default)]
+    pub redirects: Vec<String>,
+    /// A redirect to another host that was not followed (no allow rule names that host):
+    /// the model may fetch it with a new call, which the policy decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfollowed_redirect: Option<String>,
 }
 
 /// Parameters of [`Request::OpenSession`].
@@ -697,6 +732,8 @@ pub enum Response {
     },
     /// Answer to [`Request::ContextReport`].
     Context(ContextReport),
+    /// Answer to [`Request::WebFetch`].
+    WebFetch(WebFetchReply),
 }
 
 /// Days a deleted session stays restorable in the trash before the host purges it.

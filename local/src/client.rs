@@ -711,6 +711,14 @@ async fn serve_incoming(
                     bases.remember(&stream_id, messages.into());
                     let _ = rpc.respond(id, Ok(Response::Ok)).await;
                 }
+                Request::WebFetch(req) => {
+                    // On a task of its own: a fetch takes seconds, this loop must not wait.
+                    let (rpc, gateway) = (rpc.clone(), Arc::clone(&gateway));
+                    tokio::spawn(async move {
+                        let answer = gateway.web_fetch(req).await.map(Response::WebFetch);
+                        let _ = rpc.respond(id, answer).await;
+                    });
+                }
                 other => {
                     let _ = rpc
                         .respond(

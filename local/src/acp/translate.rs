@@ -242,6 +242,8 @@ impl Translator {
             "grep" => (acp::ToolKind::Search, label("Search", path("pattern"))),
             "edit_file" | "multi_edit" => (acp::ToolKind::Edit, label("Edit", path("path"))),
             "write_file" => (acp::ToolKind::Edit, label("Write", path("path"))),
+            "notebook_edit" => (acp::ToolKind::Edit, label("Edit notebook", path("path"))),
+            "web_fetch" => (acp::ToolKind::Fetch, label("Fetch", path("url"))),
             "move_file" => (
                 acp::ToolKind::Move,
                 format!(

@@ -17,6 +17,7 @@ pub mod openai;
 pub mod retry;
 pub mod sse;
 pub mod think;
+pub mod web_fetch;
 pub mod wire;
 
 use std::sync::Arc;

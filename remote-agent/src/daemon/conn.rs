@@ -85,6 +85,28 @@ impl DriverLink for ConnLink {
         *self.0.headless.lock_or_recover()
     }
 
+    fn web_fetch(
+        &self,
+        request: reasonix_forward::proto::WebFetchRequest,
+    ) -> crate::tools::web_fetch::FetchFuture {
+        let rpc = self.0.rpc.clone();
+        Box::pin(async move {
+            // The laptop caps a fetch at 30 s; the rest is for a link that is down a while.
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_secs(120),
+                rpc.request(Request::WebFetch(request)),
+            )
+            .await
+            .map_err(|_| "the laptop did not answer within 120 s".to_string())?;
+            match answer {
+                Ok(reasonix_forward::proto::Response::WebFetch(reply)) => Ok(reply),
+                Ok(other) => Err(format!("the laptop answered {other:?}")),
+                Err(CallError::Remote(e)) => Err(e.message),
+                Err(e) => Err(format!("the link to the laptop failed: {e}")),
+            }
+        })
+    }
+
     fn provide_base(&self, messages: Vec<serde_json::Value>) {
         // A long conversation is not sent ahead of any request (see `PROVIDED_BASE_MAX`).
         let size: usize = messages

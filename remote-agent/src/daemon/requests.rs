@@ -235,9 +235,9 @@ impl Daemon {
                 .close(pty)
                 .map(|()| Response::Pty(PtyResponse::Done))
                 .map_err(RpcError::from),
-            Request::ProviderBase { .. } => Err(RpcError::new(
+            Request::ProviderBase { .. } | Request::WebFetch(_) => Err(RpcError::new(
                 ErrorCode::BadRequest,
-                "the host has no provider gateway; provider requests go from host to laptop",
+                "the host has no gateway; provider and web requests go from host to laptop",
             )),
         }
     }

@@ -49,6 +49,12 @@ impl Policy {
         if WRITER_TOOLS.contains(&tool) {
             return Some("Edit".to_string());
         }
+        if tool == reasonix_forward::web::WEB_FETCH_TOOL {
+            // One host, never every fetch.
+            let url = args.get("url").and_then(Value::as_str)?;
+            let host = reasonix_forward::web::url_host(url)?;
+            return Some(format!("WebFetch(domain:{host})"));
+        }
         if !tool.eq_ignore_ascii_case("bash") {
             return Some(tool.to_string());
         }

@@ -26,6 +26,7 @@ mod readonly;
 mod rules;
 mod shapes;
 mod shell;
+mod web;
 mod wrappers;
 
 pub use bash::{shell_words, split_command, Piece};
@@ -299,6 +300,9 @@ impl Policy {
     }
 
     fn decide_tool(&self, tool: &str, args: &Value, read_only: bool) -> Decision {
+        if tool == reasonix_forward::web::WEB_FETCH_TOOL {
+            return self.decide_web_fetch(args);
+        }
         let subjects = self.subjects(tool, args);
         let any = |r: &Rule| {
             r.names_tool(tool)

@@ -45,6 +45,8 @@ pub(super) enum Spec {
     },
     /// One exact bash command (`Bash(cmd)` without glob characters, or a session approval).
     Exact(String),
+    /// `WebFetch(domain:host)`: the host of a `web_fetch` URL.
+    Domain(reasonix_forward::web::WebSpec),
 }
 
 #[derive(Debug, Clone)]
@@ -163,6 +165,8 @@ impl Rule {
             ToolPat::Writers
         } else if name.eq_ignore_ascii_case("read") {
             ToolPat::Readers
+        } else if reasonix_forward::web::names_web_fetch(name) {
+            ToolPat::Name(reasonix_forward::web::WEB_FETCH_TOOL.to_string())
         } else if name.contains(['*', '?']) {
             let g = GlobBuilder::new(&name.to_ascii_lowercase())
                 .build()
@@ -172,9 +176,14 @@ impl Rule {
             ToolPat::Name(name.to_ascii_lowercase())
         };
         let is_bash = matches!(&tool, ToolPat::Name(n) if n == "bash");
+        let is_web =
+            matches!(&tool, ToolPat::Name(n) if n == reasonix_forward::web::WEB_FETCH_TOOL);
         let spec = match spec {
             None => None,
             Some("") => return Err(bad(text, "empty specifier inside ()")),
+            Some(s) if is_web => Some(Spec::Domain(
+                reasonix_forward::web::parse_spec(s).map_err(|why| bad(text, &why))?,
+            )),
             Some(s) if is_bash && s.ends_with(":*") => {
                 let words = shell_words(s[..s.len() - 2].trim());
                 if words.is_empty() {
@@ -288,7 +297,18 @@ impl Rule {
                             .is_some_and(|n| g.is_match(n))
                     })
             }
-            Some(Spec::Prefix(_) | Spec::CommandGlob(_) | Spec::Exact(_)) => false,
+            Some(Spec::Prefix(_) | Spec::CommandGlob(_) | Spec::Exact(_) | Spec::Domain(_)) => {
+                false
+            }
+        }
+    }
+
+    /// For `web_fetch`: does the rule cover this host?
+    pub(super) fn matches_host(&self, host: &str) -> bool {
+        match &self.spec {
+            None => true,
+            Some(Spec::Domain(d)) => d.covers(host),
+            Some(_) => false,
         }
     }
 
@@ -321,7 +341,7 @@ impl Rule {
                         .iter()
                         .any(|r| glob.is_match(r.join(" ")) || glob.is_match(based(r).join(" ")))
             }
-            Some(Spec::Path { .. }) => false,
+            Some(Spec::Path { .. } | Spec::Domain(_)) => false,
         }
     }
 }
@@ -339,7 +359,7 @@ impl Rule {
             // command could be it.
             Some(Spec::Exact(cmd)) => shell_words(cmd),
             Some(Spec::CommandGlob(glob)) => glob_prefix(glob.glob().glob()),
-            Some(Spec::Path { .. }) => return false,
+            Some(Spec::Path { .. } | Spec::Domain(_)) => return false,
         };
         piece
             .could

@@ -35,6 +35,7 @@ mod lifecycle;
 mod provider;
 mod rewind;
 mod steer;
+mod web;
 
 pub use hooks::HOOK_PREFIX;
 pub use provider::{ProviderStream, PROVIDER_CHUNK_BUFFER};
@@ -69,6 +70,14 @@ pub trait DriverLink: Send + Sync {
     /// Hand the laptop the messages the next provider request will start with, so that
     /// request can go by prefix (gateways without a link ignore it).
     fn provide_base(&self, _messages: Vec<serde_json::Value>) {}
+    /// Fetch a web page with the laptop's network (`web_fetch`); `Err` is the text the
+    /// model sees.
+    fn web_fetch(
+        &self,
+        _request: reasonix_forward::proto::WebFetchRequest,
+    ) -> crate::tools::web_fetch::FetchFuture {
+        Box::pin(async { Err("this client does not fetch web pages".to_string()) })
+    }
 }
 
 /// Errors of session operations.
@@ -336,6 +345,7 @@ impl Session {
             let mut ctx = session.tool_ctx.lock_or_recover();
             ctx.history = Arc::new(history::SessionHistory::of(&session));
             ctx.notices = Arc::new(SessionNotices(Arc::downgrade(&session)));
+            ctx.web = Arc::new(web::SessionWeb(session.driver.subscribe()));
         }
         Ok((session, notice))
     }
@@ -570,6 +580,7 @@ impl Session {
                 ctx.todos = Arc::clone(&slot.todos);
                 ctx.history = Arc::clone(&slot.history);
                 ctx.notices = Arc::clone(&slot.notices);
+                ctx.web = Arc::clone(&slot.web);
                 *slot = ctx;
             }
             let mut inner = self.lock();

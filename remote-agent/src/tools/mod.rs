@@ -11,9 +11,11 @@ pub mod deny_guard;
 mod edit;
 mod history;
 mod jobs;
+pub mod notebook;
 mod read;
 mod search;
 mod todo;
+pub mod web_fetch;
 mod write;
 
 use std::collections::BTreeMap;
@@ -33,9 +35,11 @@ pub use deny_guard::DenyGuard;
 pub use edit::{EditFileTool, MultiEditTool};
 pub use history::HistoryTool;
 pub use jobs::{Job, JobId, JobStatus, JobTable};
+pub use notebook::NotebookEditTool;
 pub use read::ReadFileTool;
 pub use search::{GlobTool, GrepTool, LsTool};
 pub use todo::TodoWriteTool;
+pub use web_fetch::{NoWebGateway, WebFetchTool, WebGateway};
 pub use write::{MoveFileTool, WriteFileTool};
 
 use crate::sandbox::Sandbox;
@@ -148,6 +152,8 @@ pub struct ToolContext {
     pub deny_guard: Option<Arc<DenyGuard>>,
     /// Where tools send notices for the user (the session's journal).
     pub notices: Arc<dyn NoticeSink>,
+    /// Where `web_fetch` sends its requests (the session's driving laptop).
+    pub web: Arc<dyn WebGateway>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -189,6 +195,7 @@ impl ToolContext {
             read_filter: Arc::new(NoReadFilter),
             deny_guard: None,
             notices: Arc::new(NoNotices),
+            web: Arc::new(NoWebGateway),
         }
     }
 
@@ -244,7 +251,7 @@ impl ToolRegistry {
     /// All built-in tools.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let all: [Arc<dyn Tool>; 14] = [
+        let all: [Arc<dyn Tool>; 16] = [
             Arc::new(HistoryTool),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),
@@ -259,6 +266,8 @@ impl ToolRegistry {
             Arc::new(KillShellTool),
             Arc::new(WaitTool),
             Arc::new(TodoWriteTool),
+            Arc::new(NotebookEditTool),
+            Arc::new(WebFetchTool),
         ];
         for t in all {
             r.register(t);
@@ -412,7 +421,13 @@ where
 }
 
 /// The writer group that a policy rule `Edit` names.
-pub const WRITER_TOOLS: [&str; 4] = ["write_file", "edit_file", "multi_edit", "move_file"];
+pub const WRITER_TOOLS: [&str; 5] = [
+    "write_file",
+    "edit_file",
+    "multi_edit",
+    "move_file",
+    "notebook_edit",
+];
 
 /// The reader group that a policy rule `Read` names: the tools that read files by path.
 pub const READER_TOOLS: [&str; 4] = ["read_file", "ls", "glob", "grep"];

@@ -36,7 +36,9 @@ impl Tool for ReadFileTool {
         "Read a text file. Each line is prefixed with its 1-based number and an arrow \
          (`  42→text`) so later edits can target exact lines. Returns at most `limit` lines \
          (default 2000) starting after `offset` lines; a trailer tells the offset to continue \
-         from. Binary files and directories are refused (use `ls` for directories)."
+         from. Binary files and directories are refused (use `ls` for directories). A Jupyter \
+         notebook (.ipynb) is shown as numbered cells (id, type, source, outputs summarised); \
+         for it offset and limit count cells; edit it with notebook_edit."
     }
 
     fn parameters(&self) -> Value {
@@ -85,6 +87,11 @@ fn read(ctx: &ToolContext, a: &Args) -> ToolOutput {
         }
         Ok(_) => {}
         Err(e) => return ToolOutput::err(format!("read {shown}: {}", io_text(&e))),
+    }
+    if super::notebook::is_notebook(&path) {
+        if let Some(out) = read_notebook(&path, &shown, a) {
+            return out;
+        }
     }
     let file = match std::fs::File::open(&path) {
         Ok(f) => f,
@@ -164,6 +171,19 @@ fn read(ctx: &ToolContext, a: &Args) -> ToolOutput {
         ));
     }
     ToolOutput::ok(out)
+}
+
+/// A notebook as cells, or None when the file is not one (it is then read as text).
+fn read_notebook(path: &std::path::Path, shown: &str, a: &Args) -> Option<ToolOutput> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let offset = a.offset.unwrap_or(0) as usize;
+    let limit = a
+        .limit
+        .map(|l| l.max(1) as usize)
+        .unwrap_or(READ_DEFAULT_LIMIT);
+    super::notebook::render(&text, shown, offset, limit)
+        .ok()
+        .map(ToolOutput::ok)
 }
 
 /// OS error text without the "(os error N)" suffix the model does not need.
