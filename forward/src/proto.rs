@@ -12,6 +12,7 @@ pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
     SessionPolicy, Timeouts,
 };
+pub use crate::plan::{PlanAction, PlanDecision, PlanEvent};
 pub use crate::pty::{
     PtyBytes, PtyData, PtyInfo, PtyNotification, PtyOpen, PtyRequest, PtyResponse, PtySize,
 };
@@ -394,6 +395,19 @@ pub enum Request {
     McpResources {
         /// Server name.
         server: String,
+    },
+
+    // ---- plan mode (issue 38 §1) ----
+    /// Plan mode of the open session: enter (optionally with a task, submitted as a turn
+    /// under `request_id`), leave, or answer the pending plan. Only the driving client may
+    /// send it. Answered with [`Response::Ok`] (or [`Response::Duplicate`]); an `execute`
+    /// or `revise` starts a turn whose [`EventKind::UserTurn`] carries `request_id`.
+    Plan {
+        /// Client-chosen id for deduplication (and of the turn it starts).
+        request_id: String,
+        /// What to do.
+        #[serde(flatten)]
+        action: PlanAction,
     },
 
     // ---- daemon -> client ----
@@ -1364,6 +1378,8 @@ pub enum EventKind {
     // #15 provider failures visible and bounded.
     /// A model request failed and is tried again (journaled, so a replay shows it too).
     ProviderRetry(ProviderRetry),
+    /// Plan mode: on/off, a proposed plan, the user's answer (see [`PlanEvent`]).
+    Plan(PlanEvent),
     /// A checkpoint was taken.
     Checkpoint {
         /// Checkpoint id.

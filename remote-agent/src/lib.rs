@@ -15,6 +15,7 @@ mod forwarder;
 pub mod journal;
 pub mod mcp;
 pub mod paths;
+pub mod plan;
 pub mod policy;
 pub mod preflight;
 pub mod project;

@@ -410,6 +410,7 @@ impl Actor {
             | EventKind::ToolStarted { .. }
             | EventKind::ToolFinished { .. }
             | EventKind::Usage { .. }
+            | EventKind::Plan(_)
             | EventKind::Checkpoint { .. }
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }

@@ -9,6 +9,7 @@ mod bash;
 mod confine;
 pub mod deny_guard;
 mod edit;
+mod exit_plan;
 mod history;
 mod jobs;
 mod read;
@@ -31,6 +32,7 @@ pub use bash::{
 pub use confine::{confine_write, writable_roots, ConfineError, RootList, WriteTarget};
 pub use deny_guard::DenyGuard;
 pub use edit::{EditFileTool, MultiEditTool};
+pub use exit_plan::ExitPlanModeTool;
 pub use history::HistoryTool;
 pub use jobs::{Job, JobId, JobStatus, JobTable};
 pub use read::ReadFileTool;
@@ -148,6 +150,8 @@ pub struct ToolContext {
     pub deny_guard: Option<Arc<DenyGuard>>,
     /// Where tools send notices for the user (the session's journal).
     pub notices: Arc<dyn NoticeSink>,
+    /// The session's plan mode (`exit_plan_mode` proposes through it).
+    pub plan: Arc<dyn crate::plan::PlanSink>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -189,6 +193,7 @@ impl ToolContext {
             read_filter: Arc::new(NoReadFilter),
             deny_guard: None,
             notices: Arc::new(NoNotices),
+            plan: Arc::new(crate::plan::NoPlan),
         }
     }
 
@@ -244,7 +249,8 @@ impl ToolRegistry {
     /// All built-in tools.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let all: [Arc<dyn Tool>; 14] = [
+        let all: [Arc<dyn Tool>; 15] = [
+            Arc::new(ExitPlanModeTool),
             Arc::new(HistoryTool),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),

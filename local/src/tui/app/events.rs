@@ -486,6 +486,7 @@ impl App {
                     | EventKind::ToolFinished { .. }
                     | EventKind::Notice { .. }
                     | EventKind::ProviderRetry(_)
+                    | EventKind::Plan(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }
