@@ -493,9 +493,9 @@ impl Transcript {
                 match p {
                     PlanEvent::Mode { on } => self.notice(
                         if *on {
-                            "plan mode on: nothing changes until you approve a plan".into()
+                            "plan mode on: nothing changes until you approve a plan".to_string()
                         } else {
-                            "plan mode off".into()
+                            "plan mode off".to_string()
                         },
                         Level::Info,
                     ),
