@@ -395,6 +395,7 @@ impl App {
                 }
                 let mut actions = Vec::new();
                 self.track_retry(&e.kind);
+                self.plan.observe(&e.kind);
                 match &e.kind {
                     EventKind::Usage {
                         usage,

@@ -25,6 +25,7 @@ pub(crate) enum SlashCommand {
     Permissions,
     Shell,
     Rename,
+    Plan,
     Quit,
 }
 
@@ -62,6 +63,7 @@ impl SlashCommand {
         Self::Permissions,
         Self::Shell,
         Self::Rename,
+        Self::Plan,
         Self::Quit,
     ];
 
@@ -69,6 +71,12 @@ impl SlashCommand {
     pub(crate) fn spec(self) -> SlashSpec {
         let (name, aliases, args, description): (_, &'static [&'static str], _, _) = match self {
             Self::Help => ("help", &["?"], "", "list every key and command"),
+            Self::Plan => (
+                "plan",
+                &[],
+                "[task]",
+                "plan mode: research read-only, propose a plan, change nothing until you approve it",
+            ),
             Self::New => ("new", &[], "", "start a new session"),
             Self::Sessions => (
                 "sessions",
@@ -200,6 +208,7 @@ impl App {
         self.last_seq = 0;
         self.totals = Totals::default();
         self.approvals.clear();
+        self.plan = plan::PlanView::default();
         self.turn_state = TurnState::Idle;
         self.turn_started = None;
         let p = OpenParams {
@@ -466,6 +475,7 @@ impl App {
             SlashCommand::Shell => self.shell_command(arg),
             SlashCommand::Compact => self.compact_command(arg),
             SlashCommand::Context => self.context_command(),
+            SlashCommand::Plan => self.plan_command(arg),
         }
     }
 }
