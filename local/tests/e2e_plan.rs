@@ -214,6 +214,36 @@ async fn yolo_plan_refuses_every_writer_then_revise_and_approve_execute() {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr.contains("no plan is waiting"), "{stderr}");
+    // 5. Rewind to before the executing turn (turn 3): the files come back and the revised
+    // plan waits unapproved again, in plan mode; approving it executes it once more.
+    let out = command(&env, &["rewind", "--to", "3"]).output().expect("rewind");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!env.ws.join("done.txt").exists(), "the rewind restored the files");
+    mock.push(vec![
+        MockReply::tool_calls(
+            vec![call("x2", "write_file", json!({"path": "done.txt", "content": "again"}))],
+            7,
+        ),
+        MockReply::text(&["Executed again."]),
+    ]);
+    let before = mock.request_count();
+    let out = command(&env, &["run", "--continue", "--auto", "--approve-plan"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(env.ws.join("done.txt")).unwrap(), "again");
+    let user = last_user(&mock.requests()[before].body);
+    assert!(user.contains("Write done.txt"), "the revised plan came back: {user}");
     // And --approve-plan needs a session to continue.
     let out = command(&env, &["run", "--approve-plan"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
