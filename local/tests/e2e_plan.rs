@@ -34,6 +34,14 @@ fn setup(base_url: &str) -> Env {
     std::fs::create_dir_all(&home).expect("home");
     std::fs::create_dir_all(ws.join("sub")).expect("ws");
     std::fs::write(ws.join("README.md"), "the project\n").expect("readme");
+    // A workspace MCP server with a writer (no readOnlyHint) and a reader.
+    std::fs::write(dir.path().join("notes_mcp.py"), NOTES_MCP).expect("mcp server");
+    std::fs::write(
+        ws.join(".mcp.json"),
+        json!({"mcpServers": {"notes": {"command": "python3", "args": [dir.path().join("notes_mcp.py")]}}})
+            .to_string(),
+    )
+    .expect(".mcp.json");
     std::fs::write(
         home.join("config.toml"),
         format!(
@@ -87,6 +95,30 @@ fn last_user(body: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// A stdio MCP server: `write_note` writes `mcp_note.txt` in its folder, `read_note`
+/// (read-only) answers "note".
+const NOTES_MCP: &str = r#"
+import json, sys, os
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    meth = m.get("method")
+    if meth == "initialize":
+        r = {"protocolVersion": "2025-03-26", "capabilities": {"tools": {}}, "serverInfo": {"name": "notes", "version": "1"}}
+    elif meth == "tools/list":
+        r = {"tools": [
+            {"name": "write_note", "description": "write a note", "inputSchema": {"type": "object"}},
+            {"name": "read_note", "description": "read the note", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]}
+    elif meth == "tools/call":
+        if m["params"]["name"] == "write_note":
+            open(os.path.join(os.getcwd(), "mcp_note.txt"), "w").write("x")
+        r = {"content": [{"type": "text", "text": "note"}]}
+    else:
+        r = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"#;
+
 const PLAN_A: &str = "## Goal\nAdd notes.\n\n## Steps\n1. Write notes.txt\n2. Check it\n\n## Files to touch\n- notes.txt\n\n## Verification\n1. cat notes.txt\n";
 const PLAN_B: &str = "## Goal\nAdd notes.\n\n## Steps\n1. Write done.txt\n2. Check it\n3. Report\n\n## Files to touch\n- done.txt\n\n## Verification\n1. cat done.txt\n";
 
@@ -106,6 +138,8 @@ async fn yolo_plan_refuses_every_writer_then_revise_and_approve_execute() {
         bash("b4", "sh -c 'echo x > r4.txt'"),
         bash("b5", "python3 -c \"open('sub/r5.txt','w').write('x')\" ; cat README.md"),
         bash("r1", "cat README.md"),
+        call("m1", "mcp__notes__write_note", json!({})),
+        call("m2", "mcp__notes__read_note", json!({})),
     ];
     let mock = MockProvider::start(vec![
         MockReply::tool_calls(writers, 7),
@@ -137,7 +171,7 @@ async fn yolo_plan_refuses_every_writer_then_revise_and_approve_execute() {
             .cloned()
             .unwrap_or_else(|| panic!("no tool_finished for {id}: {stdout}"))
     };
-    for id in ["w1", "w2", "w3", "b1", "b2", "b4"] {
+    for id in ["w1", "w2", "w3", "b1", "b2", "b4", "m1"] {
         let f = finished(id);
         assert_eq!(f["denied"], "policy", "{id}: {f}");
         assert!(f["reason"].as_str().unwrap_or("").contains("plan mode"), "{id}: {f}");
@@ -152,6 +186,9 @@ async fn yolo_plan_refuses_every_writer_then_revise_and_approve_execute() {
         );
     }
     assert!(finished("r1")["denied"].is_null());
+    let m2 = finished("m2");
+    assert!(m2["denied"].is_null() && m2["is_error"] == false, "the MCP reader runs: {m2}");
+    assert!(!env.ws.join("mcp_note.txt").exists(), "the MCP writer ran");
     let plan: Vec<&Value> = events.iter().filter(|e| e["type"] == "plan").collect();
     assert_eq!(plan.len(), 1, "{stdout}");
     assert_eq!(plan[0]["steps"], json!(["Write notes.txt", "Check it"]));
