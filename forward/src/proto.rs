@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::content::{ContentChunk, ContentRef};
+pub use crate::plan::{PlanAction, PlanDecision, PlanEvent};
 pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
     SessionPolicy, Timeouts,
 };
-pub use crate::plan::{PlanAction, PlanDecision, PlanEvent};
 pub use crate::pty::{
     PtyBytes, PtyData, PtyInfo, PtyNotification, PtyOpen, PtyRequest, PtyResponse, PtySize,
 };

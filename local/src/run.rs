@@ -55,7 +55,8 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     config.apply_workspace(&connector.describe());
     let config = &config;
     // `run "/compact [focus]"` compacts the session instead of sending the text as a turn.
-    if let Some(focus) = compact_command(&opts.prompt).filter(|_| !opts.plan && !opts.approve_plan) {
+    if let Some(focus) = compact_command(&opts.prompt).filter(|_| !opts.plan && !opts.approve_plan)
+    {
         return compact::compact(config, connector, &opts, focus).await;
     }
     let gateway = Arc::new(Gateway::new(config));

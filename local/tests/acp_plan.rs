@@ -32,13 +32,21 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> MockToolCall {
 async fn acp_plan_mode_permission_then_execute() {
     let mock = MockProvider::start(vec![
         MockReply::tool_calls(
-            vec![call("w1", "write_file", json!({"path": "early.txt", "content": "x"}))],
+            vec![call(
+                "w1",
+                "write_file",
+                json!({"path": "early.txt", "content": "x"}),
+            )],
             9,
         ),
         MockReply::tool_calls(vec![call("p1", "exit_plan_mode", json!({"plan": PLAN}))], 9),
         MockReply::text(&["plan-ready"]),
         MockReply::tool_calls(
-            vec![call("x1", "write_file", json!({"path": "done.txt", "content": "ok"}))],
+            vec![call(
+                "x1",
+                "write_file",
+                json!({"path": "done.txt", "content": "ok"}),
+            )],
             9,
         ),
         MockReply::text(&["executed"]),
@@ -127,15 +135,28 @@ async fn acp_plan_mode_permission_then_execute() {
     assert_eq!(stop, StopReason::EndTurn);
     let modes = modes.expect("the session offers modes");
     assert_eq!(modes.current_mode_id.0.as_ref(), "default");
-    let ids: Vec<&str> = modes.available_modes.iter().map(|m| m.id.0.as_ref()).collect();
+    let ids: Vec<&str> = modes
+        .available_modes
+        .iter()
+        .map(|m| m.id.0.as_ref())
+        .collect();
     assert_eq!(ids, ["default", "plan"]);
-    assert!(!rig.ws.join("early.txt").exists(), "a write ran while planning");
-    assert_eq!(std::fs::read_to_string(rig.ws.join("done.txt")).expect("done.txt"), "ok");
+    assert!(
+        !rig.ws.join("early.txt").exists(),
+        "a write ran while planning"
+    );
+    assert_eq!(
+        std::fs::read_to_string(rig.ws.join("done.txt")).expect("done.txt"),
+        "ok"
+    );
     // The planning prompt answered only after the executing turn: all five steps ran.
     assert_eq!(mock.request_count(), 5);
     let asked = asked.lock().expect("asked");
     assert_eq!(asked.len(), 2, "the plan, then the write in ask mode");
-    assert!(asked[0].options.iter().any(|o| o.option_id.0.as_ref() == "plan_execute"));
+    assert!(asked[0]
+        .options
+        .iter()
+        .any(|o| o.option_id.0.as_ref() == "plan_execute"));
     let updates = updates.lock().expect("updates");
     let modes_seen: Vec<String> = updates
         .iter()

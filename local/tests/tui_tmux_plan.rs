@@ -24,15 +24,29 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> MockToolCall {
 async fn tui_plan_card_revise_then_execute_in_auto() {
     let mock = MockProvider::start(vec![
         MockReply::tool_calls(
-            vec![call("w1", "write_file", json!({"path": "early.txt", "content": "x"}))],
+            vec![call(
+                "w1",
+                "write_file",
+                json!({"path": "early.txt", "content": "x"}),
+            )],
             9,
         ),
-        MockReply::tool_calls(vec![call("p1", "exit_plan_mode", json!({"plan": PLAN_A}))], 9),
+        MockReply::tool_calls(
+            vec![call("p1", "exit_plan_mode", json!({"plan": PLAN_A}))],
+            9,
+        ),
         MockReply::text(&["first-plan-ready"]),
-        MockReply::tool_calls(vec![call("p2", "exit_plan_mode", json!({"plan": PLAN_B}))], 9),
+        MockReply::tool_calls(
+            vec![call("p2", "exit_plan_mode", json!({"plan": PLAN_B}))],
+            9,
+        ),
         MockReply::text(&["second-plan-ready"]),
         MockReply::tool_calls(
-            vec![call("x1", "write_file", json!({"path": "done.txt", "content": "ok"}))],
+            vec![call(
+                "x1",
+                "write_file",
+                json!({"path": "done.txt", "content": "ok"}),
+            )],
             9,
         ),
         MockReply::text(&["executed-it"]),
@@ -42,7 +56,12 @@ async fn tui_plan_card_revise_then_execute_in_auto() {
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     let rx_home = dir.path().join("rxhome");
-    write_mock_config(&rx_home, &mock.base_url(), "RX_TUI_PLAN_KEY", "[permissions]\nmode = \"ask\"\n");
+    write_mock_config(
+        &rx_home,
+        &mock.base_url(),
+        "RX_TUI_PLAN_KEY",
+        "[permissions]\nmode = \"ask\"\n",
+    );
     let _daemons = Daemons(&rx_home);
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
     let host = bin.parent().expect("bin dir").join("reasonix-remote");
@@ -77,14 +96,20 @@ async fn tui_plan_card_revise_then_execute_in_auto() {
         });
         assert!(!s.contains("Approval needed"), "{s}");
     });
-    assert_eq!(std::fs::read_to_string(ws.join("done.txt")).expect("done.txt"), "ok");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("done.txt")).expect("done.txt"),
+        "ok"
+    );
     assert!(!ws.join("early.txt").exists());
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 7, "three turns, seven model steps");
     let revise = reqs[3].messages();
     let last = revise.last().expect("message");
     let text = last["content"].to_string();
-    assert!(text.contains("[plan mode]") && text.contains("add a step to tell me"), "{text}");
+    assert!(
+        text.contains("[plan mode]") && text.contains("add a step to tell me"),
+        "{text}"
+    );
     t.send_keys(&["C-c"]);
     t.send_keys(&["C-c"]);
 }

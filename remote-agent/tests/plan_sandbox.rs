@@ -46,7 +46,10 @@ async fn nothing_writes(bwrap: &str, base: &str) -> String {
     let x = extra.path().display();
     let attempts = [
         ("echo x > f1".to_string(), ws.path().join("f1")),
-        ("cd sub && echo x > f2".to_string(), ws.path().join("sub/f2")),
+        (
+            "cd sub && echo x > f2".to_string(),
+            ws.path().join("sub/f2"),
+        ),
         (
             "python3 -c \"open('f3','w').write('x')\"".to_string(),
             ws.path().join("f3"),
@@ -58,7 +61,11 @@ async fn nothing_writes(bwrap: &str, base: &str) -> String {
     ];
     for (cmd, path) in &attempts {
         let o = bash(&ro, cmd).await;
-        assert!(!path.exists(), "{cmd} wrote {} under plan mode: {o:?}", path.display());
+        assert!(
+            !path.exists(),
+            "{cmd} wrote {} under plan mode: {o:?}",
+            path.display()
+        );
     }
     assert_eq!(
         std::fs::read_to_string(ws.path().join("README.md")).unwrap(),
@@ -89,8 +96,14 @@ async fn landlock_read_only_refuses_every_write() {
     }
     // A missing bwrap: `enforce` falls back to Landlock. Under /tmp too: Landlock's shared
     // /tmp grant must be gone in plan mode, or the workspace there would be writable.
-    assert_eq!(nothing_writes("/nonexistent/bwrap", "/tmp").await, "landlock");
-    assert_eq!(nothing_writes("/nonexistent/bwrap", "/var/tmp").await, "landlock");
+    assert_eq!(
+        nothing_writes("/nonexistent/bwrap", "/tmp").await,
+        "landlock"
+    );
+    assert_eq!(
+        nothing_writes("/nonexistent/bwrap", "/var/tmp").await,
+        "landlock"
+    );
 }
 
 #[tokio::test]
@@ -99,9 +112,7 @@ async fn exit_plan_mode_outside_plan_mode_is_refused() {
     let ctx = ToolContext::new(d.path(), Arc::new(Sandbox::off(d.path())));
     let tool = ToolRegistry::builtin().get("exit_plan_mode").unwrap();
     assert!(tool.read_only());
-    let o = tool
-        .run(json!({"plan": "## Steps\n1. a"}), &ctx)
-        .await;
+    let o = tool.run(json!({"plan": "## Steps\n1. a"}), &ctx).await;
     assert!(o.is_error);
     assert!(o.text.starts_with("not in plan mode"), "{}", o.text);
     let o = tool.run(json!({}), &ctx).await;

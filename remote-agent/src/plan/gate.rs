@@ -47,7 +47,12 @@ fn bash(command: &str, sandboxed: bool) -> Option<String> {
                 p.text
             ));
         }
-        for run in p.runs().iter().map(Vec::as_slice).chain([p.words.as_slice()]) {
+        for run in p
+            .runs()
+            .iter()
+            .map(Vec::as_slice)
+            .chain([p.words.as_slice()])
+        {
             if let Some(why) = writer(run) {
                 return Some(format!(
                     "plan mode: `{}` {why}, and nothing changes before the user approves a plan. \
@@ -81,14 +86,39 @@ fn writer(words: &[String]) -> Option<&'static str> {
     }
     let args = &words[1..];
     match name {
-        "sed" | "perl" | "ruby" if args.iter().any(|a| a.starts_with("-i") || *a == "--in-place") => {
+        "sed" | "perl" | "ruby"
+            if args
+                .iter()
+                .any(|a| a.starts_with("-i") || *a == "--in-place") =>
+        {
             Some("edits files in place")
         }
         "git" => {
             const GIT_WRITES: &[&str] = &[
-                "add", "commit", "push", "checkout", "switch", "reset", "restore", "rm", "mv",
-                "merge", "rebase", "stash", "apply", "am", "clean", "cherry-pick", "revert",
-                "tag", "init", "clone", "pull", "fetch", "worktree", "gc",
+                "add",
+                "commit",
+                "push",
+                "checkout",
+                "switch",
+                "reset",
+                "restore",
+                "rm",
+                "mv",
+                "merge",
+                "rebase",
+                "stash",
+                "apply",
+                "am",
+                "clean",
+                "cherry-pick",
+                "revert",
+                "tag",
+                "init",
+                "clone",
+                "pull",
+                "fetch",
+                "worktree",
+                "gc",
             ];
             let sub = args.iter().find(|a| !a.starts_with('-'))?;
             GIT_WRITES.contains(sub).then_some("changes the repository")
@@ -111,8 +141,20 @@ mod tests {
 
     #[test]
     fn writers_are_refused_and_readers_pass() {
-        for t in ["write_file", "edit_file", "multi_edit", "move_file", "mcp__fs__write"] {
-            assert!(matches!(decide(t, &json!({}), false, true), Some(Decision::Deny { .. })), "{t}");
+        for t in [
+            "write_file",
+            "edit_file",
+            "multi_edit",
+            "move_file",
+            "mcp__fs__write",
+        ] {
+            assert!(
+                matches!(
+                    decide(t, &json!({}), false, true),
+                    Some(Decision::Deny { .. })
+                ),
+                "{t}"
+            );
         }
         for t in ["read_file", "grep", "history", "mcp__fs__read"] {
             assert_eq!(decide(t, &json!({}), true, true), None, "{t}");

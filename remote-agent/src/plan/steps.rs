@@ -22,7 +22,9 @@ pub fn read(plan: &str) -> Vec<String> {
         }
         if let Some(h) = t.strip_prefix('#') {
             let h = h.trim_start_matches('#').trim().to_lowercase();
-            in_steps = ["step", "plan", "步骤", "计划"].iter().any(|k| h.contains(k))
+            in_steps = ["step", "plan", "步骤", "计划"]
+                .iter()
+                .any(|k| h.contains(k))
                 && !h.contains("verif");
             continue;
         }
@@ -86,7 +88,10 @@ mod tests {
     #[test]
     fn steps_under_the_steps_heading() {
         let plan = "## Goal\nMake it fast.\n\n## Steps\n1. Read `src/a.rs`\n   - detail\n2. Change the loop\n3) Run tests\n\n## Files to touch\n- src/a.rs\n\n## Verification\n1. cargo test\n";
-        assert_eq!(read(plan), ["Read `src/a.rs`", "Change the loop", "Run tests"]);
+        assert_eq!(
+            read(plan),
+            ["Read `src/a.rs`", "Change the loop", "Run tests"]
+        );
     }
 
     #[test]
@@ -97,7 +102,10 @@ mod tests {
 
     #[test]
     fn without_a_heading_every_numbered_item() {
-        assert_eq!(read("Do this:\n1. a\n2. b\n```\n3. not a step\n```\n"), ["a", "b"]);
+        assert_eq!(
+            read("Do this:\n1. a\n2. b\n```\n3. not a step\n```\n"),
+            ["a", "b"]
+        );
         assert!(read("no steps at all").is_empty());
     }
 }

@@ -89,7 +89,9 @@ pub enum SessionError {
     #[error("no pending approval with id {0}")]
     NoSuchApproval(String),
     /// A plan answer with no plan waiting (or for another plan than the one waiting).
-    #[error("no plan is waiting for an answer (it was answered already, or replaced by a newer one)")]
+    #[error(
+        "no plan is waiting for an answer (it was answered already, or replaced by a newer one)"
+    )]
     NoPlan,
     /// A steer arrived while no turn runs.
     #[error("no turn is running to steer; send the text as a new message")]

@@ -156,7 +156,9 @@ impl Session {
                         core::execute_text(&p)
                     }
                     _ => core::revise_text(
-                        comment.as_deref().unwrap_or("the user asked for another plan"),
+                        comment
+                            .as_deref()
+                            .unwrap_or("the user asked for another plan"),
                     ),
                 };
                 let decided = PlanEvent::Decided {

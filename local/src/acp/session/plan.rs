@@ -65,8 +65,7 @@ impl Actor {
     }
 
     fn mode_update(&self, on: bool) {
-        self.plan_on
-            .store(on, std::sync::atomic::Ordering::Relaxed);
+        self.plan_on.store(on, std::sync::atomic::Ordering::Relaxed);
         self.update(acp::SessionUpdate::CurrentModeUpdate(
             acp::CurrentModeUpdate::new(if on { PLAN_MODE } else { DEFAULT_MODE }),
         ));

@@ -33,7 +33,10 @@ pub(crate) struct PlanView {
 
 /// The card's answers, in order.
 pub(crate) const ANSWERS: [(&str, &str); 3] = [
-    ("1 e", "execute it (plan mode off; runs in the mode chosen before planning)"),
+    (
+        "1 e",
+        "execute it (plan mode off; runs in the mode chosen before planning)",
+    ),
     ("2 r", "revise it: type what to change, then Enter"),
     ("3 c", "cancel (plan mode off, nothing runs)"),
 ];
@@ -215,7 +218,9 @@ impl App {
             1 => {
                 // The next message is the comment: a message while a plan waits revises it.
                 self.plan.revising = true;
-                self.set_hint("revise: type what to change and press Enter (the plan stays unapproved)");
+                self.set_hint(
+                    "revise: type what to change and press Enter (the plan stays unapproved)",
+                );
                 Vec::new()
             }
             c => {

@@ -188,7 +188,9 @@ pub(super) fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
     }
     if let Some(p) = app.plan_card() {
         let mut lines = Vec::new();
-        let room = (area.height as usize).saturating_sub(2 + 2 + PLAN_ANSWERS.len() + 1).max(3);
+        let room = (area.height as usize)
+            .saturating_sub(2 + 2 + PLAN_ANSWERS.len() + 1)
+            .max(3);
         let mut body = crate::tui::markdown::render(&p.plan, iw);
         if body.len() > room {
             let more = body.len() - room;
