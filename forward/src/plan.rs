@@ -83,3 +83,54 @@ pub enum PlanEvent {
         comment: Option<String>,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may unwrap
+    use crate::proto::{Event, EventKind, Request};
+
+    use super::*;
+
+    /// The wire shapes `docs/PROTOCOL.md` documents, both ways.
+    #[test]
+    fn wire_shapes_round_trip() {
+        let r = Request::Plan {
+            request_id: "r1".into(),
+            action: PlanAction::Decide {
+                plan_id: Some("p".into()),
+                decision: PlanDecision::Execute,
+                comment: None,
+            },
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"m": "plan", "request_id": "r1", "action": "decide", "plan_id": "p", "decision": "execute"})
+        );
+        assert_eq!(serde_json::from_value::<Request>(v).unwrap(), r);
+        let enter: Request =
+            serde_json::from_str(r#"{"m":"plan","request_id":"r2","action":"enter"}"#).unwrap();
+        assert_eq!(
+            enter,
+            Request::Plan {
+                request_id: "r2".into(),
+                action: PlanAction::Enter { task: None }
+            }
+        );
+        let ev = Event {
+            seq: 3,
+            ts: "t".into(),
+            turn: 1,
+            kind: EventKind::Plan(PlanEvent::Proposed {
+                plan_id: "p".into(),
+                plan: "## Steps\n1. a".into(),
+                steps: vec!["a".into()],
+            }),
+        };
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["type"], "plan");
+        assert_eq!(v["event"], "proposed");
+        assert_eq!(v["steps"], serde_json::json!(["a"]));
+        assert_eq!(serde_json::from_value::<Event>(v).unwrap(), ev);
+    }
+}
