@@ -27,6 +27,7 @@ pub mod frame;
 pub mod handshake;
 pub mod hooks;
 pub mod link;
+pub mod plan;
 pub mod policy;
 pub mod prefix;
 pub mod proto;

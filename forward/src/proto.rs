@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::content::{ContentChunk, ContentRef};
+pub use crate::plan::{PlanAction, PlanDecision, PlanEvent};
 pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
     SessionPolicy, Timeouts,
@@ -405,6 +406,19 @@ pub enum Request {
         #[serde(default)]
         hooks: crate::hooks::HookSettings,
     },
+    // ---- plan mode (issue 38 §1) ----
+    /// Plan mode of the open session: enter (optionally with a task, submitted as a turn
+    /// under `request_id`), leave, or answer the pending plan. Only the driving client may
+    /// send it. Answered with [`Response::Ok`] (or [`Response::Duplicate`]); an `execute`
+    /// or `revise` starts a turn whose [`EventKind::UserTurn`] carries `request_id`.
+    Plan {
+        /// Client-chosen id for deduplication (and of the turn it starts).
+        request_id: String,
+        /// What to do.
+        #[serde(flatten)]
+        action: PlanAction,
+    },
+
     // ---- daemon -> client ----
     /// The messages the session's next provider request will start with, sent when this
     /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
@@ -1416,6 +1430,8 @@ pub enum EventKind {
     // #15 provider failures visible and bounded.
     /// A model request failed and is tried again (journaled, so a replay shows it too).
     ProviderRetry(ProviderRetry),
+    /// Plan mode: on/off, a proposed plan, the user's answer (see [`PlanEvent`]).
+    Plan(PlanEvent),
     /// A checkpoint was taken.
     Checkpoint {
         /// Checkpoint id.

@@ -331,6 +331,27 @@ impl Client {
         }
     }
 
+    /// Send a plan-mode request ([`Request::Plan`]); like [`Client::submit_turn`], waits while
+    /// the host says busy (a turn still ending) and retries with the same id.
+    pub async fn plan_request(
+        &self,
+        request_id: &str,
+        action: reasonix_forward::proto::PlanAction,
+    ) -> Result<Response, CallError> {
+        loop {
+            let req = Request::Plan {
+                request_id: request_id.to_string(),
+                action: action.clone(),
+            };
+            match self.request(req).await {
+                Err(CallError::Remote(e)) if e.code == ErrorCode::Busy => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Tell the host this client is done with its session (see [`Request::Leave`]), waiting
     /// briefly for the answer: a client that exits right after is then no longer the
     /// session's driver when the next one attaches. Best effort: a host that does not

@@ -33,6 +33,10 @@ pub struct RunOptions {
     pub continue_last: bool,
     /// Model label.
     pub model: Option<String>,
+    /// `--plan`: plan mode on, the prompt is the task to plan.
+    pub plan: bool,
+    /// `--approve-plan`: execute the plan waiting in the session (no prompt).
+    pub approve_plan: bool,
 }
 
 /// How a run ended.
@@ -51,7 +55,8 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     config.apply_workspace(&connector.describe());
     let config = &config;
     // `run "/compact [focus]"` compacts the session instead of sending the text as a turn.
-    if let Some(focus) = compact_command(&opts.prompt) {
+    if let Some(focus) = compact_command(&opts.prompt).filter(|_| !opts.plan && !opts.approve_plan)
+    {
         return compact::compact(config, connector, &opts, focus).await;
     }
     let gateway = Arc::new(Gateway::new(config));
@@ -113,6 +118,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             let rid = request_id.clone();
             let prompt = opts.prompt.clone();
             let home = config.home.clone();
+            let (plan, approve_plan) = (opts.plan, opts.approve_plan);
             // Open and submit on a task so connection events keep flowing meanwhile.
             let tx = opened_tx.clone();
             open_pending = true;
@@ -132,6 +138,22 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 // restart the catch-up alone can end our turn (interrupted), and its notice
                 // (why, `loginctl enable-linger`) must not wait for the submit's answer.
                 let _ = tx.send(Ok(Ok(opened)));
+                if approve_plan || plan {
+                    use reasonix_forward::proto::{PlanAction, PlanDecision};
+                    let action = if approve_plan {
+                        PlanAction::Decide {
+                            plan_id: None,
+                            decision: PlanDecision::Execute,
+                            comment: None,
+                        }
+                    } else {
+                        PlanAction::Enter { task: Some(prompt) }
+                    };
+                    if let Err(e) = c.plan_request(&rid, action).await {
+                        let _ = tx.send(Err(e));
+                    }
+                    return;
+                }
                 // `/name args` naming a custom command runs its expansion (see
                 // `crate::commands`); any other text is sent as typed.
                 let prompt = match expand_command(&c, &home, &prompt).await {
@@ -601,6 +623,11 @@ impl Printer {
                     json!({"type": "approval_requested", "call_id": call_id, "tool": tool, "arguments": arguments, "reason": reason})
                 }
                 EventKind::Notice { text } => json!({"type": "notice", "text": text}),
+                EventKind::Plan(reasonix_forward::proto::PlanEvent::Proposed {
+                    plan_id,
+                    plan,
+                    steps,
+                }) => json!({"type": "plan", "plan_id": plan_id, "plan": plan, "steps": steps}),
                 EventKind::ProviderRetry(r) => json!({"type": "provider_retry",
                     "phase": r.phase, "attempt": r.attempt, "max_attempts": r.max_attempts,
                     "delay_ms": r.delay_ms, "reason": r.reason,
@@ -651,6 +678,11 @@ impl Printer {
                 eprintln!("[tool] {name} failed: {}", terminal_safe(&summary(output)));
             }
             EventKind::Notice { text } => eprintln!("[reasonix] {}", terminal_safe(text)),
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::Proposed { plan, .. }) => {
+                let mut o = std::io::stdout().lock();
+                let _ = writeln!(o, "\n\n--- plan (approve: reasonix run --continue --approve-plan; revise: reasonix run --continue \"comment\") ---\n{}", terminal_safe(plan));
+                let _ = o.flush();
+            }
             EventKind::ProviderRetry(r) => eprintln!(
                 "[reasonix] {}",
                 terminal_safe(&r.describe(r.delay_ms.div_ceil(1000)))

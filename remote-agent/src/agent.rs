@@ -139,14 +139,17 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
     let mut messages = Vec::new();
     // Steers wait for their injection point; `!` outputs for the next user turn.
     let mut steers = crate::steer::Replay::default();
+    // Plan mode adds its note to the user turns it covers (as the live session did).
+    let mut plan = crate::plan::PlanState::default();
     for ev in events {
+        plan.observe(&ev.kind);
         match &ev.kind {
             EventKind::UserTurn {
                 text, attachments, ..
             } => {
                 let shell = steers.take_shell();
                 messages.push(crate::steer::user_message_with_shell(
-                    text,
+                    &crate::plan::turn_text(text, plan.on),
                     attachments,
                     &shell,
                 ));
@@ -191,6 +194,7 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
             | EventKind::ProviderRetry(_)
+            | EventKind::Plan(_)
             | EventKind::Checkpoint { .. } => {}
             EventKind::Compacted {
                 snipped,
@@ -417,6 +421,7 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
             | EventKind::ProviderRetry(_)
+            | EventKind::Plan(_)
             | EventKind::Checkpoint { .. }
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }

@@ -210,6 +210,7 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::Notice { .. } => "notice",
         EventKind::ProviderRetry(_) => "provider_retry",
+        EventKind::Plan(_) => "plan",
         EventKind::Checkpoint { .. } => "checkpoint",
         EventKind::Compacted { .. } => "compacted",
         EventKind::Steer { .. } => "steer",

@@ -16,6 +16,7 @@ pub mod hooks;
 pub mod journal;
 pub mod mcp;
 pub mod paths;
+pub mod plan;
 pub mod policy;
 pub mod preflight;
 pub mod project;

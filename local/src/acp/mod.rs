@@ -82,7 +82,8 @@ where
                                         sessions.lock_or_recover().insert(sid.clone(), Arc::new(handle));
                                         peer.respond_with(
                                             id,
-                                            Ok(acp::NewSessionResponse::new(sid.clone())),
+                                            Ok(acp::NewSessionResponse::new(sid.clone())
+                                                .modes(session::modes(false))),
                                         );
                                         announce(&peer, &sid, &commands, unused);
                                     }
@@ -115,8 +116,15 @@ where
                                 match opened {
                                     Ok((sid, handle)) => {
                                         let commands = handle.load_commands().await;
+                                        let plan_on = handle.plan_mode();
                                         sessions.lock_or_recover().insert(sid.clone(), Arc::new(handle));
-                                        peer.respond_with(id, Ok(acp::LoadSessionResponse::new()));
+                                        // The plan mode of the loaded journal came as a
+                                        // `current_mode_update` during the history.
+                                        peer.respond_with(
+                                            id,
+                                            Ok(acp::LoadSessionResponse::new()
+                                                .modes(session::modes(plan_on))),
+                                        );
                                         announce(&peer, &sid, &commands, unused);
                                     }
                                     Err(e) => peer.respond(id, Err(e)),
@@ -125,6 +133,25 @@ where
                         }
                         Err(e) => peer.respond(id, Err(e)),
                     },
+                    "session/set_mode" => {
+                        let r = parse::<acp::SetSessionModeRequest>(params).and_then(|req| {
+                            let sid = req.session_id.0.to_string();
+                            sessions
+                                .lock_or_recover()
+                                .get(&sid)
+                                .cloned()
+                                .ok_or_else(|| acp::Error::session_not_found(sid))
+                                .map(|h| (h, req.mode_id.0.to_string()))
+                        });
+                        match r {
+                            Ok((handle, mode)) => {
+                                if let Err(e) = handle.set_mode(id.clone(), mode) {
+                                    peer.respond(id, Err(e));
+                                }
+                            }
+                            Err(e) => peer.respond(id, Err(e)),
+                        }
+                    }
                     "session/prompt" => {
                         let r = parse::<acp::PromptRequest>(params).and_then(|req| {
                             let sid = req.session_id.0.to_string();

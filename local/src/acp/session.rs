@@ -27,6 +27,9 @@ use crate::config::Config;
 use crate::connect::Connector;
 use crate::gateway::Gateway;
 
+mod plan;
+pub(crate) use plan::modes;
+
 /// Everything a session needs to start.
 pub struct SessionSpec {
     /// The laptop configuration (provider keys stay here).
@@ -60,6 +63,8 @@ pub struct SessionHandle {
     tx: mpsc::UnboundedSender<Cmd>,
     client: Client,
     home: PathBuf,
+    /// Plan mode is on in the session (as its events said so far).
+    plan_on: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SessionHandle {
@@ -86,6 +91,16 @@ impl SessionHandle {
     pub fn cancel(&self) {
         let _ = self.tx.send(Cmd::Cancel);
     }
+
+    /// Plan mode is on in the session (as its events said so far).
+    pub fn plan_mode(&self) -> bool {
+        self.plan_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `session/set_mode`: answered on `id` once the host applied it.
+    pub fn set_mode(&self, id: Value, mode: String) -> Result<(), acp::Error> {
+        self.tx.send(Cmd::SetMode { id, mode }).map_err(|_| gone())
+    }
 }
 
 fn gone() -> acp::Error {
@@ -97,6 +112,7 @@ enum Cmd {
     Prompt { id: Value, text: String },
     Cancel,
     Commands(crate::commands::CommandSet),
+    SetMode { id: Value, mode: String },
 }
 
 /// Results of work the actor started on tasks of their own.
@@ -106,6 +122,8 @@ enum Done {
     PromptFailed(String, acp::Error),
     /// A slash command that needs no turn finished with this text.
     Reply(Value, Result<String, acp::Error>),
+    /// The user answered a plan's permission request (`None`: revise or dismissed).
+    PlanAnswered(String, Option<reasonix_forward::proto::PlanDecision>),
 }
 
 /// What an approval asks about.
@@ -174,10 +192,21 @@ pub async fn open(
         dead: None,
         done: done_tx,
         explain: spec.explain.clone(),
+        plan: plan::PlanAcp::default(),
+        plan_on: Arc::default(),
     };
+    let plan_on = Arc::clone(&actor.plan_on);
     tokio::spawn(actor.run(events, rx, done_rx));
     let id = opened_rx.await.map_err(|_| gone())??;
-    Ok((id, SessionHandle { tx, client, home }))
+    Ok((
+        id,
+        SessionHandle {
+            tx,
+            client,
+            home,
+            plan_on,
+        },
+    ))
 }
 
 struct Actor {
@@ -202,6 +231,10 @@ struct Actor {
     dead: Option<String>,
     done: mpsc::UnboundedSender<Done>,
     explain: Option<Explain>,
+    /// Plan mode's permission request and the prompt answer it holds back.
+    plan: plan::PlanAcp,
+    /// Shared with the handle (`session/load` reports the current mode).
+    plan_on: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Actor {
@@ -394,10 +427,13 @@ impl Actor {
                 self.unanswered.remove(approval_id);
             }
             EventKind::Notice { text } => self.notice(text),
+            EventKind::Plan(p) => self.plan_event(p),
             EventKind::ProviderRetry(r) => self.notice(&r.describe(r.delay_ms.div_ceil(1000))),
             EventKind::TurnFinished { outcome, detail } => {
                 self.paused_turn = (*outcome == TurnOutcome::Paused).then_some(turn);
-                if self.prompt.as_ref().and_then(|p| p.turn) == Some(turn) {
+                if self.prompt.as_ref().and_then(|p| p.turn) == Some(turn)
+                    && !self.plan_defers(*outcome, detail.as_deref())
+                {
                     if let Some(p) = self.prompt.take() {
                         self.peer
                             .respond_with(p.id, stop_reason(*outcome, detail.as_deref()));
@@ -447,6 +483,7 @@ impl Actor {
         for (approval_id, asked) in std::mem::take(&mut self.unanswered) {
             self.ask_permission(approval_id, asked);
         }
+        self.plan_caught_up();
     }
 
     fn opened(&mut self, opened: SessionOpened) {
@@ -503,6 +540,7 @@ impl Actor {
                     }
                 }
             }
+            Done::PlanAnswered(plan_id, choice) => self.plan_answered(plan_id, choice),
             Done::Reply(id, r) => match r {
                 Ok(text) => {
                     self.update(acp::SessionUpdate::AgentMessageChunk(chunk(&text)));
@@ -517,6 +555,7 @@ impl Actor {
     fn command(&mut self, cmd: Cmd) {
         match cmd {
             Cmd::Commands(set) => self.commands = set,
+            Cmd::SetMode { id, mode } => self.set_mode(id, mode),
             Cmd::Cancel => {
                 if let Some(p) = self.prompt.as_mut() {
                     p.cancel_asked = true;

@@ -177,6 +177,17 @@ impl Translator {
                 }
                 out
             }
+            // A proposed plan is the ACP plan (its steps, pending) until the user answers.
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::Proposed { steps, .. }) => {
+                let todos: Vec<Value> = steps
+                    .iter()
+                    .map(|s| serde_json::json!({"content": s, "status": "pending"}))
+                    .collect();
+                plan_of(&serde_json::json!({ "todos": todos }))
+                    .map(|p| vec![acp::SessionUpdate::Plan(p)])
+                    .unwrap_or_default()
+            }
+            EventKind::Plan(_) => Vec::new(),
             EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
             | EventKind::Usage { .. }

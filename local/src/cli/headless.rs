@@ -53,7 +53,15 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }
-    let prompt = prompt_text(args.prompt)?;
+    if args.approve_plan && !args.continue_last && args.session.is_none() {
+        return Err(CliError::usage(
+            "--approve-plan executes the plan of an existing session: add --continue (the most recent session) or --session ID",
+        ));
+    }
+    let prompt = match args.prompt {
+        Some(p) => prompt_text(p)?,
+        None => String::new(),
+    };
     // No daemon, no session, no login when the first model request could not be made.
     reasonix_local::gateway::preflight(&config, args.run_model.as_deref())
         .map_err(|e| CliError::usage(format!("{e} (nothing was started)")))?;
@@ -81,6 +89,8 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
             session: args.session,
             continue_last: args.continue_last,
             model: args.run_model,
+            plan: args.plan,
+            approve_plan: args.approve_plan,
         },
     )
     .await;

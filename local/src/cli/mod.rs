@@ -251,8 +251,17 @@ fn ssh_connector(dest: &str, ssh: &SshArgs) -> Result<reasonix_local::ssh::SshCo
 
 #[derive(Args)]
 struct RunArgs {
-    /// The prompt; `-` reads it from standard input.
-    prompt: String,
+    /// The prompt; `-` reads it from standard input. With --approve-plan: none.
+    #[arg(required_unless_present = "approve_plan")]
+    prompt: Option<String>,
+    /// Plan first: turn plan mode on and send the prompt as the task to plan. Nothing is
+    /// changed; the plan is printed (a `plan` line with --json) and saved in the session.
+    /// Then `run --continue --approve-plan` executes it, `run --continue "comment"` revises it.
+    #[arg(long, conflicts_with = "approve_plan")]
+    plan: bool,
+    /// Execute the plan waiting in the session (with --continue or --session).
+    #[arg(long, conflicts_with = "prompt")]
+    approve_plan: bool,
     /// Print one JSON event per line.
     #[arg(long)]
     json: bool,

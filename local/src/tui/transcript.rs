@@ -488,6 +488,35 @@ impl Transcript {
                 }
             }
             EventKind::Notice { text } => self.notice(text.clone(), Level::Info),
+            EventKind::Plan(p) => {
+                use reasonix_forward::proto::PlanEvent;
+                match p {
+                    PlanEvent::Mode { on } => self.notice(
+                        if *on {
+                            "plan mode on: nothing changes until you approve a plan".to_string()
+                        } else {
+                            "plan mode off".to_string()
+                        },
+                        Level::Info,
+                    ),
+                    PlanEvent::Proposed { plan, steps, .. } => {
+                        self.end_streams();
+                        self.push(EntryKind::Assistant {
+                            text: format!("**Proposed plan** ({} steps)\n\n{plan}", steps.len()),
+                            streaming: false,
+                        });
+                    }
+                    PlanEvent::Decided {
+                        decision, comment, ..
+                    } => self.notice(
+                        match comment {
+                            Some(c) => format!("plan: {} ({c})", decision.as_str()),
+                            None => format!("plan: {}", decision.as_str()),
+                        },
+                        Level::Info,
+                    ),
+                }
+            }
             // Mid-stream: the streaming entry keeps taking the deltas.
             EventKind::Steer { request_id, text } => {
                 self.push(EntryKind::Steer {

@@ -94,6 +94,15 @@ impl Daemon {
                     Err(e) => Err(e.into()),
                 }
             }
+            Request::Plan { request_id, action } => {
+                // Only the driver: a spectator can neither plan nor approve.
+                let session = self.driven_session(conn)?;
+                match session.plan_request(&request_id, action).await {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(e.into()),
+                }
+            }
             Request::Leave => {
                 if let Some((session, _)) = conn.session.lock_or_recover().take() {
                     session.release_driver(conn.id);

@@ -22,6 +22,9 @@ pub struct Piece {
     /// True when it has command substitution, process substitution or a redirection that
     /// writes somewhere other than /dev/null or another descriptor.
     pub has_ops: bool,
+    /// True when a redirection writes somewhere other than /dev/null or another descriptor
+    /// (plan mode refuses such a command early).
+    pub writes: bool,
     /// Why what this command runs cannot be known before it runs (a computed command name,
     /// a shell reading stdin, text that does not parse); such a piece is never allowed
     /// without asking.
@@ -48,6 +51,7 @@ impl Piece {
                 text: raw.text.clone(),
                 words: raw.words.iter().map(|w| w.value.clone()).collect(),
                 has_ops: raw.writes || raw.substitutions,
+                writes: raw.writes,
                 opaque: analysis.opaque,
                 runs: analysis.runs,
                 nested: in_script || raw.nested,
@@ -65,6 +69,7 @@ impl Piece {
             text: text.trim().to_string(),
             words: shell_words(text),
             has_ops: true,
+            writes: false,
             opaque: Some(why),
             runs: Vec::new(),
             nested: false,
@@ -82,6 +87,7 @@ impl Piece {
         Piece {
             words: shell_words(text),
             has_ops: pieces.len() > 1 || pieces.iter().any(|p| p.has_ops),
+            writes: pieces.iter().any(|p| p.writes),
             opaque: pieces.iter().find_map(|p| p.opaque.clone()),
             runs: Vec::new(),
             nested: false,
@@ -97,6 +103,11 @@ impl Piece {
     /// hands to a shell (those are decided too, as pieces of their own).
     pub fn is_top_level(&self) -> bool {
         !self.nested
+    }
+
+    /// The word lists of what runs: the command, then what its wrappers start.
+    pub fn runs(&self) -> &[Vec<String>] {
+        &self.runs
     }
 
     /// The words from the command name on (leading `VAR=value` dropped).

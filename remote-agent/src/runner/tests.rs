@@ -354,6 +354,7 @@ fn belongs_to(kind: &EventKind, conv: &Conversation) -> bool {
         | EventKind::TurnFinished { .. }
         | EventKind::Notice { .. }
         | EventKind::ProviderRetry(_)
+        | EventKind::Plan(_)
         | EventKind::Checkpoint { .. }
         | EventKind::Compacted { .. }
         | EventKind::Steer { .. }

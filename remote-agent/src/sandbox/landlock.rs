@@ -74,6 +74,9 @@ pub struct Plan<'a> {
     pub forbid_read: &'a [PathBuf],
     /// Block TCP bind and connect (needs ABI 4).
     pub block_tcp: bool,
+    /// The host's /tmp (and the temp dir) stay writable; false in plan mode, where
+    /// nothing outside the device files is.
+    pub tmp_writable: bool,
 }
 
 /// Device files and directories a shell needs to write (like bwrap's `--dev`).
@@ -185,8 +188,10 @@ pub fn prepare(plan: &Plan<'_>) -> Result<Prepared, String> {
     for d in DEV_WRITABLE {
         rules.push((PathBuf::from(d), write));
     }
-    rules.push((std::env::temp_dir(), write));
-    rules.push((PathBuf::from("/tmp"), write));
+    if plan.tmp_writable {
+        rules.push((std::env::temp_dir(), write));
+        rules.push((PathBuf::from("/tmp"), write));
+    }
     for (path, access) in rules {
         // A path that vanished meanwhile simply gets no right.
         let Ok(fd) = PathFd::new(&path) else {

@@ -121,6 +121,9 @@ pub struct Sandbox {
     workspace: PathBuf,
     state: State,
     shell: PathBuf,
+    /// Plan mode ([`Sandbox::read_only`]): the workspace and every writable root are mounted
+    /// read-only, and the host's /tmp is not writable either.
+    all_read_only: bool,
 }
 
 /// How long the bwrap probe may take.
@@ -203,7 +206,23 @@ impl Sandbox {
             workspace,
             state,
             shell: PathBuf::from(shell),
+            all_read_only: false,
         }
+    }
+
+    /// This sandbox with nothing writable (plan mode): under bwrap the workspace and the
+    /// other writable roots are bound read-only (and /tmp is private, as always); under
+    /// Landlock no write right is granted outside the device files. Off or unavailable stays
+    /// so ([`Sandbox::is_active`] tells; plan mode then runs only read-only commands).
+    pub fn read_only(&self) -> Sandbox {
+        let mut s = self.clone();
+        s.all_read_only = true;
+        s
+    }
+
+    /// True for a [`Sandbox::read_only`] sandbox.
+    pub fn is_read_only(&self) -> bool {
+        self.all_read_only
     }
 
     /// A sandbox that runs commands unconfined (tests, and `bash = "off"`).
@@ -294,9 +313,14 @@ impl Sandbox {
                 Ok(c)
             }
             State::Landlock { abi, .. } => {
-                let writable = self.writable_roots();
+                let writable = if self.all_read_only {
+                    Vec::new()
+                } else {
+                    self.writable_roots()
+                };
                 let plan = landlock::Plan {
                     abi: *abi,
+                    tmp_writable: !self.all_read_only,
                     writable: &writable,
                     read_only,
                     forbid_read: &self.config.forbid_read,
@@ -348,8 +372,15 @@ impl Sandbox {
         push(&["--proc".as_ref(), "/proc".as_ref()]);
         push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
         let roots = self.writable_roots();
+        // Plan mode binds them read-only: still visible (a root under /tmp would otherwise be
+        // hidden by the private /tmp), not writable.
+        let bind = if self.all_read_only {
+            "--ro-bind"
+        } else {
+            "--bind"
+        };
         for r in &roots {
-            push(&["--bind".as_ref(), r.as_os_str(), r.as_os_str()]);
+            push(&[bind.as_ref(), r.as_os_str(), r.as_os_str()]);
         }
         for r in &roots {
             let git = r.join(".git");

@@ -58,6 +58,9 @@ impl compaction::history::HistorySource for SessionHistory {
                     EventKind::ToolFinished { name, output, .. } => {
                         (format!("tool {name}"), output.clone())
                     }
+                    EventKind::Plan(reasonix_forward::proto::PlanEvent::Proposed {
+                        plan, ..
+                    }) => ("plan".to_string(), plan.clone()),
                     EventKind::SessionStarted { .. }
                     | EventKind::TextDelta { .. }
                     | EventKind::ReasoningDelta { .. }
@@ -70,6 +73,7 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::ProviderRetry(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
+                    | EventKind::Plan(_)
                     | EventKind::SteerInjected { .. } => continue,
                     EventKind::Steer { text, .. } => ("user (steer)".to_string(), text.clone()),
                     EventKind::ShellRan {

@@ -98,6 +98,9 @@ impl Host for Session {
     }
 
     fn decide(&self, tool: &str, args: &Value, read_only: bool) -> Decision {
+        if let Some(d) = self.plan_gate(tool, args, read_only) {
+            return d;
+        }
         self.lock().policy.decide(tool, args, read_only)
     }
 
@@ -116,7 +119,7 @@ impl Host for Session {
     }
 
     fn tool_ctx(&self) -> ToolContext {
-        Session::tool_ctx(self)
+        Session::plan_tool_ctx(self)
     }
 
     fn tool_progress(&self, call_id: &str) -> crate::mcp::ProgressSink {

@@ -32,6 +32,7 @@ mod history;
 mod hooks;
 mod host;
 mod lifecycle;
+mod plan;
 mod provider;
 mod rewind;
 mod steer;
@@ -98,6 +99,11 @@ pub enum SessionError {
     /// Unknown approval id.
     #[error("no pending approval with id {0}")]
     NoSuchApproval(String),
+    /// A plan answer with no plan waiting (or for another plan than the one waiting).
+    #[error(
+        "no plan is waiting for an answer (it was answered already, or replaced by a newer one)"
+    )]
+    NoPlan,
     /// A steer arrived while no turn runs.
     #[error("no turn is running to steer; send the text as a new message")]
     NotRunning,
@@ -120,7 +126,7 @@ impl SessionError {
             SessionError::Busy => ErrorCode::Busy,
             SessionError::NotPaused => ErrorCode::NotPaused,
             SessionError::Policy(_) => ErrorCode::BadConfig,
-            SessionError::NoSuchApproval(_) => ErrorCode::NotFound,
+            SessionError::NoSuchApproval(_) | SessionError::NoPlan => ErrorCode::NotFound,
             SessionError::NotRunning => ErrorCode::NotRunning,
             SessionError::ShellDenied(_) => ErrorCode::Denied,
             SessionError::EmptySteer | SessionError::Shell(_) => ErrorCode::Invalid,
@@ -152,6 +158,8 @@ struct Inner {
     title: String,
     /// Steers and `!` outputs not yet given to the model.
     pending: steer::Pending,
+    /// Plan mode as the journal says (kept current by [`Session::emit`]).
+    plan: crate::plan::PlanState,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -277,6 +285,7 @@ impl Session {
             journal_path.parent().unwrap_or(std::path::Path::new(".")),
         );
         let pending = steer::Pending::from_events(&events);
+        let plan_state = crate::plan::PlanState::from_events(&events);
         let turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         let mut seen_requests = HashSet::new();
         let mut title = String::new();
@@ -323,6 +332,7 @@ impl Session {
                 created,
                 title,
                 pending,
+                plan: plan_state,
             }),
             live,
             driver,
@@ -346,6 +356,7 @@ impl Session {
             ctx.history = Arc::new(history::SessionHistory::of(&session));
             ctx.notices = Arc::new(SessionNotices(Arc::downgrade(&session)));
             ctx.web = Arc::new(web::SessionWeb(session.driver.subscribe()));
+            ctx.plan = Arc::new(plan::SessionPlan(Arc::downgrade(&session)));
         }
         Ok((session, notice))
     }
@@ -581,6 +592,7 @@ impl Session {
                 ctx.history = Arc::clone(&slot.history);
                 ctx.notices = Arc::clone(&slot.notices);
                 ctx.web = Arc::clone(&slot.web);
+                ctx.plan = Arc::clone(&slot.plan);
                 *slot = ctx;
             }
             let mut inner = self.lock();
@@ -644,6 +656,7 @@ impl Session {
     /// happens here; durability is asked for with [`JournalWriter::barrier`] where needed.
     fn emit(&self, inner: &mut Inner, kind: EventKind) -> Event {
         let turn = inner.turn;
+        inner.plan.observe(&kind);
         let ev = inner.journal.append(turn, kind);
         inner.events.push(ev.clone());
         let _ = self.live.send(Notification::Event(ev.clone()));
@@ -684,6 +697,19 @@ impl Session {
         extra: Vec<reasonix_forward::proto::Attachment>,
         notices: Vec<String>,
     ) -> Result<bool, SessionError> {
+        self.submit_inner(request_id, text, extra, notices, Vec::new())
+    }
+
+    /// [`Session::submit_with`], journaling `plan` events first, in the new turn (so a rewind
+    /// to before this turn takes them back too).
+    fn submit_inner(
+        self: &Arc<Self>,
+        request_id: &str,
+        text: &str,
+        extra: Vec<reasonix_forward::proto::Attachment>,
+        notices: Vec<String>,
+        plan: Vec<reasonix_forward::proto::PlanEvent>,
+    ) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
         let admitted;
         // Reading the mentioned files is file I/O: done before taking the session lock.
@@ -705,8 +731,22 @@ impl Session {
                 inner.title = crate::journal::title_of(text);
             }
             let shell = std::mem::take(&mut inner.pending.shell);
+            let mut plan = plan;
+            if plan.is_empty() {
+                // A message while a plan waits for its answer revises it.
+                if let Some(p) = &inner.plan.pending {
+                    plan.push(reasonix_forward::proto::PlanEvent::Decided {
+                        plan_id: p.plan_id.clone(),
+                        decision: reasonix_forward::proto::PlanDecision::Revise,
+                        comment: Some(text.to_string()),
+                    });
+                }
+            }
+            for ev in plan {
+                self.emit(&mut inner, EventKind::Plan(ev));
+            }
             conv.messages.push(crate::steer::user_message_with_shell(
-                text,
+                &crate::plan::turn_text(text, inner.plan.on),
                 &attachments,
                 &shell,
             ));

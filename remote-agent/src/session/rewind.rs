@@ -156,6 +156,8 @@ impl Session {
         inner.journal.continue_after(boundary);
         conv.messages = agent::messages_from_events(&events);
         inner.turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
+        // A rewind to before an approval brings the unapproved plan back.
+        inner.plan = crate::plan::PlanState::from_events(&events);
         inner.events = events;
         inner.state = TurnState::Idle;
         inner.cancel = None;

@@ -9,6 +9,7 @@ mod bash;
 mod confine;
 pub mod deny_guard;
 mod edit;
+mod exit_plan;
 mod history;
 mod jobs;
 pub mod notebook;
@@ -33,6 +34,7 @@ pub use bash::{
 pub use confine::{confine_write, writable_roots, ConfineError, RootList, WriteTarget};
 pub use deny_guard::DenyGuard;
 pub use edit::{EditFileTool, MultiEditTool};
+pub use exit_plan::ExitPlanModeTool;
 pub use history::HistoryTool;
 pub use jobs::{Job, JobId, JobStatus, JobTable};
 pub use notebook::NotebookEditTool;
@@ -154,6 +156,8 @@ pub struct ToolContext {
     pub notices: Arc<dyn NoticeSink>,
     /// Where `web_fetch` sends its requests (the session's driving laptop).
     pub web: Arc<dyn WebGateway>,
+    /// The session's plan mode (`exit_plan_mode` proposes through it).
+    pub plan: Arc<dyn crate::plan::PlanSink>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -196,6 +200,7 @@ impl ToolContext {
             deny_guard: None,
             notices: Arc::new(NoNotices),
             web: Arc::new(NoWebGateway),
+            plan: Arc::new(crate::plan::NoPlan),
         }
     }
 
@@ -251,7 +256,8 @@ impl ToolRegistry {
     /// All built-in tools.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let all: [Arc<dyn Tool>; 16] = [
+        let all: [Arc<dyn Tool>; 17] = [
+            Arc::new(ExitPlanModeTool),
             Arc::new(HistoryTool),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),

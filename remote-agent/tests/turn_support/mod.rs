@@ -523,6 +523,7 @@ fn outline_of(kind: &EventKind) -> Option<String> {
         EventKind::TurnFinished { outcome, .. } => format!("turn_finished:{outcome}"),
         EventKind::Notice { .. } => "notice".into(),
         EventKind::ProviderRetry(_) => "provider_retry".into(),
+        EventKind::Plan(p) => format!("plan:{p:?}"),
         EventKind::Compacted { kind, .. } => format!("compacted:{kind:?}"),
         EventKind::Steer { .. } => "steer".into(),
         EventKind::SteerInjected { .. } => "steer_injected".into(),

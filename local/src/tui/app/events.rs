@@ -395,6 +395,7 @@ impl App {
                 }
                 let mut actions = Vec::new();
                 self.track_retry(&e.kind);
+                self.plan.observe(&e.kind);
                 match &e.kind {
                     EventKind::Usage {
                         usage,
@@ -486,6 +487,7 @@ impl App {
                     | EventKind::ToolFinished { .. }
                     | EventKind::Notice { .. }
                     | EventKind::ProviderRetry(_)
+                    | EventKind::Plan(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }

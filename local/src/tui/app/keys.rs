@@ -21,6 +21,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ),
     ("Tab", "complete a /command or @path"),
     (
+        "Shift+Tab",
+        "mode: ask → auto → plan (plan: nothing changes until you approve a plan)",
+    ),
+    (
         "@path",
         "attach a workspace file (Tab lists one folder level)",
     ),
@@ -185,11 +189,17 @@ impl App {
         if self.active_approval().is_some() {
             return self.approval_key(key);
         }
+        if self.plan_card().is_some() {
+            return self.plan_card_key(key);
+        }
         if self.overlay.is_some() {
             return self.overlay_key(key);
         }
         if self.progress.active {
             return Vec::new();
+        }
+        if key.code == KeyCode::BackTab && self.completion.is_none() {
+            return self.cycle_mode();
         }
         self.composer_key(key)
     }

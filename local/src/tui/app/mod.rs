@@ -7,6 +7,7 @@ mod context;
 mod effort;
 mod events;
 mod keys;
+mod plan;
 mod retry;
 mod slash;
 mod terminal;
@@ -35,6 +36,7 @@ use crate::config::Prices;
 pub(crate) use completion::{CompKind, Completion};
 pub use effort::ModelEfforts;
 pub(crate) use keys::KEYS;
+pub(crate) use plan::ANSWERS as PLAN_ANSWERS;
 pub(crate) use slash::{SlashCommand, SlashSpec};
 pub(crate) use terminal::TermTab;
 pub use terminal::{PtyAction, PtyEvent};
@@ -124,6 +126,15 @@ pub enum Action {
     },
     /// Send `Request::Takeover`.
     Takeover,
+    /// Send `Request::Plan` (plan mode: enter, leave, answer the card).
+    Plan {
+        /// Deduplication id (and of the turn it starts).
+        request_id: String,
+        /// What to do.
+        action: reasonix_forward::proto::PlanAction,
+    },
+    /// Use this permission mode (`ask`, `auto`) in the settings of the next open.
+    SetMode(String),
     /// Send `Request::Rewind`.
     Rewind {
         /// Deduplication id.
@@ -564,6 +575,8 @@ pub struct App {
     /// The level the user chose (`None`: each model's default).
     effort_choice: Option<reasonix_forward::proto::ReasoningEffort>,
     pub(crate) approvals: VecDeque<PendingApproval>,
+    /// Plan mode of the open session (issue 38 §1).
+    pub(crate) plan: plan::PlanView,
     answered: HashSet<String>,
     pub(crate) approval_sel: usize,
     pub(crate) prompts: VecDeque<PromptModal>,
@@ -668,6 +681,7 @@ impl App {
             effort,
             effort_choice,
             approvals: VecDeque::new(),
+            plan: plan::PlanView::default(),
             answered: HashSet::new(),
             approval_sel: 0,
             prompts: VecDeque::new(),
@@ -773,6 +787,7 @@ impl App {
         !self.prompts.is_empty()
             || self.fatal_open()
             || self.active_approval().is_some()
+            || self.plan_card().is_some()
             || self.overlay.is_some()
             || self.progress.active
     }

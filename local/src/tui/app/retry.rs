@@ -37,6 +37,7 @@ impl App {
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
             | EventKind::Notice { .. }
+            | EventKind::Plan(_)
             | EventKind::Checkpoint { .. }
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }

@@ -26,6 +26,7 @@ pub(crate) enum SlashCommand {
     Permissions,
     Shell,
     Rename,
+    Plan,
     Quit,
 }
 
@@ -64,6 +65,7 @@ impl SlashCommand {
         Self::Permissions,
         Self::Shell,
         Self::Rename,
+        Self::Plan,
         Self::Quit,
     ];
 
@@ -71,6 +73,12 @@ impl SlashCommand {
     pub(crate) fn spec(self) -> SlashSpec {
         let (name, aliases, args, description): (_, &'static [&'static str], _, _) = match self {
             Self::Help => ("help", &["?"], "", "list every key and command"),
+            Self::Plan => (
+                "plan",
+                &[],
+                "[task]",
+                "plan mode: research read-only, propose a plan, change nothing until you approve it",
+            ),
             Self::New => ("new", &[], "", "start a new session"),
             Self::Sessions => (
                 "sessions",
@@ -208,6 +216,7 @@ impl App {
         self.last_seq = 0;
         self.totals = Totals::default();
         self.approvals.clear();
+        self.plan = plan::PlanView::default();
         self.turn_state = TurnState::Idle;
         self.turn_started = None;
         let p = OpenParams {
@@ -495,6 +504,7 @@ impl App {
             SlashCommand::Shell => self.shell_command(arg),
             SlashCommand::Compact => self.compact_command(arg),
             SlashCommand::Context => self.context_command(),
+            SlashCommand::Plan => self.plan_command(arg),
         }
     }
 }

@@ -186,6 +186,27 @@ pub(super) fn render_modal(app: &App, frame: &mut Frame<'_>, area: Rect) {
         show_modal(frame, area, &title, theme::border_active(), lines, max_w);
         return;
     }
+    if let Some(p) = app.plan_card() {
+        let mut lines = Vec::new();
+        let room = (area.height as usize)
+            .saturating_sub(2 + 2 + PLAN_ANSWERS.len() + 1)
+            .max(3);
+        let mut body = crate::tui::markdown::render(&p.plan, iw);
+        if body.len() > room {
+            let more = body.len() - room;
+            body.truncate(room.saturating_sub(1));
+            body.push(Line::from(Span::styled(
+                format!("… {more} more lines (the whole plan is in the transcript)"),
+                theme::dim(),
+            )));
+        }
+        lines.extend(body);
+        lines.push(Line::default());
+        lines.extend(options(&PLAN_ANSWERS, Some(app.plan.sel)));
+        let title = format!("Plan ({} steps): approve?", p.steps.len());
+        show_modal(frame, area, &title, theme::border_active(), lines, max_w);
+        return;
+    }
     if let Some(ov) = &app.overlay {
         render_overlay(app, ov, frame, area, max_w, iw);
         return;

@@ -94,6 +94,12 @@ pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
         // Right after the model: the two say what each request is sent with.
         segs.insert(3, (3, format!("effort {e}"), theme::dim()));
     }
+    // Plan mode, or the step of an approved plan in progress.
+    if app.plan.on {
+        segs.insert(2, (1, "plan mode".to_string(), theme::warn()));
+    } else if let Some(step) = app.plan.step_in_progress() {
+        segs.insert(2, (1, step, theme::text()));
+    }
     if let Some(p) = app.context_pct() {
         let style = if p >= 80.0 {
             theme::warn()

@@ -295,6 +295,18 @@ impl Exec {
             Action::Takeover => {
                 self.request("takeover", Request::Takeover, |_| Some(AppEvent::TookOver));
             }
+            Action::Plan { request_id, action } => {
+                self.request("plan", Request::Plan { request_id, action }, |_| None);
+            }
+            Action::SetMode(mode) => {
+                use reasonix_forward::policy::PermissionMode;
+                let m = match mode.as_str() {
+                    "auto" => PermissionMode::Auto,
+                    "yolo" => PermissionMode::Yolo,
+                    _ => PermissionMode::Ask,
+                };
+                self.config().permissions.mode = m;
+            }
             Action::ListSessions => {
                 self.request("list sessions", Request::ListSessions, |r| match r {
                     Response::Sessions { sessions } => Some(AppEvent::Sessions(sessions)),

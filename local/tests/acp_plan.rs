@@ -1,0 +1,178 @@
+//! Plan mode over ACP, driven by the client side of the `agent-client-protocol` crate
+//! against the real `reasonix acp` and host: the session offers the modes `default` and
+//! `plan`; `session/set_mode plan` turns plan mode on (a `current_mode_update` says so); the
+//! model's write while planning is refused; the proposed plan arrives as the ACP plan and its
+//! approval as a permission request; "execute" runs it (the write then asks as in `ask` mode)
+//! and the planning prompt answers once the plan ran.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, SetSessionModeRequest,
+    StopReason, TextContent,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use common::{host_bin, LocalRig};
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use serde_json::json;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+const PLAN: &str = "## Goal\nNotes.\n\n## Steps\n1. Write done.txt\n2. Check it\n\n## Files to touch\n- done.txt\n\n## Verification\n1. cat done.txt\n";
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> MockToolCall {
+    MockToolCall::new(id, name, &args.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_plan_mode_permission_then_execute() {
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![call(
+                "w1",
+                "write_file",
+                json!({"path": "early.txt", "content": "x"}),
+            )],
+            9,
+        ),
+        MockReply::tool_calls(vec![call("p1", "exit_plan_mode", json!({"plan": PLAN}))], 9),
+        MockReply::text(&["plan-ready"]),
+        MockReply::tool_calls(
+            vec![call(
+                "x1",
+                "write_file",
+                json!({"path": "done.txt", "content": "ok"}),
+            )],
+            9,
+        ),
+        MockReply::text(&["executed"]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_ACP_PLAN_KEY", "sk-acp-plan");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .arg("acp")
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn reasonix acp");
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
+    let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
+    let (u, a) = (Arc::clone(&updates), Arc::clone(&asked));
+    let ws = rig.ws.clone();
+    let (stop, modes) = tokio::time::timeout(
+        Duration::from_secs(120),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    u.lock().expect("updates").push(n.update);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |req: RequestPermissionRequest, responder, _cx| {
+                    // Allow once: for the plan that is "execute".
+                    let allow = req
+                        .options
+                        .iter()
+                        .find(|o| o.kind == PermissionOptionKind::AllowOnce)
+                        .map(|o| o.option_id.clone())
+                        .expect("an allow-once option");
+                    a.lock().expect("asked").push(req);
+                    responder.respond(RequestPermissionResponse::new(
+                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(allow)),
+                    ))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(
+                transport,
+                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
+                    cx.send_request(InitializeRequest::new(
+                        agent_client_protocol::schema::ProtocolVersion::V1,
+                    ))
+                    .block_task()
+                    .await?;
+                    let session = cx
+                        .send_request(NewSessionRequest::new(ws))
+                        .block_task()
+                        .await?;
+                    let modes = session.modes.clone();
+                    cx.send_request(SetSessionModeRequest::new(
+                        session.session_id.clone(),
+                        "plan",
+                    ))
+                    .block_task()
+                    .await?;
+                    let r = cx
+                        .send_request(PromptRequest::new(
+                            session.session_id,
+                            vec![ContentBlock::Text(TextContent::new("add notes"))],
+                        ))
+                        .block_task()
+                        .await?;
+                    Ok((r.stop_reason, modes))
+                },
+            ),
+    )
+    .await
+    .expect("the prompt ends within 120 s")
+    .expect("ACP exchange");
+    assert_eq!(stop, StopReason::EndTurn);
+    let modes = modes.expect("the session offers modes");
+    assert_eq!(modes.current_mode_id.0.as_ref(), "default");
+    let ids: Vec<&str> = modes
+        .available_modes
+        .iter()
+        .map(|m| m.id.0.as_ref())
+        .collect();
+    assert_eq!(ids, ["default", "plan"]);
+    assert!(
+        !rig.ws.join("early.txt").exists(),
+        "a write ran while planning"
+    );
+    assert_eq!(
+        std::fs::read_to_string(rig.ws.join("done.txt")).expect("done.txt"),
+        "ok"
+    );
+    // The planning prompt answered only after the executing turn: all five steps ran.
+    assert_eq!(mock.request_count(), 5);
+    let asked = asked.lock().expect("asked");
+    assert_eq!(asked.len(), 2, "the plan, then the write in ask mode");
+    assert!(asked[0]
+        .options
+        .iter()
+        .any(|o| o.option_id.0.as_ref() == "plan_execute"));
+    let updates = updates.lock().expect("updates");
+    let modes_seen: Vec<String> = updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::CurrentModeUpdate(m) => Some(m.current_mode_id.0.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(modes_seen, ["plan", "default"]);
+    let plan = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::Plan(p) => Some(p),
+            _ => None,
+        })
+        .expect("the plan was sent as the ACP plan");
+    assert_eq!(plan.entries.len(), 2);
+    assert_eq!(plan.entries[0].content, "Write done.txt");
+}
