@@ -26,6 +26,7 @@ pub mod delta;
 pub mod frame;
 pub mod handshake;
 pub mod link;
+pub mod memory;
 pub mod policy;
 pub mod prefix;
 pub mod proto;

@@ -1,0 +1,243 @@
+//! Recall: BM25 over facts, deterministic and plain. Latin-script text is split into
+//! lower-cased words (a few English stop words dropped); Chinese, Japanese and Korean text,
+//! which has no spaces, into overlapping character bigrams (a lone character stays a
+//! unigram), so a Chinese note is found by a Chinese question.
+//!
+//! What recall adds to a user turn is bounded: at most [`MAX_RECALLED`] facts and
+//! [`MAX_RECALL_CHARS`] characters of fact text, in one tagged block appended to the user's
+//! message (never the system prompt: the cached prefix stays byte-identical).
+
+use std::collections::HashMap;
+
+use super::fact::{truncate, Fact};
+
+/// Most facts recalled into one user turn.
+pub const MAX_RECALLED: usize = 4;
+/// Most characters of fact text recalled into one user turn.
+pub const MAX_RECALL_CHARS: usize = 2_400;
+/// Most characters of pinned facts in the standing instructions.
+pub const MAX_PINNED_CHARS: usize = 1_500;
+/// A fact is recalled only when its score is at least this share of the best one.
+const RELATIVE_CUTOFF: f64 = 0.3;
+
+const STOP: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how",
+    "i", "if", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "should", "so",
+    "that", "the", "this", "to", "use", "we", "what", "when", "where", "which", "who", "why",
+    "will", "with", "you", "your",
+];
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3400..=0x4DBF    // CJK extension A
+        | 0x4E00..=0x9FFF    // CJK unified ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0xF900..=0xFAFF    // CJK compatibility ideographs
+        | 0x20000..=0x2FFFF) // extensions B–F
+}
+
+/// Search terms of `text`: lower-cased words of letters and digits, and character bigrams of
+/// CJK runs.
+pub fn tokenize(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    let flush_word = |w: &mut String, out: &mut Vec<String>| {
+        if !w.is_empty() {
+            let lw = w.to_lowercase();
+            if !STOP.contains(&lw.as_str()) {
+                out.push(lw);
+            }
+            w.clear();
+        }
+    };
+    let flush_cjk = |run: &mut Vec<char>, out: &mut Vec<String>| {
+        match run.len() {
+            0 => {}
+            1 => out.push(run[0].to_string()),
+            _ => {
+                for pair in run.windows(2) {
+                    out.push(pair.iter().collect());
+                }
+            }
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if is_cjk(c) {
+            flush_word(&mut word, &mut out);
+            cjk.push(c);
+        } else if c.is_alphanumeric() {
+            flush_cjk(&mut cjk, &mut out);
+            word.push(c);
+        } else {
+            flush_word(&mut word, &mut out);
+            flush_cjk(&mut cjk, &mut out);
+        }
+    }
+    flush_word(&mut word, &mut out);
+    flush_cjk(&mut cjk, &mut out);
+    out
+}
+
+/// A BM25 index over facts (k1 = 1.2, b = 0.75), built once per store change.
+#[derive(Debug, Default)]
+pub struct Index {
+    tfs: Vec<HashMap<String, u32>>,
+    lens: Vec<u32>,
+    df: HashMap<String, u32>,
+    avg: f64,
+}
+
+impl Index {
+    /// Indexes the search text of `facts` (same order).
+    pub fn build(facts: &[Fact]) -> Index {
+        let mut idx = Index::default();
+        for f in facts {
+            let mut tf: HashMap<String, u32> = HashMap::new();
+            for t in tokenize(&f.search_text()) {
+                *tf.entry(t).or_insert(0) += 1;
+            }
+            for t in tf.keys() {
+                *idx.df.entry(t.clone()).or_insert(0) += 1;
+            }
+            idx.lens.push(tf.values().sum());
+            idx.tfs.push(tf);
+        }
+        let n = idx.lens.len().max(1) as f64;
+        idx.avg = idx.lens.iter().map(|l| *l as f64).sum::<f64>() / n;
+        idx
+    }
+
+    /// (index, score) of the facts matching `query`, best first (ties: lower index first).
+    pub fn search(&self, query: &str) -> Vec<(usize, f64)> {
+        let mut terms = tokenize(query);
+        terms.sort();
+        terms.dedup();
+        let n = self.tfs.len() as f64;
+        let (k1, b) = (1.2, 0.75);
+        let mut scores: Vec<(usize, f64)> = Vec::new();
+        let idfs: Vec<(&String, f64)> = terms
+            .iter()
+            .filter_map(|t| {
+                let df = *self.df.get(t)? as f64;
+                Some((t, ((n - df + 0.5) / (df + 0.5) + 1.0).ln()))
+            })
+            .collect();
+        if idfs.is_empty() {
+            return scores;
+        }
+        for (i, tf) in self.tfs.iter().enumerate() {
+            let mut s = 0.0;
+            for (t, idf) in &idfs {
+                let Some(&f) = tf.get(*t) else { continue };
+                let f = f as f64;
+                let norm = 1.0 - b + b * self.lens[i] as f64 / self.avg.max(1.0);
+                s += idf * f * (k1 + 1.0) / (f + k1 * norm);
+            }
+            if s > 0.0 {
+                scores.push((i, s));
+            }
+        }
+        scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scores
+    }
+
+    /// Approximate heap bytes of the index (for the benchmark).
+    pub fn heap_bytes(&self) -> usize {
+        let map_entry = std::mem::size_of::<(String, u32)>() + 8;
+        let terms: usize = self
+            .tfs
+            .iter()
+            .flat_map(|m| m.keys())
+            .map(|k| k.capacity() + map_entry)
+            .sum();
+        let df: usize = self.df.keys().map(|k| k.capacity() + map_entry).sum();
+        terms + df + self.lens.capacity() * 4
+    }
+}
+
+/// The facts to recall for `query`: indices into `facts`, best first, within
+/// [`MAX_RECALLED`] facts and [`MAX_RECALL_CHARS`] characters; expired facts (by `now`) and
+/// `skip` ids are left out.
+pub fn select(
+    facts: &[Fact],
+    index: &Index,
+    query: &str,
+    now: &str,
+    skip: &[String],
+) -> Vec<usize> {
+    let ranked = index.search(query);
+    let Some(&(_, top)) = ranked.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut chars = 0;
+    for (i, score) in ranked {
+        if out.len() == MAX_RECALLED || score < top * RELATIVE_CUTOFF {
+            break;
+        }
+        let f = &facts[i];
+        if f.expired(now) || skip.contains(&f.id) {
+            continue;
+        }
+        let len = f.body.chars().count();
+        if chars + len > MAX_RECALL_CHARS && !out.is_empty() {
+            continue;
+        }
+        chars += len.min(MAX_RECALL_CHARS);
+        out.push(i);
+    }
+    out
+}
+
+/// The tagged block recalled facts ride in (appended to the user's message).
+pub fn render_block(facts: &[&Fact]) -> String {
+    let mut out = String::from(
+        "<recalled-memory note=\"facts saved in earlier sessions, found by this message's words; they may be outdated, and what the user says now wins\">\n",
+    );
+    for f in facts {
+        out.push_str(&format!(
+            "[{} · {} · {}{} · updated {}]\n{}\n",
+            f.id,
+            f.scope.as_str(),
+            f.kind.as_str(),
+            f.subject
+                .as_ref()
+                .map(|s| format!(" · subject {s}"))
+                .unwrap_or_default(),
+            f.updated.get(..10).unwrap_or(&f.updated),
+            truncate(&f.body, MAX_RECALL_CHARS)
+        ));
+    }
+    out.push_str("</recalled-memory>");
+    out
+}
+
+/// The pinned facts for the standing instructions, within [`MAX_PINNED_CHARS`]; returns the
+/// block (empty when none) and the ids left out for lack of room.
+pub fn pinned_block(facts: &[Fact], now: &str) -> (String, Vec<String>) {
+    let mut pinned: Vec<&Fact> = facts
+        .iter()
+        .filter(|f| f.pinned && !f.expired(now))
+        .collect();
+    pinned.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
+    let mut text = String::new();
+    let mut left_out = Vec::new();
+    let mut chars = 0;
+    for f in pinned {
+        let len = f.body.chars().count();
+        if chars + len > MAX_PINNED_CHARS {
+            left_out.push(f.id.clone());
+            continue;
+        }
+        chars += len;
+        text.push_str(&format!("[{} · {}] {}\n", f.id, f.scope.as_str(), f.body));
+    }
+    (text, left_out)
+}
+
+#[cfg(test)]
+#[path = "recall_table.rs"]
+mod recall_table;
