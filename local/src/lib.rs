@@ -13,6 +13,7 @@ pub mod exit;
 pub mod gateway;
 mod laptop_channels;
 pub mod mcp_host;
+pub mod memory;
 pub mod permissions;
 pub mod remote_status;
 pub mod run;

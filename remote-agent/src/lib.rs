@@ -14,6 +14,7 @@ pub mod delta;
 mod forwarder;
 pub mod journal;
 pub mod mcp;
+pub mod memory;
 pub mod paths;
 pub mod policy;
 pub mod preflight;

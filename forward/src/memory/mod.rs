@@ -33,3 +33,10 @@ pub const EXPORT_DIR: &str = ".reasonix/memory";
 
 /// Most bytes of global facts a laptop sends with one session open.
 pub const MAX_GLOBAL_BYTES: usize = 4 * 1024 * 1024;
+
+/// Short stable key of a canonical workspace path (the same key the host's state uses).
+pub fn workspace_key(workspace: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
+    hex::encode(&digest[..8])
+}

@@ -81,6 +81,7 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
             session: args.session,
             continue_last: args.continue_last,
             model: args.run_model,
+            allow_memory_writes: args.allow_memory_writes,
         },
     )
     .await;

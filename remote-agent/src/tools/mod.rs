@@ -148,6 +148,9 @@ pub struct ToolContext {
     pub deny_guard: Option<Arc<DenyGuard>>,
     /// Where tools send notices for the user (the session's journal).
     pub notices: Arc<dyn NoticeSink>,
+    /// The session's memory (project store, the laptop's global facts); `None` outside a
+    /// daemon session.
+    pub memory: Option<Arc<crate::memory::Memory>>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -189,6 +192,7 @@ impl ToolContext {
             read_filter: Arc::new(NoReadFilter),
             deny_guard: None,
             notices: Arc::new(NoNotices),
+            memory: None,
         }
     }
 
@@ -263,6 +267,7 @@ impl ToolRegistry {
         for t in all {
             r.register(t);
         }
+        crate::memory::register_tools(&mut r);
         r
     }
 
