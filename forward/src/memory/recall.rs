@@ -37,8 +37,35 @@ fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FFFF) // extensions B–F
 }
 
-/// Search terms of `text`: lower-cased words of letters and digits, and character bigrams of
-/// CJK runs.
+/// A light English suffix stripper (plural, `-ing`, `-ed`, agent `-er`/`-or`), so `edits`,
+/// `editing` and `editor` meet at `edit`. Words of six letters or fewer keep their `-er`.
+fn stem(w: String) -> String {
+    if !w.is_ascii() || w.len() <= 3 {
+        return w;
+    }
+    let mut s: &str = &w;
+    if let Some(x) = s.strip_suffix("sses") {
+        return format!("{x}ss");
+    }
+    if let Some(x) = s.strip_suffix("ies").filter(|x| x.len() >= 2) {
+        return format!("{x}y");
+    }
+    if !s.ends_with("ss") && !s.ends_with("us") && !s.ends_with("is") {
+        s = s.strip_suffix('s').unwrap_or(s);
+    }
+    for suffix in ["ing", "ed", "er", "or"] {
+        if let Some(x) = s.strip_suffix(suffix) {
+            let min = if suffix.len() == 2 && suffix != "ed" { 4 } else { 3 };
+            if x.len() >= min && x.bytes().any(|b| b"aeiouy".contains(&b)) {
+                return x.to_string();
+            }
+        }
+    }
+    s.to_string()
+}
+
+/// Search terms of `text`: lower-cased, lightly stemmed words of letters and digits, and
+/// character bigrams of CJK runs.
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
@@ -47,7 +74,7 @@ pub fn tokenize(text: &str) -> Vec<String> {
         if !w.is_empty() {
             let lw = w.to_lowercase();
             if !STOP.contains(&lw.as_str()) {
-                out.push(lw);
+                out.push(stem(lw));
             }
             w.clear();
         }

@@ -240,3 +240,15 @@ pub fn pin(prefix: &mut crate::agent::Prefix, mem: Option<&Memory>) -> Option<St
     }
     notice
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_laptop_and_the_host_agree_on_the_workspace_key() {
+        let p = std::path::Path::new("/srv/work/project");
+        assert_eq!(
+            reasonix_forward::memory::workspace_key(p),
+            crate::paths::workspace_key(p)
+        );
+    }
+}
