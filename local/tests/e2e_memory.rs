@@ -7,6 +7,8 @@
 //!   `--allow-memory-writes`; with it, the laptop writes the fact to its global store, and
 //!   the next session (another process, another daemon) recalls it over the link.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -165,7 +167,9 @@ async fn a_project_fact_is_recalled_by_the_next_session_after_a_daemon_restart()
     let store = reasonix_forward::memory::project_dir(&env.home, &key);
     let files = md_files(&store);
     assert_eq!(files.len(), 1, "{}", store.display());
-    assert!(std::fs::read_to_string(&files[0]).unwrap().contains("kubectl apply by hand"));
+    assert!(std::fs::read_to_string(&files[0])
+        .unwrap()
+        .contains("kubectl apply by hand"));
 
     stop_daemon(&env).await;
 
@@ -180,7 +184,10 @@ async fn a_project_fact_is_recalled_by_the_next_session_after_a_daemon_restart()
         user.starts_with("how do I deploy the new service?\n\n<recalled-memory"),
         "{user}"
     );
-    assert!(user.contains("kubectl apply by hand is forbidden"), "{user}");
+    assert!(
+        user.contains("kubectl apply by hand is forbidden"),
+        "{user}"
+    );
     assert!(
         !msgs[0].to_string().contains("kubectl apply by hand"),
         "recall must never enter the system prompt"
@@ -191,7 +198,11 @@ async fn a_project_fact_is_recalled_by_the_next_session_after_a_daemon_restart()
     // The command line sees the same files.
     let id = files[0].file_stem().unwrap().to_string_lossy().to_string();
     let list = run(&env, &["memory", "list"]).await;
-    assert!(String::from_utf8_lossy(&list.stdout).contains(&id), "{}", text(&list));
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains(&id),
+        "{}",
+        text(&list)
+    );
     let forget = run(&env, &["memory", "forget", &id]).await;
     assert!(forget.status.success(), "{}", text(&forget));
     assert!(md_files(&store).is_empty());
@@ -232,27 +243,45 @@ async fn a_headless_global_remember_needs_allow_memory_writes_and_lands_on_the_l
     let refused = run(&env, &["run", "--json", "--yolo", "remember my editor"]).await;
     assert_eq!(refused.status.code(), Some(4), "{}", text(&refused));
     let out = text(&refused);
-    assert!(out.contains("memory write refused") && out.contains("--allow-memory-writes"), "{out}");
+    assert!(
+        out.contains("memory write refused") && out.contains("--allow-memory-writes"),
+        "{out}"
+    );
     assert!(md_files(&global).is_empty());
 
     let allowed = run(
         &env,
-        &["run", "--json", "--allow-memory-writes", "remember my editor"],
+        &[
+            "run",
+            "--json",
+            "--allow-memory-writes",
+            "remember my editor",
+        ],
     )
     .await;
     assert!(allowed.status.success(), "{}", text(&allowed));
     let files = md_files(&global);
     assert_eq!(files.len(), 1, "the laptop writes the global fact");
     let written = std::fs::read_to_string(&files[0]).unwrap();
-    assert!(written.contains("scope: global") && written.contains("kakoune-narwhal-88"), "{written}");
+    assert!(
+        written.contains("scope: global") && written.contains("kakoune-narwhal-88"),
+        "{written}"
+    );
     // The host's project store got nothing.
     let key = reasonix_forward::memory::workspace_key(&env.ws.canonicalize().unwrap());
     assert!(md_files(&reasonix_forward::memory::project_dir(&env.home, &key)).is_empty());
 
     // The next session recalls it: sent with the open, found by the question.
-    let third = run(&env, &["run", "--json", "which editor do I review diffs in?"]).await;
+    let third = run(
+        &env,
+        &["run", "--json", "which editor do I review diffs in?"],
+    )
+    .await;
     assert!(third.status.success(), "{}", text(&third));
     let reqs = mock.requests();
     let user = last_user(&reqs[reqs.len() - 1].messages());
-    assert!(user.contains("<recalled-memory") && user.contains("kakoune-narwhal-88"), "{user}");
+    assert!(
+        user.contains("<recalled-memory") && user.contains("kakoune-narwhal-88"),
+        "{user}"
+    );
 }

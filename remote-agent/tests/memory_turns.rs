@@ -69,7 +69,9 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             let p = e.path();
-            let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
             if meta.is_dir() {
                 stack.push(p);
             } else if meta.is_file() {
@@ -127,9 +129,12 @@ async fn a_project_fact_is_remembered_silently_and_recalled_in_the_next_session(
     .unwrap();
     let gw = turn_support::FakeGateway::new(7, vec![Reply::answer("ok"), Reply::answer("ok")]);
     let settings = turn_support::settings();
-    let enforced =
-        reasonix_remote::project::enforce(&settings.policy, &rig.paths.workspace, &rig.runtime.tool_ctx)
-            .unwrap();
+    let enforced = reasonix_remote::project::enforce(
+        &settings.policy,
+        &rig.paths.workspace,
+        &rig.runtime.tool_ctx,
+    )
+    .unwrap();
     s2.set_driver(
         Some(Arc::clone(&gw) as Arc<dyn DriverLink>),
         Some((settings, enforced)),
@@ -137,10 +142,15 @@ async fn a_project_fact_is_remembered_silently_and_recalled_in_the_next_session(
     assert!(s2.submit("r1", "hello there").unwrap());
     gw.wait_requests(1).await;
     wait_idle(&s2).await;
-    assert!(s2.submit("r2", "can we switch the database to sqlite?").unwrap());
+    assert!(s2
+        .submit("r2", "can we switch the database to sqlite?")
+        .unwrap());
     gw.wait_requests(2).await;
     let reqs = gw.requests();
-    assert!(!last_user(&reqs[0]).contains("recalled-memory"), "nothing matched 'hello there'");
+    assert!(
+        !last_user(&reqs[0]).contains("recalled-memory"),
+        "nothing matched 'hello there'"
+    );
     let recalled = last_user(&reqs[1]);
     assert!(
         recalled.starts_with("can we switch the database to sqlite?\n\n<recalled-memory"),
@@ -150,13 +160,21 @@ async fn a_project_fact_is_remembered_silently_and_recalled_in_the_next_session(
     // The prefix is byte-identical and the second request extends the first.
     assert_eq!(system(&reqs[0]), system(&reqs[1]));
     assert_eq!(reqs[0].tools, reqs[1].tools);
-    assert_eq!(&reqs[1].messages[..reqs[0].messages.len()], &reqs[0].messages[..]);
-    assert!(!system(&reqs[1]).to_string().contains("SQLite was ruled out"));
+    assert_eq!(
+        &reqs[1].messages[..reqs[0].messages.len()],
+        &reqs[0].messages[..]
+    );
+    assert!(!system(&reqs[1])
+        .to_string()
+        .contains("SQLite was ruled out"));
     // A reload of the journal rebuilds the same bytes (the recall is journaled with the turn).
     wait_idle(&s2).await;
     s2.flush_journal().await.unwrap();
     let text = std::fs::read_to_string(&journal).unwrap();
-    assert!(text.contains("memory:recall"), "the recall is journaled with the turn");
+    assert!(
+        text.contains("memory:recall"),
+        "the recall is journaled with the turn"
+    );
 }
 
 async fn wait_idle(s: &Session) {
@@ -206,7 +224,10 @@ async fn yolo_does_not_answer_a_global_remember_and_headless_refuses_it() {
     assert_eq!(rig.finished(1).await.0, TurnOutcome::Completed);
     let (is_error, out) = tool_output(&rig, "c1");
     assert!(!is_error, "{out}");
-    assert!(out.contains("<memory-file name=\"m-"), "the laptop gets the file: {out}");
+    assert!(
+        out.contains("<memory-file name=\"m-"),
+        "the laptop gets the file: {out}"
+    );
     // Nothing global lands in the project store.
     assert!(files_containing(&project_store(&rig), "Chinese").is_empty());
 
@@ -228,7 +249,10 @@ async fn yolo_does_not_answer_a_global_remember_and_headless_refuses_it() {
     assert_eq!(rig.finished(1).await.0, TurnOutcome::Completed);
     let (is_error, out) = tool_output(&rig, "c1");
     assert!(is_error);
-    assert!(out.contains("memory write refused") && out.contains("--allow-memory-writes"), "{out}");
+    assert!(
+        out.contains("memory write refused") && out.contains("--allow-memory-writes"),
+        "{out}"
+    );
 
     // Headless with --allow-memory-writes: written (for the laptop) without asking.
     let mut settings = yolo();
@@ -281,25 +305,49 @@ async fn secrets_are_refused_and_forget_always_asks() {
     assert_eq!(rig.finished(1).await.0, TurnOutcome::Completed);
     let (is_error, out) = tool_output(&rig, "c1");
     assert!(is_error && out.contains("GitHub token"), "{out}");
-    assert!(!out.contains("abcdefghijklmnop"), "the secret is echoed: {out}");
-    assert!(files_containing(&rig.paths.home, "abcdefghijklmnop")
-        .iter()
-        .all(|f| f.ends_with(".jsonl")), "only the journal (the model's own call) holds it");
+    assert!(
+        !out.contains("abcdefghijklmnop"),
+        "the secret is echoed: {out}"
+    );
+    assert!(
+        files_containing(&rig.paths.home, "abcdefghijklmnop")
+            .iter()
+            .all(|f| f.ends_with(".jsonl")),
+        "only the journal (the model's own call) holds it"
+    );
     let (is_error, out) = tool_output(&rig, "c2");
     assert!(!is_error, "{out}");
     // Updating a subject needs approval: headless refuses it.
     let (is_error, out) = tool_output(&rig, "c3");
     assert!(is_error && out.contains("updates subject"), "{out}");
-    let id = out.split("fact ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    let id = out
+        .split("fact ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
 
     // forget asks even in yolo; headless refuses; an unknown id is refused at once.
-    rig.gateway.push(Reply::call("c4", "forget", json!({"id": id, "reason": "wrong"})));
-    rig.gateway.push(Reply::call("c5", "forget", json!({"id": "m-nope", "reason": "x"})));
+    rig.gateway.push(Reply::call(
+        "c4",
+        "forget",
+        json!({"id": id, "reason": "wrong"}),
+    ));
+    rig.gateway.push(Reply::call(
+        "c5",
+        "forget",
+        json!({"id": "m-nope", "reason": "x"}),
+    ));
     rig.gateway.push(Reply::answer("ok"));
     rig.submit("forget it");
     assert_eq!(rig.finished(2).await.0, TurnOutcome::Completed);
     let (is_error, out) = tool_output(&rig, "c4");
-    assert!(is_error && out.contains("memory write refused") && out.contains("forgets"), "{out}");
+    assert!(
+        is_error && out.contains("memory write refused") && out.contains("forgets"),
+        "{out}"
+    );
     let (is_error, out) = tool_output(&rig, "c5");
     assert!(is_error && out.contains("no fact with id"), "{out}");
     assert!(project_store(&rig).join(format!("{id}.md")).exists());
@@ -307,17 +355,25 @@ async fn secrets_are_refused_and_forget_always_asks() {
 
 #[tokio::test]
 async fn global_facts_are_recalled_and_an_unrecalled_one_leaves_no_trace_on_the_host() {
-    let fact = |id: &str, body: &str| MemoryFile {
+    let fact = |id: &str, body: &str| {
+        MemoryFile {
         name: format!("{id}.md"),
         text: format!(
             "---\nid: {id}\nrevision: 1\ntype: user\nscope: global\ncreated: 2026-12-01T00:00:00Z\n---\n{body}\n"
         ),
+    }
     };
     let mut settings = turn_support::settings();
     settings.memory = MemorySettings {
         global: vec![
-            fact("g-editor", "The user edits with helix-zebracorn-17 and wants no vim hints."),
-            fact("g-lang", "The user writes commit messages in Esperanto-quokka-23."),
+            fact(
+                "g-editor",
+                "The user edits with helix-zebracorn-17 and wants no vim hints.",
+            ),
+            fact(
+                "g-lang",
+                "The user writes commit messages in Esperanto-quokka-23.",
+            ),
             MemoryFile {
                 name: "bad.md".into(),
                 text: "not a fact".into(),
@@ -325,11 +381,7 @@ async fn global_facts_are_recalled_and_an_unrecalled_one_leaves_no_trace_on_the_
         ],
         allow_writes: false,
     };
-    let rig = Rig::start(
-        settings,
-        vec![Reply::answer("ok"), Reply::answer("ok")],
-    )
-    .await;
+    let rig = Rig::start(settings, vec![Reply::answer("ok"), Reply::answer("ok")]).await;
     rig.submit("which editor keybindings should the docs show?");
     rig.gateway.wait_requests(1).await;
     assert_eq!(rig.finished(1).await.0, TurnOutcome::Completed);
@@ -337,10 +389,19 @@ async fn global_facts_are_recalled_and_an_unrecalled_one_leaves_no_trace_on_the_
     let user = last_user(req);
     assert!(user.contains("helix-zebracorn-17"), "{user}");
     assert!(!user.contains("quokka"), "{user}");
-    assert!(rig.events().iter().any(|e| matches!(&e.kind, EventKind::Notice { text } if text.contains("bad.md"))));
+    assert!(rig
+        .events()
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::Notice { text } if text.contains("bad.md"))));
     rig.session.flush_journal().await.unwrap();
     // The recalled one is part of the conversation's journal; the other is nowhere.
     assert!(!files_containing(&rig.paths.home, "helix-zebracorn-17").is_empty());
-    assert_eq!(files_containing(&rig.paths.home, "Esperanto-quokka-23"), Vec::<String>::new());
-    assert_eq!(files_containing(rig.workspace(), "Esperanto-quokka-23"), Vec::<String>::new());
+    assert_eq!(
+        files_containing(&rig.paths.home, "Esperanto-quokka-23"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        files_containing(rig.workspace(), "Esperanto-quokka-23"),
+        Vec::<String>::new()
+    );
 }

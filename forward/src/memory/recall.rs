@@ -55,7 +55,11 @@ fn stem(w: String) -> String {
     }
     for suffix in ["ing", "ed", "er", "or"] {
         if let Some(x) = s.strip_suffix(suffix) {
-            let min = if suffix.len() == 2 && suffix != "ed" { 4 } else { 3 };
+            let min = if suffix.len() == 2 && suffix != "ed" {
+                4
+            } else {
+                3
+            };
             if x.len() >= min && x.bytes().any(|b| b"aeiouy".contains(&b)) {
                 return x.to_string();
             }

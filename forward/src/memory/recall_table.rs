@@ -161,7 +161,10 @@ fn cjk_is_split_into_bigrams() {
     assert_eq!(tokenize("用 Postgres16 的"), ["用", "postgres16", "的"]);
     assert_eq!(tokenize("The DB, and the API"), ["db", "api"]);
     assert_eq!(tokenize("edits editor editing"), ["edit", "edit", "edit"]);
-    assert_eq!(tokenize("processes process queries"), ["process", "process", "query"]);
+    assert_eq!(
+        tokenize("processes process queries"),
+        ["process", "process", "query"]
+    );
 }
 
 #[test]

@@ -148,14 +148,15 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
         MemoryCmd::Show { id, target } => {
             let (s, _) = store(&target)?;
             let loaded = s.load();
-            let f = loaded
-                .facts
-                .iter()
-                .find(|f| f.id == id)
-                .ok_or_else(|| CliError::failed(format!("no fact with id {id:?} in {}", s.dir().display())))?;
+            let f = loaded.facts.iter().find(|f| f.id == id).ok_or_else(|| {
+                CliError::failed(format!("no fact with id {id:?} in {}", s.dir().display()))
+            })?;
             print!("{}", f.to_markdown());
             for r in s.revisions(&id) {
-                println!("\n[earlier revision {} · {}]\n{}", r.revision, r.updated, r.body);
+                println!(
+                    "\n[earlier revision {} · {}]\n{}",
+                    r.revision, r.updated, r.body
+                );
             }
             Ok(())
         }
@@ -178,9 +179,15 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
                 )));
             }
             let kind = FactType::parse(&kind).ok_or_else(|| {
-                CliError::usage(format!("--type {kind:?} is not one of user, feedback, project, reference"))
+                CliError::usage(format!(
+                    "--type {kind:?} is not one of user, feedback, project, reference"
+                ))
             })?;
-            let scope = if target.global { Scope::Global } else { Scope::Project };
+            let scope = if target.global {
+                Scope::Global
+            } else {
+                Scope::Project
+            };
             let now = now_rfc3339();
             let old = subject.as_ref().and_then(|sub| {
                 s.load()
@@ -189,7 +196,10 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
                     .find(|f| f.subject.as_deref() == Some(sub.as_str()))
             });
             let fact = Fact {
-                id: old.as_ref().map(|f| f.id.clone()).unwrap_or_else(|| new_id(&content)),
+                id: old
+                    .as_ref()
+                    .map(|f| f.id.clone())
+                    .unwrap_or_else(|| new_id(&content)),
                 revision: old.as_ref().map(|f| f.revision + 1).unwrap_or(1),
                 kind,
                 scope,
@@ -200,14 +210,21 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
                     .filter(|k| !k.is_empty())
                     .collect(),
                 subject,
-                created: old.as_ref().map(|f| f.created.clone()).unwrap_or_else(|| now.clone()),
+                created: old
+                    .as_ref()
+                    .map(|f| f.created.clone())
+                    .unwrap_or_else(|| now.clone()),
                 updated: now,
                 session: None,
                 pinned,
                 expires: None,
                 body: content,
             };
-            let r = if old.is_some() { s.supersede(&fact) } else { s.create(&fact) };
+            let r = if old.is_some() {
+                s.supersede(&fact)
+            } else {
+                s.create(&fact)
+            };
             r.map_err(CliError::failed)?;
             println!("{}", fact.id);
             Ok(())
@@ -215,7 +232,10 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
         MemoryCmd::Forget { id, target } => {
             let (s, _) = store(&target)?;
             let p = s.forget(&id).map_err(CliError::failed)?;
-            println!("archived {id} at {} (restore with `reasonix memory restore {id}`)", p.display());
+            println!(
+                "archived {id} at {} (restore with `reasonix memory restore {id}`)",
+                p.display()
+            );
             Ok(())
         }
         MemoryCmd::Restore { id, target } => {

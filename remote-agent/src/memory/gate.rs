@@ -74,15 +74,22 @@ pub fn plan_remember(mem: &Memory, a: &RememberArgs) -> Result<Plan, String> {
         ));
     }
     let kind = FactType::parse(&a.kind).ok_or_else(|| {
-        format!("type {:?} is not one of user, feedback, project, reference", a.kind)
+        format!(
+            "type {:?} is not one of user, feedback, project, reference",
+            a.kind
+        )
     })?;
     let scope = Scope::parse(&a.scope)
         .ok_or_else(|| format!("scope {:?} is not project or global", a.scope))?;
     if let Some(e) = &a.expires {
         let ok = e.len() == 10
-            && e.bytes()
-                .enumerate()
-                .all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+            && e.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            });
         if !ok {
             return Err(format!("expires {e:?} is not a date like 2027-06-30"));
         }
@@ -122,7 +129,9 @@ pub fn plan_remember(mem: &Memory, a: &RememberArgs) -> Result<Plan, String> {
             .filter(|k| !k.is_empty())
             .collect(),
         subject,
-        created: old.map(|f| f.created.clone()).unwrap_or_else(|| now.clone()),
+        created: old
+            .map(|f| f.created.clone())
+            .unwrap_or_else(|| now.clone()),
         updated: now,
         session: mem.session().map(str::to_string),
         pinned: a.pinned,
@@ -195,7 +204,13 @@ pub fn gated(tool: &str) -> bool {
 
 /// Applies the write policy to a `remember`/`forget` call the permission policy decided as
 /// `policy` (a deny rule still wins).
-pub fn check(tool: &str, args: &Value, ctx: &ToolContext, policy: Decision, headless: bool) -> Gate {
+pub fn check(
+    tool: &str,
+    args: &Value,
+    ctx: &ToolContext,
+    policy: Decision,
+    headless: bool,
+) -> Gate {
     if !gated(tool) || matches!(policy, Decision::Deny { .. }) {
         return Gate::Proceed(policy);
     }

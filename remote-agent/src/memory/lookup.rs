@@ -70,7 +70,10 @@ impl Tool for MemoryTool {
                     f.id,
                     f.scope.as_str(),
                     f.kind.as_str(),
-                    f.subject.as_ref().map(|s| format!(" · subject {s}")).unwrap_or_default(),
+                    f.subject
+                        .as_ref()
+                        .map(|s| format!(" · subject {s}"))
+                        .unwrap_or_default(),
                     f.updated.get(..10).unwrap_or(&f.updated),
                     truncate(&f.body.replace('\n', " "), 200)
                 )

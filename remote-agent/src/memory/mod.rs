@@ -6,8 +6,8 @@
 //! The pure parts (file format, store, secret check, BM25) live in
 //! [`reasonix_forward::memory`], shared with the laptop, which owns the global store.
 
-pub mod gate;
 mod forget;
+pub mod gate;
 mod lookup;
 mod remember;
 
@@ -23,8 +23,8 @@ use reasonix_forward::proto::{Attachment, MemorySettings};
 use reasonix_forward::sync::LockExt;
 
 pub use forget::ForgetTool;
-pub use lookup::MemoryTool;
 pub use forget::GLOBAL_FORGET;
+pub use lookup::MemoryTool;
 pub use remember::{RememberTool, GLOBAL_FILE_CLOSE, GLOBAL_FILE_OPEN};
 
 /// The attachment path that marks recalled facts in a user turn (rendered as a
