@@ -112,12 +112,12 @@ pub fn tokenize(text: &str) -> Vec<String> {
     out
 }
 
-/// A BM25 index over facts (k1 = 1.2, b = 0.75), built once per store change.
+/// A BM25 index over facts (k1 = 1.2, b = 0.75), built once per store change: an inverted
+/// index, so a query touches only the facts that share a term with it.
 #[derive(Debug, Default)]
 pub struct Index {
-    tfs: Vec<HashMap<String, u32>>,
+    postings: HashMap<String, Vec<(u32, u32)>>,
     lens: Vec<u32>,
-    df: HashMap<String, u32>,
     avg: f64,
 }
 
@@ -125,16 +125,15 @@ impl Index {
     /// Indexes the search text of `facts` (same order).
     pub fn build(facts: &[Fact]) -> Index {
         let mut idx = Index::default();
-        for f in facts {
+        for (i, f) in facts.iter().enumerate() {
             let mut tf: HashMap<String, u32> = HashMap::new();
             for t in tokenize(&f.search_text()) {
                 *tf.entry(t).or_insert(0) += 1;
             }
-            for t in tf.keys() {
-                *idx.df.entry(t.clone()).or_insert(0) += 1;
-            }
             idx.lens.push(tf.values().sum());
-            idx.tfs.push(tf);
+            for (t, n) in tf {
+                idx.postings.entry(t).or_default().push((i as u32, n));
+            }
         }
         let n = idx.lens.len().max(1) as f64;
         idx.avg = idx.lens.iter().map(|l| *l as f64).sum::<f64>() / n;
@@ -146,46 +145,45 @@ impl Index {
         let mut terms = tokenize(query);
         terms.sort();
         terms.dedup();
-        let n = self.tfs.len() as f64;
+        let n = self.lens.len() as f64;
         let (k1, b) = (1.2, 0.75);
-        let mut scores: Vec<(usize, f64)> = Vec::new();
-        let idfs: Vec<(&String, f64)> = terms
-            .iter()
-            .filter_map(|t| {
-                let df = *self.df.get(t)? as f64;
-                Some((t, ((n - df + 0.5) / (df + 0.5) + 1.0).ln()))
-            })
-            .collect();
-        if idfs.is_empty() {
-            return scores;
-        }
-        for (i, tf) in self.tfs.iter().enumerate() {
-            let mut s = 0.0;
-            for (t, idf) in &idfs {
-                let Some(&f) = tf.get(*t) else { continue };
+        // Dense accumulator: one slot per fact, and the list of the facts touched.
+        let mut acc: Vec<f64> = vec![0.0; self.lens.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for t in &terms {
+            let Some(list) = self.postings.get(t) else {
+                continue;
+            };
+            let df = list.len() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, f) in list {
                 let f = f as f64;
-                let norm = 1.0 - b + b * self.lens[i] as f64 / self.avg.max(1.0);
-                s += idf * f * (k1 + 1.0) / (f + k1 * norm);
-            }
-            if s > 0.0 {
-                scores.push((i, s));
+                let norm = 1.0 - b + b * self.lens[doc as usize] as f64 / self.avg.max(1.0);
+                let slot = &mut acc[doc as usize];
+                if *slot == 0.0 {
+                    touched.push(doc);
+                }
+                *slot += idf * f * (k1 + 1.0) / (f + k1 * norm);
             }
         }
+        let mut scores: Vec<(usize, f64)> = touched
+            .into_iter()
+            .map(|d| (d as usize, acc[d as usize]))
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
         scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scores
     }
 
     /// Approximate heap bytes of the index (for the benchmark).
     pub fn heap_bytes(&self) -> usize {
-        let map_entry = std::mem::size_of::<(String, u32)>() + 8;
-        let terms: usize = self
-            .tfs
+        let entry = std::mem::size_of::<(String, Vec<(u32, u32)>)>() + 8;
+        let postings: usize = self
+            .postings
             .iter()
-            .flat_map(|m| m.keys())
-            .map(|k| k.capacity() + map_entry)
+            .map(|(k, v)| k.capacity() + entry + v.capacity() * 8)
             .sum();
-        let df: usize = self.df.keys().map(|k| k.capacity() + map_entry).sum();
-        terms + df + self.lens.capacity() * 4
+        postings + self.lens.capacity() * 4
     }
 }
 
