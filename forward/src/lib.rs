@@ -28,6 +28,7 @@ pub mod handshake;
 pub mod hooks;
 pub mod link;
 pub mod plan;
+pub mod memory;
 pub mod policy;
 pub mod prefix;
 pub mod proto;

@@ -517,6 +517,52 @@ pub struct SessionSettings {
     /// the conversation, so changing it keeps the message prefix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<ReasoningEffort>,
+    /// Memory of this session (`docs/MEMORY.md`): the laptop's global facts, for recall only
+    /// (the host keeps them in memory and never writes them to its disk), and whether a
+    /// headless run may write memory without asking.
+    #[serde(default, skip_serializing_if = "MemorySettings::is_empty")]
+    pub memory: MemorySettings,
+}
+
+/// What a driving client sends about memory with every session open.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySettings {
+    /// The user's global fact files (`~/.reasonix/memory/*.md`) as read on the laptop; the
+    /// host parses them with the same hostile-file rules as its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub global: Vec<MemoryFile>,
+    /// `reasonix run --allow-memory-writes`: a headless run may write memory that would
+    /// otherwise need the user's approval.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_writes: bool,
+}
+
+impl MemorySettings {
+    /// True when there is nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.global.is_empty() && !self.allow_writes
+    }
+}
+
+// Debug without the facts' text: settings are logged, global facts must not reach host logs.
+impl std::fmt::Debug for MemorySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemorySettings")
+            .field("global_files", &self.global.len())
+            .field("allow_writes", &self.allow_writes)
+            .finish()
+    }
+}
+
+/// One fact file sent over the link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryFile {
+    /// The file name (`<id>.md`).
+    pub name: String,
+    /// Its text.
+    pub text: String,
 }
 
 /// A reasoning-effort level. The gateway maps it per wire format: `reasoning_effort` on

@@ -800,6 +800,11 @@ async fn serve_incoming(
             Incoming::Notify(n) => {
                 let ev = match n {
                     Notification::Event(e) => {
+                        // A global fact the model remembered (or forgot) with the user's
+                        // approval: the laptop owns the global store and applies it.
+                        if let Some(home) = &config_home {
+                            crate::memory::apply_event(home, &e);
+                        }
                         if let (
                             reasonix_forward::proto::EventKind::ApprovalAnswered {
                                 approval_id,

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod hooks_trust;
 mod laptop_channels;
 pub mod mcp_host;
+pub mod memory;
 pub mod permissions;
 pub mod remote_status;
 pub mod run;

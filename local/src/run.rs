@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub plan: bool,
     /// `--approve-plan`: execute the plan waiting in the session (no prompt).
     pub approve_plan: bool,
+    /// `--allow-memory-writes`: memory writes that need the user's approval are allowed.
+    pub allow_memory_writes: bool,
 }
 
 /// How a run ended.
@@ -76,6 +78,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         laptop_mcp,
         context: config.context_settings(opts.model.as_deref()),
         effort: config.session_effort(opts.model.as_deref()),
+        memory: crate::memory::session_settings(&config.home, opts.allow_memory_writes),
     };
     // Ignored project settings the laptop already printed (local mode reads the same file).
     let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();

@@ -64,6 +64,17 @@ impl Prefix {
     }
 }
 
+impl Prefix {
+    /// Adds a standing-instructions block named `name` (pinned memory facts) at the end of
+    /// the system prompt; only ever done before the session's first model request.
+    pub fn add_instructions(&mut self, name: &str, text: &str) {
+        self.system.push_str(&format!(
+            "\n<standing-instructions file=\"{name}\">\n{text}\n</standing-instructions>\n"
+        ));
+        self.system_hash = short_hash(self.system.as_bytes());
+    }
+}
+
 /// Bytes (as sent, JSON-escaped) of the standing-instruction blocks in a system prompt
 /// built by [`Prefix::build`] (what `/context` reports apart from the base prompt).
 pub fn instruction_bytes(system: &str) -> usize {
@@ -288,6 +299,11 @@ pub fn user_message(text: &str, attachments: &[Attachment]) -> Value {
                 "\n\n<attached-terminal id=\"{id}\" what=\"the current screen of the user's terminal {id}\">\n{}\n</attached-terminal>",
                 a.content
             ));
+            continue;
+        }
+        if a.path == crate::memory::RECALL_PATH {
+            content.push_str("\n\n");
+            content.push_str(&a.content);
             continue;
         }
         if let Some(rest) = a.path.strip_prefix(crate::mcp::prompt::RESOURCE_PREFIX) {

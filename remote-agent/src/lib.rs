@@ -15,6 +15,7 @@ mod forwarder;
 pub mod hooks;
 pub mod journal;
 pub mod mcp;
+pub mod memory;
 pub mod paths;
 pub mod plan;
 pub mod policy;

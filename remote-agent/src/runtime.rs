@@ -24,7 +24,11 @@ pub async fn build(paths: &HostPaths) -> Runtime {
     // base of every session's tool context; each session open builds its own sandbox and
     // limits from the policy it was sent (see `crate::project::enforce`).
     let sandbox = Arc::new(Sandbox::probe_async(SandboxConfig::default(), workspace).await);
-    let tool_ctx = ToolContext::new(workspace, sandbox);
+    let mut tool_ctx = ToolContext::new(workspace, sandbox);
+    tool_ctx.memory = Some(Arc::new(crate::memory::Memory::open(
+        reasonix_forward::memory::project_dir(&paths.home, &paths.key),
+        workspace,
+    )));
     let registry = ToolRegistry::builtin();
     let mcp = WorkspaceMcp::new(workspace.to_path_buf(), McpSettings::default());
     mcp.refresh().await;

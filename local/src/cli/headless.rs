@@ -91,6 +91,7 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
             model: args.run_model,
             plan: args.plan,
             approve_plan: args.approve_plan,
+            allow_memory_writes: args.allow_memory_writes,
         },
     )
     .await;

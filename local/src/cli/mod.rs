@@ -6,6 +6,7 @@ mod acp;
 mod error;
 mod headless;
 mod hooks;
+mod memory;
 mod remote;
 mod sessions;
 mod term;
@@ -106,6 +107,12 @@ enum Cmd {
     Term(term::TermArgs),
     /// The workspace's sessions: id, title, turns, last activity, state, driver; `rename`,
     /// `delete` (to a trash kept 7 days), `restore`, `purge`.
+    /// Remembered facts: the workspace's project facts, or with --global the user's own
+    /// (`list`, `search`, `show`, `add`, `forget`, `restore`, `export`).
+    Memory {
+        #[command(subcommand)]
+        action: memory::MemoryCmd,
+    },
     #[command(args_conflicts_with_subcommands = true)]
     Sessions {
         #[command(subcommand)]
@@ -306,6 +313,10 @@ struct RunArgs {
     /// window (without this, `run` refuses it).
     #[arg(long)]
     yes: bool,
+    /// Let the model write memory that would need the user's approval (global, user and
+    /// feedback facts, subject updates, forget); without it such writes are refused.
+    #[arg(long)]
+    allow_memory_writes: bool,
 }
 
 /// Parse the arguments and run the command.
@@ -363,6 +374,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Acp(args)) => acp::acp(args).await,
         Some(Cmd::Term(args)) => term::term(args).await,
         Some(Cmd::Sessions { action, list }) => sessions::sessions(action, list).await,
+        Some(Cmd::Memory { action }) => memory::memory(action),
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,

@@ -51,6 +51,7 @@ pub async fn compact(
             laptop_mcp,
             context: config.context_settings(opts.model.as_deref()),
             effort: config.session_effort(opts.model.as_deref()),
+            memory: crate::memory::session_settings(&config.home, false),
         },
     };
     let opened = match client.open_session(open).await {

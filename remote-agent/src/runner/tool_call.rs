@@ -117,7 +117,22 @@ impl<H: Host> Runner<'_, H> {
                 .await;
             return Ok(());
         }
-        let decision = self.host.decide(&call.name, &args, tool.read_only());
+        let mut decision = self.host.decide(&call.name, &args, tool.read_only());
+        if crate::memory::gate::gated(&call.name) {
+            use crate::memory::gate::{check, Gate};
+            let ctx = self.host.tool_ctx();
+            match check(&call.name, &args, &ctx, decision, self.host.headless()) {
+                Gate::Proceed(d) => decision = d,
+                Gate::Refuse(text) => {
+                    self.finish_tool(call, true, text).await;
+                    return Ok(());
+                }
+                Gate::Headless(text) => {
+                    self.finish_denied(call, Denied::Headless, text).await;
+                    return Ok(());
+                }
+            }
+        }
         match decision {
             Decision::Allow => {}
             Decision::Deny { reason } => {

@@ -224,7 +224,8 @@ impl Session {
         let mut tools = runtime.registry.clone();
         workspace_mcp.register_tools(&mut tools);
         let tools = Arc::new(tools);
-        let prefix = Prefix::build(workspace, tools.schemas());
+        let mut prefix = Prefix::build(workspace, tools.schemas());
+        crate::memory::pin(&mut prefix, runtime.tool_ctx.memory.as_deref());
         let mut notice = None;
         if events.is_empty() {
             let ev = journal.append(
@@ -411,7 +412,8 @@ impl Session {
                 .unwrap_or("")
                 .cmp(b["function"]["name"].as_str().unwrap_or(""))
         });
-        let prefix = Prefix::build(&self.workspace, tools);
+        let mut prefix = Prefix::build(&self.workspace, tools);
+        crate::memory::pin(&mut prefix, self.tool_ctx().memory.as_deref());
         self.main.lock_or_recover().prefix = Arc::new(prefix);
         *self.laptop_tools.lock_or_recover() = Some(Arc::new(registry));
         for st in manager.status() {
@@ -593,8 +595,14 @@ impl Session {
                 ctx.notices = Arc::clone(&slot.notices);
                 ctx.web = Arc::clone(&slot.web);
                 ctx.plan = Arc::clone(&slot.plan);
+                // This driver's global facts and write permission over the workspace's store.
+                ctx.memory = ctx
+                    .memory
+                    .as_ref()
+                    .map(|m| Arc::new(m.for_driver(&self.id, &settings.memory)));
                 *slot = ctx;
             }
+            self.memory_attached();
             let mut inner = self.lock();
             inner.policy = enforced.rules;
             inner.enforced = enforced.policy;
@@ -715,6 +723,11 @@ impl Session {
         // Reading the mentioned files is file I/O: done before taking the session lock.
         let mut attachments = agent::resolve_mentions(&self.workspace, text);
         attachments.extend(extra);
+        // Recall rides the user's message, never the system prompt (the prefix stays
+        // byte-identical); journaled with the turn, so a replay builds the same bytes.
+        if let Some(mem) = self.tool_ctx().memory {
+            attachments.extend(mem.recall_attachment(text));
+        }
         {
             // Lock order: the conversation before the session.
             let mut conv = self.main.lock_or_recover();
@@ -834,6 +847,30 @@ impl crate::tools::NoticeSink for SessionNotices {
     fn notice(&self, text: String) {
         if let Some(s) = self.0.upgrade() {
             s.record(EventKind::Notice { text });
+        }
+    }
+}
+
+impl Session {
+    /// A driver attached with its memory settings: tell the user about fact files that were
+    /// skipped, and, before the first model request, let the pinned facts (now including the
+    /// laptop's global ones) into the standing instructions.
+    fn memory_attached(&self) {
+        let Some(mem) = self.tool_ctx().memory else {
+            return;
+        };
+        for text in mem.snapshot().notices.iter().cloned() {
+            self.record(EventKind::Notice { text });
+        }
+        let mut conv = self.main.lock_or_recover();
+        if conv.messages.is_empty() {
+            let mut prefix = Prefix::build(&self.workspace, conv.prefix.tools.clone());
+            let notice = crate::memory::pin(&mut prefix, Some(&mem));
+            conv.prefix = Arc::new(prefix);
+            drop(conv);
+            if let Some(text) = notice {
+                self.record(EventKind::Notice { text });
+            }
         }
     }
 }

@@ -158,6 +158,9 @@ pub struct ToolContext {
     pub web: Arc<dyn WebGateway>,
     /// The session's plan mode (`exit_plan_mode` proposes through it).
     pub plan: Arc<dyn crate::plan::PlanSink>,
+    /// The session's memory (project store, the laptop's global facts); `None` outside a
+    /// daemon session.
+    pub memory: Option<Arc<crate::memory::Memory>>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -201,6 +204,7 @@ impl ToolContext {
             notices: Arc::new(NoNotices),
             web: Arc::new(NoWebGateway),
             plan: Arc::new(crate::plan::NoPlan),
+            memory: None,
         }
     }
 
@@ -278,6 +282,7 @@ impl ToolRegistry {
         for t in all {
             r.register(t);
         }
+        crate::memory::register_tools(&mut r);
         r
     }
 

@@ -62,6 +62,7 @@ pub(super) fn session_settings(
         policy: config.session_policy(),
         laptop_mcp: crate::client::options_for(config).1,
         effort,
+        memory: crate::memory::session_settings(&config.home, false),
     }
 }
 

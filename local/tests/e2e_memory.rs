@@ -1,0 +1,287 @@
+//! Memory end to end in local mode: the real `reasonix` binary, the real `reasonix-remote`
+//! daemon over pipes, the scripted mock provider over HTTP, real fact files.
+//!
+//! - A project fact remembered in one `reasonix run` is recalled, in the request the mock
+//!   provider logged, by the next session after the daemon was stopped and restarted.
+//! - A headless run refuses a global `remember` (exit 4, a message to the model) unless
+//!   `--allow-memory-writes`; with it, the laptop writes the fact to its global store, and
+//!   the next session (another process, another daemon) recalls it over the link.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use serde_json::{json, Value};
+
+const KEY: &str = "sk-test-MEM-5a4b3c2d1e0f";
+
+struct Env {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+fn host_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
+        .parent()
+        .expect("bin dir")
+        .join("reasonix-remote");
+    assert!(p.is_file(), "build the workspace binaries first");
+    p
+}
+
+fn setup(base_url: &str) -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("rxhome");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "default_model = \"mock/mock-model\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"mock-model\"]\ndefault = \"mock-model\"\napi_key_env = \"RX_MEM_KEY\"\n"
+        ),
+    )
+    .expect("config");
+    Env {
+        _dir: dir,
+        home,
+        ws,
+    }
+}
+
+fn reasonix(env: &Env, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(args)
+        .current_dir(&env.ws)
+        .env("REASONIX_HOME", &env.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("RX_MEM_KEY", KEY)
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run reasonix")
+}
+
+async fn run(env: &Env, args: &[&str]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let (home, ws) = (env.home.clone(), env.ws.clone());
+    tokio::task::spawn_blocking(move || {
+        let env = Env {
+            _dir: tempfile::tempdir().expect("tempdir"),
+            home,
+            ws,
+        };
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        reasonix(&env, &refs)
+    })
+    .await
+    .expect("join")
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn daemon_pid(env: &Env) -> Option<i32> {
+    for e in std::fs::read_dir(env.home.join("sessions")).ok()?.flatten() {
+        if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
+            let v: Value = serde_json::from_slice(&b).ok()?;
+            if v["clean"].as_bool() == Some(true) {
+                return None;
+            }
+            return v["pid"].as_u64().map(|p| p as i32);
+        }
+    }
+    None
+}
+
+async fn stop_daemon(env: &Env) {
+    let pid = daemon_pid(env).expect("a running daemon");
+    // SAFETY: kill(2) of the daemon this test started (its pid from its own marker).
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    for _ in 0..300 {
+        // SAFETY: signal 0 only probes whether the pid exists.
+        if unsafe { libc::kill(pid, 0) } != 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the daemon did not stop");
+}
+
+fn last_user(req: &[Value]) -> String {
+    req.iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn md_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_fact_is_recalled_by_the_next_session_after_a_daemon_restart() {
+    let fact = "We deploy with the Helm chart in deploy/chart; kubectl apply by hand is forbidden.";
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_m",
+                "remember",
+                &json!({"content": fact, "type": "project", "scope": "project", "keywords": ["deployment"]})
+                    .to_string(),
+            )],
+            3,
+        ),
+        MockReply::text(&["Noted."]),
+        MockReply::text(&["Use the Helm chart."]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    // Permission mode ask (the default): a new project fact is written without asking.
+    let first = run(&env, &["run", "--json", "remember how we deploy"]).await;
+    assert!(first.status.success(), "{}", text(&first));
+    let out = text(&first);
+    assert!(out.contains("remembered project fact m-"), "{out}");
+    let key = reasonix_forward::memory::workspace_key(&env.ws.canonicalize().unwrap());
+    let store = reasonix_forward::memory::project_dir(&env.home, &key);
+    let files = md_files(&store);
+    assert_eq!(files.len(), 1, "{}", store.display());
+    assert!(std::fs::read_to_string(&files[0])
+        .unwrap()
+        .contains("kubectl apply by hand"));
+
+    stop_daemon(&env).await;
+
+    // A new session (no --continue) in a new daemon.
+    let second = run(&env, &["run", "--json", "how do I deploy the new service?"]).await;
+    assert!(second.status.success(), "{}", text(&second));
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3);
+    let msgs = reqs[2].messages();
+    let user = last_user(&msgs);
+    assert!(
+        user.starts_with("how do I deploy the new service?\n\n<recalled-memory"),
+        "{user}"
+    );
+    assert!(
+        user.contains("kubectl apply by hand is forbidden"),
+        "{user}"
+    );
+    assert!(
+        !msgs[0].to_string().contains("kubectl apply by hand"),
+        "recall must never enter the system prompt"
+    );
+    // The same system prompt as the first session: recall changed no prefix.
+    assert_eq!(reqs[0].messages()[0], msgs[0]);
+
+    // The command line sees the same files.
+    let id = files[0].file_stem().unwrap().to_string_lossy().to_string();
+    let list = run(&env, &["memory", "list"]).await;
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains(&id),
+        "{}",
+        text(&list)
+    );
+    let forget = run(&env, &["memory", "forget", &id]).await;
+    assert!(forget.status.success(), "{}", text(&forget));
+    assert!(md_files(&store).is_empty());
+    assert_eq!(md_files(&store.join("archive")).len(), 1);
+    let restore = run(&env, &["memory", "restore", &id]).await;
+    assert!(restore.status.success(), "{}", text(&restore));
+    assert_eq!(md_files(&store).len(), 1);
+    let secret = run(&env, &["memory", "add", "password=hunter2hunter2"]).await;
+    assert_eq!(secret.status.code(), Some(2), "{}", text(&secret));
+    assert!(String::from_utf8_lossy(&secret.stderr).contains("password="));
+    assert_eq!(md_files(&store).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_global_remember_needs_allow_memory_writes_and_lands_on_the_laptop() {
+    let remember = || {
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_g",
+                "remember",
+                &json!({"content": "The user reviews diffs in the kakoune-narwhal-88 editor.", "type": "user", "scope": "global"})
+                    .to_string(),
+            )],
+            3,
+        )
+    };
+    let mock = MockProvider::start(vec![
+        remember(),
+        MockReply::text(&["I could not save it."]),
+        remember(),
+        MockReply::text(&["Saved."]),
+        MockReply::text(&["Kakoune."]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    let global = reasonix_forward::memory::global_dir(&env.home);
+
+    let refused = run(&env, &["run", "--json", "--yolo", "remember my editor"]).await;
+    assert_eq!(refused.status.code(), Some(4), "{}", text(&refused));
+    let out = text(&refused);
+    assert!(
+        out.contains("memory write refused") && out.contains("--allow-memory-writes"),
+        "{out}"
+    );
+    assert!(md_files(&global).is_empty());
+
+    let allowed = run(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--allow-memory-writes",
+            "remember my editor",
+        ],
+    )
+    .await;
+    assert!(allowed.status.success(), "{}", text(&allowed));
+    let files = md_files(&global);
+    assert_eq!(files.len(), 1, "the laptop writes the global fact");
+    let written = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        written.contains("scope: global") && written.contains("kakoune-narwhal-88"),
+        "{written}"
+    );
+    // The host's project store got nothing.
+    let key = reasonix_forward::memory::workspace_key(&env.ws.canonicalize().unwrap());
+    assert!(md_files(&reasonix_forward::memory::project_dir(&env.home, &key)).is_empty());
+
+    // The next session recalls it: sent with the open, found by the question.
+    let third = run(
+        &env,
+        &["run", "--json", "which editor do I review diffs in?"],
+    )
+    .await;
+    assert!(third.status.success(), "{}", text(&third));
+    let reqs = mock.requests();
+    let user = last_user(&reqs[reqs.len() - 1].messages());
+    assert!(
+        user.contains("<recalled-memory") && user.contains("kakoune-narwhal-88"),
+        "{user}"
+    );
+}
