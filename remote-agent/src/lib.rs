@@ -16,6 +16,7 @@ pub mod journal;
 pub mod mcp;
 pub mod paths;
 pub mod policy;
+pub mod ports;
 pub mod preflight;
 pub mod project;
 pub mod prompt_history;

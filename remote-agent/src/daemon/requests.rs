@@ -225,6 +225,7 @@ impl Daemon {
                 .close(pty)
                 .map(|()| Response::Pty(PtyResponse::Done))
                 .map_err(RpcError::from),
+            Request::WatchPorts => Ok(self.watch_ports(conn).await),
             Request::ProviderBase { .. } => Err(RpcError::new(
                 ErrorCode::BadRequest,
                 "the host has no provider gateway; provider requests go from host to laptop",
