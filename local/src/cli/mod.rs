@@ -5,6 +5,7 @@
 mod acp;
 mod error;
 mod headless;
+mod ports;
 mod remote;
 mod sessions;
 mod term;
@@ -97,6 +98,9 @@ enum Cmd {
     /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
     /// running on the host and `reasonix term` shows it again.
     Term(term::TermArgs),
+    /// Forward the host workspace's ports to this laptop's loopback (what its processes
+    /// listen on, and `--add` ones) until interrupted; `--list` prints them.
+    Ports(ports::PortsArgs),
     /// The workspace's sessions: id, title, turns, last activity, state, driver; `rename`,
     /// `delete` (to a trash kept 7 days), `restore`, `purge`.
     #[command(args_conflicts_with_subcommands = true)]
@@ -346,6 +350,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Rewind(args)) => headless::rewind(args).await,
         Some(Cmd::Acp(args)) => acp::acp(args).await,
         Some(Cmd::Term(args)) => term::term(args).await,
+        Some(Cmd::Ports(args)) => ports::ports(args).await,
         Some(Cmd::Sessions { action, list }) => sessions::sessions(action, list).await,
         Some(Cmd::Mcp {
             action: McpCmd::List(args),

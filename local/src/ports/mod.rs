@@ -14,6 +14,10 @@
 //! the listeners bind loopback only; a port the user stopped stays stopped for the life of
 //! this process (a later announcement does not restart it).
 
+mod config;
+
+pub use config::PortsFile;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,7 +38,7 @@ use crate::client::{Client, ClientEvent};
 const NEXT_FREE_TRIES: u16 = 20;
 
 /// What the user configured (`[ports]`), with defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PortSettings {
     /// Forward announced loopback ports on their own.
     pub auto: bool,
