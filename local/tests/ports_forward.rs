@@ -19,7 +19,7 @@ use reasonix_testkit::mock_provider::{MockReply, MockToolCall};
 use reasonix_testkit::netfault::Fault;
 use reconnect_common::*;
 use serde_json::json;
-use sha2::{Digest, Sha256};
+use reasonix_forward::content::sha256_hex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SHORT: (u64, u64) = (HEARTBEAT_MS, DEAD_AFTER_MS);
@@ -155,7 +155,7 @@ fn agent_server_is_forwarded_and_a_blackhole_mid_download_completes_it_byte_exac
         assert_eq!(body(&readme), b"# reconnect workspace\n");
 
         // The big file: read 2 MB, blackhole the SSH connection, go on reading.
-        let want = Sha256::digest(std::fs::read(rig.host_file("big.bin")).expect("big.bin"));
+        let want = sha256_hex(&std::fs::read(rig.host_file("big.bin")).expect("big.bin"));
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", local))
             .await
             .expect("connect");
@@ -183,7 +183,7 @@ fn agent_server_is_forwarded_and_a_blackhole_mid_download_completes_it_byte_exac
             .expect("read");
         let got = body(&resp);
         assert_eq!(got.len(), BIG, "bytes lost or repeated");
-        assert_eq!(Sha256::digest(got), want, "the download is not byte-exact");
+        assert_eq!(sha256_hex(got), want, "the download is not byte-exact");
 
         // The link was resumed (no fresh link), and the laptop's listener stayed.
         let mut reattached = false;
