@@ -15,8 +15,10 @@
 //! this process (a later announcement does not restart it).
 
 mod config;
+mod ui;
 
 pub use config::PortsFile;
+pub use ui::{command, open_browser};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr};

@@ -124,6 +124,8 @@ pub enum Action {
     },
     /// Send `Request::Takeover`.
     Takeover,
+    /// `/ports [open N|stop N|add SPEC]`: the laptop's forwards of the host's ports.
+    Ports(String),
     /// Send `Request::Rewind`.
     Rewind {
         /// Deduplication id.

@@ -25,6 +25,7 @@ pub(crate) enum SlashCommand {
     Permissions,
     Shell,
     Rename,
+    Ports,
     Quit,
 }
 
@@ -62,6 +63,7 @@ impl SlashCommand {
         Self::Permissions,
         Self::Shell,
         Self::Rename,
+        Self::Ports,
         Self::Quit,
     ];
 
@@ -156,6 +158,12 @@ impl SlashCommand {
                 &[],
                 "TITLE",
                 "rename the open session (every client lists the new title)",
+            ),
+            Self::Ports => (
+                "ports",
+                &[],
+                "[open N|stop N|add [HOST:]PORT[=LOCAL]]",
+                "the host's ports forwarded to this laptop: list, open in the browser, stop, add",
             ),
             Self::Quit => (
                 "quit",
@@ -437,6 +445,7 @@ impl App {
                 vec![Action::Quit]
             }
             SlashCommand::Rewind => self.rewind_command(arg),
+            SlashCommand::Ports => vec![Action::Ports(arg.to_string())],
             SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Mcp {
