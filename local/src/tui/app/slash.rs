@@ -162,8 +162,8 @@ impl SlashCommand {
             Self::Ports => (
                 "ports",
                 &[],
-                "[open N|stop N|add [HOST:]PORT[=LOCAL]]",
-                "the host's ports forwarded to this laptop: list, open in the browser, stop, add",
+                "[open|stop N|add SPEC]",
+                "host ports forwarded here: list, open (browser), stop, add [HOST:]PORT",
             ),
             Self::Quit => (
                 "quit",
