@@ -148,12 +148,20 @@ pub async fn splice(stream: tokio::net::TcpStream, channel: Channel) -> Result<(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
 mod tests {
     use super::*;
 
     #[test]
     fn loopback_hosts_are_recognised() {
-        for h in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"] {
+        for h in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "[::1]",
+            "localhost",
+            "LOCALHOST",
+        ] {
             assert!(is_loopback_host(h), "{h}");
         }
         for h in ["0.0.0.0", "10.0.0.1", "example.com", "::", ""] {

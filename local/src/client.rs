@@ -645,6 +645,8 @@ struct SaveRules {
     answered_always: AnsweredAlways,
 }
 
+// One argument per thing the link's traffic reaches; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,

@@ -7,11 +7,14 @@
 //! resumes it byte-exact (SHA-256); a connection made during the drop waits at most the
 //! configured bound and is then closed; one made after the drop is served.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod reconnect_common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use reasonix_forward::content::sha256_hex;
 use reasonix_forward::proto::{EventKind, OpenSession, Request, Response, SessionSettings};
 use reasonix_local::client::{ClientEvent, ClientOptions};
 use reasonix_local::ports::{Forwards, PortSettings};
@@ -19,7 +22,6 @@ use reasonix_testkit::mock_provider::{MockReply, MockToolCall};
 use reasonix_testkit::netfault::Fault;
 use reconnect_common::*;
 use serde_json::json;
-use reasonix_forward::content::sha256_hex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SHORT: (u64, u64) = (HEARTBEAT_MS, DEAD_AFTER_MS);
@@ -151,7 +153,11 @@ fn agent_server_is_forwarded_and_a_blackhole_mid_download_completes_it_byte_exac
 
         // A small file through the forward.
         let readme = get(local, "/README.md").await;
-        assert!(readme.starts_with(b"HTTP/1.0 200"), "{}", String::from_utf8_lossy(&readme));
+        assert!(
+            readme.starts_with(b"HTTP/1.0 200"),
+            "{}",
+            String::from_utf8_lossy(&readme)
+        );
         assert_eq!(body(&readme), b"# reconnect workspace\n");
 
         // The big file: read 2 MB, blackhole the SSH connection, go on reading.
@@ -194,7 +200,9 @@ fn agent_server_is_forwarded_and_a_blackhole_mid_download_completes_it_byte_exac
         assert_eq!(forwards.list().len(), 1);
         // Stopping the forward closes the laptop's listener and it stays stopped.
         forwards.stop(HOST_PORT).expect("stop");
-        assert!(tokio::net::TcpStream::connect(("127.0.0.1", local)).await.is_err());
+        assert!(tokio::net::TcpStream::connect(("127.0.0.1", local))
+            .await
+            .is_err());
         client.leave().await;
     });
 }

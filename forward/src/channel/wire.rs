@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::ports::PortOpen;
+use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::pty::{PtyData, PtyOpen};
 
 /// One message about one channel. `ch` is the channel's id: the side that opened it chose

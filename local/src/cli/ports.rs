@@ -97,7 +97,10 @@ async fn list(client: &Client) -> Result<(), CliError> {
                     None => "forwarded by `reasonix ports`".to_string(),
                     Some(n) => format!("not forwarded: {n}"),
                 };
-                println!("{:>5}  {:<15} pid {:<7} {:<15} {how}", p.port, p.addr, p.pid, p.command);
+                println!(
+                    "{:>5}  {:<15} pid {:<7} {:<15} {how}",
+                    p.port, p.addr, p.pid, p.command
+                );
             }
             Ok(())
         }

@@ -202,18 +202,27 @@ impl Forwards {
                         "port {} on the host ({}) is not forwarded: {}",
                         p.port,
                         p.command,
-                        p.note.as_deref().unwrap_or("it is not on the host's loopback")
+                        p.note
+                            .as_deref()
+                            .unwrap_or("it is not on the host's loopback")
                     ));
                 }
                 continue;
             }
-            let host = if p.addr.contains(':') { "::1" } else { "127.0.0.1" };
+            let host = if p.addr.contains(':') {
+                "::1"
+            } else {
+                "127.0.0.1"
+            };
             let target = PortOpen {
                 host: host.into(),
                 port: p.port,
             };
             let want = self.settings.map.get(&p.port).copied().unwrap_or(p.port);
-            match self.start(target, want, Source::Auto, p.command.clone()).await {
+            match self
+                .start(target, want, Source::Auto, p.command.clone())
+                .await
+            {
                 Ok(info) => notices.push(started_notice(&info, want)),
                 Err(e) => notices.push(e),
             }
@@ -227,11 +236,18 @@ impl Forwards {
     pub async fn add(self: &Arc<Self>, spec: &str) -> Result<String, String> {
         let (target, local) = parse_spec(spec)?;
         self.state.lock_or_recover().stopped.remove(&target.port);
-        if self.state.lock_or_recover().live.contains_key(&key(&target)) {
+        if self
+            .state
+            .lock_or_recover()
+            .live
+            .contains_key(&key(&target))
+        {
             return Err(format!("{} is forwarded already", key(&target)));
         }
         let want = local.unwrap_or(target.port);
-        let info = self.start(target, want, Source::User, String::new()).await?;
+        let info = self
+            .start(target, want, Source::User, String::new())
+            .await?;
         Ok(started_notice(&info, want))
     }
 
@@ -304,10 +320,18 @@ impl Forwards {
         match tokio::time::timeout(self.settings.connect_wait, open).await {
             Ok(Ok((_, channel))) => {
                 if let Err(e) = splice(stream, channel).await {
-                    tracing::debug!("forwarded connection to {}:{} ended: {e}", target.host, target.port);
+                    tracing::debug!(
+                        "forwarded connection to {}:{} ended: {e}",
+                        target.host,
+                        target.port
+                    );
                 }
             }
-            Ok(Err(e)) => tracing::info!("forwarded connection to {}:{} refused: {e}", target.host, target.port),
+            Ok(Err(e)) => tracing::info!(
+                "forwarded connection to {}:{} refused: {e}",
+                target.host,
+                target.port
+            ),
             Err(_) => tracing::info!(
                 "forwarded connection to {}:{} refused: the link stayed down for {} s",
                 target.host,
@@ -352,7 +376,10 @@ fn started_notice(info: &ForwardInfo, want: u16) -> String {
     let host = if is_loopback_host(&info.target.host) {
         format!("port {} on the host", info.target.port)
     } else {
-        format!("{}:{} on the host's network", info.target.host, info.target.port)
+        format!(
+            "{}:{} on the host's network",
+            info.target.host, info.target.port
+        )
     };
     if info.local == want {
         format!("{host}{what} → {}", info.url())
@@ -408,6 +435,7 @@ async fn bind_near(want: u16) -> std::io::Result<TcpListener> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
 mod tests {
     use super::*;
 
@@ -416,7 +444,10 @@ mod tests {
         let (t, l) = parse_spec("5173").unwrap();
         assert_eq!((t.host.as_str(), t.port, l), ("127.0.0.1", 5173, None));
         let (t, l) = parse_spec("10.0.0.7:8080=18080").unwrap();
-        assert_eq!((t.host.as_str(), t.port, l), ("10.0.0.7", 8080, Some(18080)));
+        assert_eq!(
+            (t.host.as_str(), t.port, l),
+            ("10.0.0.7", 8080, Some(18080))
+        );
         let (t, _) = parse_spec("[::1]:9000").unwrap();
         assert_eq!(t.host, "::1");
         for bad in ["", "x", "0", "host:", "80=0", "80=x"] {
@@ -443,7 +474,10 @@ mod tests {
         };
         let n = f.update(vec![announce(port)]).await;
         assert_eq!(n.len(), 1, "{n:?}");
-        assert!(n[0].contains(&format!("laptop port {port} is taken")), "{n:?}");
+        assert!(
+            n[0].contains(&format!("laptop port {port} is taken")),
+            "{n:?}"
+        );
         let l = f.list();
         assert_eq!(l.len(), 1);
         assert_ne!(l[0].local, port);

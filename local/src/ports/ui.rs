@@ -5,7 +5,8 @@ use super::{parse_spec, Forwards, Source};
 /// Run `/ports ARG` and say what happened.
 pub async fn command(forwards: &std::sync::Arc<Forwards>, arg: &str) -> String {
     let words: Vec<&str> = arg.split_whitespace().collect();
-    let usage = "usage: /ports [open N|stop N|add [HOST:]PORT[=LOCAL]] (N: the host or laptop port)";
+    let usage =
+        "usage: /ports [open N|stop N|add [HOST:]PORT[=LOCAL]] (N: the host or laptop port)";
     match words.as_slice() {
         [] | ["list"] => list(forwards),
         ["open", n] => match n.parse::<u16>().ok().and_then(|n| find(forwards, n)) {
@@ -16,7 +17,9 @@ pub async fn command(forwards: &std::sync::Arc<Forwards>, arg: &str) -> String {
             None => format!("/ports open: no forward of port {n}\n{}", list(forwards)),
         },
         ["stop", n] => match n.parse::<u16>() {
-            Ok(n) => forwards.stop(n).unwrap_or_else(|e| format!("/ports stop: {e}")),
+            Ok(n) => forwards
+                .stop(n)
+                .unwrap_or_else(|e| format!("/ports stop: {e}")),
             Err(_) => usage.to_string(),
         },
         ["add", spec] => match parse_spec(spec) {

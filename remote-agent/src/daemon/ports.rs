@@ -28,7 +28,12 @@ impl Daemon {
                         Ok(Ok(())) => {}
                     }
                     let ports = rx.borrow_and_update().clone();
-                    if conn.rpc.notify(Notification::Ports { ports }).await.is_err() {
+                    if conn
+                        .rpc
+                        .notify(Notification::Ports { ports })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

@@ -136,6 +136,7 @@ pub async fn serve(open: PortOpen, offer: Offer) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
 mod tests {
     use super::*;
 
@@ -173,6 +174,9 @@ mod tests {
             rx.wait_for(|l| !l.iter().any(|p| p.port == port)),
         )
         .await;
-        assert!(gone.is_ok(), "port {port} stayed announced after its process exited");
+        assert!(
+            gone.is_ok(),
+            "port {port} stayed announced after its process exited"
+        );
     }
 }

@@ -76,7 +76,11 @@ pub fn parse_stat(text: &str) -> Option<(u32, String)> {
 
 /// The inode of a `/proc/<pid>/fd/N` link target `socket:[123]`.
 pub fn socket_inode(target: &str) -> Option<u64> {
-    target.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+    target
+        .strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
 }
 
 /// Every process below `root` (not `root` itself), from `(pid, ppid)` pairs.
@@ -146,7 +150,9 @@ pub fn scan(proc: &Path, root: u32, own_netns: Option<&str>) -> Vec<HostPort> {
         }
         if any {
             if let Ok(ns) = std::fs::read_link(base.join("ns/net")) {
-                netns.entry(ns.to_string_lossy().into_owned()).or_insert(pid);
+                netns
+                    .entry(ns.to_string_lossy().into_owned())
+                    .or_insert(pid);
             }
         }
     }
@@ -165,7 +171,10 @@ pub fn scan(proc: &Path, root: u32, own_netns: Option<&str>) -> Vec<HostPort> {
                 let note = if !shared {
                     Some("it listens inside the sandbox's own network namespace ([sandbox] network = false), which the daemon cannot reach".to_string())
                 } else if !reachable_on_loopback(l.addr) {
-                    Some(format!("it listens on {} only, not on the loopback; add it by hand to forward it", l.addr))
+                    Some(format!(
+                        "it listens on {} only, not on the loopback; add it by hand to forward it",
+                        l.addr
+                    ))
                 } else {
                     None
                 };
@@ -194,6 +203,7 @@ pub fn scan(proc: &Path, root: u32, own_netns: Option<&str>) -> Vec<HostPort> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
 mod tests {
     use super::*;
 
@@ -205,9 +215,21 @@ mod tests {
         assert_eq!(
             l,
             vec![
-                Listen { addr: "127.0.0.1".parse().unwrap(), port: 8080, inode: 4242 },
-                Listen { addr: "0.0.0.0".parse().unwrap(), port: 22, inode: 99 },
-                Listen { addr: "10.0.0.5".parse().unwrap(), port: 80, inode: 77 },
+                Listen {
+                    addr: "127.0.0.1".parse().unwrap(),
+                    port: 8080,
+                    inode: 4242
+                },
+                Listen {
+                    addr: "0.0.0.0".parse().unwrap(),
+                    port: 22,
+                    inode: 99
+                },
+                Listen {
+                    addr: "10.0.0.5".parse().unwrap(),
+                    port: 80,
+                    inode: 77
+                },
             ]
         );
     }
@@ -235,8 +257,9 @@ mod tests {
 
     #[test]
     fn descendants_follow_the_tree_and_leave_out_the_root_and_strangers() {
-        let parents: HashMap<u32, u32> =
-            [(10, 1), (11, 10), (12, 11), (13, 10), (20, 1), (21, 20)].into_iter().collect();
+        let parents: HashMap<u32, u32> = [(10, 1), (11, 10), (12, 11), (13, 10), (20, 1), (21, 20)]
+            .into_iter()
+            .collect();
         let d = descendants(&parents, 10);
         assert_eq!(d, [11, 12, 13].into_iter().collect());
     }
