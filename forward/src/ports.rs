@@ -73,8 +73,10 @@ pub fn is_loopback_host(host: &str) -> bool {
 /// Bytes per data piece a port channel sends.
 pub const PORT_PIECE: usize = 32 * 1024;
 
-/// Receive window of a port channel (either side).
-pub const PORT_WINDOW: u32 = 512 * 1024;
+/// Receive window of a port channel (either side): a bulk transfer moves at most this much
+/// per round trip (credit comes back in halves), so it is sized for a fast link with a long
+/// round trip (4 MiB per 50 ms is 80 MB/s); it is also the most one connection holds queued.
+pub const PORT_WINDOW: u32 = 4 * 1024 * 1024;
 
 /// Carry a TCP connection over a port channel until both directions are finished: bytes
 /// read from `stream` go out as [`ChannelData::Bytes`] (at most [`PORT_PIECE`] each, under

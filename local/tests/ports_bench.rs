@@ -90,7 +90,13 @@ fn forwarded_http_against_ssh_l() {
         let mut server = rig
             .ns
             .command("python3")
-            .args(["-m", "http.server", &HOST_PORT.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "-m",
+                "http.server",
+                &HOST_PORT.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
             .current_dir(www.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -140,9 +146,21 @@ fn forwarded_http_against_ssh_l() {
             .ns
             .command("ssh")
             .args(["-N", "-L", &format!("{SSH_LOCAL}:127.0.0.1:{HOST_PORT}")])
-            .args(["-p", &proxy2.port().to_string(), "-i", &key, "-F", "/dev/null"])
+            .args([
+                "-p",
+                &proxy2.port().to_string(),
+                "-i",
+                &key,
+                "-F",
+                "/dev/null",
+            ])
             .args(["-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"])
-            .args(["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"])
+            .args([
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+            ])
             .arg(&user_host)
             .env("HOME", rig.home())
             .env_remove("SSH_AUTH_SOCK")
