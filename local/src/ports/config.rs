@@ -22,8 +22,25 @@ use super::PortSettings;
 pub struct PortsFile {
     auto: Option<bool>,
     ignore: Option<Vec<u16>>,
+    #[serde(default, deserialize_with = "port_map")]
     map: Option<BTreeMap<u16, u16>>,
     connect_wait_seconds: Option<u64>,
+}
+
+/// `[ports.map]`: TOML keys are strings; each must be a port number.
+fn port_map<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<u16, u16>>, D::Error> {
+    let raw = BTreeMap::<String, u16>::deserialize(d)?;
+    raw.into_iter()
+        .map(|(k, v)| match k.trim().parse::<u16>() {
+            Ok(p) if p != 0 && v != 0 => Ok((p, v)),
+            _ => Err(serde::de::Error::custom(format!(
+                "[ports.map] \"{k}\" = {v}: both must be TCP port numbers 1-65535 (host port = laptop port, e.g. \"3000\" = 13000)"
+            ))),
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 impl PortsFile {
@@ -81,5 +98,7 @@ mod tests {
         assert!(s.ignore.contains(&22) && s.map.is_empty());
         let bad = toml::from_str::<PortsFile>("forward_all = true\n").unwrap_err();
         assert!(bad.to_string().contains("forward_all"), "{bad}");
+        let bad = toml::from_str::<PortsFile>("[map]\nweb = 80\n").unwrap_err();
+        assert!(bad.to_string().contains("\"web\" = 80"), "{bad}");
     }
 }
