@@ -15,7 +15,8 @@
 //! - [`testing`]: an in-memory transport that can be cut and stalled on demand;
 //! - [`child`]: a line-speaking child process (MCP stdio servers on either side);
 //! - [`tunnel`]: tunnelled MCP line channels with credit-based flow control;
-//! - [`prefix`]: provider requests sent as the messages after an earlier request's.
+//! - [`prefix`]: provider requests sent as the messages after an earlier request's;
+//! - [`ports`]: forwarded ports (what the daemon announces, what a port channel reaches).
 
 pub mod attach;
 pub mod channel;
@@ -30,6 +31,7 @@ pub mod link;
 pub mod plan;
 pub mod memory;
 pub mod policy;
+pub mod ports;
 pub mod prefix;
 pub mod proto;
 pub mod pty;

@@ -418,6 +418,11 @@ pub enum Request {
         #[serde(flatten)]
         action: PlanAction,
     },
+    // #36 §1 forwarded ports.
+    /// The TCP ports the workspace's processes listen on now, answered with
+    /// [`Response::Ports`]; afterwards this link gets a [`Notification::Ports`] whenever
+    /// the list changes (until the link closes).
+    WatchPorts,
 
     // ---- daemon -> client ----
     /// The messages the session's next provider request will start with, sent when this
@@ -794,6 +799,11 @@ pub enum Response {
     Context(ContextReport),
     /// Answer to [`Request::WebFetch`].
     WebFetch(WebFetchReply),
+    /// Answer to [`Request::WatchPorts`]: the ports listened on now.
+    Ports {
+        /// Ports, by number.
+        ports: Vec<crate::ports::HostPort>,
+    },
 }
 
 /// Days a deleted session stays restorable in the trash before the host purges it.
@@ -1085,6 +1095,12 @@ pub enum Notification {
         kind: String,
         /// The JSON encoding of the whole event.
         event_ref: ContentRef,
+    },
+    /// The workspace's listening TCP ports changed (daemon -> client, to links that sent
+    /// [`Request::WatchPorts`]): the whole list, not journaled.
+    Ports {
+        /// Ports, by number.
+        ports: Vec<crate::ports::HostPort>,
     },
     /// A marker that frames were dropped because a replay window was exceeded.
     Dropped {

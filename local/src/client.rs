@@ -109,6 +109,9 @@ pub struct ClientOptions {
     /// `[[hooks]]` of the user config, sent with every session open together with the
     /// workspace's trust records (read from `config_home` at each open).
     pub user_hooks: Vec<reasonix_forward::hooks::HookDecl>,
+    /// Forward the host's ports (#36 §1): every new link watches the workspace's ports and
+    /// these forwards follow the announcements; notices arrive as `Notice` events.
+    pub ports: Option<Arc<crate::ports::Forwards>>,
 }
 
 impl Default for ClientOptions {
@@ -129,6 +132,7 @@ impl Default for ClientOptions {
             backoff_cap: Duration::from_millis(1500),
             offer_mkdir: false,
             user_hooks: Vec::new(),
+            ports: None,
         }
     }
 }
@@ -195,18 +199,20 @@ impl Client {
             create: Arc::clone(&create),
             last_contact: Arc::new(Mutex::new(Instant::now())),
         };
+        let ports = sup.options.ports.clone();
         tokio::spawn(sup.run());
-        (
-            Client {
-                rpc: rpc_rx,
-                retry_now,
-                create,
-                read_only,
-                answered_always,
-                hooks,
-            },
-            events_rx,
-        )
+        let client = Client {
+            rpc: rpc_rx,
+            retry_now,
+            create,
+            read_only,
+            answered_always,
+            hooks,
+        };
+        if let Some(ports) = ports {
+            ports.attach(client.clone());
+        }
+        (client, events_rx)
     }
 
     /// Store the rule of an "always allow" answer to `approval_id` in `scope` instead of the
@@ -618,7 +624,7 @@ impl Supervisor {
                     );
                     self.rpc.send_replace(Some(rpc.clone()));
                     tokio::spawn(serve_incoming(
-                        rpc,
+                        rpc.clone(),
                         incoming,
                         self.options.laptop_mcp.clone(),
                         SaveRules {
@@ -629,7 +635,11 @@ impl Supervisor {
                         Arc::clone(&self.gateway),
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
+                        self.options.ports.clone(),
                     ));
+                    if let Some(ports) = self.options.ports.clone() {
+                        tokio::spawn(crate::ports::watch(rpc, ports, self.events.clone()));
+                    }
                     let had_link = hello.resume.is_some();
                     current = Some((link.clone(), welcome.link_id.clone()));
                     if had_link {
@@ -702,6 +712,8 @@ struct SaveRules {
     answered_always: AnsweredAlways,
 }
 
+// One argument per thing the link's traffic reaches; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn serve_incoming(
     rpc: Rpc,
     mut incoming: mpsc::Receiver<Incoming>,
@@ -710,9 +722,11 @@ async fn serve_incoming(
     gateway: Arc<Gateway>,
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
+    ports: Option<Arc<crate::ports::Forwards>>,
 ) {
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
+    let notices = events.clone();
     let events = crate::by_ref::OrderedEvents::spawn(rpc.clone(), events);
     // The messages of this link's last provider requests, which later ones extend.
     let mut bases = reasonix_forward::prefix::MessageBases::default();
@@ -853,6 +867,17 @@ async fn serve_incoming(
                             kind,
                             event_ref,
                         });
+                        continue;
+                    }
+                    Notification::Ports { ports: list } => {
+                        if let Some(ports) = &ports {
+                            let (ports, tx) = (Arc::clone(ports), notices.clone());
+                            tokio::spawn(async move {
+                                for text in ports.update(list).await {
+                                    let _ = tx.send(crate::ports::notice(text));
+                                }
+                            });
+                        }
                         continue;
                     }
                     Notification::Dropped { frames, bytes } => {

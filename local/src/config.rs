@@ -434,6 +434,8 @@ pub struct Config {
     pub workspaces: BTreeMap<String, crate::always_scope::WorkspaceFile>,
     /// The workspace whose table was merged by [`Config::apply_workspace`].
     pub workspace_key: Option<String>,
+    /// `[ports]`: forwarding of the host's ports.
+    pub ports: crate::ports::PortSettings,
 }
 
 impl Config {
@@ -480,6 +482,7 @@ impl Config {
             ignored: Vec::new(),
             workspaces: BTreeMap::new(),
             workspace_key: None,
+            ports: crate::ports::PortSettings::default(),
         }
     }
 
@@ -763,6 +766,7 @@ impl Config {
                 )),
             }
         }
+        self.ports.apply_user(file.ports);
         let s = file.sandbox;
         set(&mut self.sandbox.workspace_root, s.workspace_root.map(Some));
         self.sandbox
@@ -863,6 +867,12 @@ impl Config {
     fn apply_project(&mut self, file: FileConfig, path: &Path, workspace_root: &Path) {
         let src = path.display().to_string();
         let mut warns: Vec<String> = Vec::new();
+        if file.ports.loosens() {
+            warns.push(
+                "ignored [ports] auto = true, map and connect_wait_seconds: a project file can only forward less (auto = false, ignore); set the rest in your user config".into(),
+            );
+        }
+        self.ports.apply_project(&file.ports);
 
         // Providers: a repository must not be able to send the user's key somewhere new, so
         // only cosmetic fields of providers the user already has are taken.
@@ -1201,6 +1211,8 @@ struct FileConfig {
     /// Checked one by one, so a bad entry is a warning and the others still load.
     #[serde(default)]
     hooks: Vec<toml::Value>,
+    #[serde(default)]
+    ports: crate::ports::PortsFile,
 }
 
 #[derive(Debug, Deserialize)]

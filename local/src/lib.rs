@@ -16,6 +16,7 @@ mod laptop_channels;
 pub mod mcp_host;
 pub mod memory;
 pub mod permissions;
+pub mod ports;
 pub mod remote_status;
 pub mod run;
 pub mod ssh;

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ports::PortOpen;
 use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::pty::{PtyData, PtyOpen};
 
@@ -106,6 +107,9 @@ pub enum ChannelOpen {
     },
     /// A host terminal (client -> daemon): [`ChannelData::Pty`] both ways.
     Pty(PtyOpen),
+    /// A TCP connection to a port on the host (client -> daemon): [`ChannelData::Bytes`]
+    /// both ways; each side closes its direction when its end of the socket does.
+    Port(PortOpen),
 }
 
 impl ChannelOpen {
@@ -115,6 +119,7 @@ impl ChannelOpen {
             ChannelOpen::Provider(_) => ChannelKind::Provider,
             ChannelOpen::Mcp { .. } => ChannelKind::Mcp,
             ChannelOpen::Pty(_) => ChannelKind::Pty,
+            ChannelOpen::Port(_) => ChannelKind::Port,
         }
     }
 }
@@ -128,6 +133,8 @@ pub enum ChannelKind {
     Mcp,
     /// [`ChannelOpen::Pty`].
     Pty,
+    /// [`ChannelOpen::Port`].
+    Port,
 }
 
 impl std::fmt::Display for ChannelKind {
@@ -136,6 +143,7 @@ impl std::fmt::Display for ChannelKind {
             ChannelKind::Provider => "provider",
             ChannelKind::Mcp => "MCP",
             ChannelKind::Pty => "terminal",
+            ChannelKind::Port => "port",
         })
     }
 }
@@ -150,6 +158,8 @@ pub enum ChannelAccepted {
     Mcp,
     /// The terminal opened or attached; its output follows on the channel.
     Pty(PtyInfo),
+    /// The daemon connected to the port.
+    Port,
 }
 
 /// One piece of ordered data on a channel.

@@ -155,7 +155,9 @@ pub async fn open(
     notices: bool,
 ) -> Result<(String, SessionHandle), acp::Error> {
     let gateway = Arc::new(Gateway::new(&spec.config));
-    let (client_opts, laptop_mcp) = crate::client::options_for(&spec.config);
+    let (mut client_opts, laptop_mcp) = crate::client::options_for(&spec.config);
+    // The host's ports are forwarded to the editor's machine and announced as notices.
+    client_opts.ports = Some(crate::ports::Forwards::new(spec.config.ports.clone()));
     let (client, events) = Client::start(Arc::clone(&spec.connector), gateway, client_opts);
     let home = spec.config.home.clone();
     let settings = SessionSettings {

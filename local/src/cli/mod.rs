@@ -7,6 +7,7 @@ mod error;
 mod headless;
 mod hooks;
 mod memory;
+mod ports;
 mod remote;
 mod sessions;
 mod term;
@@ -105,6 +106,9 @@ enum Cmd {
     /// DEST, the local workspace). `~.` at the start of a line detaches; the shell keeps
     /// running on the host and `reasonix term` shows it again.
     Term(term::TermArgs),
+    /// Forward the host workspace's ports to this laptop's loopback (what its processes
+    /// listen on, and `--add` ones) until interrupted; `--list` prints them.
+    Ports(ports::PortsArgs),
     /// The workspace's sessions: id, title, turns, last activity, state, driver; `rename`,
     /// `delete` (to a trash kept 7 days), `restore`, `purge`.
     /// Remembered facts: the workspace's project facts, or with --global the user's own
@@ -373,6 +377,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Rewind(args)) => headless::rewind(args).await,
         Some(Cmd::Acp(args)) => acp::acp(args).await,
         Some(Cmd::Term(args)) => term::term(args).await,
+        Some(Cmd::Ports(args)) => ports::ports(args).await,
         Some(Cmd::Sessions { action, list }) => sessions::sessions(action, list).await,
         Some(Cmd::Memory { action }) => memory::memory(action),
         Some(Cmd::Mcp {

@@ -205,6 +205,16 @@ impl Rig {
         port: u16,
         liveness: (u64, u64),
     ) -> (Client, tokio::sync::mpsc::UnboundedReceiver<ClientEvent>) {
+        self.library_client_with(port, liveness, ClientOptions::default())
+    }
+
+    /// [`Rig::library_client`] with `options` (forwarded ports, ...).
+    pub fn library_client_with(
+        &self,
+        port: u16,
+        liveness: (u64, u64),
+        options: ClientOptions,
+    ) -> (Client, tokio::sync::mpsc::UnboundedReceiver<ClientEvent>) {
         std::env::set_var(
             "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
             musl_host_binary(),
@@ -234,7 +244,7 @@ impl Rig {
         Client::start(
             Arc::new(connector),
             Arc::new(Gateway::new(&config)),
-            ClientOptions::default(),
+            options,
         )
     }
 

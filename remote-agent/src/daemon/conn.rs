@@ -45,6 +45,8 @@ pub(super) struct Conn {
     /// Bumped on every `OpenSession`: an event forwarder of an earlier open stops, even
     /// when the link opened the same session again meanwhile (A, B, then A).
     pub(super) opens: AtomicU64,
+    /// Set once this link watches the workspace's ports ([`Request::WatchPorts`]).
+    pub(super) watches_ports: std::sync::atomic::AtomicBool,
 }
 
 impl DriverLink for ConnLink {

@@ -111,6 +111,7 @@ impl Daemon {
             hooks: Mutex::default(),
             generation: AtomicU64::new(0),
             opens: AtomicU64::new(0),
+            watches_ports: Default::default(),
         });
         self.links
             .lock_or_recover()
@@ -137,6 +138,12 @@ impl Daemon {
                         offer,
                         conn.link.clone(),
                     ));
+                }
+                Incoming::Channel(IncomingChannel {
+                    open: ChannelOpen::Port(open),
+                    offer,
+                }) => {
+                    tokio::spawn(crate::ports::serve(open, offer));
                 }
                 Incoming::Channel(IncomingChannel { open, offer }) => {
                     let refusal = reasonix_forward::proto::RpcError::new(

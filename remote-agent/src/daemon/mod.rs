@@ -90,11 +90,14 @@ pub struct Daemon {
     loading: tokio::sync::Mutex<()>,
     /// The workspace's prompt history, shared by every client.
     history: Arc<crate::prompt_history::PromptHistory>,
+    /// The TCP ports the workspace's processes listen on (#36 §1), started on first watch.
+    ports: std::sync::OnceLock<Arc<crate::ports::PortWatch>>,
 }
 
 mod conn;
 mod lifecycle;
 mod links;
+mod ports;
 mod requests;
 mod roles;
 mod sessions;
@@ -126,6 +129,7 @@ impl Daemon {
             &paths.sessions_dir,
         ));
         Arc::new(Daemon {
+            ports: std::sync::OnceLock::new(),
             terminals,
             loading: tokio::sync::Mutex::new(()),
             history,

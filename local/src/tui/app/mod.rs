@@ -135,6 +135,8 @@ pub enum Action {
     },
     /// Use this permission mode (`ask`, `auto`) in the settings of the next open.
     SetMode(String),
+    /// `/ports [open N|stop N|add SPEC]`: the laptop's forwards of the host's ports.
+    Ports(String),
     /// Send `Request::Rewind`.
     Rewind {
         /// Deduplication id.

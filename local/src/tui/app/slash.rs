@@ -27,6 +27,7 @@ pub(crate) enum SlashCommand {
     Shell,
     Rename,
     Plan,
+    Ports,
     Quit,
 }
 
@@ -66,6 +67,7 @@ impl SlashCommand {
         Self::Shell,
         Self::Rename,
         Self::Plan,
+        Self::Ports,
         Self::Quit,
     ];
 
@@ -172,6 +174,12 @@ impl SlashCommand {
                 &[],
                 "TITLE",
                 "rename the open session (every client lists the new title)",
+            ),
+            Self::Ports => (
+                "ports",
+                &[],
+                "[open|stop N|add SPEC]",
+                "host ports forwarded here: list, open (browser), stop, add [HOST:]PORT",
             ),
             Self::Quit => (
                 "quit",
@@ -454,6 +462,7 @@ impl App {
                 vec![Action::Quit]
             }
             SlashCommand::Rewind => self.rewind_command(arg),
+            SlashCommand::Ports => vec![Action::Ports(arg.to_string())],
             SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Mcp {

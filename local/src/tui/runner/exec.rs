@@ -25,6 +25,8 @@ pub(super) struct Exec {
     pub(super) config: Arc<std::sync::Mutex<Config>>,
     pub(super) tx: mpsc::UnboundedSender<AppEvent>,
     pub(super) in_tmux: bool,
+    /// The laptop's forwards of the host's ports (`/ports`).
+    pub(super) ports: Arc<crate::ports::Forwards>,
 }
 
 fn call_error(e: CallError) -> String {
@@ -503,6 +505,13 @@ impl Exec {
             Action::CreateWorkspace => self.client.create_workspace(),
             Action::Permissions { remove } => self.permissions(remove),
             Action::Hooks { trust, path } => self.hooks(trust, path),
+            Action::Ports(arg) => {
+                let (ports, tx, arg) = (Arc::clone(&self.ports), self.tx.clone(), arg.clone());
+                tokio::spawn(async move {
+                    let text = crate::ports::command(&ports, &arg).await;
+                    let _ = tx.send(AppEvent::Client(crate::ports::notice(text)));
+                });
+            }
             Action::Quit => return true,
         }
         false

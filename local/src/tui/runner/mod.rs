@@ -80,6 +80,9 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
     let mut client_options = crate::client::options_for(&config).0;
     // A missing workspace folder: the fatal-error modal offers to create it.
     client_options.offer_mkdir = true;
+    // The host's ports are forwarded as its processes open them ([ports] auto) and by /ports.
+    let ports = crate::ports::Forwards::new(config.ports.clone());
+    client_options.ports = Some(Arc::clone(&ports));
     let (client, mut client_rx) = Client::start(connector, gateway, client_options);
     let (app_tx, mut app_rx) = mpsc::unbounded_channel::<AppEvent>();
     if let Some(mut prompts) = opts.prompts {
@@ -148,6 +151,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         config: Arc::new(std::sync::Mutex::new(config)),
         tx: app_tx.clone(),
         in_tmux: std::env::var_os("TMUX").is_some(),
+        ports,
     };
     if let Ok((cols, rows)) = crossterm::terminal::size() {
         let _ = app.set_screen_size(cols, rows);
