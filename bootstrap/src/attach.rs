@@ -25,12 +25,12 @@ use reasonix_forward::attach::{parse_report_line, AttachReport, BusySession, ATT
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::BootstrapError;
-use crate::exec::{ExecWriter, ExitInfo, ScriptOutput, SessionChannel, StderrTail};
+use crate::transport::ssh_exec::{ExecWriter, ExitInfo, ScriptOutput, SessionChannel, StderrTail};
 use crate::install::{
     lock_script, parse_probe, sh_quote, Probe, PROBE_SCRIPT, REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::ssh::SshConnection;
 
 /// Most bytes of shell noise skipped before the preamble or a report.
 const MAX_NOISE: usize = 64 * 1024;
@@ -331,7 +331,7 @@ async fn attach_with(
         Some(ch) => conn.exec_stream_on(ch, "sh -s").await?,
         None => conn.exec_stream("sh -s").await?,
     };
-    let crate::exec::ExecStream {
+    let crate::transport::ssh_exec::ExecStream {
         mut reader,
         mut writer,
         stderr,

@@ -22,10 +22,10 @@ use crate::attach::{AttachOutcome, AttachSpec};
 use crate::cache::HostBinaryCache;
 use crate::codec::{Codec, HostCodecs};
 use crate::error::BootstrapError;
-use crate::exec::{ScriptOutput, SessionChannel};
+use crate::transport::ssh_exec::{ScriptOutput, SessionChannel};
 use crate::payload;
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::ssh::SshConnection;
 use reasonix_forward::delta::DELTA_CAPABILITY;
 use reasonix_sftpfs::Fs;
 

@@ -14,7 +14,7 @@ use crate::install::{
     REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::ssh::SshConnection;
 
 /// What `reasonix remote status` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]

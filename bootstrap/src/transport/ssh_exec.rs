@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::error::BootstrapError;
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::ssh::SshConnection;
 
 /// A session channel of the SSH connection, open and not yet running anything.
 pub(crate) type SessionChannel = russh::Channel<russh::client::Msg>;
