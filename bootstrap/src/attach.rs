@@ -30,7 +30,7 @@ use crate::install::{
     lock_script, parse_probe, sh_quote, Probe, PROBE_SCRIPT, REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
-use crate::transport::ssh::SshConnection;
+use crate::transport::Remote;
 
 /// Most bytes of shell noise skipped before the preamble or a report.
 const MAX_NOISE: usize = 64 * 1024;
@@ -300,7 +300,7 @@ pub enum AttachOutcome {
 
 /// Run the attach script of `spec` on one exec channel (see the module docs).
 pub async fn attach(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     spec: &AttachSpec,
 ) -> Result<AttachOutcome, BootstrapError> {
     Ok(attach_with(conn, spec, None, None).await?.0)
@@ -310,7 +310,7 @@ pub async fn attach(
 /// also returns what its `verify=` line said.
 /// `channel`, when given, is a session channel opened before (while the upload ran).
 pub(crate) async fn attach_after(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     spec: &AttachSpec,
     prelude: &str,
     channel: Option<SessionChannel>,
@@ -319,7 +319,7 @@ pub(crate) async fn attach_after(
 }
 
 async fn attach_with(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     spec: &AttachSpec,
     prelude: Option<&str>,
     channel: Option<SessionChannel>,
@@ -327,9 +327,9 @@ async fn attach_with(
     let host = conn.host().to_string();
     let tag = hex::encode(rand::random::<[u8; 8]>());
     let script = attach_script_after(spec, &tag, prelude);
-    let stream = match channel {
-        Some(ch) => conn.exec_stream_on(ch, "sh -s").await?,
-        None => conn.exec_stream("sh -s").await?,
+    let stream = match (channel, conn.as_ssh()) {
+        (Some(ch), Some(ssh)) => ssh.exec_stream_on(ch, "sh -s").await?,
+        _ => conn.exec_stream("sh -s").await?,
     };
     let crate::transport::ssh_exec::ExecStream {
         mut reader,

@@ -1,5 +1,7 @@
 //! `reasonix-bootstrap`: reach a host over SSH and start `reasonix-remote` there.
 //!
+//! - [`transport`]: SSH (russh) and exec (`docker`/`podman`/`kubectl exec`) transports
+//!   behind one [`Remote`] trait;
 //! - [`config`]: OpenSSH command-line options and `ssh_config` files;
 //! - [`dest`]: `[user@]host[:path]` and `ssh://` destinations;
 //! - [`known_hosts`]: host-key lookup and recording;
@@ -27,7 +29,7 @@ pub mod known_hosts;
 mod pattern;
 pub mod payload;
 pub mod prompter;
-mod transport;
+pub mod transport;
 pub mod workspaces;
 
 pub use cache::HostBinaryCache;
@@ -47,4 +49,6 @@ pub use prompter::{
     UpgradeAnswer, UpgradeQuestion,
 };
 pub use reasonix_sftpfs as sftpfs;
+pub use transport::exec::{split_command, ExecConnection};
+pub use transport::Remote;
 pub use transport::ssh::{connect, connect_with_cache, SshConnection};

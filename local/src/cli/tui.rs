@@ -9,7 +9,7 @@ use reasonix_local::exit::Exit;
 use super::{load_config, CliError, SshArgs, TuiArgs};
 
 /// The TUI's own exit code as a result: it printed its messages itself.
-fn tui_result(code: i32) -> Result<(), CliError> {
+pub(super) fn tui_result(code: i32) -> Result<(), CliError> {
     match code {
         0 => Ok(()),
         2 => Err(CliError::reported(Exit::Usage)),
@@ -18,7 +18,7 @@ fn tui_result(code: i32) -> Result<(), CliError> {
     }
 }
 
-fn upgrade_policy(args: &TuiArgs) -> UpgradePolicy {
+pub(super) fn upgrade_policy(args: &TuiArgs) -> UpgradePolicy {
     if args.upgrade {
         UpgradePolicy::Force
     } else {
