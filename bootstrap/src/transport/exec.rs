@@ -262,8 +262,16 @@ impl Remote for ExecConnection {
             let status = tokio::select! {
                 s = child.wait() => s.ok(),
                 _ = kill_rx => {
-                    let _ = child.start_kill();
-                    child.wait().await.ok()
+                    // Both halves are gone and stdin is closed: give the command a moment to
+                    // pass the EOF on (so the process in the container ends too), then kill
+                    // the local end.
+                    match tokio::time::timeout(CLOSE_GRACE, child.wait()).await {
+                        Ok(s) => s.ok(),
+                        Err(_) => {
+                            let _ = child.start_kill();
+                            child.wait().await.ok()
+                        }
+                    }
                 }
             };
             // Output first, then the exit (like SSH's exit-status after the data).
@@ -287,11 +295,52 @@ impl Remote for ExecConnection {
         });
         Ok(ExecStream::from_parts(
             rx,
-            Box::pin(stdin),
+            Box::pin(ClosingStdin(Some(stdin))),
             guard,
             stderr,
             exit_rx,
         ))
+    }
+}
+
+/// How long a command whose stream was dropped may take to end on its own.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The command's stdin; shutdown closes it (tokio's `ChildStdin` only closes on drop), so the
+/// program on the other side sees EOF.
+struct ClosingStdin(Option<tokio::process::ChildStdin>);
+
+impl tokio::io::AsyncWrite for ClosingStdin {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.0.as_mut() {
+            Some(w) => std::pin::Pin::new(w).poll_write(cx, buf),
+            None => std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into())),
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.0.as_mut() {
+            Some(w) => std::pin::Pin::new(w).poll_flush(cx),
+            None => std::task::Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some(w) = self.0.as_mut() {
+            std::task::ready!(std::pin::Pin::new(w).poll_flush(cx))?;
+        }
+        self.0 = None;
+        std::task::Poll::Ready(Ok(()))
     }
 }
 
@@ -331,7 +380,12 @@ pub(crate) async fn upload_through_stream(
             .writer
             .write_all(chunk)
             .await
-            .map_err(|e| format!("{e} after {sent} bytes; stderr: {}", stream.stderr.text()))?;
+            .map_err(|e| {
+                format!(
+                    "writing {path}: {e} after {sent} bytes; stderr: {}",
+                    stream.stderr.text().trim()
+                )
+            })?;
         sent += chunk.len() as u64;
         progress(sent);
     }
@@ -339,7 +393,7 @@ pub(crate) async fn upload_through_stream(
         .writer
         .shutdown()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("writing {path}: {e}"))?;
     let mut out = Vec::new();
     let _ = stream.reader.read_to_end(&mut out).await;
     let exit = stream.wait_exit().await;
