@@ -269,7 +269,8 @@ async fn installs_through_the_stream_and_runs_a_sandboxed_turn_in_a_minimal_imag
     );
 }
 
-/// The local pid of the `podman exec … sh -c …` that carries the link of `reasonix` `root`.
+/// The local pid of the `podman exec -i CTR sh -s` that carries the link of `reasonix`
+/// `root` (once the bash call runs, the install's short scripts are over).
 fn link_process(root: u32, ctr: &str) -> Option<i32> {
     let mut found = None;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -359,6 +360,7 @@ async fn a_container_killed_and_restarted_mid_tool_reconnects_and_runs_nothing_t
         ctr.read("/work/repo/counter.txt").is_some()
     });
     podman_ok(&["kill", &ctr.name]);
+    podman_ok(&["wait", &ctr.name]);
     podman_ok(&["start", &ctr.name]);
     // The client reconnects by running `podman exec` again: a new daemon in the restarted
     // container resumes the session from its journal (kept in the container's filesystem)

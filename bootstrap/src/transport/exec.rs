@@ -215,7 +215,14 @@ impl Remote for ExecConnection {
     }
 
     async fn exec_stream(&self, command: &str) -> Result<ExecStream, BootstrapError> {
-        let mut child = self.spawn(Stage::Launch, &["-c", command])?;
+        // The attach script's `sh -s` runs as itself (the argv a user sees in `ps` and in
+        // `reasonix kube --print-command`), anything else through `sh -c`.
+        let tail: &[&str] = if command == "sh -s" {
+            &["-s"]
+        } else {
+            &["-c", command]
+        };
+        let mut child = self.spawn(Stage::Launch, tail)?;
         let (Some(stdin), Some(mut stdout), Some(mut stderr_pipe)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
