@@ -25,11 +25,11 @@ use reasonix_forward::attach::{parse_report_line, AttachReport, BusySession, ATT
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::BootstrapError;
-use crate::transport::ssh_exec::{ExecWriter, ExitInfo, ScriptOutput, SessionChannel, StderrTail};
 use crate::install::{
     lock_script, parse_probe, sh_quote, Probe, PROBE_SCRIPT, REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
+use crate::transport::ssh_exec::{ExecWriter, ExitInfo, ScriptOutput, SessionChannel, StderrTail};
 use crate::transport::Remote;
 
 /// Most bytes of shell noise skipped before the preamble or a report.
@@ -299,10 +299,7 @@ pub enum AttachOutcome {
 }
 
 /// Run the attach script of `spec` on one exec channel (see the module docs).
-pub async fn attach(
-    conn: &dyn Remote,
-    spec: &AttachSpec,
-) -> Result<AttachOutcome, BootstrapError> {
+pub async fn attach(conn: &dyn Remote, spec: &AttachSpec) -> Result<AttachOutcome, BootstrapError> {
     Ok(attach_with(conn, spec, None, None).await?.0)
 }
 

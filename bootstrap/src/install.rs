@@ -22,9 +22,9 @@ use crate::attach::{AttachOutcome, AttachSpec};
 use crate::cache::HostBinaryCache;
 use crate::codec::{Codec, HostCodecs};
 use crate::error::BootstrapError;
-use crate::transport::ssh_exec::{ScriptOutput, SessionChannel};
 use crate::payload;
 use crate::prompter::Stage;
+use crate::transport::ssh_exec::{ScriptOutput, SessionChannel};
 use crate::transport::Remote;
 use reasonix_forward::delta::DELTA_CAPABILITY;
 use reasonix_sftpfs::Fs;
@@ -995,7 +995,9 @@ impl Job<'_> {
             Attempt::Delta { codec, .. } => format!("{tmp}.delta{}", codec.suffix()),
         };
         if self.conn.as_ssh().is_none() {
-            return self.send_stream(payload, label, attempt, &tmp, &upload_path).await;
+            return self
+                .send_stream(payload, label, attempt, &tmp, &upload_path)
+                .await;
         }
         let opened = self.sftp.lock_or_recover().take();
         let sftp = match opened {

@@ -37,7 +37,6 @@ pub use codec::{Codec, HostCodecs};
 pub use config::{ConfigError, JumpHost, ResolvedHost, SshOptions, StrictHostKeyChecking};
 pub use dest::{Destination, DestinationError};
 pub use error::{BootstrapError, HostKeyRefusal};
-pub use transport::ssh_exec::{ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail};
 pub use install::{
     install, install_and_attach, launch_command, probe, status, stop, uninstall, InstalledVersion,
     Probe, RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, Transfer,
@@ -50,5 +49,8 @@ pub use prompter::{
 };
 pub use reasonix_sftpfs as sftpfs;
 pub use transport::exec::{split_command, ExecConnection};
-pub use transport::Remote;
 pub use transport::ssh::{connect, connect_with_cache, SshConnection};
+pub use transport::ssh_exec::{
+    ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail,
+};
+pub use transport::Remote;

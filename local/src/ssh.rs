@@ -23,10 +23,7 @@ use crate::connect::{
 /// How a connector reaches its host.
 enum Reach {
     /// Over SSH.
-    Ssh {
-        dest: Destination,
-        opts: SshOptions,
-    },
+    Ssh { dest: Destination, opts: SshOptions },
     /// By running a local command (`podman exec -i CTR`, `kubectl exec -i POD --`).
     Exec(crate::exec_target::ExecTarget),
 }

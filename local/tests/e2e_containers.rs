@@ -84,9 +84,7 @@ impl Container {
     fn start(tag: &str) -> Container {
         ensure_image();
         let name = format!("rx-{tag}-{}-{:x}", std::process::id(), rand_u32());
-        podman_ok(&[
-            "run", "-d", "--name", &name, IMAGE, "/bin/sleep", "100000",
-        ]);
+        podman_ok(&["run", "-d", "--name", &name, IMAGE, "/bin/sleep", "100000"]);
         Container { name }
     }
 
@@ -224,9 +222,7 @@ async fn installs_through_the_stream_and_runs_a_sandboxed_turn_in_a_minimal_imag
         "the bash tool is sandboxed and the session names how: {sandbox:?}"
     );
     // The binary went through the exec stream (no SFTP in a container) and verified.
-    let bin = ctr
-        .sh("ls /root/.reasonix/remote/bin/")
-        .stdout;
+    let bin = ctr.sh("ls /root/.reasonix/remote/bin/").stdout;
     assert!(
         String::from_utf8_lossy(&bin).contains("reasonix-remote-"),
         "installed: {}",
@@ -245,17 +241,30 @@ async fn installs_through_the_stream_and_runs_a_sandboxed_turn_in_a_minimal_imag
     let last = reqs.last().expect("requests").messages();
     assert!(
         last.iter().any(|m| m["role"] == "tool"
-            && m["content"].as_str().unwrap_or("").contains("outside-blocked")),
+            && m["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("outside-blocked")),
         "the tool result says the write outside failed: {last:?}"
     );
 
     // The warm path: the same build is found, nothing is uploaded again.
     mock.push(vec![MockReply::text(&["again"])]);
-    let before = ctr.sh("ls -l --full-time /root/.reasonix/remote/bin/").stdout;
+    let before = ctr
+        .sh("ls -l --full-time /root/.reasonix/remote/bin/")
+        .stdout;
     let out = tokio::task::spawn_blocking({
         let mut c = reasonix(
             &l,
-            &["run", "--json", "--yolo", "--podman", &spec, "--continue", "again"],
+            &[
+                "run",
+                "--json",
+                "--yolo",
+                "--podman",
+                &spec,
+                "--continue",
+                "again",
+            ],
         );
         move || c.output().expect("run")
     })
@@ -264,7 +273,8 @@ async fn installs_through_the_stream_and_runs_a_sandboxed_turn_in_a_minimal_imag
     assert!(out.status.success(), "{}", show(&out));
     assert_eq!(
         before,
-        ctr.sh("ls -l --full-time /root/.reasonix/remote/bin/").stdout,
+        ctr.sh("ls -l --full-time /root/.reasonix/remote/bin/")
+            .stdout,
         "no second install"
     );
 }
@@ -337,10 +347,17 @@ async fn a_dropped_exec_link_mid_tool_is_a_link_drop_and_the_turn_completes() {
         Some("ran\n"),
         "the command ran exactly once"
     );
-    assert_eq!(mock.request_count(), 2, "one request per step, none repeated");
+    assert_eq!(
+        mock.request_count(),
+        2,
+        "one request per step, none repeated"
+    );
     let last = mock.requests().last().expect("requests").messages();
     assert!(last.iter().any(|m| m["role"] == "tool"
-        && m["content"].as_str().unwrap_or("").contains("slept-through")));
+        && m["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("slept-through")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,7 +390,15 @@ async fn a_container_killed_and_restarted_mid_tool_reconnects_and_runs_nothing_t
     let out = tokio::task::spawn_blocking({
         let mut c = reasonix(
             &l,
-            &["run", "--json", "--yolo", "--podman", &spec, "--continue", "carry on"],
+            &[
+                "run",
+                "--json",
+                "--yolo",
+                "--podman",
+                &spec,
+                "--continue",
+                "carry on",
+            ],
         );
         move || c.output().expect("run")
     })
@@ -388,8 +413,9 @@ async fn a_container_killed_and_restarted_mid_tool_reconnects_and_runs_nothing_t
     );
     let last = mock.requests().last().expect("requests").messages();
     assert!(
-        last.iter().any(|m| m["role"] == "tool"
-            && m["content"].as_str().unwrap_or("").contains("interrupted")),
+        last.iter()
+            .any(|m| m["role"] == "tool"
+                && m["content"].as_str().unwrap_or("").contains("interrupted")),
         "the interrupted call is reported to the model, not run again: {last:?}"
     );
 }
@@ -416,7 +442,15 @@ fn kube_runs_kubectl_exec_with_namespace_container_and_sh() {
     let l = laptop("http://127.0.0.1:9");
     let out = reasonix(
         &l,
-        &["kube", "-n", "dev", "-c", "main", "ws-7:/src/app", "--print-command"],
+        &[
+            "kube",
+            "-n",
+            "dev",
+            "-c",
+            "main",
+            "ws-7:/src/app",
+            "--print-command",
+        ],
     )
     .output()
     .expect("run");
@@ -455,8 +489,7 @@ fn kube_runs_kubectl_exec_with_namespace_container_and_sh() {
     let argv = std::fs::read_to_string(&log).expect("kubectl ran");
     let first = argv.split("---\n").next().unwrap_or("");
     assert_eq!(
-        first,
-        "exec\n-i\n-n\ndev\nws-7\n-c\nmain\n--\nsh\n-s\n",
+        first, "exec\n-i\n-n\ndev\nws-7\n-c\nmain\n--\nsh\n-s\n",
         "{argv}"
     );
 }

@@ -377,22 +377,15 @@ pub(crate) async fn upload_through_stream(
         "umask 077 && cat > {} && echo __REASONIX_UPLOADED__",
         crate::install::sh_quote(path)
     );
-    let mut stream = conn
-        .exec_stream(&line)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut stream = conn.exec_stream(&line).await.map_err(|e| e.to_string())?;
     let mut sent = 0u64;
     for chunk in data.chunks(256 * 1024) {
-        stream
-            .writer
-            .write_all(chunk)
-            .await
-            .map_err(|e| {
-                format!(
-                    "writing {path}: {e} after {sent} bytes; stderr: {}",
-                    stream.stderr.text().trim()
-                )
-            })?;
+        stream.writer.write_all(chunk).await.map_err(|e| {
+            format!(
+                "writing {path}: {e} after {sent} bytes; stderr: {}",
+                stream.stderr.text().trim()
+            )
+        })?;
         sent += chunk.len() as u64;
         progress(sent);
     }
@@ -453,7 +446,10 @@ mod tests {
         assert_eq!(out.stderr.trim(), "err");
         assert_eq!(out.exit_code, 3);
 
-        let mut s = conn.exec_stream("cat; echo done >&2; exit 4").await.unwrap();
+        let mut s = conn
+            .exec_stream("cat; echo done >&2; exit 4")
+            .await
+            .unwrap();
         s.writer.write_all(b"ping").await.unwrap();
         s.writer.shutdown().await.unwrap();
         let mut got = Vec::new();
@@ -491,11 +487,18 @@ mod tests {
         let e = conn.run_script("true").await.unwrap_err().to_string();
         assert!(e.contains("/nonexistent/podman exec"), "{e}");
         let conn = ExecConnection::new(
-            vec!["sh".into(), "-c".into(), "echo 'no such container' >&2; exit 125".into()],
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "echo 'no such container' >&2; exit 125".into(),
+            ],
             "podman:x",
             Arc::new(crate::NonInteractivePrompter),
         );
         let e = conn.run_script("true").await.unwrap_err().to_string();
-        assert!(e.contains("no such container") && e.contains("exit status 125"), "{e}");
+        assert!(
+            e.contains("no such container") && e.contains("exit status 125"),
+            "{e}"
+        );
     }
 }

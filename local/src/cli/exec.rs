@@ -106,9 +106,7 @@ pub(super) enum ExecCmd {
 impl ExecCmd {
     pub(super) fn target(&self) -> Result<ExecTarget, CliError> {
         match self {
-            ExecCmd::Command { command, workspace } => {
-                ExecTarget::from_command(command, workspace)
-            }
+            ExecCmd::Command { command, workspace } => ExecTarget::from_command(command, workspace),
             ExecCmd::Container { engine, spec } => ExecTarget::container(engine, spec),
             ExecCmd::Kube {
                 namespace,

@@ -130,7 +130,12 @@ pub(super) async fn rewind(args: RewindArgs) -> Result<(), CliError> {
 pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
     use reasonix_forward::proto::{Request, Response};
     let workspace = super::workspace_or_cwd(args.workspace.clone())?;
-    let config = load_config(&workspace, None, None, args.ssh.is_some() || args.ssh_opts.exec.is_set())?;
+    let config = load_config(
+        &workspace,
+        None,
+        None,
+        args.ssh.is_some() || args.ssh_opts.exec.is_set(),
+    )?;
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }

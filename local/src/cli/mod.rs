@@ -434,19 +434,49 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             tui,
             new_session,
             mkdir,
-        }) => exec::tui_exec(exec::ExecCmd::Command { command, workspace }, tui, new_session, mkdir).await,
+        }) => {
+            exec::tui_exec(
+                exec::ExecCmd::Command { command, workspace },
+                tui,
+                new_session,
+                mkdir,
+            )
+            .await
+        }
         Some(Cmd::Docker {
             spec,
             tui,
             new_session,
             mkdir,
-        }) => exec::tui_exec(exec::ExecCmd::Container { engine: "docker", spec }, tui, new_session, mkdir).await,
+        }) => {
+            exec::tui_exec(
+                exec::ExecCmd::Container {
+                    engine: "docker",
+                    spec,
+                },
+                tui,
+                new_session,
+                mkdir,
+            )
+            .await
+        }
         Some(Cmd::Podman {
             spec,
             tui,
             new_session,
             mkdir,
-        }) => exec::tui_exec(exec::ExecCmd::Container { engine: "podman", spec }, tui, new_session, mkdir).await,
+        }) => {
+            exec::tui_exec(
+                exec::ExecCmd::Container {
+                    engine: "podman",
+                    spec,
+                },
+                tui,
+                new_session,
+                mkdir,
+            )
+            .await
+        }
         Some(Cmd::Kube {
             spec,
             namespace,
@@ -456,7 +486,11 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             mkdir,
             print_command,
         }) => {
-            let cmd = exec::ExecCmd::Kube { namespace, container, spec };
+            let cmd = exec::ExecCmd::Kube {
+                namespace,
+                container,
+                spec,
+            };
             if print_command {
                 let t = cmd.target()?;
                 println!("{} sh -s", t.argv.join(" "));

@@ -36,8 +36,8 @@ pub(super) async fn remote(action: RemoteCmd) -> Result<(), CliError> {
                 let dest_text = args.dest.clone().ok_or_else(|| {
                     CliError::usage("give DEST, or --docker/--podman/--kube/--exec")
                 })?;
-                let dest = reasonix_bootstrap::Destination::parse(&dest_text)
-                    .map_err(CliError::usage)?;
+                let dest =
+                    reasonix_bootstrap::Destination::parse(&dest_text).map_err(CliError::usage)?;
                 let opts = args.ssh.to_options().map_err(CliError::usage)?;
                 let conn = reasonix_bootstrap::connect(&dest, &opts, prompter)
                     .await
@@ -49,9 +49,9 @@ pub(super) async fn remote(action: RemoteCmd) -> Result<(), CliError> {
     let conn: &dyn Remote = conn.as_ref();
     let result = match &action {
         RemoteCmd::Ping(_) => Ok(()),
-        RemoteCmd::Status { json, .. } => {
-            remote_status(conn, &place, *json).await.map_err(|e| e.to_string())
-        }
+        RemoteCmd::Status { json, .. } => remote_status(conn, &place, *json)
+            .await
+            .map_err(|e| e.to_string()),
         RemoteCmd::Stop { all, .. } => remote_stop(conn, path.as_deref(), *all).await,
         RemoteCmd::Uninstall { purge, .. } => {
             let scope = if *purge {
@@ -121,11 +121,7 @@ const RESTART_WATCH: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// `reasonix remote stop`: one workspace (`DEST:/path`), or all of them (`--all`, or
 /// `DEST` alone after asking on a terminal).
-async fn remote_stop(
-    conn: &dyn Remote,
-    path: Option<&str>,
-    all: bool,
-) -> Result<(), String> {
+async fn remote_stop(conn: &dyn Remote, path: Option<&str>, all: bool) -> Result<(), String> {
     let build = reasonix_forward::build_id();
     let print = |lines: &[reasonix_forward::workspaces::StopLine]| {
         for l in lines {
