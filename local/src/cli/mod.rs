@@ -59,6 +59,8 @@ struct TuiArgs {
     upgrade: bool,
 }
 
+// Parsed once per process: the size of the biggest argument set does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Run one turn headless in the current folder (or over SSH with --ssh).
