@@ -25,12 +25,12 @@ use reasonix_forward::attach::{parse_report_line, AttachReport, BusySession, ATT
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::BootstrapError;
-use crate::exec::{ExecWriter, ExitInfo, ScriptOutput, SessionChannel, StderrTail};
 use crate::install::{
     lock_script, parse_probe, sh_quote, Probe, PROBE_SCRIPT, REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::ssh_exec::{ExecWriter, ExitInfo, ScriptOutput, SessionChannel, StderrTail};
+use crate::transport::Remote;
 
 /// Most bytes of shell noise skipped before the preamble or a report.
 const MAX_NOISE: usize = 64 * 1024;
@@ -299,10 +299,7 @@ pub enum AttachOutcome {
 }
 
 /// Run the attach script of `spec` on one exec channel (see the module docs).
-pub async fn attach(
-    conn: &SshConnection,
-    spec: &AttachSpec,
-) -> Result<AttachOutcome, BootstrapError> {
+pub async fn attach(conn: &dyn Remote, spec: &AttachSpec) -> Result<AttachOutcome, BootstrapError> {
     Ok(attach_with(conn, spec, None, None).await?.0)
 }
 
@@ -310,7 +307,7 @@ pub async fn attach(
 /// also returns what its `verify=` line said.
 /// `channel`, when given, is a session channel opened before (while the upload ran).
 pub(crate) async fn attach_after(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     spec: &AttachSpec,
     prelude: &str,
     channel: Option<SessionChannel>,
@@ -319,7 +316,7 @@ pub(crate) async fn attach_after(
 }
 
 async fn attach_with(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     spec: &AttachSpec,
     prelude: Option<&str>,
     channel: Option<SessionChannel>,
@@ -327,11 +324,11 @@ async fn attach_with(
     let host = conn.host().to_string();
     let tag = hex::encode(rand::random::<[u8; 8]>());
     let script = attach_script_after(spec, &tag, prelude);
-    let stream = match channel {
-        Some(ch) => conn.exec_stream_on(ch, "sh -s").await?,
-        None => conn.exec_stream("sh -s").await?,
+    let stream = match (channel, conn.as_ssh()) {
+        (Some(ch), Some(ssh)) => ssh.exec_stream_on(ch, "sh -s").await?,
+        _ => conn.exec_stream("sh -s").await?,
     };
-    let crate::exec::ExecStream {
+    let crate::transport::ssh_exec::ExecStream {
         mut reader,
         mut writer,
         stderr,

@@ -16,7 +16,7 @@ use zeroize::Zeroizing;
 use crate::config::ResolvedHost;
 use crate::error::BootstrapError;
 use crate::prompter::{CredentialCache, KbdRound, Prompter, SecretPrompt, SecretPurpose, Stage};
-use crate::session::ClientHandler;
+use crate::transport::ssh::ClientHandler;
 
 /// What one attempt produced.
 enum Step {

@@ -22,10 +22,10 @@ use crate::attach::{AttachOutcome, AttachSpec};
 use crate::cache::HostBinaryCache;
 use crate::codec::{Codec, HostCodecs};
 use crate::error::BootstrapError;
-use crate::exec::{ScriptOutput, SessionChannel};
 use crate::payload;
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::ssh_exec::{ScriptOutput, SessionChannel};
+use crate::transport::Remote;
 use reasonix_forward::delta::DELTA_CAPABILITY;
 use reasonix_sftpfs::Fs;
 
@@ -287,7 +287,7 @@ fn valid_build_id(id: &str) -> bool {
 }
 
 /// Probe the host (one fenced script).
-pub async fn probe(conn: &SshConnection) -> Result<Probe, BootstrapError> {
+pub async fn probe(conn: &dyn Remote) -> Result<Probe, BootstrapError> {
     conn.prompter()
         .progress(Stage::Probe, "probing the host", None);
     let out = conn.run_script_at(Stage::Probe, PROBE_SCRIPT).await?;
@@ -514,7 +514,7 @@ fn parse_bases(out: &str) -> Vec<DeltaBase> {
 /// connection's prompter ([`Stage::Probe`], [`Stage::Upload`] with byte counts,
 /// [`Stage::Verify`]).
 pub async fn install(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     build_id: &str,
     binaries: &ShippedBinaries,
 ) -> Result<RemoteInstall, BootstrapError> {
@@ -529,7 +529,7 @@ pub async fn install(
 /// script, so one exec both finishes the install and links. `sftp` is a session opened
 /// beside that attach script, if the caller opened one.
 pub async fn install_and_attach(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     build_id: &str,
     binaries: &ShippedBinaries,
     probe: Probe,
@@ -553,7 +553,7 @@ pub async fn install_and_attach(
 /// stale after 60 s). A successful install keeps this build in the laptop's cache: the next
 /// upgrade of this host can be a delta.
 async fn install_or_release(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     build_id: &str,
     binaries: &ShippedBinaries,
     probed: Option<Probe>,
@@ -613,7 +613,7 @@ impl LockHold {
 /// Everything of an install after the probe; keeps `hold` up to date while it runs.
 #[allow(clippy::too_many_arguments)]
 async fn install_locked(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     build_id: &str,
     binaries: &ShippedBinaries,
     probed: Option<Probe>,
@@ -670,7 +670,7 @@ async fn install_locked(
     //    their own); the upload needs it unless the right build turns out to be there.
     let (locked, sftp) = match (probe.locked.clone(), sftp) {
         (Some(l), Some(sftp)) => (l, sftp),
-        (Some(l), None) => (l, conn.sftp().await),
+        (Some(l), None) => (l, sftp_of(conn).await),
         (None, sftp) => {
             conn.prompter()
                 .progress(Stage::Upload, "waiting for the install lock", None);
@@ -678,7 +678,7 @@ async fn install_locked(
             let sftp = async {
                 match sftp {
                     Some(s) => s,
-                    None => conn.sftp().await,
+                    None => sftp_of(conn).await,
                 }
             };
             let (out, sftp) = tokio::join!(conn.run_script_at(Stage::Upload, &script), sftp);
@@ -732,7 +732,7 @@ async fn install_locked(
 
 /// Everything one locked install needs.
 struct Job<'a> {
-    conn: &'a SshConnection,
+    conn: &'a dyn Remote,
     probe: &'a Probe,
     tool: &'a str,
     local: &'a Path,
@@ -994,10 +994,15 @@ impl Job<'_> {
             Attempt::Full(c) => format!("{tmp}{}", c.suffix()),
             Attempt::Delta { codec, .. } => format!("{tmp}.delta{}", codec.suffix()),
         };
+        if self.conn.as_ssh().is_none() {
+            return self
+                .send_stream(payload, label, attempt, &tmp, &upload_path)
+                .await;
+        }
         let opened = self.sftp.lock_or_recover().take();
         let sftp = match opened {
             Some(s) => s?,
-            None => self.conn.sftp().await?,
+            None => sftp_of(self.conn).await?,
         };
         let total = payload.len() as u64;
         let prompter = self.conn.prompter().clone();
@@ -1031,8 +1036,8 @@ impl Job<'_> {
         // goes out as soon as the upload is done (one round trip less; a failed open is
         // tried again by the attach, which reports it).
         let open_next = async {
-            if self.attach.is_some() {
-                self.conn.open_session().await.ok()
+            if let (Some(_), Some(ssh)) = (self.attach, self.conn.as_ssh()) {
+                ssh.open_session().await.ok()
             } else {
                 None
             }
@@ -1066,6 +1071,82 @@ impl Job<'_> {
         self.conn
             .prompter()
             .progress(Stage::Verify, "verifying SHA-256 on the host", None);
+        let finish = self.finish_script(&tmp, &upload_path, attempt);
+        let (closed, finished) = tokio::join!(
+            sftp.close_upload(uploaded),
+            self.finish(&finish, sent, next_channel)
+        );
+        if let Err(e) = closed {
+            tracing::debug!(host = %host, error = %e, "closing the uploaded file");
+        }
+        drop(sftp);
+        finished
+    }
+
+    /// [`Self::send`] over a transport without SFTP (`docker`/`podman`/`kubectl exec`): the
+    /// payload goes through one exec stream (`cat > FILE`), then the same finishing script
+    /// checks its SHA-256.
+    async fn send_stream(
+        &self,
+        payload: &[u8],
+        label: &str,
+        attempt: &Attempt,
+        tmp: &str,
+        upload_path: &str,
+    ) -> Result<Finish, BootstrapError> {
+        let host = self.host();
+        let total = payload.len() as u64;
+        let prompter = self.conn.prompter().clone();
+        let label = format!(
+            "uploading reasonix-remote {} ({}, {label}, through the exec stream)",
+            self.build_id,
+            human_size(total)
+        );
+        prompter.progress(Stage::Upload, &label, Some((0, total)));
+        let report = |done| prompter.progress(Stage::Upload, &label, Some((done, total)));
+        let upload =
+            crate::transport::exec::upload_through_stream(self.conn, upload_path, payload, &report);
+        let refresh = async {
+            loop {
+                tokio::time::sleep(LOCK_REFRESH).await;
+                let _ = self
+                    .conn
+                    .run_script_at(
+                        Stage::Upload,
+                        &format!("touch {} 2>/dev/null; exit 0", sh_quote(self.lock)),
+                    )
+                    .await;
+            }
+        };
+        let sent = tokio::select! {
+            r = upload => r,
+            _ = refresh => unreachable_refresh().map_err(|e| e.to_string()),
+        };
+        let sent = match sent {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = self
+                    .conn
+                    .run_script_at(
+                        Stage::Upload,
+                        &format!("rm -f {}; exit 0", sh_quote(upload_path)),
+                    )
+                    .await;
+                return Err(BootstrapError::remote(
+                    Stage::Upload,
+                    &host,
+                    format!("upload through the exec stream failed: {e}"),
+                ));
+            }
+        };
+        prompter.progress(Stage::Verify, "verifying SHA-256 on the host", None);
+        let finish = self.finish_script(tmp, upload_path, attempt);
+        self.finish(&finish, sent, None).await
+    }
+
+    /// The script that turns the uploaded file into the installed binary (decompress or
+    /// apply the delta, check the SHA-256, chmod, move into place, prune, release the lock).
+    fn finish_script(&self, tmp: &str, upload_path: &str, attempt: &Attempt) -> String {
         let q = sh_quote;
         let produce = match attempt {
             Attempt::Full(Codec::Raw) => "mv -f \"$up\" \"$tmp\" || fail move".to_string(),
@@ -1093,7 +1174,7 @@ impl Job<'_> {
         } else {
             String::new()
         };
-        let finish = format!(
+        format!(
             r#"set -u
 tmp={tmp}
 up={up}
@@ -1107,23 +1188,14 @@ echo "${{report}}verify=ok"
 {prune}
 rmdir {lock} 2>/dev/null
 exit 0"#,
-            tmp = q(&tmp),
-            up = q(&upload_path),
+            tmp = q(tmp),
+            up = q(upload_path),
             tool = self.tool,
             sha = q(self.sha),
             final = q(self.final_path),
             prune = self.prune_script(),
             lock = q(self.lock),
-        );
-        let (closed, finished) = tokio::join!(
-            sftp.close_upload(uploaded),
-            self.finish(&finish, sent, next_channel)
-        );
-        if let Err(e) = closed {
-            tracing::debug!(host = %host, error = %e, "closing the uploaded file");
-        }
-        drop(sftp);
-        finished
+        )
     }
 
     /// Run a finishing script (it prints `${report}verify=<ok|reason>`): on its own, or at
@@ -1181,6 +1253,18 @@ exit 0"#,
                 Ok(Finish::Ok(sent))
             }
         }
+    }
+}
+
+/// The SFTP session of an SSH transport; other transports upload through a stream.
+async fn sftp_of(conn: &dyn Remote) -> Result<reasonix_sftpfs::SftpFs, BootstrapError> {
+    match conn.as_ssh() {
+        Some(ssh) => ssh.sftp().await,
+        None => Err(BootstrapError::remote(
+            Stage::Upload,
+            conn.host(),
+            "this transport has no SFTP (uploads go through the exec stream)",
+        )),
     }
 }
 
@@ -1250,7 +1334,7 @@ pub(crate) fn parse_procs(out: &str) -> Vec<RemoteProcess> {
 }
 
 /// Installed versions, running processes, disk use.
-pub async fn status(conn: &SshConnection) -> Result<RemoteStatus, BootstrapError> {
+pub async fn status(conn: &dyn Remote) -> Result<RemoteStatus, BootstrapError> {
     let script = format!(
         r#"for f in "$HOME/.reasonix/remote/bin/reasonix-remote-"*; do
   [ -f "$f" ] && echo "installed=${{f##*/reasonix-remote-}} $(wc -c < "$f" | tr -d ' ')"
@@ -1279,7 +1363,7 @@ exit 0"#
 
 /// Stop every `reasonix-remote` process of this user on the host (TERM, then KILL after
 /// 5 s). Returns the processes that were running.
-pub async fn stop(conn: &SshConnection) -> Result<Vec<RemoteProcess>, BootstrapError> {
+pub async fn stop(conn: &dyn Remote) -> Result<Vec<RemoteProcess>, BootstrapError> {
     let script = format!(
         r#"{PROCS_SNIPPET}
 "#
@@ -1329,7 +1413,7 @@ pub struct Uninstalled {
 
 /// Stop the daemons and remove what Reasonix put on the host.
 pub async fn uninstall(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     scope: UninstallScope,
 ) -> Result<Uninstalled, BootstrapError> {
     stop(conn).await?;

@@ -1,5 +1,7 @@
 //! `reasonix-bootstrap`: reach a host over SSH and start `reasonix-remote` there.
 //!
+//! - [`transport`]: SSH (russh) and exec (`docker`/`podman`/`kubectl exec`) transports
+//!   behind one [`Remote`] trait;
 //! - [`config`]: OpenSSH command-line options and `ssh_config` files;
 //! - [`dest`]: `[user@]host[:path]` and `ssh://` destinations;
 //! - [`known_hosts`]: host-key lookup and recording;
@@ -22,13 +24,12 @@ pub mod codec;
 pub mod config;
 pub mod dest;
 mod error;
-mod exec;
 pub mod install;
 pub mod known_hosts;
 mod pattern;
 pub mod payload;
 pub mod prompter;
-mod session;
+pub mod transport;
 pub mod workspaces;
 
 pub use cache::HostBinaryCache;
@@ -36,7 +37,6 @@ pub use codec::{Codec, HostCodecs};
 pub use config::{ConfigError, JumpHost, ResolvedHost, SshOptions, StrictHostKeyChecking};
 pub use dest::{Destination, DestinationError};
 pub use error::{BootstrapError, HostKeyRefusal};
-pub use exec::{ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail};
 pub use install::{
     install, install_and_attach, launch_command, probe, status, stop, uninstall, InstalledVersion,
     Probe, RemoteInstall, RemoteProcess, RemoteStatus, ShippedBinaries, Target, Transfer,
@@ -48,4 +48,9 @@ pub use prompter::{
     UpgradeAnswer, UpgradeQuestion,
 };
 pub use reasonix_sftpfs as sftpfs;
-pub use session::{connect, connect_with_cache, SshConnection};
+pub use transport::exec::{split_command, ExecConnection};
+pub use transport::ssh::{connect, connect_with_cache, SshConnection};
+pub use transport::ssh_exec::{
+    ExecReader, ExecStream, ExecWriter, ExitInfo, ScriptOutput, StderrTail,
+};
+pub use transport::Remote;

@@ -14,7 +14,7 @@ use crate::install::{
     REMOTE_BIN_DIR, REMOTE_BIN_PREFIX,
 };
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::Remote;
 
 /// What `reasonix remote status` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +59,7 @@ fn out_lines(stdout: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Every workspace daemon of the remote user, with its sessions and their states.
-pub async fn list(conn: &SshConnection, build_id: &str) -> Result<HostWorkspaces, BootstrapError> {
+pub async fn list(conn: &dyn Remote, build_id: &str) -> Result<HostWorkspaces, BootstrapError> {
     let script = format!(
         r#"{lister}
 for f in "$HOME/{REMOTE_BIN_DIR}/{REMOTE_BIN_PREFIX}"*; do
@@ -90,7 +90,7 @@ exit 0"#,
 /// Returns what was stopped (empty when no daemon serves it). Fails when no installed build
 /// can do it (then only `--all` works).
 pub async fn stop_workspace(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     build_id: &str,
     path: &str,
 ) -> Result<Vec<StopLine>, BootstrapError> {
@@ -121,7 +121,7 @@ fn parse_stop_lines(stdout: &str) -> Vec<StopLine> {
 /// every other `reasonix-remote` process of the user. Returns the daemons stopped and the
 /// other processes signalled.
 pub async fn stop_all(
-    conn: &SshConnection,
+    conn: &dyn Remote,
     build_id: &str,
 ) -> Result<(Vec<StopLine>, Vec<RemoteProcess>), BootstrapError> {
     let script = format!("{}\nexit 0", with_lister(build_id, "stop --all"));

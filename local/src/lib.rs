@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod connect;
 pub mod context;
+pub mod exec_target;
 pub mod exit;
 pub mod gateway;
 pub mod hooks_trust;

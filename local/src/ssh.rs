@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use reasonix_bootstrap::attach::{attach, AttachOutcome, AttachSpec, OtherBuild};
 use reasonix_bootstrap::{
-    connect, install_and_attach, BootstrapError, Destination, Prompter, ShippedBinaries,
-    SshOptions, Stage,
+    connect, install_and_attach, BootstrapError, Destination, ExecConnection, Prompter, Remote,
+    ShippedBinaries, SshOptions, Stage,
 };
 use reasonix_forward::proto::Hello;
 use reasonix_forward::sync::LockExt;
@@ -20,10 +20,18 @@ use crate::connect::{
     BUSY_POLL,
 };
 
-/// Options that shape every connection of one `reasonix ssh` / `run --ssh` process.
+/// How a connector reaches its host.
+enum Reach {
+    /// Over SSH.
+    Ssh { dest: Destination, opts: SshOptions },
+    /// By running a local command (`podman exec -i CTR`, `kubectl exec -i POD --`).
+    Exec(crate::exec_target::ExecTarget),
+}
+
+/// Options that shape every connection of one `reasonix ssh` / `run --ssh` process (and of
+/// the exec transport: `reasonix docker|podman|kube|exec`, `--docker` …).
 pub struct SshConnector {
-    dest: Destination,
-    opts: SshOptions,
+    reach: Reach,
     prompter: Arc<dyn Prompter>,
     binaries: ShippedBinaries,
     connected_once: AtomicBool,
@@ -43,13 +51,31 @@ impl SshConnector {
     /// This destination's host as the laptop's install hints know it (see
     /// [`reasonix_bootstrap::HostBinaryCache::attached_build`]).
     fn host_key(&self) -> String {
-        let d = &self.dest;
-        format!(
-            "{}@{}:{}",
-            d.user.as_deref().unwrap_or(""),
-            d.host,
-            d.port.map(|p| p.to_string()).unwrap_or_default()
-        )
+        match &self.reach {
+            Reach::Ssh { dest: d, .. } => format!(
+                "{}@{}:{}",
+                d.user.as_deref().unwrap_or(""),
+                d.host,
+                d.port.map(|p| p.to_string()).unwrap_or_default()
+            ),
+            Reach::Exec(t) => format!("exec:{}", t.argv.join(" ")),
+        }
+    }
+
+    /// A connector that reaches the host by running a local command (the exec transport).
+    pub fn exec(target: crate::exec_target::ExecTarget, prompter: Arc<dyn Prompter>) -> Self {
+        let mut c = Self::new(
+            Destination {
+                user: None,
+                host: String::new(),
+                port: None,
+                path: None,
+            },
+            SshOptions::default(),
+            prompter,
+        );
+        c.reach = Reach::Exec(target);
+        c
     }
 
     /// A connector for `dest` with OpenSSH-style options.
@@ -68,8 +94,7 @@ impl SshConnector {
             }
         }
         Self {
-            dest,
-            opts,
+            reach: Reach::Ssh { dest, opts },
             prompter,
             binaries: shipped_binaries(),
             connected_once: AtomicBool::new(false),
@@ -95,7 +120,33 @@ impl SshConnector {
 
     /// Workspace path on the host as given (relative paths are relative to the home).
     pub fn workspace_arg(&self) -> String {
-        self.dest.path.clone().unwrap_or_else(|| ".".into())
+        match &self.reach {
+            Reach::Ssh { dest, .. } => dest.path.clone().unwrap_or_else(|| ".".into()),
+            Reach::Exec(t) => t.workspace.clone(),
+        }
+    }
+
+    /// Open the transport: dial SSH, or set up the exec command.
+    async fn reach(&self) -> Result<Box<dyn Remote>, ConnectError> {
+        match &self.reach {
+            Reach::Ssh { dest, opts } => {
+                let mut opts = opts.clone();
+                if self.connected_once.load(Ordering::SeqCst) {
+                    // Reconnect attempts: a blackholed network must fail fast so the loop
+                    // can try again as soon as it is back.
+                    let _ = opts.push_option("ConnectTimeout=3");
+                }
+                let conn = connect(dest, &opts, Arc::clone(&self.prompter))
+                    .await
+                    .map_err(|e| self.classify(e))?;
+                Ok(Box::new(conn))
+            }
+            Reach::Exec(t) => Ok(Box::new(ExecConnection::new(
+                t.argv.clone(),
+                t.label(),
+                Arc::clone(&self.prompter),
+            ))),
+        }
     }
 
     fn classify(&self, e: BootstrapError) -> ConnectError {
@@ -156,15 +207,8 @@ pub fn shipped_binaries() -> ShippedBinaries {
 #[async_trait::async_trait]
 impl Connector for SshConnector {
     async fn connect(&self, hello: &Hello) -> Result<Transport, ConnectError> {
-        let mut opts = self.opts.clone();
-        if self.connected_once.load(Ordering::SeqCst) {
-            // Reconnect attempts: a blackholed network must fail fast so the loop can try
-            // again as soon as it is back.
-            let _ = opts.push_option("ConnectTimeout=3");
-        }
-        let conn = connect(&self.dest, &opts, Arc::clone(&self.prompter))
-            .await
-            .map_err(|e| self.classify(e))?;
+        let remote = self.reach().await?;
+        let conn: &dyn Remote = remote.as_ref();
         let frame = reasonix_forward::handshake::hello_frame(hello)
             .map_err(|e| ConnectError::Fatal(e.to_string()))?;
         let sticky = self.read_only_build.lock_or_recover().clone();
@@ -194,8 +238,13 @@ impl Connector for SshConnector {
                 c.attached_build(&self.host_key()).as_deref() != Some(spec.build_id.as_str())
             });
         let (mut next, mut sftp) = if likely_missing {
-            let (outcome, sftp) = tokio::join!(attach(&conn, &spec), conn.sftp());
-            (Some(outcome), Some(sftp))
+            match conn.as_ssh() {
+                Some(ssh) => {
+                    let (outcome, sftp) = tokio::join!(attach(conn, &spec), ssh.sftp());
+                    (Some(outcome), Some(sftp))
+                }
+                None => (Some(attach(conn, &spec).await), None),
+            }
         } else {
             (None, None)
         };
@@ -204,7 +253,7 @@ impl Connector for SshConnector {
         let linked = loop {
             let outcome = match next.take() {
                 Some(o) => o,
-                None => attach(&conn, &spec).await,
+                None => attach(conn, &spec).await,
             };
             match outcome.map_err(|e| self.classify(e))? {
                 AttachOutcome::Linked(s) => break s,
@@ -212,12 +261,12 @@ impl Connector for SshConnector {
                     if installed {
                         return Err(ConnectError::Fatal(format!(
                             "reasonix-remote {} was installed on {} but the attach script still does not find it under $HOME/.reasonix/remote/bin",
-                            spec.build_id, self.dest.host
+                            spec.build_id, conn.host()
                         )));
                     }
                     // The upload's finishing script runs at the head of the next attach.
                     let (_, outcome) = install_and_attach(
-                        &conn,
+                        conn,
                         &spec.build_id,
                         &self.binaries,
                         probe,
@@ -263,7 +312,7 @@ impl Connector for SshConnector {
         let mut exit = linked.exit.clone();
         // Keep the SSH connection alive as long as the exec channel is; surface its stderr.
         tokio::spawn(async move {
-            let _conn = conn;
+            let _conn = remote;
             while exit.changed().await.is_ok() {
                 if exit.borrow().is_some() {
                     break;
@@ -292,16 +341,18 @@ impl Connector for SshConnector {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "{}{}:{}",
-            self.dest
-                .user
-                .as_ref()
-                .map(|u| format!("{u}@"))
-                .unwrap_or_default(),
-            self.dest.host,
-            self.workspace_arg()
-        )
+        match &self.reach {
+            Reach::Ssh { dest, .. } => format!(
+                "{}{}:{}",
+                dest.user
+                    .as_ref()
+                    .map(|u| format!("{u}@"))
+                    .unwrap_or_default(),
+                dest.host,
+                self.workspace_arg()
+            ),
+            Reach::Exec(t) => format!("{}:{}", t.label(), t.workspace),
+        }
     }
 
     fn create_workspace(&self) -> bool {

@@ -27,6 +27,8 @@ pub struct Launch {
     pub model: Option<String>,
     /// `--upgrade`.
     pub upgrade: bool,
+    /// `--docker`, `--podman`, `--kube` or `--exec`: a container or pod instead of SSH.
+    pub exec: Option<crate::exec_target::ExecTarget>,
 }
 
 /// The session factory of a launch; fails early on a bad destination or a missing host
@@ -38,6 +40,30 @@ pub fn factory(launch: Launch) -> Result<SessionFactory, String> {
         UpgradePolicy::Refuse
     };
     let model = launch.model;
+    if let Some(target) = launch.exec {
+        return Ok(Arc::new(move |cwd: &Path| {
+            let mut config = load(cwd, model.clone(), true)?;
+            let prompter = Arc::new(EditorPrompter::default());
+            let connector: Arc<dyn Connector> = Arc::new(
+                crate::ssh::SshConnector::exec(
+                    target.clone(),
+                    Arc::clone(&prompter) as Arc<dyn Prompter>,
+                )
+                .with_upgrade(upgrade),
+            );
+            config.apply_workspace(&connector.describe());
+            let text = connector.describe();
+            Ok(SessionSpec {
+                config,
+                connector,
+                workspace: PathBuf::from(target.workspace.clone()),
+                model: model.clone(),
+                explain: Some(Arc::new(move |reason: &str| {
+                    prompter.explain(&text, reason)
+                })),
+            })
+        }));
+    }
     match launch.ssh {
         None => {
             let binary = locate_host_binary()?;

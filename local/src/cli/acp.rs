@@ -34,7 +34,9 @@ pub(super) async fn acp(args: AcpArgs) -> Result<(), CliError> {
         )),
         None => None,
     };
+    let exec = args.ssh_opts.exec.target(std::path::Path::new("."))?;
     let factory = factory(Launch {
+        exec,
         ssh,
         model: args.model,
         upgrade: args.upgrade,

@@ -40,7 +40,7 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
         // what it ignored; a file in this laptop folder has nothing to do with that session.
         // A workspace that is not a folder has no project file; the bridge then says what
         // is wrong with the path (instead of a config error about `reasonix.toml`).
-        ignore_project: args.ssh.is_some() || !workspace.is_dir(),
+        ignore_project: args.ssh.is_some() || args.ssh_opts.exec.is_set() || !workspace.is_dir(),
         overrides: Overrides {
             model: args.run_model.clone(),
             mode,
@@ -109,7 +109,7 @@ pub(super) async fn rewind(args: RewindArgs) -> Result<(), CliError> {
     let workspace = super::workspace_or_cwd(args.workspace.clone())?;
     let config = Config::load(&LoadOptions {
         project_dir: Some(workspace.clone()),
-        ignore_project: args.ssh.is_some(),
+        ignore_project: args.ssh.is_some() || args.ssh_opts.exec.is_set(),
         ..LoadOptions::default()
     })
     .map_err(CliError::usage)?;
@@ -141,7 +141,12 @@ pub(super) async fn rewind(args: RewindArgs) -> Result<(), CliError> {
 pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
     use reasonix_forward::proto::{Request, Response};
     let workspace = super::workspace_or_cwd(args.workspace.clone())?;
-    let config = load_config(&workspace, None, None, args.ssh.is_some())?;
+    let config = load_config(
+        &workspace,
+        None,
+        None,
+        args.ssh.is_some() || args.ssh_opts.exec.is_set(),
+    )?;
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }

@@ -4,6 +4,7 @@
 
 mod acp;
 mod error;
+mod exec;
 mod headless;
 mod hooks;
 mod memory;
@@ -61,6 +62,8 @@ struct TuiArgs {
     upgrade: bool,
 }
 
+// Parsed once per process: the size of the biggest argument set does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Run one turn headless in the current folder (or over SSH with --ssh).
@@ -80,6 +83,72 @@ enum Cmd {
         /// Create the workspace folder on the host when it does not exist.
         #[arg(long)]
         mkdir: bool,
+    },
+    /// Open the workbench on a workspace reached by a command: `reasonix exec 'docker exec
+    /// -i CTR' :/work/repo` (the command's stdin/stdout must reach a shell once `sh -s` is
+    /// appended).
+    Exec {
+        /// The command, e.g. 'docker exec -i CTR' or 'kubectl exec -i POD --'.
+        command: String,
+        /// `:/path` (or `/path`): the workspace on the host.
+        workspace: String,
+        #[command(flatten)]
+        tui: TuiArgs,
+        /// Start a new session instead of reattaching to the most recent one.
+        #[arg(long = "new")]
+        new_session: bool,
+        /// Create the workspace folder when it does not exist.
+        #[arg(long)]
+        mkdir: bool,
+    },
+    /// Open the workbench in a Docker container: `reasonix docker CTR:/path`.
+    Docker {
+        /// `CONTAINER:/path`.
+        spec: String,
+        #[command(flatten)]
+        tui: TuiArgs,
+        /// Start a new session instead of reattaching to the most recent one.
+        #[arg(long = "new")]
+        new_session: bool,
+        /// Create the workspace folder when it does not exist.
+        #[arg(long)]
+        mkdir: bool,
+    },
+    /// Open the workbench in a Podman container: `reasonix podman CTR:/path`.
+    Podman {
+        /// `CONTAINER:/path`.
+        spec: String,
+        #[command(flatten)]
+        tui: TuiArgs,
+        /// Start a new session instead of reattaching to the most recent one.
+        #[arg(long = "new")]
+        new_session: bool,
+        /// Create the workspace folder when it does not exist.
+        #[arg(long)]
+        mkdir: bool,
+    },
+    /// Open the workbench in a Kubernetes pod: `reasonix kube [-n NS] [-c CONTAINER]
+    /// POD:/path` (runs `kubectl exec -i`).
+    Kube {
+        /// `POD:/path`.
+        spec: String,
+        /// Namespace.
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Container of the pod.
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        #[command(flatten)]
+        tui: TuiArgs,
+        /// Start a new session instead of reattaching to the most recent one.
+        #[arg(long = "new")]
+        new_session: bool,
+        /// Create the workspace folder when it does not exist.
+        #[arg(long)]
+        mkdir: bool,
+        /// Print the command that would be run for each connection and exit.
+        #[arg(long)]
+        print_command: bool,
     },
     /// Rewind a session to just before turn N (files, conversation or both).
     Rewind(RewindArgs),
@@ -206,8 +275,9 @@ enum RemoteCmd {
 
 #[derive(Args)]
 struct RemoteArgs {
-    /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path`.
-    dest: String,
+    /// `[user@]host[:/path]` or `ssh://[user@]host[:port]/path` (or none with `--docker`,
+    /// `--podman`, `--kube`, `--exec`).
+    dest: Option<String>,
     #[command(flatten)]
     ssh: SshArgs,
 }
@@ -230,6 +300,9 @@ struct SshArgs {
     /// `Key=Value` option (repeatable).
     #[arg(short = 'o', value_name = "KEY=VALUE")]
     option: Vec<String>,
+    /// Containers and pods instead of SSH (`--docker`, `--podman`, `--kube`, `--exec`).
+    #[command(flatten)]
+    exec: exec::ExecArgs,
 }
 
 impl SshArgs {
@@ -391,6 +464,77 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             new_session,
             mkdir,
         }) => tui::tui_ssh(dest, ssh, tui, new_session, mkdir).await,
+        Some(Cmd::Exec {
+            command,
+            workspace,
+            tui,
+            new_session,
+            mkdir,
+        }) => {
+            exec::tui_exec(
+                exec::ExecCmd::Command { command, workspace },
+                tui,
+                new_session,
+                mkdir,
+            )
+            .await
+        }
+        Some(Cmd::Docker {
+            spec,
+            tui,
+            new_session,
+            mkdir,
+        }) => {
+            exec::tui_exec(
+                exec::ExecCmd::Container {
+                    engine: "docker",
+                    spec,
+                },
+                tui,
+                new_session,
+                mkdir,
+            )
+            .await
+        }
+        Some(Cmd::Podman {
+            spec,
+            tui,
+            new_session,
+            mkdir,
+        }) => {
+            exec::tui_exec(
+                exec::ExecCmd::Container {
+                    engine: "podman",
+                    spec,
+                },
+                tui,
+                new_session,
+                mkdir,
+            )
+            .await
+        }
+        Some(Cmd::Kube {
+            spec,
+            namespace,
+            container,
+            tui,
+            new_session,
+            mkdir,
+            print_command,
+        }) => {
+            let cmd = exec::ExecCmd::Kube {
+                namespace,
+                container,
+                spec,
+            };
+            if print_command {
+                let t = cmd.target()?;
+                println!("{} sh -s", t.argv.join(" "));
+                println!("workspace {}", t.workspace);
+                return Ok(());
+            }
+            exec::tui_exec(cmd, tui, new_session, mkdir).await
+        }
         None => tui::tui_local(cli.tui).await,
     }
 }
@@ -446,6 +590,14 @@ fn connector_for(
     } else {
         UpgradePolicy::Refuse
     };
+    if let Some(target) = ssh_opts.exec.target(&workspace)? {
+        if ssh.is_some() {
+            return Err(CliError::usage(
+                "--ssh and --docker/--podman/--kube/--exec are alternatives; give one",
+            ));
+        }
+        return Ok(Arc::new(exec::exec_connector(target, policy, mkdir, false)));
+    }
     Ok(match ssh {
         Some(dest) => Arc::new(
             ssh_connector(dest, ssh_opts)?

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use reasonix_bootstrap::Remote;
+
 use super::{CliError, RemoteArgs, RemoteCmd};
 
 /// `reasonix remote ACTION`.
@@ -15,30 +17,49 @@ pub(super) async fn remote(action: RemoteCmd) -> Result<(), CliError> {
         RemoteCmd::Stop { remote, .. } => (remote, "stop"),
         RemoteCmd::Uninstall { remote, .. } => (remote, "uninstall"),
     };
-    let dest = reasonix_bootstrap::Destination::parse(&args.dest).map_err(CliError::usage)?;
-    let opts = args.ssh.to_options().map_err(CliError::usage)?;
     let prompter: Arc<dyn reasonix_bootstrap::Prompter> =
         if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
             Arc::new(reasonix_bootstrap::TerminalPrompter::new(false))
         } else {
             Arc::new(reasonix_bootstrap::NonInteractivePrompter)
         };
-    let conn = reasonix_bootstrap::connect(&dest, &opts, prompter)
-        .await
-        .map_err(CliError::connection)?;
+    let (conn, place, path, dest_text): (Box<dyn Remote>, String, Option<String>, String) =
+        match args.ssh.exec.target(std::path::Path::new("."))? {
+            Some(t) => {
+                let place = t.label();
+                let text = format!("{place}:{}", t.workspace);
+                let path = (t.workspace != ".").then(|| t.workspace.clone());
+                let conn = reasonix_bootstrap::ExecConnection::new(t.argv, place.clone(), prompter);
+                (Box::new(conn), place, path, text)
+            }
+            None => {
+                let dest_text = args.dest.clone().ok_or_else(|| {
+                    CliError::usage("give DEST, or --docker/--podman/--kube/--exec")
+                })?;
+                let dest =
+                    reasonix_bootstrap::Destination::parse(&dest_text).map_err(CliError::usage)?;
+                let opts = args.ssh.to_options().map_err(CliError::usage)?;
+                let conn = reasonix_bootstrap::connect(&dest, &opts, prompter)
+                    .await
+                    .map_err(CliError::connection)?;
+                let place = format!("{}@{}:{}", conn.user(), conn.host(), conn.port());
+                (Box::new(conn), place, dest.path.clone(), dest_text)
+            }
+        };
+    let conn: &dyn Remote = conn.as_ref();
     let result = match &action {
         RemoteCmd::Ping(_) => Ok(()),
-        RemoteCmd::Status { json, .. } => {
-            remote_status(&conn, *json).await.map_err(|e| e.to_string())
-        }
-        RemoteCmd::Stop { all, .. } => remote_stop(&conn, dest.path.as_deref(), *all).await,
+        RemoteCmd::Status { json, .. } => remote_status(conn, &place, *json)
+            .await
+            .map_err(|e| e.to_string()),
+        RemoteCmd::Stop { all, .. } => remote_stop(conn, path.as_deref(), *all).await,
         RemoteCmd::Uninstall { purge, .. } => {
             let scope = if *purge {
                 reasonix_bootstrap::install::UninstallScope::Everything
             } else {
                 reasonix_bootstrap::install::UninstallScope::KeepSessions
             };
-            reasonix_bootstrap::install::uninstall(&conn, scope)
+            reasonix_bootstrap::install::uninstall(conn, scope)
                 .await
                 .map(|done| {
                     for r in &done.removed {
@@ -53,26 +74,28 @@ pub(super) async fn remote(action: RemoteCmd) -> Result<(), CliError> {
                     for k in &done.kept {
                         println!(
                             "kept {k} (session journals and checkpoints; `reasonix remote uninstall --purge {}` removes them too)",
-                            args.dest
+                            dest_text
                         );
                     }
                 })
                 .map_err(|e| e.to_string())
         }
     };
-    conn.disconnect().await;
+    if let Some(ssh) = conn.as_ssh() {
+        ssh.disconnect().await;
+    }
     result.map_err(|e| CliError::failed(format!("remote {what} failed: {e}")))
 }
 
 /// `reasonix remote status`: every workspace daemon with its sessions (table or JSON).
 async fn remote_status(
-    conn: &reasonix_bootstrap::SshConnection,
+    conn: &dyn Remote,
+    place: &str,
     json: bool,
 ) -> Result<(), reasonix_bootstrap::BootstrapError> {
     let build = reasonix_forward::build_id();
     let ws = reasonix_bootstrap::workspaces::list(conn, build).await?;
     let host = reasonix_bootstrap::install::status(conn).await?;
-    let place = format!("{}@{}:{}", conn.user(), conn.host(), conn.port());
     if json {
         let value = serde_json::json!({
             "host": place,
@@ -88,7 +111,7 @@ async fn remote_status(
     }
     print!(
         "{}",
-        reasonix_local::remote_status::render(&place, build, &ws, host.disk_used, host.bwrap)
+        reasonix_local::remote_status::render(place, build, &ws, host.disk_used, host.bwrap)
     );
     Ok(())
 }
@@ -98,11 +121,7 @@ const RESTART_WATCH: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// `reasonix remote stop`: one workspace (`DEST:/path`), or all of them (`--all`, or
 /// `DEST` alone after asking on a terminal).
-async fn remote_stop(
-    conn: &reasonix_bootstrap::SshConnection,
-    path: Option<&str>,
-    all: bool,
-) -> Result<(), String> {
+async fn remote_stop(conn: &dyn Remote, path: Option<&str>, all: bool) -> Result<(), String> {
     let build = reasonix_forward::build_id();
     let print = |lines: &[reasonix_forward::workspaces::StopLine]| {
         for l in lines {
@@ -203,7 +222,7 @@ async fn remote_stop(
         }
         println!(
             "This stops every workspace daemon of {} on {}:\n{}",
-            conn.user(),
+            conn.as_ssh().map(|c| c.user()).unwrap_or("the user"),
             conn.host(),
             if names.is_empty() {
                 "  (none running)".to_string()
@@ -232,7 +251,21 @@ async fn remote_stop(
 
 /// `reasonix remote ping`: connect, install if needed, attach and print the daemon status.
 async fn remote_ping(args: &RemoteArgs) -> Result<(), CliError> {
-    let connector = Arc::new(super::ssh_connector(&args.dest, &args.ssh)?);
+    let connector = match args.ssh.exec.target(std::path::Path::new("."))? {
+        Some(t) => Arc::new(super::exec::exec_connector(
+            t,
+            reasonix_local::connect::UpgradePolicy::Refuse,
+            false,
+            true,
+        )),
+        None => {
+            let dest = args
+                .dest
+                .as_deref()
+                .ok_or_else(|| CliError::usage("give DEST, or --docker/--podman/--kube/--exec"))?;
+            Arc::new(super::ssh_connector(dest, &args.ssh)?)
+        }
+    };
     let started = std::time::Instant::now();
     let config = reasonix_local::config::Config::defaults(std::env::temp_dir());
     let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));

@@ -161,7 +161,12 @@ fn unexpected() -> CliError {
 /// the answer; an error answer becomes a failure naming the host's reason.
 async fn ask(target: &SessionsTarget, request: Request) -> Result<Response, CliError> {
     let workspace = super::workspace_or_cwd(target.workspace.clone())?;
-    let config = load_config(&workspace, None, None, target.ssh.is_some())?;
+    let config = load_config(
+        &workspace,
+        None,
+        None,
+        target.ssh.is_some() || target.ssh_opts.exec.is_set(),
+    )?;
     for w in config.warnings() {
         eprintln!("reasonix: warning: {w}");
     }

@@ -49,7 +49,12 @@ pub(super) async fn term(args: TermArgs) -> Result<(), CliError> {
     let workspace = workspace_or_cwd(args.workspace.clone())?;
     // The terminal never calls a model, but the client serves the link's provider requests
     // with a gateway, so it gets one from the user's config as the other commands do.
-    let config = load_config(&workspace, None, None, args.dest.is_some())?;
+    let config = load_config(
+        &workspace,
+        None,
+        None,
+        args.dest.is_some() || args.ssh.exec.is_set(),
+    )?;
     let place = match &args.dest {
         Some(d) => d.clone(),
         None => format!("local:{}", workspace.display()),

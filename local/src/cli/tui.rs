@@ -9,7 +9,7 @@ use reasonix_local::exit::Exit;
 use super::{load_config, CliError, SshArgs, TuiArgs};
 
 /// The TUI's own exit code as a result: it printed its messages itself.
-fn tui_result(code: i32) -> Result<(), CliError> {
+pub(super) fn tui_result(code: i32) -> Result<(), CliError> {
     match code {
         0 => Ok(()),
         2 => Err(CliError::reported(Exit::Usage)),
@@ -18,7 +18,7 @@ fn tui_result(code: i32) -> Result<(), CliError> {
     }
 }
 
-fn upgrade_policy(args: &TuiArgs) -> UpgradePolicy {
+pub(super) fn upgrade_policy(args: &TuiArgs) -> UpgradePolicy {
     if args.upgrade {
         UpgradePolicy::Force
     } else {
@@ -64,6 +64,11 @@ pub(super) async fn tui_ssh(
     new_session: bool,
     mkdir: bool,
 ) -> Result<(), CliError> {
+    if ssh.exec.is_set() {
+        return Err(CliError::usage(
+            "`reasonix ssh` does not take --docker/--podman/--kube/--exec (a container on an SSH host is not built yet); use `reasonix podman CTR:/path`, or `reasonix exec 'ssh -T HOST podman exec -i CTR' :/path`",
+        ));
+    }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let config = load_config(&cwd, args.model.clone(), args.effort, true)?;
     let parsed = reasonix_bootstrap::Destination::parse(&dest).map_err(CliError::usage)?;

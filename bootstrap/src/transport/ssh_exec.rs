@@ -14,13 +14,13 @@ use tokio::sync::{mpsc, watch};
 
 use crate::error::BootstrapError;
 use crate::prompter::Stage;
-use crate::session::SshConnection;
+use crate::transport::ssh::SshConnection;
 
 /// A session channel of the SSH connection, open and not yet running anything.
 pub(crate) type SessionChannel = russh::Channel<russh::client::Msg>;
 
 /// Hang guard for one fenced script.
-const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
 /// How much of the remote stderr of an exec stream is kept for error messages.
 const STDERR_TAIL: usize = 16 * 1024;
 
@@ -38,7 +38,7 @@ pub struct ScriptOutput {
 }
 
 /// Wrap `script` so its output can be cut out of whatever else the session prints.
-fn fence(script: &str, marker: &str) -> String {
+pub(crate) fn fence(script: &str, marker: &str) -> String {
     // The subshell reads /dev/null, so a command that reads stdin cannot swallow the rest of
     // the script (which arrives on the same stdin).
     format!(
@@ -50,7 +50,7 @@ fn fence(script: &str, marker: &str) -> String {
     )
 }
 
-fn cut(raw: &str, marker: &str) -> Option<(String, String, Option<i32>)> {
+pub(crate) fn cut(raw: &str, marker: &str) -> Option<(String, String, Option<i32>)> {
     let begin = format!("{marker}B\n");
     let start = raw.find(&begin)?;
     let noise = raw[..start].to_string();
@@ -250,19 +250,13 @@ impl SshConnection {
             write_half: Some(write_half),
             pump,
         });
-        Ok(ExecStream {
-            reader: ExecReader {
-                rx,
-                buf: Bytes::new(),
-                _guard: guard.clone(),
-            },
-            writer: ExecWriter {
-                inner: Box::pin(writer),
-                _guard: guard,
-            },
+        Ok(ExecStream::from_parts(
+            rx,
+            Box::pin(writer),
+            guard,
             stderr,
-            exit: exit_rx,
-        })
+            exit_rx,
+        ))
     }
 }
 
@@ -294,7 +288,7 @@ pub struct StderrTail {
 }
 
 impl StderrTail {
-    fn push(&self, data: &[u8]) {
+    pub(crate) fn push(&self, data: &[u8]) {
         if let Ok(mut q) = self.inner.lock() {
             q.extend(data.iter().copied());
             while q.len() > STDERR_TAIL {
@@ -353,6 +347,30 @@ impl std::fmt::Debug for ExecStream {
 }
 
 impl ExecStream {
+    /// A stream from its parts: `rx` carries stdout, `guard` is dropped (ending the remote
+    /// command) once both halves are gone.
+    pub(crate) fn from_parts(
+        rx: mpsc::Receiver<Bytes>,
+        writer: Pin<Box<dyn AsyncWrite + Send + Sync>>,
+        guard: Arc<dyn std::any::Any + Send + Sync>,
+        stderr: StderrTail,
+        exit: watch::Receiver<Option<ExitInfo>>,
+    ) -> ExecStream {
+        ExecStream {
+            reader: ExecReader {
+                rx,
+                buf: Bytes::new(),
+                _guard: guard.clone(),
+            },
+            writer: ExecWriter {
+                inner: writer,
+                _guard: guard,
+            },
+            stderr,
+            exit,
+        }
+    }
+
     /// Split into the read and write halves (the stderr tail and exit watch stay available
     /// through clones taken before).
     pub fn into_split(self) -> (ExecReader, ExecWriter) {
@@ -376,7 +394,7 @@ impl ExecStream {
 pub struct ExecReader {
     rx: mpsc::Receiver<Bytes>,
     buf: Bytes,
-    _guard: Arc<CloseGuard>,
+    _guard: Arc<dyn std::any::Any + Send + Sync>,
 }
 
 impl AsyncRead for ExecReader {
@@ -404,7 +422,7 @@ impl AsyncRead for ExecReader {
 /// Write half of an [`ExecStream`].
 pub struct ExecWriter {
     inner: Pin<Box<dyn AsyncWrite + Send + Sync>>,
-    _guard: Arc<CloseGuard>,
+    _guard: Arc<dyn std::any::Any + Send + Sync>,
 }
 
 impl AsyncWrite for ExecWriter {
