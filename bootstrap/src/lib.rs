@@ -27,6 +27,7 @@ pub mod install;
 pub mod known_hosts;
 mod pattern;
 pub mod payload;
+pub mod platform;
 pub mod prompter;
 mod session;
 pub mod workspaces;

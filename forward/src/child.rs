@@ -101,14 +101,8 @@ pub struct GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        let Some(Ok(pgid)) = self.pgid.map(libc::pid_t::try_from) else {
-            return;
-        };
-        // SAFETY: kill(2) with a negative pid signals a process group and touches no memory.
-        // The group was created for this child by `process_group(0)`, so no other program is
-        // hit; if it is already gone the call fails with ESRCH, which is fine.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+        if let Some(pid) = self.pgid {
+            crate::process_group::kill_tree(pid);
         }
     }
 }
@@ -132,8 +126,8 @@ pub struct LineChild {
 pub fn spawn_line_child(mut cmd: Command, depth: usize, label: &str) -> std::io::Result<LineChild> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    crate::process_group::isolate(&mut cmd);
     let mut child = cmd.spawn()?;
     let guard = GroupGuard { pgid: child.id() };
     let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -414,6 +408,7 @@ mod tests {
         assert!(exit.contains("without a newline"), "{exit}");
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn dropping_the_guard_kills_the_whole_group() {
         let mut cmd = Command::new("sh");

@@ -28,6 +28,7 @@ pub mod handshake;
 pub mod link;
 pub mod policy;
 pub mod prefix;
+pub mod process_group;
 pub mod proto;
 pub mod pty;
 pub mod rpc;

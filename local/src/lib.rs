@@ -14,6 +14,7 @@ pub mod gateway;
 mod laptop_channels;
 pub mod mcp_host;
 pub mod permissions;
+pub mod platform;
 pub mod remote_status;
 pub mod run;
 pub mod ssh;

@@ -1,11 +1,12 @@
 //! [`Fs`] on the local disk.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use crate::mode::{create_with_mode_async, dirs_with_mode_async, permission_bits, set_mode_async};
 use crate::{prefixes, temp_sibling, DirEntry, FileKind, Fs, FsError, Metadata, Progress};
 
 /// The local filesystem.
@@ -40,7 +41,7 @@ fn meta_of(m: &std::fs::Metadata) -> Metadata {
     Metadata {
         kind,
         len: m.len(),
-        mode: m.permissions().mode() & 0o7777,
+        mode: permission_bits(m),
         mtime: m
             .modified()
             .ok()
@@ -89,18 +90,15 @@ impl Fs for LocalFs {
     async fn write_atomic(&self, path: &str, data: &[u8], mode: u32) -> Result<(), FsError> {
         let tmp = temp_sibling(path);
         let res = async {
-            let mut f = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(&tmp)
-                .await
-                .map_err(|e| map("create", &tmp, e))?;
+            let mut opts = tokio::fs::OpenOptions::new();
+            opts.write(true).create_new(true);
+            create_with_mode_async(&mut opts, mode);
+            let mut f = opts.open(&tmp).await.map_err(|e| map("create", &tmp, e))?;
             f.write_all(data).await.map_err(|e| map("write", &tmp, e))?;
             f.sync_all().await.map_err(|e| map("fsync", &tmp, e))?;
             drop(f);
             // The umask may have narrowed the mode at creation.
-            tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+            set_mode_async(Path::new(&tmp), mode)
                 .await
                 .map_err(|e| map("chmod", &tmp, e))?;
             tokio::fs::rename(&tmp, path)
@@ -121,14 +119,10 @@ impl Fs for LocalFs {
         mode: u32,
         progress: Progress<'_>,
     ) -> Result<u64, FsError> {
-        let mut f = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(path)
-            .await
-            .map_err(|e| map("create", path, e))?;
+        let mut opts = tokio::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        create_with_mode_async(&mut opts, mode);
+        let mut f = opts.open(path).await.map_err(|e| map("create", path, e))?;
         let mut buf = vec![0u8; 64 * 1024];
         let mut total = 0u64;
         loop {
@@ -150,14 +144,16 @@ impl Fs for LocalFs {
     }
 
     async fn chmod(&self, path: &str, mode: u32) -> Result<(), FsError> {
-        tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        set_mode_async(Path::new(path), mode)
             .await
             .map_err(|e| map("chmod", path, e))
     }
 
     async fn mkdir_p(&self, path: &str, mode: u32) -> Result<(), FsError> {
         for p in prefixes(path) {
-            match tokio::fs::DirBuilder::new().mode(mode).create(&p).await {
+            let mut builder = tokio::fs::DirBuilder::new();
+            dirs_with_mode_async(&mut builder, mode);
+            match builder.create(&p).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                     let m = tokio::fs::metadata(&p)
