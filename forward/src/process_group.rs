@@ -50,7 +50,11 @@ pub fn windows_lookup(
     let path = path.to_string_lossy();
     for dir in path.split(';').filter(|d| !d.is_empty()) {
         for ext in &exts {
-            let candidate = PathBuf::from(format!("{}\\{program}{}", dir.trim_end_matches('\\'), ext.to_ascii_lowercase()));
+            let candidate = PathBuf::from(format!(
+                "{}\\{program}{}",
+                dir.trim_end_matches('\\'),
+                ext.to_ascii_lowercase()
+            ));
             if is_file(&candidate) {
                 return Some(candidate);
             }

@@ -21,7 +21,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use reasonix_forward::sync::LockExt;
-use tokio::process::Command;
 use tokio::sync::mpsc;
 
 /// Lines buffered in each direction.

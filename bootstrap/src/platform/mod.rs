@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod console;
+pub mod shell;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
