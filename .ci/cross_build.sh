@@ -44,6 +44,11 @@ exe=target/x86_64-pc-windows-gnu/debug/reasonix.exe
 if [ -f "$exe" ] && command -v wine >/dev/null; then
   stage "wine: reasonix.exe --version / --help"
   export WINEDEBUG=-all WINEPREFIX=${WINEPREFIX:-$PWD/target/wineprefix}
+  # Debian 12's wine 8.0 has no bcryptprimitives.dll, where Rust's std gets random bytes:
+  # a test-only stand-in goes into the prefix (.ci/wine/bcryptprimitives.c).
+  timeout 120 wine cmd /c exit 0 >/dev/null 2>&1 || true   # creates the prefix
+  x86_64-w64-mingw32-gcc -shared -O2 -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" \
+    .ci/wine/bcryptprimitives.c .ci/wine/bcryptprimitives.def -ladvapi32
   if timeout 120 wine "$exe" --version && timeout 60 wine "$exe" --help >/dev/null; then
     echo "ok: reasonix.exe runs under wine"
   else

@@ -113,7 +113,7 @@ pub enum ConfigError {
         /// What exists, as `provider: model, model; ...`.
         known: String,
     },
-    /// Neither `REASONIX_HOME` nor `HOME` is set.
+    /// Neither `REASONIX_HOME` nor the home folder (`HOME`, `%USERPROFILE%`) is known.
     #[error("cannot locate the Reasonix home: set REASONIX_HOME or HOME")]
     NoHome,
     /// A reasoning-effort level the model does not take.

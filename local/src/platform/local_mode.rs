@@ -63,12 +63,12 @@ mod tests {
     #[test]
     fn only_linux_runs_local_mode_unless_a_binary_is_named() {
         assert_eq!(unavailable(System::Linux, false), None);
-        let mac = unavailable(System::MacOs, false).unwrap();
+        let mac = unavailable(System::MacOs, false).expect("macOS has no local mode");
         assert!(
             mac.contains("not for macOS") && mac.contains("reasonix ssh"),
             "{mac}"
         );
-        let win = unavailable(System::Windows, false).unwrap();
+        let win = unavailable(System::Windows, false).expect("Windows has no local mode");
         assert!(
             win.contains("not for Windows") && win.contains("WSL"),
             "{win}"

@@ -8,3 +8,35 @@ pub mod local_mode;
 pub mod signals;
 
 pub use reasonix_bootstrap::platform::{home_dir, Os};
+
+#[cfg(test)]
+mod tests {
+    use crate::config::reasonix_home_from;
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+
+    #[test]
+    fn reasonix_home_on_each_system() {
+        let home = |over: Option<&str>, h: Option<&str>| {
+            reasonix_home_from(over.map(OsString::from), h.map(PathBuf::from)).ok()
+        };
+        assert_eq!(
+            home(None, Some("/Users/me")),
+            Some(PathBuf::from("/Users/me/.reasonix"))
+        );
+        assert_eq!(
+            home(None, Some(r"C:\Users\me")),
+            Some(PathBuf::from(r"C:\Users\me").join(".reasonix"))
+        );
+        assert_eq!(
+            home(Some(r"D:\rx"), Some(r"C:\Users\me")),
+            Some(PathBuf::from(r"D:\rx"))
+        );
+        assert_eq!(
+            home(Some(""), Some("/home/me")),
+            Some(PathBuf::from("/home/me/.reasonix"))
+        );
+        assert_eq!(home(None, None), None);
+        assert_eq!(home(None, Some("")), None);
+    }
+}
