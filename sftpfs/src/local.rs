@@ -88,7 +88,7 @@ impl Fs for LocalFs {
     }
 
     async fn write_atomic(&self, path: &str, data: &[u8], mode: u32) -> Result<(), FsError> {
-        let tmp = temp_sibling(path);
+        let tmp = local_temp_sibling(path);
         let res = async {
             let mut opts = tokio::fs::OpenOptions::new();
             opts.write(true).create_new(true);
@@ -191,6 +191,20 @@ impl Fs for LocalFs {
     }
 }
 
+/// [`crate::temp_sibling`] by this system's path rules (a Windows path separates with `\\`).
+fn local_temp_sibling(path: &str) -> String {
+    let p = Path::new(path);
+    match (p.parent(), p.file_name()) {
+        (Some(dir), Some(name)) => {
+            let mut tmp = std::ffi::OsString::from(".");
+            tmp.push(name);
+            tmp.push(format!(".tmp-{:016x}", rand::random::<u64>()));
+            dir.join(tmp).to_string_lossy().into_owned()
+        }
+        _ => temp_sibling(path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,17 +217,31 @@ mod tests {
     async fn roundtrip_on_disk() {
         let d = tempfile::tempdir().unwrap();
         let fs = LocalFs;
+        // What a mode reads back as on this system (Windows keeps the read-only bit only).
+        let want = |is_dir: bool, m: u32| {
+            if cfg!(unix) {
+                m
+            } else {
+                crate::mode::mode_of_attributes(is_dir, crate::mode::readonly_of(m))
+            }
+        };
         fs.mkdir_p(&p(&d, "a/b/c"), 0o700).await.unwrap();
         fs.mkdir_p(&p(&d, "a/b/c"), 0o700).await.unwrap();
         assert_eq!(fs.stat(&p(&d, "a/b")).await.unwrap().kind, FileKind::Dir);
-        assert_eq!(fs.stat(&p(&d, "a/b")).await.unwrap().mode, 0o700);
+        assert_eq!(
+            fs.stat(&p(&d, "a/b")).await.unwrap().mode,
+            want(true, 0o700)
+        );
 
         let f = p(&d, "a/b/c/file");
         fs.write_atomic(&f, b"one", 0o640).await.unwrap();
         fs.write_atomic(&f, b"two!", 0o600).await.unwrap();
         assert_eq!(fs.read(&f).await.unwrap(), b"two!");
         let m = fs.stat(&f).await.unwrap();
-        assert_eq!((m.kind, m.len, m.mode), (FileKind::File, 4, 0o600));
+        assert_eq!(
+            (m.kind, m.len, m.mode),
+            (FileKind::File, 4, want(false, 0o600))
+        );
         // No temp files left behind.
         let names: Vec<String> = fs
             .read_dir(&p(&d, "a/b/c"))
@@ -225,7 +253,7 @@ mod tests {
         assert_eq!(names, vec!["file"]);
 
         fs.chmod(&f, 0o755).await.unwrap();
-        assert_eq!(fs.stat(&f).await.unwrap().mode, 0o755);
+        assert_eq!(fs.stat(&f).await.unwrap().mode, want(false, 0o755));
 
         let g = p(&d, "a/streamed");
         let data = vec![7u8; 200_000];
