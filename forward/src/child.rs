@@ -375,6 +375,8 @@ mod tests {
         );
     }
 
+    // The child is an `sh` script (no `sh` on Windows; the pumps are the same code there).
+    #[cfg(unix)]
     #[tokio::test]
     async fn lines_flow_both_ways_and_the_end_is_recorded() {
         let mut cmd = Command::new("sh");
@@ -388,6 +390,8 @@ mod tests {
         assert!(exit.contains("exit status: 3"), "{exit}");
     }
 
+    // The child is an `sh` script (no `sh` on Windows; the pumps are the same code there).
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_child_writing_an_endless_line_is_stopped_with_the_reason() {
         // A real process writing past the bound without a newline, after one good line.
@@ -436,6 +440,8 @@ mod tests {
             .expect("the grandchild died with its group");
     }
 
+    // The child is an `sh` script (no `sh` on Windows; the pumps are the same code there).
+    #[cfg(unix)]
     #[tokio::test]
     async fn endless_stderr_without_a_newline_is_bounded_and_the_tail_still_recorded() {
         let mut cmd = Command::new("sh");

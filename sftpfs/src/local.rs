@@ -191,7 +191,7 @@ impl Fs for LocalFs {
     }
 }
 
-/// [`crate::temp_sibling`] by this system's path rules (a Windows path separates with `\\`).
+/// [`crate::temp_sibling`] by this system's path rules (a Windows path separates with `\`).
 fn local_temp_sibling(path: &str) -> String {
     let p = Path::new(path);
     match (p.parent(), p.file_name()) {
