@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use russh::client::{AuthResult, Handle, KeyboardInteractiveAuthResponse};
-use russh::keys::agent::client::AgentClient;
 use russh::keys::agent::AgentIdentity;
 use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 use russh::{MethodKind, MethodSet};
@@ -279,7 +278,7 @@ async fn try_publickey(ctx: &mut Ctx<'_>) -> Result<Step, BootstrapError> {
 
     // 1. ssh-agent.
     if let Some(sock) = ctx.r.identity_agent.clone() {
-        match AgentClient::connect_uds(&sock).await {
+        match crate::platform::agent::connect(&sock).await {
             Ok(mut agent) => {
                 let ids = agent.request_identities().await.unwrap_or_default();
                 for id in ids {

@@ -16,9 +16,9 @@
 //! binaries are kept (least recently used go first, with everything made from them).
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use reasonix_sftpfs::mode;
 use sha2::{Digest, Sha256};
 
 use crate::codec::Codec;
@@ -160,19 +160,18 @@ impl HostBinaryCache {
     }
 
     fn write_atomic(&self, path: &Path, data: &[u8]) -> std::io::Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
+        let mut dirs = std::fs::DirBuilder::new();
+        dirs.recursive(true);
+        mode::dirs_with_mode(&mut dirs, 0o700);
+        dirs.create(&self.dir)?;
         let tmp = self
             .dir
             .join(format!(".tmp-{:016x}", rand::random::<u64>()));
         let res = (|| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
+            let mut opts = std::fs::OpenOptions::new();
+            opts.write(true).create_new(true);
+            mode::create_with_mode(&mut opts, 0o600);
+            let mut f = opts.open(&tmp)?;
             f.write_all(data)?;
             std::fs::rename(&tmp, path)
         })();

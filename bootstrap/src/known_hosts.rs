@@ -390,7 +390,6 @@ pub fn append(
     key: &PublicKey,
     hashed: bool,
 ) -> Result<(), KnownHostsError> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let werr = |source| KnownHostsError::Write {
         path: file.to_path_buf(),
         source,
@@ -398,23 +397,20 @@ pub fn append(
     let line = format_line(host, port, key, hashed)?;
     if let Some(parent) = file.parent() {
         if !parent.as_os_str().is_empty() && !parent.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(werr)?;
+            let mut dirs = std::fs::DirBuilder::new();
+            dirs.recursive(true);
+            reasonix_sftpfs::mode::dirs_with_mode(&mut dirs, 0o700);
+            dirs.create(parent).map_err(werr)?;
         }
     }
     // Start on a fresh line if the file does not end with a newline.
     let needs_newline = std::fs::read(file)
         .map(|b| !b.is_empty() && !b.ends_with(b"\n"))
         .unwrap_or(false);
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(file)
-        .map_err(werr)?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    reasonix_sftpfs::mode::create_with_mode(&mut opts, 0o600);
+    let mut f = opts.open(file).map_err(werr)?;
     if needs_newline {
         f.write_all(b"\n").map_err(werr)?;
     }
@@ -508,9 +504,11 @@ mod tests {
             k.lookup("127.0.0.1", 2022, &key(K2)),
             Lookup::Changed { line: 1, .. }
         ));
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        if cfg!(unix) {
+            let mode =
+                reasonix_sftpfs::mode::permission_bits(&std::fs::metadata(&path).unwrap()) & 0o777;
+            assert_eq!(mode, 0o600);
+        }
     }
 
     #[test]

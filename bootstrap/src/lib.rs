@@ -28,6 +28,7 @@ pub mod install;
 pub mod known_hosts;
 mod pattern;
 pub mod payload;
+pub mod platform;
 pub mod prompter;
 pub mod transport;
 pub mod workspaces;

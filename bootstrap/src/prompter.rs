@@ -274,21 +274,17 @@ impl TerminalPrompter {
     }
 }
 
-/// Blocking terminal I/O on `/dev/tty`; run through `spawn_blocking`.
+/// Blocking terminal I/O on the user's terminal (`/dev/tty`, the Windows console); run
+/// through `spawn_blocking`.
 mod tty {
     use super::*;
-    use std::fs::{File, OpenOptions};
-    use std::os::fd::AsRawFd;
-
-    pub(super) fn open() -> std::io::Result<File> {
-        OpenOptions::new().read(true).write(true).open("/dev/tty")
-    }
+    use crate::platform::console::open_terminal;
 
     pub(super) fn write(text: &str) {
-        match open() {
+        match open_terminal() {
             Ok(mut tty) => {
-                let _ = tty.write_all(text.as_bytes());
-                let _ = tty.flush();
+                let _ = tty.output.write_all(text.as_bytes());
+                let _ = tty.output.flush();
             }
             Err(_) => {
                 let mut err = std::io::stderr();
@@ -297,53 +293,18 @@ mod tty {
         }
     }
 
-    /// Restores the terminal mode when dropped, so a panic or early return never leaves the
-    /// user's terminal without echo.
-    struct EchoGuard {
-        fd: i32,
-        saved: libc::termios,
-    }
-
-    impl Drop for EchoGuard {
-        fn drop(&mut self) {
-            // SAFETY: fd is the open /dev/tty owned by the caller for the guard's lifetime and
-            // `saved` came from tcgetattr on it.
-            unsafe {
-                libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved);
-            }
-        }
-    }
-
-    fn echo_off(file: &File) -> Option<EchoGuard> {
-        let fd = file.as_raw_fd();
-        // SAFETY: termios is plain old data; tcgetattr fills it or fails.
-        let mut term: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: fd is a valid open descriptor for the duration of this call.
-        if unsafe { libc::tcgetattr(fd, &mut term) } != 0 {
-            return None;
-        }
-        let saved = term;
-        term.c_lflag &= !(libc::ECHO | libc::ECHONL);
-        term.c_lflag |= libc::ICANON;
-        // SAFETY: as above; `term` is a valid termios derived from the current one.
-        if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &term) } != 0 {
-            return None;
-        }
-        Some(EchoGuard { fd, saved })
-    }
-
     /// Print `prompt` and read one line; `None` when there is no terminal or on EOF.
     pub(super) fn ask(prompt: &str, echo: bool) -> Option<Zeroizing<String>> {
-        let mut file = open().ok()?;
-        file.write_all(prompt.as_bytes()).ok()?;
-        file.flush().ok()?;
-        let guard = if echo { None } else { echo_off(&file) };
-        let mut reader = BufReader::new(file.try_clone().ok()?);
+        let mut tty = open_terminal().ok()?;
+        tty.output.write_all(prompt.as_bytes()).ok()?;
+        tty.output.flush().ok()?;
+        let guard = if echo { None } else { tty.echo_off() };
+        let mut reader = BufReader::new(tty.input.try_clone().ok()?);
         let mut line = Zeroizing::new(String::new());
         let n = reader.read_line(&mut line).ok()?;
         drop(guard);
         if !echo {
-            let _ = file.write_all(b"\n");
+            let _ = tty.output.write_all(b"\n");
         }
         if n == 0 {
             return None;

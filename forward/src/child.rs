@@ -101,14 +101,8 @@ pub struct GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        let Some(Ok(pgid)) = self.pgid.map(libc::pid_t::try_from) else {
-            return;
-        };
-        // SAFETY: kill(2) with a negative pid signals a process group and touches no memory.
-        // The group was created for this child by `process_group(0)`, so no other program is
-        // hit; if it is already gone the call fails with ESRCH, which is fine.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+        if let Some(pid) = self.pgid {
+            crate::process_group::kill_tree(pid);
         }
     }
 }
@@ -132,8 +126,8 @@ pub struct LineChild {
 pub fn spawn_line_child(mut cmd: Command, depth: usize, label: &str) -> std::io::Result<LineChild> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    crate::process_group::isolate(&mut cmd);
     let mut child = cmd.spawn()?;
     let guard = GroupGuard { pgid: child.id() };
     let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -381,6 +375,8 @@ mod tests {
         );
     }
 
+    // The child is an `sh` script (no `sh` on Windows; the pumps are the same code there).
+    #[cfg(unix)]
     #[tokio::test]
     async fn lines_flow_both_ways_and_the_end_is_recorded() {
         let mut cmd = Command::new("sh");
@@ -394,6 +390,8 @@ mod tests {
         assert!(exit.contains("exit status: 3"), "{exit}");
     }
 
+    // The child is an `sh` script (no `sh` on Windows; the pumps are the same code there).
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_child_writing_an_endless_line_is_stopped_with_the_reason() {
         // A real process writing past the bound without a newline, after one good line.
@@ -414,6 +412,7 @@ mod tests {
         assert!(exit.contains("without a newline"), "{exit}");
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn dropping_the_guard_kills_the_whole_group() {
         let mut cmd = Command::new("sh");
@@ -441,6 +440,8 @@ mod tests {
             .expect("the grandchild died with its group");
     }
 
+    // The child is an `sh` script (no `sh` on Windows; the pumps are the same code there).
+    #[cfg(unix)]
     #[tokio::test]
     async fn endless_stderr_without_a_newline_is_bounded_and_the_tail_still_recorded() {
         let mut cmd = Command::new("sh");

@@ -113,7 +113,7 @@ pub enum ConfigError {
         /// What exists, as `provider: model, model; ...`.
         known: String,
     },
-    /// Neither `REASONIX_HOME` nor `HOME` is set.
+    /// Neither `REASONIX_HOME` nor the home folder (`HOME`, `%USERPROFILE%`) is known.
     #[error("cannot locate the Reasonix home: set REASONIX_HOME or HOME")]
     NoHome,
     /// A reasoning-effort level the model does not take.
@@ -1144,13 +1144,22 @@ fn is_env_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The Reasonix home: `$REASONIX_HOME`, else `$HOME/.reasonix`.
+/// The Reasonix home: `$REASONIX_HOME`, else `.reasonix` in the user's home folder (`$HOME`
+/// on Linux and macOS, `%USERPROFILE%` on Windows; see `platform::home_dir`).
 pub fn reasonix_home() -> Result<PathBuf, ConfigError> {
-    if let Some(h) = std::env::var_os(HOME_ENV).filter(|h| !h.is_empty()) {
+    reasonix_home_from(std::env::var_os(HOME_ENV), crate::platform::home_dir())
+}
+
+/// [`reasonix_home`] from its inputs: the override and the platform's home folder.
+pub fn reasonix_home_from(
+    override_dir: Option<std::ffi::OsString>,
+    platform_home: Option<PathBuf>,
+) -> Result<PathBuf, ConfigError> {
+    if let Some(h) = override_dir.filter(|h| !h.is_empty()) {
         return Ok(PathBuf::from(h));
     }
-    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(h) => Ok(PathBuf::from(h).join(".reasonix")),
+    match platform_home.filter(|h| !h.as_os_str().is_empty()) {
+        Some(h) => Ok(h.join(".reasonix")),
         None => Err(ConfigError::NoHome),
     }
 }

@@ -408,7 +408,12 @@ impl Connector for LocalConnector {
 /// Find the `reasonix-remote` binary for local mode: `$REASONIX_REMOTE_BIN`, else the file
 /// next to the running `reasonix` executable.
 pub fn locate_host_binary() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("REASONIX_REMOTE_BIN").filter(|p| !p.is_empty()) {
+    let explicit = std::env::var_os("REASONIX_REMOTE_BIN").filter(|p| !p.is_empty());
+    use crate::platform::local_mode::{unavailable, System};
+    if let Some(why) = unavailable(System::THIS, explicit.is_some()) {
+        return Err(why);
+    }
+    if let Some(p) = explicit {
         let p = PathBuf::from(p);
         return if p.is_file() {
             Ok(p)

@@ -18,6 +18,7 @@ pub mod mcp_host;
 pub mod memory;
 pub mod permissions;
 pub mod ports;
+pub mod platform;
 pub mod remote_status;
 pub mod run;
 pub mod ssh;

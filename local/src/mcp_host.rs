@@ -21,7 +21,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use reasonix_forward::sync::LockExt;
-use tokio::process::Command;
 use tokio::sync::mpsc;
 
 /// Lines buffered in each direction.
@@ -155,7 +154,7 @@ impl Drop for McpHost {
 /// Spawns `spec` (variables already expanded) and pumps its stdio into line channels. The
 /// process lives until the guard is dropped or it exits by itself.
 pub fn spawn_stdio(spec: &McpHostSpec) -> Result<(McpHostChannels, ProcessGuard), McpHostError> {
-    let mut cmd = Command::new(&spec.command);
+    let mut cmd = reasonix_forward::process_group::command(&spec.command);
     cmd.args(&spec.args).envs(&spec.env);
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);

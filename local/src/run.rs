@@ -101,7 +101,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     let (opened_tx, mut opened_rx) = tokio::sync::mpsc::unbounded_channel();
     // Ctrl-C / SIGTERM: the first cancels the turn on the host and waits for it to end (so
     // `--continue` does not finish it), the second exits at once.
-    let mut signals = Signals::new();
+    let mut signals = crate::platform::signals::StopSignals::new();
     let mut cancel_sent_at: Option<tokio::time::Instant> = None;
 
     loop {
@@ -389,49 +389,6 @@ fn send_cancel(client: &Client) {
             })
             .await;
     });
-}
-
-/// SIGINT and SIGTERM as one stream (none when the handlers cannot be installed).
-struct Signals {
-    int: Option<tokio::signal::unix::Signal>,
-    term: Option<tokio::signal::unix::Signal>,
-}
-
-impl Signals {
-    fn new() -> Self {
-        use tokio::signal::unix::{signal, SignalKind};
-        Self {
-            int: signal(SignalKind::interrupt()).ok(),
-            term: signal(SignalKind::terminate()).ok(),
-        }
-    }
-
-    async fn next(&mut self) {
-        let int = async {
-            match self.int.as_mut() {
-                Some(s) => {
-                    if s.recv().await.is_none() {
-                        std::future::pending::<()>().await;
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let term = async {
-            match self.term.as_mut() {
-                Some(s) => {
-                    if s.recv().await.is_none() {
-                        std::future::pending::<()>().await;
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = int => {}
-            _ = term => {}
-        }
-    }
 }
 
 /// The prompt of `reasonix run`: a custom command's expansion when `prompt` is

@@ -366,7 +366,7 @@ pub async fn run(
             }
         })
         .map_err(|e| TermError::Local(format!("cannot read the keyboard: {e}")))?;
-    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+    let mut winch = crate::platform::signals::Resizes::new()
         .map_err(|e| TermError::Local(format!("cannot watch the window size: {e}")))?;
     let mut escape = Escape::default();
     // Output offset of the next byte this terminal shows (None until the first screen).
@@ -400,7 +400,7 @@ pub async fn run(
                     }
                 }
             }
-            _ = winch.recv() => {
+            _ = winch.next() => {
                 let size = local_size();
                 local.resize(size);
                 if let Some(ch) = &channel {

@@ -12,6 +12,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod local;
+pub mod mode;
 mod sftp;
 
 use async_trait::async_trait;

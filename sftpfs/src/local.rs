@@ -1,11 +1,12 @@
 //! [`Fs`] on the local disk.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use crate::mode::{create_with_mode_async, dirs_with_mode_async, permission_bits, set_mode_async};
 use crate::{prefixes, temp_sibling, DirEntry, FileKind, Fs, FsError, Metadata, Progress};
 
 /// The local filesystem.
@@ -40,7 +41,7 @@ fn meta_of(m: &std::fs::Metadata) -> Metadata {
     Metadata {
         kind,
         len: m.len(),
-        mode: m.permissions().mode() & 0o7777,
+        mode: permission_bits(m),
         mtime: m
             .modified()
             .ok()
@@ -87,20 +88,17 @@ impl Fs for LocalFs {
     }
 
     async fn write_atomic(&self, path: &str, data: &[u8], mode: u32) -> Result<(), FsError> {
-        let tmp = temp_sibling(path);
+        let tmp = local_temp_sibling(path);
         let res = async {
-            let mut f = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(&tmp)
-                .await
-                .map_err(|e| map("create", &tmp, e))?;
+            let mut opts = tokio::fs::OpenOptions::new();
+            opts.write(true).create_new(true);
+            create_with_mode_async(&mut opts, mode);
+            let mut f = opts.open(&tmp).await.map_err(|e| map("create", &tmp, e))?;
             f.write_all(data).await.map_err(|e| map("write", &tmp, e))?;
             f.sync_all().await.map_err(|e| map("fsync", &tmp, e))?;
             drop(f);
             // The umask may have narrowed the mode at creation.
-            tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+            set_mode_async(Path::new(&tmp), mode)
                 .await
                 .map_err(|e| map("chmod", &tmp, e))?;
             tokio::fs::rename(&tmp, path)
@@ -121,14 +119,10 @@ impl Fs for LocalFs {
         mode: u32,
         progress: Progress<'_>,
     ) -> Result<u64, FsError> {
-        let mut f = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(path)
-            .await
-            .map_err(|e| map("create", path, e))?;
+        let mut opts = tokio::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        create_with_mode_async(&mut opts, mode);
+        let mut f = opts.open(path).await.map_err(|e| map("create", path, e))?;
         let mut buf = vec![0u8; 64 * 1024];
         let mut total = 0u64;
         loop {
@@ -150,14 +144,16 @@ impl Fs for LocalFs {
     }
 
     async fn chmod(&self, path: &str, mode: u32) -> Result<(), FsError> {
-        tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        set_mode_async(Path::new(path), mode)
             .await
             .map_err(|e| map("chmod", path, e))
     }
 
     async fn mkdir_p(&self, path: &str, mode: u32) -> Result<(), FsError> {
         for p in prefixes(path) {
-            match tokio::fs::DirBuilder::new().mode(mode).create(&p).await {
+            let mut builder = tokio::fs::DirBuilder::new();
+            dirs_with_mode_async(&mut builder, mode);
+            match builder.create(&p).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                     let m = tokio::fs::metadata(&p)
@@ -195,6 +191,20 @@ impl Fs for LocalFs {
     }
 }
 
+/// [`crate::temp_sibling`] by this system's path rules (a Windows path separates with `\`).
+fn local_temp_sibling(path: &str) -> String {
+    let p = Path::new(path);
+    match (p.parent(), p.file_name()) {
+        (Some(dir), Some(name)) => {
+            let mut tmp = std::ffi::OsString::from(".");
+            tmp.push(name);
+            tmp.push(format!(".tmp-{:016x}", rand::random::<u64>()));
+            dir.join(tmp).to_string_lossy().into_owned()
+        }
+        _ => temp_sibling(path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,17 +217,31 @@ mod tests {
     async fn roundtrip_on_disk() {
         let d = tempfile::tempdir().unwrap();
         let fs = LocalFs;
+        // What a mode reads back as on this system (Windows keeps the read-only bit only).
+        let want = |is_dir: bool, m: u32| {
+            if cfg!(unix) {
+                m
+            } else {
+                crate::mode::mode_of_attributes(is_dir, crate::mode::readonly_of(m))
+            }
+        };
         fs.mkdir_p(&p(&d, "a/b/c"), 0o700).await.unwrap();
         fs.mkdir_p(&p(&d, "a/b/c"), 0o700).await.unwrap();
         assert_eq!(fs.stat(&p(&d, "a/b")).await.unwrap().kind, FileKind::Dir);
-        assert_eq!(fs.stat(&p(&d, "a/b")).await.unwrap().mode, 0o700);
+        assert_eq!(
+            fs.stat(&p(&d, "a/b")).await.unwrap().mode,
+            want(true, 0o700)
+        );
 
         let f = p(&d, "a/b/c/file");
         fs.write_atomic(&f, b"one", 0o640).await.unwrap();
         fs.write_atomic(&f, b"two!", 0o600).await.unwrap();
         assert_eq!(fs.read(&f).await.unwrap(), b"two!");
         let m = fs.stat(&f).await.unwrap();
-        assert_eq!((m.kind, m.len, m.mode), (FileKind::File, 4, 0o600));
+        assert_eq!(
+            (m.kind, m.len, m.mode),
+            (FileKind::File, 4, want(false, 0o600))
+        );
         // No temp files left behind.
         let names: Vec<String> = fs
             .read_dir(&p(&d, "a/b/c"))
@@ -229,7 +253,7 @@ mod tests {
         assert_eq!(names, vec!["file"]);
 
         fs.chmod(&f, 0o755).await.unwrap();
-        assert_eq!(fs.stat(&f).await.unwrap().mode, 0o755);
+        assert_eq!(fs.stat(&f).await.unwrap().mode, want(false, 0o755));
 
         let g = p(&d, "a/streamed");
         let data = vec![7u8; 200_000];

@@ -1,29 +1,45 @@
 //! `~`, `${VAR}` and `%` token expansion, OpenSSH's `tilde_expand` and `percent_expand`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::system::home_of;
+use crate::platform::Os;
 
-/// `~`, `~/x`, `~user/x` as OpenSSH's `tilde_expand` does.
+/// `~`, `~/x`, `~user/x` as OpenSSH's `tilde_expand` does (and `~\x` on Windows).
 pub(super) fn tilde_expand(s: &str, home: &Path) -> Result<String, String> {
+    tilde_expand_for(Os::THIS, s, &home.display().to_string(), home_of)
+}
+
+/// [`tilde_expand`] by the rules of `os` (OpenSSH for Windows also takes `\` after the `~`
+/// and writes `\` between the home and the rest), with `home_of` for `~user`.
+pub(super) fn tilde_expand_for(
+    os: Os,
+    s: &str,
+    home: &str,
+    home_of: impl Fn(&str) -> Option<PathBuf>,
+) -> Result<String, String> {
     let Some(rest) = s.strip_prefix('~') else {
         return Ok(s.to_string());
     };
-    let (dir, path) = if rest.is_empty() || rest.starts_with('/') {
-        (home.to_path_buf(), rest.trim_start_matches('/'))
+    let is_sep = |c: char| os.is_separator(c);
+    let (dir, path) = if rest.is_empty() || rest.starts_with(is_sep) {
+        (home.to_string(), rest.trim_start_matches(is_sep))
     } else {
-        let (user, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], rest[i + 1..].trim_start_matches('/')),
+        let (user, path) = match rest.find(is_sep) {
+            Some(i) => (&rest[..i], rest[i + 1..].trim_start_matches(is_sep)),
             None => (rest, ""),
         };
         let dir = home_of(user).ok_or_else(|| format!("no such user '{user}' for '~{user}'"))?;
-        (dir, path)
+        (dir.display().to_string(), path)
     };
-    let dir = dir.display().to_string();
     if path.is_empty() {
         return Ok(dir);
     }
-    let sep = if dir.ends_with('/') { "" } else { "/" };
+    let sep = if dir.ends_with(is_sep) {
+        String::new()
+    } else {
+        os.separator().to_string()
+    };
     Ok(format!("{dir}{sep}{path}"))
 }
 
@@ -105,4 +121,46 @@ pub(super) fn connection_hash(this_host: &str, host: &str, port: &str, user: &st
         h.update(part.as_bytes());
     }
     hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nobody(_: &str) -> Option<PathBuf> {
+        None
+    }
+
+    #[test]
+    fn tilde_on_unix_and_macos() {
+        let t = |s| tilde_expand_for(Os::Unix, s, "/Users/me", nobody);
+        assert_eq!(t("~/.ssh/id_ed25519").unwrap(), "/Users/me/.ssh/id_ed25519");
+        assert_eq!(t("~").unwrap(), "/Users/me");
+        // A backslash is a file name character on Unix: `~\x` is user `\x`.
+        assert!(t("~\\.ssh").is_err());
+        let alice = |u: &str| (u == "alice").then(|| PathBuf::from("/home/alice"));
+        assert_eq!(
+            tilde_expand_for(Os::Unix, "~alice/k", "/Users/me", alice).unwrap(),
+            "/home/alice/k"
+        );
+    }
+
+    #[test]
+    fn tilde_on_windows_takes_both_separators() {
+        let t = |s| tilde_expand_for(Os::Windows, s, r"C:\Users\me", nobody);
+        assert_eq!(
+            t(r"~\.ssh\id_ed25519").unwrap(),
+            r"C:\Users\me\.ssh\id_ed25519"
+        );
+        assert_eq!(
+            t("~/.ssh/id_ed25519").unwrap(),
+            r"C:\Users\me\.ssh/id_ed25519"
+        );
+        assert_eq!(t(r"C:\keys\id").unwrap(), r"C:\keys\id");
+        assert!(t(r"~bob\k").unwrap_err().contains("~bob"));
+        assert_eq!(
+            tilde_expand_for(Os::Windows, r"~\x", r"C:\", nobody).unwrap(),
+            r"C:\x"
+        );
+    }
 }

@@ -504,9 +504,10 @@ impl SshOptions {
         };
         let identity_agent = match s.identity_agent.as_deref() {
             Some(v) if v.eq_ignore_ascii_case("none") => None,
-            Some("SSH_AUTH_SOCK") | None => std::env::var_os("SSH_AUTH_SOCK")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
+            Some("SSH_AUTH_SOCK") | None => crate::platform::default_agent(
+                crate::platform::Os::THIS,
+                std::env::var_os("SSH_AUTH_SOCK"),
+            ),
             Some(v) => match v.strip_prefix('$').filter(|n| !n.starts_with('{')) {
                 Some(var) => std::env::var_os(var).map(PathBuf::from),
                 None => Some(expand_path("IdentityAgent", v)?),

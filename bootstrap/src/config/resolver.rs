@@ -382,13 +382,8 @@ impl Resolver {
 /// `Match exec`: run `cmd` with `$SHELL -c` (stdin and stdout to /dev/null, stderr kept),
 /// true when it exits 0, as OpenSSH's `execute_in_shell`.
 pub(super) fn run_match_exec(cmd: &str, origin: &str) -> Result<bool, ConfigError> {
-    let shell = std::env::var("SHELL")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "/bin/sh".to_string());
-    let status = std::process::Command::new(&shell)
-        .arg("-c")
-        .arg(cmd)
+    let (shell, mut exec) = crate::platform::shell::shell_command_blocking(cmd);
+    let status = exec
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .status()

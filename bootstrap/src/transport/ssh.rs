@@ -542,17 +542,14 @@ fn expand_proxy_tokens(r: &ResolvedHost, key: &str, value: &str) -> Result<Strin
 }
 
 /// Start `ProxyCommand` for `r` as OpenSSH does: `exec CMD` with `%h %k %n %p %r %%` expanded,
-/// run by `$SHELL -c` (else `/bin/sh`); its stdin/stdout carry the SSH stream. Its stderr is
+/// run by `$SHELL -c` (else `/bin/sh`; `cmd.exe /c` on Windows, see `platform::shell`); its
+/// stdin/stdout carry the SSH stream. Its stderr is
 /// logged, never written to the terminal (the TUI owns it).
 fn spawn_proxy(r: &ResolvedHost, cmd: &str) -> Result<(ProxyChild, Transport), BootstrapError> {
-    let command = expand_proxy_tokens(r, "ProxyCommand", &format!("exec {cmd}"))?;
-    let shell = std::env::var("SHELL")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "/bin/sh".to_string());
-    let mut child = tokio::process::Command::new(&shell)
-        .arg("-c")
-        .arg(&command)
+    let line = crate::platform::shell::proxy_command_line(crate::platform::Os::THIS, cmd);
+    let command = expand_proxy_tokens(r, "ProxyCommand", &line)?;
+    let (shell, mut proxy) = crate::platform::shell::shell_command(&command);
+    let mut child = proxy
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -4,7 +4,6 @@
 //! file on the laptop and names the file, so a 12 MB log is one `less` away, not in the TUI.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use reasonix_forward::content::ContentRef;
@@ -60,11 +59,10 @@ pub(crate) async fn save(
         })
         .collect();
     let path = dir.join(format!("{safe}-{}.txt", &sha[..12]));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    reasonix_sftpfs::mode::create_with_mode(&mut opts, 0o600);
+    let mut f = opts
         .open(&path)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     f.write_all(&bytes)

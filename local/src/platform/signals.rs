@@ -1,0 +1,156 @@
+//! The laptop's console events that arrive as signals on Unix and as console events (or not
+//! at all) on Windows: "stop" (Ctrl-C, SIGTERM; Windows: Ctrl-C, Ctrl-Break, the console
+//! window closing) and "the window changed size" (SIGWINCH; Windows: polled, since the
+//! console has no signal for it outside its own input queue).
+
+/// Stop requests as one stream (never firing when the handlers cannot be installed).
+pub struct StopSignals(imp::Stop);
+
+impl StopSignals {
+    /// Starts listening.
+    pub fn new() -> Self {
+        StopSignals(imp::Stop::new())
+    }
+
+    /// The next stop request.
+    pub async fn next(&mut self) {
+        self.0.next().await
+    }
+}
+
+impl Default for StopSignals {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Changes of the laptop's terminal size.
+pub struct Resizes(imp::Resize);
+
+impl Resizes {
+    /// Starts watching; an error says the system refused the handler.
+    pub fn new() -> std::io::Result<Self> {
+        imp::Resize::new().map(Resizes)
+    }
+
+    /// The next change (the caller asks the terminal for the new size).
+    pub async fn next(&mut self) {
+        self.0.next().await
+    }
+}
+
+/// Waits on an optional stream of events: pending forever when it is absent or ended.
+async fn first_of<F: std::future::Future<Output = Option<()>>>(f: Option<F>) {
+    match f {
+        Some(f) => {
+            if f.await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(unix)]
+mod imp {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+
+    use super::first_of;
+
+    pub(super) struct Stop {
+        int: Option<Signal>,
+        term: Option<Signal>,
+    }
+
+    impl Stop {
+        pub(super) fn new() -> Self {
+            Self {
+                int: signal(SignalKind::interrupt()).ok(),
+                term: signal(SignalKind::terminate()).ok(),
+            }
+        }
+
+        pub(super) async fn next(&mut self) {
+            let int = first_of(self.int.as_mut().map(|s| s.recv()));
+            let term = first_of(self.term.as_mut().map(|s| s.recv()));
+            tokio::select! {
+                _ = int => {}
+                _ = term => {}
+            }
+        }
+    }
+
+    pub(super) struct Resize(Signal);
+
+    impl Resize {
+        pub(super) fn new() -> std::io::Result<Self> {
+            signal(SignalKind::window_change()).map(Resize)
+        }
+
+        pub(super) async fn next(&mut self) {
+            first_of(Some(self.0.recv())).await
+        }
+    }
+}
+
+#[cfg(windows)]
+mod imp {
+    use std::time::Duration;
+
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close, CtrlBreak, CtrlC, CtrlClose};
+
+    use super::first_of;
+
+    pub(super) struct Stop {
+        c: Option<CtrlC>,
+        brk: Option<CtrlBreak>,
+        close: Option<CtrlClose>,
+    }
+
+    impl Stop {
+        pub(super) fn new() -> Self {
+            Self {
+                c: ctrl_c().ok(),
+                brk: ctrl_break().ok(),
+                close: ctrl_close().ok(),
+            }
+        }
+
+        pub(super) async fn next(&mut self) {
+            let c = first_of(self.c.as_mut().map(|s| s.recv()));
+            let brk = first_of(self.brk.as_mut().map(|s| s.recv()));
+            let close = first_of(self.close.as_mut().map(|s| s.recv()));
+            tokio::select! {
+                _ = c => {}
+                _ = brk => {}
+                _ = close => {}
+            }
+        }
+    }
+
+    /// How often the console's size is compared with the last one seen.
+    const POLL: Duration = Duration::from_millis(250);
+
+    pub(super) struct Resize {
+        last: Option<(u16, u16)>,
+    }
+
+    impl Resize {
+        pub(super) fn new() -> std::io::Result<Self> {
+            Ok(Resize {
+                last: crossterm::terminal::size().ok(),
+            })
+        }
+
+        pub(super) async fn next(&mut self) {
+            loop {
+                tokio::time::sleep(POLL).await;
+                let now = crossterm::terminal::size().ok();
+                if now != self.last {
+                    self.last = now;
+                    return;
+                }
+            }
+        }
+    }
+}
