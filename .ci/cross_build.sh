@@ -40,7 +40,7 @@ one x86_64-pc-windows-gnu cargo build
 one x86_64-apple-darwin cargo zigbuild
 one aarch64-apple-darwin cargo zigbuild
 
-exe=target/x86_64-pc-windows-gnu/debug/reasonix.exe
+exe=${CARGO_TARGET_DIR:-target}/x86_64-pc-windows-gnu/debug/reasonix.exe
 if [ -f "$exe" ] && command -v wine >/dev/null; then
   stage "wine: reasonix.exe --version / --help"
   export WINEDEBUG=-all WINEPREFIX=${WINEPREFIX:-$PWD/target/wineprefix}
