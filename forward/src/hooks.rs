@@ -89,7 +89,8 @@ pub enum HookRunOn {
     /// On the host, in the workspace, inside the bash sandbox.
     #[default]
     Host,
-    /// On the laptop (only `Notification`; not built yet, refused with a notice).
+    /// On the laptop that is attached when the event happens (only `Notification`, and only
+    /// from the user's own config; the host sends the event, the laptop runs the command).
     Laptop,
 }
 

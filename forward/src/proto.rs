@@ -1102,6 +1102,14 @@ pub enum Notification {
         /// Ports, by number.
         ports: Vec<crate::ports::HostPort>,
     },
+    /// A `Notification` hook event for the laptop's own `run_on = "laptop"` hooks (#34;
+    /// daemon -> client, live only, never journaled, so a catch-up never repeats it): the
+    /// JSON such a hook reads on stdin (`hook_event_name`, `session_id`, `cwd`, `message`,
+    /// ...). The laptop runs only hooks from its own config; the host chooses no command.
+    HookNotice {
+        /// The event, as a hook reads it on stdin.
+        input: Value,
+    },
     /// A marker that frames were dropped because a replay window was exceeded.
     Dropped {
         /// How many frames.

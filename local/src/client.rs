@@ -636,6 +636,7 @@ impl Supervisor {
                         self.events.clone(),
                         Arc::clone(&self.last_contact),
                         self.options.ports.clone(),
+                        Arc::new(crate::hooks_laptop::laptop_hooks(&self.options.user_hooks)),
                     ));
                     if let Some(ports) = self.options.ports.clone() {
                         tokio::spawn(crate::ports::watch(rpc, ports, self.events.clone()));
@@ -723,6 +724,7 @@ async fn serve_incoming(
     events: mpsc::UnboundedSender<ClientEvent>,
     last_contact: Arc<Mutex<Instant>>,
     ports: Option<Arc<crate::ports::Forwards>>,
+    laptop_hooks: Arc<Vec<reasonix_forward::hooks::HookDecl>>,
 ) {
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
@@ -878,6 +880,10 @@ async fn serve_incoming(
                                 }
                             });
                         }
+                        continue;
+                    }
+                    Notification::HookNotice { input } => {
+                        crate::hooks_laptop::run_all(&laptop_hooks, &input);
                         continue;
                     }
                     Notification::Dropped { frames, bytes } => {

@@ -331,3 +331,99 @@ command = "touch marks/denied"
     );
     stop_daemon(&rig.home);
 }
+
+/// `run_on = "laptop"` (#34): a user `Notification` hook runs on the laptop — in the
+/// laptop process's environment, once per turn end, never again on a later catch-up — and
+/// a project hook file cannot ask for it, trusted or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn laptop_notification_hooks_run_on_the_laptop_once_per_turn() {
+    let mock = MockProvider::start_with(|_: &RecordedRequest| MockReply::text(&["done"])).await;
+    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, "sk-hooks-laptop");
+    let out = rig.dir.path().join("laptop-notes");
+    std::fs::create_dir_all(&out).expect("notes");
+    // `$RX_LAPTOP_MARK` is set for `reasonix` only: the host daemon's allow-listed
+    // environment does not carry it, so the mark proves which side ran the hook.
+    add_user_config(
+        &rig,
+        &format!(
+            "\n[[hooks]]\nevent = \"Notification\"\nrun_on = \"laptop\"\ncommand = \"cat > '{0}'/note-$$.json; printf %s \\\"$RX_LAPTOP_MARK\\\" > '{0}'/mark-$$\"\n",
+            out.display()
+        ),
+    );
+    std::fs::create_dir_all(rig.ws.join(".reasonix")).expect(".reasonix");
+    std::fs::create_dir_all(rig.ws.join("marks")).expect("marks");
+    std::fs::write(
+        rig.ws.join(".reasonix/hooks.toml"),
+        "[[hooks]]\nevent = \"Notification\"\nrun_on = \"laptop\"\ncommand = \"touch marks/project-laptop\"\n",
+    )
+    .expect("toml");
+    ok(&run(&rig, &["hooks", "trust"]).await);
+
+    let turn = |prompt: &'static str, cont: bool| {
+        let mut args = vec!["run", "--json", "--yolo"];
+        if cont {
+            args.push("--continue");
+        }
+        args.push(prompt);
+        let mut cmd = reasonix_command(&rig, &host_bin(), &args);
+        cmd.env("RX_LAPTOP_MARK", "laptop-side");
+        async move {
+            tokio::task::spawn_blocking(move || cmd.output().expect("run reasonix"))
+                .await
+                .expect("join")
+        }
+    };
+    let notes = |out: &Path| -> Vec<Value> {
+        let mut v: Vec<Value> = std::fs::read_dir(out)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("note-"))
+                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                    .filter_map(|t| serde_json::from_str(&t).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_by_key(|n| n["session_id"].to_string());
+        v
+    };
+    let wait_for = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while notes(&out).len() < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Room for a duplicate to show up, were one sent.
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        notes(&out)
+    };
+
+    ok(&turn("first", false).await);
+    let got = wait_for(1);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["hook_event_name"], "Notification");
+    assert_eq!(got[0]["message"], "the turn finished");
+    assert_eq!(got[0]["outcome"], "completed");
+    assert_eq!(got[0]["cwd"], json!(rig.ws.display().to_string()));
+    let marks_out: Vec<String> = std::fs::read_dir(&out)
+        .expect("notes")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("mark-"))
+        .map(|e| std::fs::read_to_string(e.path()).expect("mark"))
+        .collect();
+    assert_eq!(marks_out, vec!["laptop-side".to_string()]);
+
+    // The next turn of the same session: one more notification, the first turn's is not
+    // repeated by the catch-up the new client gets.
+    let second = ok(&turn("second", true).await);
+    let got = wait_for(2);
+    assert_eq!(got.len(), 2, "{got:?}\n{second}");
+
+    // The project file's laptop hook never ran anywhere, and the list says why.
+    assert!(!rig.ws.join("marks/project-laptop").exists());
+    let list = ok(&run(&rig, &["hooks", "list"]).await);
+    assert!(list.contains("(runs on the laptop)"), "{list}");
+    assert!(
+        list.contains("a project hook cannot run on the laptop"),
+        "{list}"
+    );
+    stop_daemon(&rig.home);
+}

@@ -50,7 +50,7 @@ impl Loaded {
     pub fn runnable(&self, event: HookEvent, subject: Option<&str>) -> Vec<Hook> {
         self.hooks
             .iter()
-            .filter(|(h, ok)| *ok && h.event == event && h.applies_to(subject))
+            .filter(|(h, ok)| *ok && !h.on_laptop && h.event == event && h.applies_to(subject))
             .map(|(h, _)| h.clone())
             .collect()
     }
@@ -107,7 +107,11 @@ pub fn report(loaded: &Loaded, last_runs: &HashMap<String, String>) -> HooksRepo
             .hooks
             .iter()
             .map(|(h, trusted)| HookInfo {
-                source: h.source.label().to_string(),
+                source: if h.on_laptop {
+                    format!("{} (runs on the laptop)", h.source.label())
+                } else {
+                    h.source.label().to_string()
+                },
                 event: h.event,
                 matcher: h.matcher_text.clone(),
                 command: h.command.clone(),
@@ -311,6 +315,11 @@ impl SessionHooks {
             workspace: workspace.to_path_buf(),
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// The workspace the hooks run in (the `cwd` of their input).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
     }
 
     /// The driver's hooks and trust records replace the previous ones.

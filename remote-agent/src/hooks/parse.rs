@@ -73,6 +73,8 @@ pub struct Hook {
     pub timeout: Duration,
     /// `PreToolUse` failure mode.
     pub fail: HookFail,
+    /// `run_on = "laptop"` (a user `Notification` hook): the laptop runs it, the host never.
+    pub on_laptop: bool,
 }
 
 impl Hook {
@@ -170,15 +172,21 @@ fn check_one(source: &Source, index: usize, d: &HookDecl, claude: bool) -> Resul
             ))
         }
     };
-    match d.run_on.unwrap_or_default() {
-        HookRunOn::Host => {}
-        HookRunOn::Laptop => {
+    let on_laptop = match d.run_on.unwrap_or_default() {
+        HookRunOn::Host => false,
+        HookRunOn::Laptop if event != HookEvent::Notification => {
+            return Err(format!(
+                "`run_on = \"laptop\"` is only for Notification hooks, not {event}; remove it to run the hook on the host"
+            ))
+        }
+        HookRunOn::Laptop if *source != Source::User => {
             return Err(
-                "`run_on = \"laptop\"` is not supported yet; remove it to run the hook on the host"
+                "a project hook cannot run on the laptop: only the user's own config may say `run_on = \"laptop\"`"
                     .into(),
             )
         }
-    }
+        HookRunOn::Laptop => true,
+    };
     let default_ms = if event.is_blocking() {
         BLOCKING_TIMEOUT_MS
     } else {
@@ -199,6 +207,7 @@ fn check_one(source: &Source, index: usize, d: &HookDecl, claude: bool) -> Resul
         command: d.command.clone(),
         timeout: Duration::from_millis(ms),
         fail,
+        on_laptop,
     })
 }
 
@@ -345,6 +354,34 @@ mod tests {
             fail: None,
             run_on: None,
         }
+    }
+
+    #[test]
+    fn only_user_notification_hooks_may_run_on_the_laptop() {
+        let laptop = |event: &str| HookDecl {
+            run_on: Some(HookRunOn::Laptop),
+            ..decl(event, None)
+        };
+        let (hooks, problems) = check_decls(&Source::User, &[laptop("Notification")]);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(hooks[0].on_laptop);
+        let (hooks, problems) = check_decls(&Source::User, &[laptop("Stop")]);
+        assert!(hooks.is_empty());
+        assert!(
+            problems[0].contains("only for Notification hooks"),
+            "{problems:?}"
+        );
+        let (hooks, problems) = check_decls(
+            &Source::Project(".reasonix/hooks.toml".into()),
+            &[laptop("Notification")],
+        );
+        assert!(hooks.is_empty());
+        assert!(
+            problems[0].contains("a project hook cannot run on the laptop"),
+            "{problems:?}"
+        );
+        let (hooks, _) = check_decls(&Source::User, &[decl("Notification", None)]);
+        assert!(!hooks[0].on_laptop);
     }
 
     #[test]

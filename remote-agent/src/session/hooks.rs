@@ -127,23 +127,40 @@ impl Session {
 
     /// A turn ended: `Stop`, then a `Notification` (neither is waited for).
     pub(super) fn turn_end_hooks(&self, outcome: TurnOutcome) {
-        let outcome = json!(outcome);
-        self.fire_hooks_detached(Input::new(HookEvent::Stop).with("outcome", outcome.clone()));
-        self.fire_hooks_detached(
-            Input::new(HookEvent::Notification)
-                .with("message", json!("the turn finished"))
-                .with("outcome", outcome),
-        );
+        self.fire_hooks_detached(Input::new(HookEvent::Stop).with("outcome", json!(outcome)));
+        self.fire_hooks_detached(turn_finished(outcome));
     }
 
-    /// An approval waits for the user: a `Notification` (not waited for).
-    pub(super) fn approval_hooks(&self, tool: &str) {
-        self.fire_hooks_detached(
-            Input::new(HookEvent::Notification)
-                .with("message", json!(format!("{tool} needs your approval")))
-                .with("tool_name", json!(tool)),
-        );
+    /// The laptop's `Notification` hooks for the end of a turn: sent before the
+    /// `TurnFinished` event, so a client that leaves when it sees the turn end (`reasonix
+    /// run`) has the notice first.
+    pub(super) fn turn_end_laptop_notice(&self, outcome: TurnOutcome) {
+        self.laptop_notice(&turn_finished(outcome));
     }
+
+    /// An approval waits for the user: a `Notification` (not waited for), on the host and on
+    /// the laptops.
+    pub(super) fn approval_hooks(&self, tool: &str) {
+        let input = Input::new(HookEvent::Notification)
+            .with("message", json!(format!("{tool} needs your approval")))
+            .with("tool_name", json!(tool));
+        self.laptop_notice(&input);
+        self.fire_hooks_detached(input);
+    }
+
+    /// A `Notification` for the attached laptops' own `run_on = "laptop"` hooks: live only
+    /// (never journaled, so a later catch-up does not repeat it); each laptop runs the hooks
+    /// of its own config, the host names no command.
+    fn laptop_notice(&self, input: &Input) {
+        let input = input.payload(&self.id, self.hooks.workspace());
+        let _ = self.live.send(Notification::HookNotice { input });
+    }
+}
+
+fn turn_finished(outcome: TurnOutcome) -> Input {
+    Input::new(HookEvent::Notification)
+        .with("message", json!("the turn finished"))
+        .with("outcome", json!(outcome))
 }
 
 fn as_attachments(event: HookEvent, context: Vec<String>) -> Vec<Attachment> {

@@ -47,6 +47,7 @@ impl Session {
         if new_state == TurnState::Idle {
             self.drop_pending_steers(&mut inner, outcome);
         }
+        self.turn_end_laptop_notice(outcome);
         self.emit(&mut inner, EventKind::TurnFinished { outcome, detail });
         if new_state == TurnState::Idle {
             inner.cancel = None;
