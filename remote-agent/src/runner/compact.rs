@@ -362,6 +362,36 @@ impl<H: Host> Runner<'_, H> {
                 return Ok(false);
             }
         };
+        let content = compaction::summary_content(&summary);
+        // An automatic summary that would not shrink the request (the range held little
+        // besides user turns kept verbatim and an earlier summary, as at a window that the
+        // stable prefix mostly fills) replaces nothing: history is not traded for no room.
+        // A `/compact` the user asked for is applied as asked.
+        if trigger != CompactionTrigger::User {
+            let mut inner = self.conversation();
+            let saved = inner.messages.clone();
+            let budget = self.kept_user_budget(&inner);
+            let kept = compaction::kept_user_bound(&inner.messages, range, budget);
+            compaction::apply(
+                &mut inner.messages,
+                Rewrite::Summary {
+                    range: (range.0 as u64, range.1 as u64),
+                    summary: &content,
+                    kept_user_bytes: kept,
+                },
+            );
+            let after = inner.next_request_tokens().1;
+            inner.messages = saved;
+            if after >= before {
+                drop(inner);
+                self.host.record(EventKind::Notice {
+                    text: format!(
+                        "summary compaction skipped: it would free nothing ({before} tokens before and after); the history stays as it is"
+                    ),
+                });
+                return Ok(false);
+            }
+        }
         let ids = match self.archive_ids(originals.len()).await {
             Ok(ids) => ids,
             Err(e) => {
@@ -384,16 +414,8 @@ impl<H: Host> Runner<'_, H> {
             self.not_compacted(&e);
             return Ok(false);
         }
-        let content = compaction::summary_content(&summary);
-        let window = self.host.context_settings().window;
         let mut inner = self.conversation();
-        // The user turns kept verbatim get at most an eighth of the window, so a long
-        // session cannot outgrow its window with them (no bound without a window).
-        let budget = if window == 0 {
-            usize::MAX
-        } else {
-            ((window / 8) as f64 / inner.context.estimator.tokens_per_byte()) as usize
-        };
+        let budget = self.kept_user_budget(&inner);
         let kept_user_bytes = compaction::kept_user_bound(&inner.messages, range, budget);
         let range = (range.0 as u64, range.1 as u64);
         compaction::apply(
@@ -415,6 +437,17 @@ impl<H: Host> Runner<'_, H> {
             archived,
         );
         Ok(true)
+    }
+
+    /// Bytes of user turns a summary keeps verbatim: at most an eighth of the window, so a
+    /// long session cannot outgrow its window with them (no bound without a window).
+    fn kept_user_budget(&self, inner: &Conversation) -> usize {
+        let window = self.host.context_settings().window;
+        if window == 0 {
+            usize::MAX
+        } else {
+            ((window / 8) as f64 / inner.context.estimator.tokens_per_byte()) as usize
+        }
     }
 
     #[allow(clippy::too_many_arguments)] // one journal event's fields
