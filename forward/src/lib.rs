@@ -33,6 +33,7 @@ pub mod plan;
 pub mod policy;
 pub mod ports;
 pub mod prefix;
+pub mod private_fs;
 pub mod process_group;
 pub mod proto;
 pub mod pty;

@@ -83,12 +83,10 @@ fn write(home: &Path, file: &TrustFile) -> Result<(), TrustError> {
     let text = serde_json::to_vec_pretty(file).unwrap_or_default();
     {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
+        let mut f = reasonix_forward::private_fs::open_options()
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(0o600)
             .open(&tmp)
             .map_err(io)?;
         f.write_all(&text).map_err(io)?;
@@ -176,12 +174,15 @@ mod tests {
                 sha256: "bb".into()
             }]
         );
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(h.join(TRUST_FILE))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(h.join(TRUST_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         assert_eq!(untrust(h, "local:/w", None).unwrap(), 1);
         assert!(trusted_for(h, "local:/w").is_empty());
         assert_eq!(trusted_for(h, "host:/w").len(), 1);

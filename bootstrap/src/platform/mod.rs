@@ -86,3 +86,18 @@ mod tests {
         assert!(!Os::Unix.is_separator('\\'));
     }
 }
+
+/// The signal that ended a process, where the system has signals (Unix); `None` elsewhere
+/// or when it exited with a code.
+pub fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        status.signal()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
+    }
+}

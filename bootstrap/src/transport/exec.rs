@@ -287,10 +287,11 @@ impl Remote for ExecConnection {
             let info = match status {
                 Some(s) => match s.code() {
                     Some(c) => ExitInfo::Status(c as u32),
-                    None => {
-                        use std::os::unix::process::ExitStatusExt;
-                        ExitInfo::Signal(s.signal().map(|n| n.to_string()).unwrap_or_default())
-                    }
+                    None => ExitInfo::Signal(
+                        crate::platform::exit_signal(&s)
+                            .map(|n| n.to_string())
+                            .unwrap_or_default(),
+                    ),
                 },
                 None => ExitInfo::Closed,
             };

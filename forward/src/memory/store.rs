@@ -9,7 +9,6 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::fact::{Fact, Scope, MAX_FILE_BYTES};
@@ -220,12 +219,7 @@ impl Store {
     }
 
     fn ensure(&self, dir: &Path) -> Result<(), StoreError> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_err(dir))?;
-        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+        crate::private_fs::create_dir_all(dir).map_err(io_err(dir))?;
         Ok(())
     }
 
@@ -233,10 +227,9 @@ impl Store {
     fn temp(&self, dir: &Path, text: &str) -> Result<PathBuf, StoreError> {
         self.ensure(dir)?;
         let tmp = dir.join(format!(".tmp-{:016x}", rand::random::<u64>()));
-        let mut f = fs::OpenOptions::new()
+        let mut f = crate::private_fs::open_options()
             .write(true)
             .create_new(true)
-            .mode(0o600)
             .open(&tmp)
             .map_err(io_err(&tmp))?;
         f.write_all(text.as_bytes()).map_err(io_err(&tmp))?;
@@ -379,11 +372,15 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp"))
             .collect();
         assert!(left.is_empty());
-        let mode = fs::metadata(s.dir().join("a.md"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(s.dir().join("a.md"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 
     #[test]
@@ -401,6 +398,7 @@ mod tests {
         .unwrap();
         fs::write(d.join("secret.txt"), "ignored, not .md").unwrap();
         fs::write(dir.path().join("outside"), fact("link", "x").to_markdown()).unwrap();
+        #[cfg(unix)]
         std::os::unix::fs::symlink(d.join("outside"), d.join("link.md")).unwrap();
         let mut global = fact("glob", "claims global");
         global.scope = Scope::Global;
