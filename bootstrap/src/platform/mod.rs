@@ -57,6 +57,21 @@ pub fn default_agent(os: Os, ssh_auth_sock: Option<OsString>) -> Option<PathBuf>
     }
 }
 
+/// The signal that ended a process, where the system has signals (Unix); `None` elsewhere
+/// or when it exited with a code.
+pub fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        status.signal()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,20 +99,5 @@ mod tests {
     fn separators() {
         assert!(Os::Windows.is_separator('\\') && Os::Windows.is_separator('/'));
         assert!(!Os::Unix.is_separator('\\'));
-    }
-}
-
-/// The signal that ended a process, where the system has signals (Unix); `None` elsewhere
-/// or when it exited with a code.
-pub fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        status.signal()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = status;
-        None
     }
 }
