@@ -334,12 +334,26 @@ async fn attach_with(
         stderr,
         mut exit,
     } = stream;
-    tokio::io::AsyncWriteExt::write_all(&mut writer, script.as_bytes())
+    // A command that exits at once (a `kubectl` that is not signed in, a stopped container)
+    // closes its stdin before the script is in: keep reading, so the user sees why it ended
+    // (its stderr and exit status) rather than a bare "broken pipe".
+    let mut write_error = tokio::io::AsyncWriteExt::write_all(&mut writer, script.as_bytes())
         .await
-        .map_err(|e| BootstrapError::ssh(Stage::Attach, &host, "send the attach script", e))?;
+        .err();
     let (scanned, verify) = scan_after(&mut reader, &tag)
         .await
         .map_err(|e| BootstrapError::ssh(Stage::Attach, &host, "read the attach output", e))?;
+    if let Some(e) = write_error {
+        if !matches!(scanned, Scanned::Ended { .. }) {
+            return Err(BootstrapError::ssh(
+                Stage::Attach,
+                &host,
+                "send the attach script",
+                e,
+            ));
+        }
+        write_error = Some(e);
+    }
     let outcome = match scanned {
         Scanned::Preamble { prefix, report } => {
             let reader: Pin<Box<dyn AsyncRead + Send>> =
@@ -398,12 +412,16 @@ async fn attach_with(
                 Stage::Attach,
                 &host,
                 format!(
-                    "the attach command ended without a link ({}); it printed {:?}; stderr: {:?}",
+                    "the attach command ended without a link ({}{}); it printed {:?}; stderr: {:?}",
                     match status {
                         Some(ExitInfo::Status(c)) => format!("exit status {c}"),
                         Some(ExitInfo::Signal(s)) => format!("killed by signal {s}"),
                         Some(ExitInfo::Refused) => "the server refused to run `sh -s`".into(),
                         Some(ExitInfo::Closed) | None => "no exit status".into(),
+                    },
+                    match &write_error {
+                        Some(e) => format!("; it stopped reading the attach script: {e}"),
+                        None => String::new(),
                     },
                     tail(&output, 400),
                     tail(stderr.text().trim(), 400),
@@ -545,5 +563,31 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(s, Scanned::Ended { output } if output.contains("not found")));
+    }
+
+    #[tokio::test]
+    async fn a_command_that_exits_before_reading_reports_its_stderr() {
+        // Like `kubectl exec` when not signed in: stdin is closed at once, so sending the
+        // script may fail with a broken pipe (or land in the pipe first): either way the user
+        // sees the command's own error and its exit status. A big `Hello` makes the script
+        // larger than a pipe's buffer, so the broken pipe is certain.
+        let mut big = spec();
+        big.hello = vec![7; 300_000];
+        for spec in [spec(), big] {
+            let conn = crate::transport::exec::ExecConnection::new(
+                vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "exec 0<&-; echo 'error: Unauthorized' >&2; exit 1".into(),
+                ],
+                "kube:dev/ws-7",
+                std::sync::Arc::new(crate::NonInteractivePrompter),
+            );
+            let e = attach(&conn, &spec).await.unwrap_err().to_string();
+            assert!(
+                e.contains("Unauthorized") && e.contains("exit status 1"),
+                "{e}"
+            );
+        }
     }
 }
