@@ -49,6 +49,7 @@ pub use prompter::{
     UpgradeAnswer, UpgradeQuestion,
 };
 pub use reasonix_sftpfs as sftpfs;
+pub use transport::container::{container_command, ContainerOnHost, Engine};
 pub use transport::exec::{split_command, ExecConnection};
 pub use transport::ssh::{connect, connect_with_cache, SshConnection};
 pub use transport::ssh_exec::{

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use reasonix_bootstrap::attach::{attach, AttachOutcome, AttachSpec, OtherBuild};
 use reasonix_bootstrap::{
-    connect, install_and_attach, BootstrapError, Destination, ExecConnection, Prompter, Remote,
-    ShippedBinaries, SshOptions, Stage,
+    connect, install_and_attach, BootstrapError, ContainerOnHost, Destination, Engine,
+    ExecConnection, Prompter, Remote, ShippedBinaries, SshOptions, Stage,
 };
 use reasonix_forward::proto::Hello;
 use reasonix_forward::sync::LockExt;
@@ -22,10 +22,26 @@ use crate::connect::{
 
 /// How a connector reaches its host.
 enum Reach {
-    /// Over SSH.
-    Ssh { dest: Destination, opts: SshOptions },
+    /// Over SSH; with `container`, inside that container on the SSH host
+    /// (`--container CTR:/path`).
+    Ssh {
+        dest: Destination,
+        opts: SshOptions,
+        container: Option<HostContainer>,
+    },
     /// By running a local command (`podman exec -i CTR`, `kubectl exec -i POD --`).
     Exec(crate::exec_target::ExecTarget),
+}
+
+/// A container on the SSH host: `reasonix ssh me@devbox --container CTR:/path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostContainer {
+    /// The engine on the host.
+    pub engine: Engine,
+    /// The container's name or id.
+    pub name: String,
+    /// The workspace inside the container.
+    pub workspace: String,
 }
 
 /// Options that shape every connection of one `reasonix ssh` / `run --ssh` process (and of
@@ -52,11 +68,17 @@ impl SshConnector {
     /// [`reasonix_bootstrap::HostBinaryCache::attached_build`]).
     fn host_key(&self) -> String {
         match &self.reach {
-            Reach::Ssh { dest: d, .. } => format!(
-                "{}@{}:{}",
+            Reach::Ssh {
+                dest: d, container, ..
+            } => format!(
+                "{}@{}:{}{}",
                 d.user.as_deref().unwrap_or(""),
                 d.host,
-                d.port.map(|p| p.to_string()).unwrap_or_default()
+                d.port.map(|p| p.to_string()).unwrap_or_default(),
+                container
+                    .as_ref()
+                    .map(|c| format!("/{}", c.name))
+                    .unwrap_or_default()
             ),
             Reach::Exec(t) => format!("exec:{}", t.argv.join(" ")),
         }
@@ -94,7 +116,11 @@ impl SshConnector {
             }
         }
         Self {
-            reach: Reach::Ssh { dest, opts },
+            reach: Reach::Ssh {
+                dest,
+                opts,
+                container: None,
+            },
             prompter,
             binaries: shipped_binaries(),
             connected_once: AtomicBool::new(false),
@@ -103,6 +129,15 @@ impl SshConnector {
             read_only_build: Mutex::new(None),
             mkdir: AtomicBool::new(false),
         }
+    }
+
+    /// Work inside a container on the SSH host (`--container CTR:/path`): every script and
+    /// the link run through the host's container engine.
+    pub fn with_container(mut self, c: Option<HostContainer>) -> Self {
+        if let Reach::Ssh { container, .. } = &mut self.reach {
+            *container = c;
+        }
+        self
     }
 
     /// Create the workspace folder on the host when it does not exist (`--mkdir`).
@@ -121,6 +156,9 @@ impl SshConnector {
     /// Workspace path on the host as given (relative paths are relative to the home).
     pub fn workspace_arg(&self) -> String {
         match &self.reach {
+            Reach::Ssh {
+                container: Some(c), ..
+            } => c.workspace.clone(),
             Reach::Ssh { dest, .. } => dest.path.clone().unwrap_or_else(|| ".".into()),
             Reach::Exec(t) => t.workspace.clone(),
         }
@@ -129,7 +167,11 @@ impl SshConnector {
     /// Open the transport: dial SSH, or set up the exec command.
     async fn reach(&self) -> Result<Box<dyn Remote>, ConnectError> {
         match &self.reach {
-            Reach::Ssh { dest, opts } => {
+            Reach::Ssh {
+                dest,
+                opts,
+                container,
+            } => {
                 let mut opts = opts.clone();
                 if self.connected_once.load(Ordering::SeqCst) {
                     // Reconnect attempts: a blackholed network must fail fast so the loop
@@ -139,7 +181,10 @@ impl SshConnector {
                 let conn = connect(dest, &opts, Arc::clone(&self.prompter))
                     .await
                     .map_err(|e| self.classify(e))?;
-                Ok(Box::new(conn))
+                Ok(match container {
+                    Some(c) => Box::new(ContainerOnHost::new(conn, c.engine, &c.name)),
+                    None => Box::new(conn),
+                })
             }
             Reach::Exec(t) => Ok(Box::new(ExecConnection::new(
                 t.argv.clone(),
@@ -342,13 +387,19 @@ impl Connector for SshConnector {
 
     fn describe(&self) -> String {
         match &self.reach {
-            Reach::Ssh { dest, .. } => format!(
-                "{}{}:{}",
+            Reach::Ssh {
+                dest, container, ..
+            } => format!(
+                "{}{}{}:{}",
                 dest.user
                     .as_ref()
                     .map(|u| format!("{u}@"))
                     .unwrap_or_default(),
                 dest.host,
+                container
+                    .as_ref()
+                    .map(|c| format!("/{}", c.name))
+                    .unwrap_or_default(),
                 self.workspace_arg()
             ),
             Reach::Exec(t) => format!("{}:{}", t.label(), t.workspace),

@@ -493,3 +493,144 @@ fn kube_runs_kubectl_exec_with_namespace_container_and_sh() {
         "{argv}"
     );
 }
+
+/// `reasonix run --ssh root@HOST --container CTR:/path`: the test sshd's host runs `podman
+/// exec -i CTR sh …` for every script and for the link, the host binary is installed inside
+/// the container (through the stream), and the turn's bash call runs there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_on_an_ssh_host_is_reached_through_the_test_sshd() {
+    use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig};
+    let ctr = Container::start("ssh");
+    // Root may log in with this test's key only (the engine is root's Podman). The key file
+    // sits in a root-only folder, as sshd's StrictModes wants.
+    let keys_dir = PathBuf::from(format!(
+        "/var/lib/reasonix-tests/{}-{:x}",
+        std::process::id(),
+        rand_u32()
+    ));
+    std::fs::create_dir_all(&keys_dir).expect("keys dir");
+    std::fs::set_permissions(
+        &keys_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod");
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(keys_dir.clone());
+    let sshd = Sshd::start(SshdConfig {
+        extra: vec![
+            "Match User root".into(),
+            "    PermitRootLogin prohibit-password".into(),
+            format!(
+                "    AuthorizedKeysFile {}",
+                keys_dir.join("root.keys").display()
+            ),
+        ],
+        ..SshdConfig::default()
+    })
+    .expect("sshd");
+    let mock = MockProvider::start(vec![
+        bash_call("b1", "echo \"in $(pwd) of $(hostname)\" > out.txt; echo ok"),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let l = laptop(&mock.base_url());
+    let ssh_dir = l.home.join("dot-home/.ssh");
+    std::fs::create_dir_all(&ssh_dir).expect("ssh dir");
+    std::fs::write(ssh_dir.join("known_hosts"), sshd.known_hosts_line()).expect("known_hosts");
+    let key = ClientKey::generate(&ssh_dir, "id_ctr", None).expect("key");
+    std::fs::write(keys_dir.join("root.keys"), &key.public).expect("authorize");
+    let spec = format!("{}:/work/repo", ctr.name);
+    let port = sshd.port().to_string();
+    let key_path = key.private.to_string_lossy().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--json",
+            "--yolo",
+            "--ssh",
+            "root@127.0.0.1",
+            "--container",
+            &spec,
+            "--engine",
+            "podman",
+            "-p",
+            &port,
+            "-F",
+            "none",
+            "-i",
+            &key_path,
+            "-o",
+            "IdentityAgent=none",
+        ];
+        args.extend_from_slice(extra);
+        let mut c = reasonix(&l, &args);
+        c.env("HOME", l.home.join("dot-home"))
+            .env_remove("SSH_AUTH_SOCK");
+        c
+    };
+    let out = tokio::task::spawn_blocking({
+        let mut c = run(&["go"]);
+        move || c.output().expect("run")
+    })
+    .await
+    .expect("join");
+    assert!(
+        out.status.success(),
+        "{}\nsshd log:\n{}",
+        show(&out),
+        sshd.log()
+    );
+    let events = json_lines(&out.stdout);
+    assert!(
+        events.iter().any(|e| e["type"] == "session"),
+        "a session line: {}",
+        show(&out)
+    );
+    let hostname = ctr.sh("hostname").stdout;
+    assert_eq!(
+        ctr.read("/work/repo/out.txt"),
+        Some(format!(
+            "in /work/repo of {}",
+            String::from_utf8_lossy(&hostname)
+        )),
+        "the bash call ran inside the container"
+    );
+    let bin = ctr.sh("ls /root/.reasonix/remote/bin/").stdout;
+    assert!(
+        String::from_utf8_lossy(&bin).contains("reasonix-remote-"),
+        "installed inside the container: {}",
+        String::from_utf8_lossy(&bin)
+    );
+    // The session lives in the container: `--continue` finds it on the warm path.
+    mock.push(vec![MockReply::text(&["again"])]);
+    let out = tokio::task::spawn_blocking({
+        let mut c = run(&["--continue", "again"]);
+        move || c.output().expect("run")
+    })
+    .await
+    .expect("join");
+    assert!(out.status.success(), "{}", show(&out));
+    let reqs = mock.requests();
+    let last = reqs.last().expect("requests").messages();
+    assert!(
+        last.iter()
+            .any(|m| m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("ok")),
+        "the continued session carries the first turn: {last:?}"
+    );
+
+    // Without --ssh, --container is refused with what to use instead.
+    let out = reasonix(&l, &["run", "--container", &spec, "hi"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--podman CTR:/path"),
+        "{}",
+        show(&out)
+    );
+}

@@ -6,6 +6,7 @@
 //! - [`exec`] runs a local command such as `podman exec -i CTR` or `kubectl exec -i POD --`
 //!   and speaks over its stdin/stdout (uploads go through the stream itself).
 
+pub mod container;
 pub mod exec;
 pub(crate) mod ssh;
 pub(crate) mod ssh_exec;

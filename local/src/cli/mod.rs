@@ -303,9 +303,48 @@ struct SshArgs {
     /// Containers and pods instead of SSH (`--docker`, `--podman`, `--kube`, `--exec`).
     #[command(flatten)]
     exec: exec::ExecArgs,
+    /// On the SSH host, work inside this container: `CONTAINER:/path` (runs `docker exec -i`
+    /// or `podman exec -i` on the host; see --engine).
+    #[arg(long, value_name = "CTR:/path")]
+    container: Option<String>,
+    /// With --container: the host's engine, `docker`, `podman` or `auto` (docker when it is
+    /// on the host's PATH, else podman).
+    #[arg(
+        long,
+        value_name = "ENGINE",
+        requires = "container",
+        default_value = "auto"
+    )]
+    engine: String,
 }
 
 impl SshArgs {
+    /// `--container CTR:/path` for an SSH destination `dest` (whose own path must then be
+    /// absent: the workspace is the container's).
+    fn host_container(
+        &self,
+        dest: &reasonix_bootstrap::Destination,
+    ) -> Result<Option<reasonix_local::ssh::HostContainer>, CliError> {
+        let Some(spec) = &self.container else {
+            return Ok(None);
+        };
+        if dest.path.is_some() {
+            return Err(CliError::usage(format!(
+                "with --container the workspace is the container's (`--container {spec}`); drop the path from `{}`",
+                dest.host
+            )));
+        }
+        let engine = reasonix_bootstrap::Engine::parse(&self.engine).map_err(CliError::usage)?;
+        let t = reasonix_local::exec_target::ExecTarget::container("docker", spec)
+            .map_err(CliError::usage)?;
+        let name = t.argv.last().cloned().unwrap_or_default();
+        Ok(Some(reasonix_local::ssh::HostContainer {
+            engine,
+            name,
+            workspace: t.workspace,
+        }))
+    }
+
     fn to_options(&self) -> Result<reasonix_bootstrap::SshOptions, String> {
         let mut o = reasonix_bootstrap::SshOptions {
             port: self.port,
@@ -324,13 +363,14 @@ impl SshArgs {
 fn ssh_connector(dest: &str, ssh: &SshArgs) -> Result<reasonix_local::ssh::SshConnector, CliError> {
     let dest = reasonix_bootstrap::Destination::parse(dest).map_err(CliError::usage)?;
     let opts = ssh.to_options().map_err(CliError::usage)?;
+    let container = ssh.host_container(&dest)?;
     let prompter: Arc<dyn reasonix_bootstrap::Prompter> =
         if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
             Arc::new(reasonix_bootstrap::TerminalPrompter::new(true))
         } else {
             Arc::new(reasonix_bootstrap::NonInteractivePrompter)
         };
-    Ok(reasonix_local::ssh::SshConnector::new(dest, opts, prompter))
+    Ok(reasonix_local::ssh::SshConnector::new(dest, opts, prompter).with_container(container))
 }
 
 #[derive(Args)]
@@ -590,6 +630,11 @@ fn connector_for(
     } else {
         UpgradePolicy::Refuse
     };
+    if ssh.is_none() && ssh_opts.container.is_some() {
+        return Err(CliError::usage(
+            "--container names a container on an SSH host and needs --ssh DEST; for a container on this machine use --docker CTR:/path or --podman CTR:/path",
+        ));
+    }
     if let Some(target) = ssh_opts.exec.target(&workspace)? {
         if ssh.is_some() {
             return Err(CliError::usage(

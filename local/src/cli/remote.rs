@@ -39,11 +39,25 @@ pub(super) async fn remote(action: RemoteCmd) -> Result<(), CliError> {
                 let dest =
                     reasonix_bootstrap::Destination::parse(&dest_text).map_err(CliError::usage)?;
                 let opts = args.ssh.to_options().map_err(CliError::usage)?;
+                let container = args.ssh.host_container(&dest)?;
                 let conn = reasonix_bootstrap::connect(&dest, &opts, prompter)
                     .await
                     .map_err(CliError::connection)?;
                 let place = format!("{}@{}:{}", conn.user(), conn.host(), conn.port());
-                (Box::new(conn), place, dest.path.clone(), dest_text)
+                match container {
+                    Some(c) => {
+                        let path = (c.workspace != ".").then(|| c.workspace.clone());
+                        let conn =
+                            reasonix_bootstrap::ContainerOnHost::new(conn, c.engine, &c.name);
+                        (
+                            Box::new(conn),
+                            format!("{place}/{}", c.name),
+                            path,
+                            dest_text,
+                        )
+                    }
+                    None => (Box::new(conn), place, dest.path.clone(), dest_text),
+                }
             }
         };
     let conn: &dyn Remote = conn.as_ref();

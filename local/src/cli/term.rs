@@ -65,9 +65,11 @@ pub(super) async fn term(args: TermArgs) -> Result<(), CliError> {
         Some(dest) => {
             let d = reasonix_bootstrap::Destination::parse(dest).map_err(CliError::usage)?;
             let opts = args.ssh.to_options().map_err(CliError::usage)?;
+            let container = args.ssh.host_container(&d)?;
             let prompter = Arc::new(reasonix_bootstrap::TerminalPrompter::new(false));
             Arc::new(
                 reasonix_local::ssh::SshConnector::new(d, opts, prompter)
+                    .with_container(container)
                     .with_upgrade(UpgradePolicy::Refuse),
             )
         }

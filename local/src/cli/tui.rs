@@ -66,21 +66,26 @@ pub(super) async fn tui_ssh(
 ) -> Result<(), CliError> {
     if ssh.exec.is_set() {
         return Err(CliError::usage(
-            "`reasonix ssh` does not take --docker/--podman/--kube/--exec (a container on an SSH host is not built yet); use `reasonix podman CTR:/path`, or `reasonix exec 'ssh -T HOST podman exec -i CTR' :/path`",
+            "`reasonix ssh` does not take --docker/--podman/--kube/--exec (they reach containers on this machine); for a container on the SSH host use `reasonix ssh DEST --container CTR:/path`",
         ));
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let config = load_config(&cwd, args.model.clone(), args.effort, true)?;
     let parsed = reasonix_bootstrap::Destination::parse(&dest).map_err(CliError::usage)?;
     let opts = ssh.to_options().map_err(CliError::usage)?;
+    let container = ssh.host_container(&parsed)?;
     let (prompter, prompts) = reasonix_local::tui::prompter_channel();
-    let label = format!(
-        "{}:{}",
-        parsed.host,
-        parsed.path.clone().unwrap_or_else(|| "~".into())
-    );
+    let label = match &container {
+        Some(c) => format!("{}/{}:{}", parsed.host, c.name, c.workspace),
+        None => format!(
+            "{}:{}",
+            parsed.host,
+            parsed.path.clone().unwrap_or_else(|| "~".into())
+        ),
+    };
     let connector: Arc<dyn Connector> = Arc::new(
         reasonix_local::ssh::SshConnector::new(parsed, opts, Arc::new(prompter))
+            .with_container(container)
             .with_upgrade(upgrade_policy(&args))
             .with_mkdir(mkdir),
     );
