@@ -122,9 +122,9 @@ impl ExecCmd {
 pub(super) async fn tui_exec(
     cmd: ExecCmd,
     args: TuiArgs,
-    new_session: bool,
-    mkdir: bool,
+    open: super::OpenArgs,
 ) -> Result<(), CliError> {
+    let super::OpenArgs { new_session, mkdir } = open;
     let target = cmd.target()?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let config = load_config(&cwd, args.model.clone(), args.effort, true)?;

@@ -77,12 +77,8 @@ enum Cmd {
         ssh: SshArgs,
         #[command(flatten)]
         tui: TuiArgs,
-        /// Start a new session instead of reattaching to the most recent one.
-        #[arg(long = "new")]
-        new_session: bool,
-        /// Create the workspace folder on the host when it does not exist.
-        #[arg(long)]
-        mkdir: bool,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Open the workbench on a workspace reached by a command: `reasonix exec 'docker exec
     /// -i CTR' :/work/repo` (the command's stdin/stdout must reach a shell once `sh -s` is
@@ -94,12 +90,8 @@ enum Cmd {
         workspace: String,
         #[command(flatten)]
         tui: TuiArgs,
-        /// Start a new session instead of reattaching to the most recent one.
-        #[arg(long = "new")]
-        new_session: bool,
-        /// Create the workspace folder when it does not exist.
-        #[arg(long)]
-        mkdir: bool,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Open the workbench in a Docker container: `reasonix docker CTR:/path`.
     Docker {
@@ -107,12 +99,8 @@ enum Cmd {
         spec: String,
         #[command(flatten)]
         tui: TuiArgs,
-        /// Start a new session instead of reattaching to the most recent one.
-        #[arg(long = "new")]
-        new_session: bool,
-        /// Create the workspace folder when it does not exist.
-        #[arg(long)]
-        mkdir: bool,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Open the workbench in a Podman container: `reasonix podman CTR:/path`.
     Podman {
@@ -120,12 +108,8 @@ enum Cmd {
         spec: String,
         #[command(flatten)]
         tui: TuiArgs,
-        /// Start a new session instead of reattaching to the most recent one.
-        #[arg(long = "new")]
-        new_session: bool,
-        /// Create the workspace folder when it does not exist.
-        #[arg(long)]
-        mkdir: bool,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Open the workbench in a Kubernetes pod: `reasonix kube [-n NS] [-c CONTAINER]
     /// POD:/path` (runs `kubectl exec -i`).
@@ -140,12 +124,8 @@ enum Cmd {
         container: Option<String>,
         #[command(flatten)]
         tui: TuiArgs,
-        /// Start a new session instead of reattaching to the most recent one.
-        #[arg(long = "new")]
-        new_session: bool,
-        /// Create the workspace folder when it does not exist.
-        #[arg(long)]
-        mkdir: bool,
+        #[command(flatten)]
+        open: OpenArgs,
         /// Print the command that would be run for each connection and exit.
         #[arg(long)]
         print_command: bool,
@@ -280,6 +260,18 @@ struct RemoteArgs {
     dest: Option<String>,
     #[command(flatten)]
     ssh: SshArgs,
+}
+
+/// How the workbench opens a workspace: the same two options on `ssh`, `exec`, `docker`,
+/// `podman` and `kube`.
+#[derive(Args, Default, Clone, Copy)]
+struct OpenArgs {
+    /// Start a new session instead of reattaching to the most recent one.
+    #[arg(long = "new")]
+    new_session: bool,
+    /// Create the workspace folder when it does not exist.
+    #[arg(long)]
+    mkdir: bool,
 }
 
 /// OpenSSH-compatible options.
@@ -501,55 +493,33 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             dest,
             ssh,
             tui,
-            new_session,
-            mkdir,
-        }) => tui::tui_ssh(dest, ssh, tui, new_session, mkdir).await,
+            open,
+        }) => tui::tui_ssh(dest, ssh, tui, open).await,
         Some(Cmd::Exec {
             command,
             workspace,
             tui,
-            new_session,
-            mkdir,
-        }) => {
-            exec::tui_exec(
-                exec::ExecCmd::Command { command, workspace },
-                tui,
-                new_session,
-                mkdir,
-            )
-            .await
-        }
-        Some(Cmd::Docker {
-            spec,
-            tui,
-            new_session,
-            mkdir,
-        }) => {
+            open,
+        }) => exec::tui_exec(exec::ExecCmd::Command { command, workspace }, tui, open).await,
+        Some(Cmd::Docker { spec, tui, open }) => {
             exec::tui_exec(
                 exec::ExecCmd::Container {
                     engine: "docker",
                     spec,
                 },
                 tui,
-                new_session,
-                mkdir,
+                open,
             )
             .await
         }
-        Some(Cmd::Podman {
-            spec,
-            tui,
-            new_session,
-            mkdir,
-        }) => {
+        Some(Cmd::Podman { spec, tui, open }) => {
             exec::tui_exec(
                 exec::ExecCmd::Container {
                     engine: "podman",
                     spec,
                 },
                 tui,
-                new_session,
-                mkdir,
+                open,
             )
             .await
         }
@@ -558,8 +528,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             namespace,
             container,
             tui,
-            new_session,
-            mkdir,
+            open,
             print_command,
         }) => {
             let cmd = exec::ExecCmd::Kube {
@@ -573,7 +542,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 println!("workspace {}", t.workspace);
                 return Ok(());
             }
-            exec::tui_exec(cmd, tui, new_session, mkdir).await
+            exec::tui_exec(cmd, tui, open).await
         }
         None => tui::tui_local(cli.tui).await,
     }

@@ -61,9 +61,9 @@ pub(super) async fn tui_ssh(
     dest: String,
     ssh: SshArgs,
     args: TuiArgs,
-    new_session: bool,
-    mkdir: bool,
+    open: super::OpenArgs,
 ) -> Result<(), CliError> {
+    let super::OpenArgs { new_session, mkdir } = open;
     if ssh.exec.is_set() {
         return Err(CliError::usage(
             "`reasonix ssh` does not take --docker/--podman/--kube/--exec (they reach containers on this machine); for a container on the SSH host use `reasonix ssh DEST --container CTR:/path`",
