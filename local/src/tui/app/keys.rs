@@ -405,6 +405,7 @@ impl App {
             _ => {}
         }
         match ov {
+            Overlay::Memory(_) => self.memory_key(key),
             Overlay::Help { scroll } => {
                 match key.code {
                     KeyCode::Up | KeyCode::Char('k') => {
@@ -656,6 +657,13 @@ impl App {
                 self.completion = None;
                 return self.command(cmd.trim());
             }
+        }
+        if text
+            .strip_prefix('#')
+            .is_some_and(|rest| rest.starts_with(' ') && !rest.trim().is_empty())
+        {
+            // `# note`: remember it (a modal asks where) instead of sending it.
+            return self.note_line(&text);
         }
         if self.role == Some(ClientRole::Spectator) {
             self.set_hint("read-only spectator: /takeover to drive this session");
