@@ -43,7 +43,10 @@ fn global_files_with(home: &std::path::Path, needle: &str) -> Vec<std::path::Pat
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acp_memory_write_asks_even_in_yolo_reject_then_allow() {
     let mock = MockProvider::start(vec![
-        remember("r1", "The user writes commit messages in heron-mood-41 style."),
+        remember(
+            "r1",
+            "The user writes commit messages in heron-mood-41 style.",
+        ),
         remember("r2", "The user prefers the lark-tabs-58 indentation."),
         MockReply::text(&["remembered-one"]),
     ])
@@ -124,7 +127,11 @@ async fn acp_memory_write_asks_even_in_yolo_reject_then_allow() {
     .expect("ACP exchange");
     assert_eq!(stop, StopReason::EndTurn);
     let asked = asked.lock().expect("asked");
-    assert_eq!(asked.len(), 2, "both memory writes asked, yolo answered neither");
+    assert_eq!(
+        asked.len(),
+        2,
+        "both memory writes asked, yolo answered neither"
+    );
     assert!(
         format!("{:?}", asked[0]).contains("heron-mood-41"),
         "{:?}",
@@ -144,5 +151,8 @@ async fn acp_memory_write_asks_even_in_yolo_reject_then_allow() {
         .flatten()
         .flatten()
         .any(|d| std::fs::read_dir(d.path()).into_iter().flatten().count() > 0);
-    assert!(!any_project, "a global fact was written to the project store");
+    assert!(
+        !any_project,
+        "a global fact was written to the project store"
+    );
 }

@@ -236,7 +236,9 @@ async fn memory_cli_over_ssh_adds_edits_and_forgets_in_the_hosts_project_store()
     assert_eq!(on_host.len(), 1, "{on_host:?}");
     let fact_path = on_host[0].clone();
     assert!(
-        fact_path.to_string_lossy().contains(".reasonix/project-memory/")
+        fact_path
+            .to_string_lossy()
+            .contains(".reasonix/project-memory/")
             && fact_path.ends_with(format!("{id}.md")),
         "{fact_path:?}"
     );
@@ -278,7 +280,9 @@ async fn memory_cli_over_ssh_adds_edits_and_forgets_in_the_hosts_project_store()
     assert!(!out.status.success(), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("front matter line 5") && err.contains("everywhere") && err.contains("unchanged"),
+        err.contains("front matter line 5")
+            && err.contains("everywhere")
+            && err.contains("unchanged"),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&fact_path).unwrap(), now);

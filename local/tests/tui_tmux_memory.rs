@@ -4,6 +4,8 @@
 //! (after a confirmation) forgets; a secret-looking note is refused; a rewind of the turn
 //! that remembered a fact offers to forget it too.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod term_common;
 
 use std::path::{Path, PathBuf};
@@ -83,7 +85,10 @@ async fn tui_memory_approval_note_slash_memory_and_rewind_offer() {
         // 1. The model's global remember asks, even in yolo; nothing is written before.
         t.line("remember how I indent");
         let s = t.wait_for("Approval needed");
-        assert!(s.contains("remember") && s.contains("tabs-walrus-77"), "{s}");
+        assert!(
+            s.contains("remember") && s.contains("tabs-walrus-77"),
+            "{s}"
+        );
         assert!(files_with(&global, "tabs-walrus-77").is_empty());
         t.send_keys(&["y"]);
         t.wait_for("noted-it");
@@ -95,7 +100,10 @@ async fn tui_memory_approval_note_slash_memory_and_rewind_offer() {
         // 2. `# note`: a modal asks where; Esc writes nothing.
         t.line("# Deploys go through staging-heron-12 first");
         let s = t.wait_for("Remember this note?");
-        assert!(s.contains("staging-heron-12") && s.contains("project"), "{s}");
+        assert!(
+            s.contains("staging-heron-12") && s.contains("project"),
+            "{s}"
+        );
         t.send_keys(&["Escape"]);
         t.wait_screen(Duration::from_secs(30), "the modal closed", |s| {
             !s.contains("Remember this note?")
@@ -179,7 +187,10 @@ async fn tui_memory_approval_note_slash_memory_and_rewind_offer() {
         t.send_keys(&["y"]);
         t.wait_for(&format!("archived {global_id}"));
         assert!(!written[0].exists());
-        assert!(global.join("archive").join(format!("{global_id}.md")).exists());
+        assert!(global
+            .join("archive")
+            .join(format!("{global_id}.md"))
+            .exists());
     });
     t.send_keys(&["C-c"]);
     t.send_keys(&["C-c"]);

@@ -272,7 +272,9 @@ impl Fact {
                 "id" => f.id = v.to_string(),
                 "revision" => {
                     f.revision = v.parse().ok().filter(|r| *r >= 1).ok_or_else(|| {
-                        at(bad(format!("revision {v:?} is not a positive whole number")))
+                        at(bad(format!(
+                            "revision {v:?} is not a positive whole number"
+                        )))
                     })?
                 }
                 "type" => {

@@ -84,8 +84,12 @@ fn file(f: &Fact) -> MemoryFile {
 /// Checks a fact file a person wrote for `store`: the hostile-file rules, the store's scope,
 /// and no secret. The error names the problem (and the front-matter line when it is one).
 pub fn validate(store: &Store, file: &MemoryFile) -> Result<Fact, String> {
-    let fact = accept(&file.name, file.text.as_bytes(), Origin::Store(store.scope()))
-        .map_err(|e| e.replacen("skipped memory file", "refused memory file", 1))?;
+    let fact = accept(
+        &file.name,
+        file.text.as_bytes(),
+        Origin::Store(store.scope()),
+    )
+    .map_err(|e| e.replacen("skipped memory file", "refused memory file", 1))?;
     if let Some(found) = find_secret(&fact.body) {
         return Err(format!(
             "refused: the fact contains what looks like {found}; secrets are never stored in memory"
@@ -112,11 +116,10 @@ pub fn apply(store: &Store, op: &MemoryOp) -> Result<MemoryReply, String> {
         }
         MemoryOp::Show { id } => {
             let loaded = store.load();
-            let f = loaded
-                .facts
-                .iter()
-                .find(|f| &f.id == id)
-                .ok_or_else(|| format!("no fact with id {id:?} in {}", store.dir().display()))?;
+            let f =
+                loaded.facts.iter().find(|f| &f.id == id).ok_or_else(|| {
+                    format!("no fact with id {id:?} in {}", store.dir().display())
+                })?;
             let mut facts = vec![file(f)];
             facts.extend(store.revisions(id).iter().map(file));
             Ok(MemoryReply {

@@ -154,7 +154,10 @@ impl Index {
             for (t, f) in tf {
                 let f = f as f64;
                 let w = f * (K1 + 1.0) / (f + k1norm);
-                idx.postings.entry(t).or_default().push((i as u32, w as f32));
+                idx.postings
+                    .entry(t)
+                    .or_default()
+                    .push((i as u32, w as f32));
             }
         }
         idx

@@ -197,7 +197,12 @@ fn top_k_is_the_prefix_of_the_full_ranking_and_skips_fall_back() {
         })
         .collect();
     let index = Index::build(&many);
-    for q in ["deploy staging", "helm timeout retry", "note", "chart staging note"] {
+    for q in [
+        "deploy staging",
+        "helm timeout retry",
+        "note",
+        "chart staging note",
+    ] {
         let all = index.search(q);
         for k in [1, 4, 32, 500] {
             let top = index.search_top(q, k);

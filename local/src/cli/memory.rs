@@ -359,7 +359,11 @@ async fn edit_in(
     let editor = std::env::var("VISUAL")
         .ok()
         .filter(|e| !e.trim().is_empty())
-        .or_else(|| std::env::var("EDITOR").ok().filter(|e| !e.trim().is_empty()))
+        .or_else(|| {
+            std::env::var("EDITOR")
+                .ok()
+                .filter(|e| !e.trim().is_empty())
+        })
         .unwrap_or_else(|| "vi".into());
     // Through the shell, so `EDITOR="code --wait"` works; the path is an argument, never
     // part of the command text.

@@ -85,12 +85,7 @@ impl Stores {
         };
         a.run(MemoryOp::Create { file: file_of(f) })
             .await
-            .map(|r| {
-                format!(
-                    "{}; recalled when a later message matches",
-                    r.message
-                )
-            })
+            .map(|r| format!("{}; recalled when a later message matches", r.message))
     }
 
     /// Runs `/memory ARG`; the text to show and whether it is an error.

@@ -228,7 +228,9 @@ impl Daemon {
                     reasonix_forward::memory::ops::apply(&store, &op)
                 })
                 .await
-                .map_err(|e| RpcError::new(ErrorCode::Internal, format!("memory request failed: {e}")))?
+                .map_err(|e| {
+                    RpcError::new(ErrorCode::Internal, format!("memory request failed: {e}"))
+                })?
                 .map(Response::Memory)
                 .map_err(|e| RpcError::new(ErrorCode::Invalid, e))
             }

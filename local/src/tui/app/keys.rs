@@ -19,6 +19,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "!cmd / !!cmd",
         "run cmd on the host (!! keeps the output from the model)",
     ),
+    (
+        "# note",
+        "remember a note (asks project or global, and its type; /memory lists them)",
+    ),
     ("Tab", "complete a /command or @path"),
     (
         "Shift+Tab",

@@ -276,11 +276,11 @@ impl App {
                     self.transcript.remembered_since(to_turn)
                 };
                 vec![Action::Rewind {
-                request_id: rid("rewind"),
-                to_turn,
-                scope,
-                dry_run,
-            }]
+                    request_id: rid("rewind"),
+                    to_turn,
+                    scope,
+                    dry_run,
+                }]
             }
             (_, bad) => {
                 let turns = self.transcript.user_turns();
