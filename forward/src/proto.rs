@@ -406,6 +406,15 @@ pub enum Request {
         #[serde(default)]
         hooks: crate::hooks::HookSettings,
     },
+    /// A person's own change to (or look at) the workspace's project memory store on the
+    /// host (`/memory`, `# note`, `reasonix memory --ssh`; issue 32). The global store is
+    /// the laptop's and never goes through here. Answered with [`Response::Memory`], or the
+    /// error `invalid` naming what was wrong (a malformed or secret-looking fact, an unknown
+    /// id).
+    Memory {
+        /// What to do.
+        op: crate::memory::ops::MemoryOp,
+    },
     // ---- plan mode (issue 38 §1) ----
     /// Plan mode of the open session: enter (optionally with a task, submitted as a turn
     /// under `request_id`), leave, or answer the pending plan. Only the driving client may
@@ -738,6 +747,8 @@ pub enum Response {
     },
     /// Answer to [`Request::Hooks`].
     Hooks(crate::hooks::HooksReport),
+    /// Answer to [`Request::Memory`].
+    Memory(crate::memory::ops::MemoryReply),
     /// Answer to [`Request::McpStatus`].
     McpServers {
         /// Every server, host ones first, each group sorted by name.

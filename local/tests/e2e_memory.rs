@@ -285,3 +285,96 @@ async fn a_headless_global_remember_needs_allow_memory_writes_and_lands_on_the_l
         "{user}"
     );
 }
+
+/// `reasonix memory … --global` with `EDITOR` set to `editor`.
+fn with_editor(env: &Env, editor: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(args)
+        .current_dir(&env.ws)
+        .env("REASONIX_HOME", &env.home)
+        .env("EDITOR", editor)
+        .env_remove("VISUAL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run reasonix")
+}
+
+#[test]
+fn memory_edit_saves_a_sound_fact_and_refuses_a_malformed_one_keeping_the_old() {
+    let env = setup("http://127.0.0.1:9");
+    let add = with_editor(
+        &env,
+        "false",
+        &[
+            "memory",
+            "add",
+            "--global",
+            "--type",
+            "user",
+            "Prefers rebase-finch-19 merges.",
+        ],
+    );
+    assert!(add.status.success(), "{}", text(&add));
+    let id = String::from_utf8_lossy(&add.stdout).trim().to_string();
+    let path = env.home.join("memory").join(format!("{id}.md"));
+    // A scripted editor: a sound change (new body, pinned) is saved as revision 2.
+    let script = env.home.join("ed.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nsed -i -e 's/rebase-finch-19/squash-finch-20/' -e 's/pinned: false/pinned: true/' \"$1\"\n",
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let out = with_editor(
+        &env,
+        &script.display().to_string(),
+        &["memory", "edit", "--global", &id],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let saved = std::fs::read_to_string(&path).expect("fact");
+    assert!(
+        saved.contains("squash-finch-20")
+            && saved.contains("pinned: true")
+            && saved.contains("revision: 2"),
+        "{saved}"
+    );
+    assert!(env
+        .home
+        .join("memory/revisions")
+        .join(format!("{id}.r1.md"))
+        .is_file());
+    // A malformed result (a front-matter line that is not `key: value`) is refused naming
+    // the line; the fact stays as it was and the edit is kept in a file named in the error.
+    let out = with_editor(
+        &env,
+        "sed -i s/^type:.user/type.user/",
+        &["memory", "edit", "--global", &id],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("front matter line 4 is not `key: value`"),
+        "{err}"
+    );
+    assert!(err.contains("unchanged"), "{err}");
+    let kept = err
+        .split("kept in ")
+        .nth(1)
+        .map(str::trim)
+        .expect("the kept file is named");
+    assert!(std::fs::read_to_string(kept)
+        .expect("kept")
+        .contains("type.user"));
+    assert_eq!(std::fs::read_to_string(&path).expect("fact"), saved);
+    // An editor that fails changes nothing; an unchanged file is no new revision.
+    let out = with_editor(&env, "false", &["memory", "edit", "--global", &id]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let out = with_editor(&env, "true", &["memory", "edit", "--global", &id]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no change"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&path).expect("fact"), saved);
+}

@@ -155,3 +155,150 @@ async fn a_global_fact_is_recalled_on_a_host_and_an_unrecalled_one_leaves_no_tra
         Vec::<PathBuf>::new()
     );
 }
+
+/// Runs `reasonix ARGS --ssh DEST` with the test's ssh options and `EDITOR`.
+fn reasonix_ssh(
+    dir: &Path,
+    home: &Path,
+    rx: &Path,
+    ssh: (&str, u16, &Path),
+    editor: &str,
+    args: &[&str],
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .args(args)
+        .args(["--ssh", ssh.0, "-p", &ssh.1.to_string(), "-F", "none"])
+        .arg("-i")
+        .arg(ssh.2)
+        .args(["-o", "IdentityAgent=none"])
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("REASONIX_HOME", rx)
+        .env("RX_SSH_KEY", KEY)
+        .env("EDITOR", editor)
+        .env_remove("VISUAL")
+        .env(
+            "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
+            musl_host_binary(),
+        )
+        .env_remove("SSH_AUTH_SOCK")
+        .output()
+        .expect("run reasonix")
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_cli_over_ssh_adds_edits_and_forgets_in_the_hosts_project_store() {
+    let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
+    let user = TestUser::create(&UserOptions::default()).expect("user");
+    user.write_file("ws3/README.md", "# ws3\n", 0o644)
+        .expect("ws3");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ssh = home.join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("ssh dir");
+    std::fs::write(ssh.join("known_hosts"), sshd.known_hosts_line()).expect("known_hosts");
+    let key = ClientKey::generate(&ssh, "id_e2e", None).expect("key");
+    let rx = dir.path().join("rxhome");
+    std::fs::create_dir_all(&rx).expect("rx");
+    std::fs::write(
+        rx.join("config.toml"),
+        "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_SSH_KEY\"\n",
+    )
+    .expect("config");
+    user.authorize(&key.public).expect("authorize");
+    let dest = format!("{}@127.0.0.1:ws3", user.name);
+    let target = (dest.as_str(), sshd.port(), key.private.as_path());
+    let run = |editor: &str, args: &[&str]| {
+        tokio::task::block_in_place(|| reasonix_ssh(dir.path(), &home, &rx, target, editor, args))
+    };
+
+    // add: the fact lands in the host's project store, not on the laptop.
+    let out = run(
+        "false",
+        &[
+            "memory",
+            "add",
+            "Releases are cut from the trunk-osprey-31 branch.",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let on_host = files_containing(&user.home, "trunk-osprey-31");
+    assert_eq!(on_host.len(), 1, "{on_host:?}");
+    let fact_path = on_host[0].clone();
+    assert!(
+        fact_path
+            .to_string_lossy()
+            .contains(".reasonix/project-memory/")
+            && fact_path.ends_with(format!("{id}.md")),
+        "{fact_path:?}"
+    );
+    assert!(files_containing(&rx, "trunk-osprey-31").is_empty());
+
+    // list and search read the host's store.
+    let out = run("false", &["memory", "list"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&id),
+        "{}",
+        text(&out)
+    );
+    let out = run("false", &["memory", "search", "osprey"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("trunk-osprey-31"),
+        "{}",
+        text(&out)
+    );
+
+    // edit with a scripted $EDITOR: saved as revision 2 on the host.
+    let out = run(
+        "sed -i s/trunk-osprey-31/main-osprey-32/",
+        &["memory", "edit", &id],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("revision 2"));
+    let now = std::fs::read_to_string(&fact_path).unwrap();
+    assert!(
+        now.contains("main-osprey-32") && now.contains("revision: 2"),
+        "{now}"
+    );
+
+    // A malformed edit is refused with its line named; the fact stays as it was.
+    let out = run(
+        "sed -i s/scope:.project/scope:.everywhere/",
+        &["memory", "edit", &id],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("front matter line 5")
+            && err.contains("everywhere")
+            && err.contains("unchanged"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&fact_path).unwrap(), now);
+
+    // forget archives it on the host.
+    let out = run("false", &["memory", "forget", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!fact_path.exists());
+    let archived = files_containing(&user.home, "main-osprey-32");
+    assert!(
+        archived
+            .iter()
+            .any(|p| p.to_string_lossy().contains("/archive/")),
+        "{archived:?}"
+    );
+    // --global stays on the laptop: it cannot be combined with --ssh.
+    let out = run("false", &["memory", "list", "--global"]);
+    assert!(!out.status.success(), "{}", text(&out));
+}

@@ -267,25 +267,28 @@ impl Fact {
                 )));
             };
             let v = v.trim().trim_matches('"').trim_matches('\'').trim();
+            let at = |e: FactError| bad(format!("front matter line {}: {}", n + 2, e.0));
             match k.trim() {
                 "id" => f.id = v.to_string(),
                 "revision" => {
                     f.revision = v.parse().ok().filter(|r| *r >= 1).ok_or_else(|| {
-                        bad(format!("revision {v:?} is not a positive whole number"))
+                        at(bad(format!(
+                            "revision {v:?} is not a positive whole number"
+                        )))
                     })?
                 }
                 "type" => {
                     has_type = true;
                     f.kind = FactType::parse(v).ok_or_else(|| {
-                        bad(format!(
+                        at(bad(format!(
                             "type {v:?} is not one of user, feedback, project, reference"
-                        ))
+                        )))
                     })?
                 }
                 "scope" => {
                     has_scope = true;
                     f.scope = Scope::parse(v)
-                        .ok_or_else(|| bad(format!("scope {v:?} is not project or global")))?
+                        .ok_or_else(|| at(bad(format!("scope {v:?} is not project or global"))))?
                 }
                 "keywords" => {
                     f.keywords = v
@@ -304,7 +307,7 @@ impl Fact {
                     f.pinned = match v {
                         "true" | "yes" => true,
                         "false" | "no" | "" => false,
-                        _ => return Err(bad(format!("pinned {v:?} is not true or false"))),
+                        _ => return Err(at(bad(format!("pinned {v:?} is not true or false")))),
                     }
                 }
                 "expires" => f.expires = Some(v.to_string()).filter(|s| !s.is_empty()),

@@ -7,6 +7,7 @@
 //! ([`crate::proto::MemorySettings`]) for recall only.
 
 pub mod fact;
+pub mod ops;
 pub mod recall;
 pub mod secret;
 pub mod store;

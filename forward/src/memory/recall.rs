@@ -112,43 +112,71 @@ pub fn tokenize(text: &str) -> Vec<String> {
     out
 }
 
+/// BM25 parameters.
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// How many of the best facts [`select`] looks at first (it falls back to every match when
+/// expired or skipped facts leave it short).
+const TOP_FIRST: usize = 32;
+
 /// A BM25 index over facts (k1 = 1.2, b = 0.75), built once per store change: an inverted
-/// index, so a query touches only the facts that share a term with it.
+/// index, so a query touches only the facts that share a term with it. Each posting carries
+/// its fact's term-frequency weight `f·(k1+1) / (f + k1·norm)`, computed at build time, so a
+/// query only multiplies by the term's idf and adds.
 #[derive(Debug, Default)]
 pub struct Index {
-    postings: HashMap<String, Vec<(u32, u32)>>,
-    lens: Vec<u32>,
-    avg: f64,
+    postings: HashMap<String, Vec<(u32, f32)>>,
+    docs: usize,
 }
 
 impl Index {
     /// Indexes the search text of `facts` (same order).
     pub fn build(facts: &[Fact]) -> Index {
-        let mut idx = Index::default();
-        for (i, f) in facts.iter().enumerate() {
+        let mut counts: Vec<HashMap<String, u32>> = Vec::with_capacity(facts.len());
+        let mut lens: Vec<u32> = Vec::with_capacity(facts.len());
+        for f in facts {
             let mut tf: HashMap<String, u32> = HashMap::new();
             for t in tokenize(&f.search_text()) {
                 *tf.entry(t).or_insert(0) += 1;
             }
-            idx.lens.push(tf.values().sum());
-            for (t, n) in tf {
-                idx.postings.entry(t).or_default().push((i as u32, n));
+            lens.push(tf.values().sum());
+            counts.push(tf);
+        }
+        let n = lens.len().max(1) as f64;
+        let avg = (lens.iter().map(|l| *l as f64).sum::<f64>() / n).max(1.0);
+        let mut idx = Index {
+            postings: HashMap::new(),
+            docs: facts.len(),
+        };
+        for (i, tf) in counts.into_iter().enumerate() {
+            let k1norm = K1 * (1.0 - B + B * lens[i] as f64 / avg);
+            for (t, f) in tf {
+                let f = f as f64;
+                let w = f * (K1 + 1.0) / (f + k1norm);
+                idx.postings
+                    .entry(t)
+                    .or_default()
+                    .push((i as u32, w as f32));
             }
         }
-        let n = idx.lens.len().max(1) as f64;
-        idx.avg = idx.lens.iter().map(|l| *l as f64).sum::<f64>() / n;
         idx
     }
 
     /// (index, score) of the facts matching `query`, best first (ties: lower index first).
     pub fn search(&self, query: &str) -> Vec<(usize, f64)> {
+        self.search_top(query, usize::MAX)
+    }
+
+    /// The best `k` of [`Index::search`] (all of them when fewer match), without sorting
+    /// the rest.
+    pub fn search_top(&self, query: &str, k: usize) -> Vec<(usize, f64)> {
         let mut terms = tokenize(query);
         terms.sort();
         terms.dedup();
-        let n = self.lens.len() as f64;
-        let (k1, b) = (1.2, 0.75);
+        let n = self.docs as f64;
         // Dense accumulator: one slot per fact, and the list of the facts touched.
-        let mut acc: Vec<f64> = vec![0.0; self.lens.len()];
+        let mut acc: Vec<f64> = vec![0.0; self.docs];
         let mut touched: Vec<u32> = Vec::new();
         for t in &terms {
             let Some(list) = self.postings.get(t) else {
@@ -156,14 +184,12 @@ impl Index {
             };
             let df = list.len() as f64;
             let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            for &(doc, f) in list {
-                let f = f as f64;
-                let norm = 1.0 - b + b * self.lens[doc as usize] as f64 / self.avg.max(1.0);
+            for &(doc, w) in list {
                 let slot = &mut acc[doc as usize];
                 if *slot == 0.0 {
                     touched.push(doc);
                 }
-                *slot += idf * f * (k1 + 1.0) / (f + k1 * norm);
+                *slot += idf * w as f64;
             }
         }
         let mut scores: Vec<(usize, f64)> = touched
@@ -171,19 +197,22 @@ impl Index {
             .map(|d| (d as usize, acc[d as usize]))
             .filter(|(_, s)| *s > 0.0)
             .collect();
-        scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let order = |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if k < scores.len() {
+            scores.select_nth_unstable_by(k, order);
+            scores.truncate(k);
+        }
+        scores.sort_by(order);
         scores
     }
 
     /// Approximate heap bytes of the index (for the benchmark).
     pub fn heap_bytes(&self) -> usize {
-        let entry = std::mem::size_of::<(String, Vec<(u32, u32)>)>() + 8;
-        let postings: usize = self
-            .postings
+        let entry = std::mem::size_of::<(String, Vec<(u32, f32)>)>() + 8;
+        self.postings
             .iter()
             .map(|(k, v)| k.capacity() + entry + v.capacity() * 8)
-            .sum();
-        postings + self.lens.capacity() * 4
+            .sum()
     }
 }
 
@@ -197,13 +226,27 @@ pub fn select(
     now: &str,
     skip: &[String],
 ) -> Vec<usize> {
-    let ranked = index.search(query);
+    // The best few first; every match only when expired or skipped facts leave them short.
+    let first = index.search_top(query, TOP_FIRST);
+    let picked = pick(facts, &first, now, skip);
+    if picked.len() == MAX_RECALLED || first.len() < TOP_FIRST {
+        return picked;
+    }
+    let last = first.last().map(|r| r.1).unwrap_or(0.0);
+    let top = first.first().map(|r| r.1).unwrap_or(0.0);
+    if last < top * RELATIVE_CUTOFF {
+        return picked;
+    }
+    pick(facts, &index.search(query), now, skip)
+}
+
+fn pick(facts: &[Fact], ranked: &[(usize, f64)], now: &str, skip: &[String]) -> Vec<usize> {
     let Some(&(_, top)) = ranked.first() else {
         return Vec::new();
     };
     let mut out = Vec::new();
     let mut chars = 0;
-    for (i, score) in ranked {
+    for &(i, score) in ranked {
         if out.len() == MAX_RECALLED || score < top * RELATIVE_CUTOFF {
             break;
         }

@@ -177,3 +177,43 @@ fn pinned_block_is_bounded() {
     assert!(text.contains("[a · project]"));
     assert_eq!(left, ["b"]);
 }
+
+/// Many near-identical facts: the top-k path must give exactly the prefix of the full
+/// ranking, and `select` must still fill up from further down when the best ones are skipped.
+#[test]
+fn top_k_is_the_prefix_of_the_full_ranking_and_skips_fall_back() {
+    let many: Vec<Fact> = (0..200)
+        .map(|i| {
+            fact(
+                &format!("m-{i:03}"),
+                None,
+                &[],
+                &format!(
+                    "deploy helm chart {} timeout retry {}",
+                    "staging ".repeat(i % 7),
+                    "note ".repeat(i % 5)
+                ),
+            )
+        })
+        .collect();
+    let index = Index::build(&many);
+    for q in [
+        "deploy staging",
+        "helm timeout retry",
+        "note",
+        "chart staging note",
+    ] {
+        let all = index.search(q);
+        for k in [1, 4, 32, 500] {
+            let top = index.search_top(q, k);
+            assert_eq!(top.as_slice(), &all[..k.min(all.len())], "{q} k={k}");
+        }
+    }
+    // Skip the 40 best: select must look past the first TOP_FIRST and still pick 4.
+    let q = "deploy staging";
+    let all = index.search(q);
+    let skip: Vec<String> = all[..40].iter().map(|(i, _)| many[*i].id.clone()).collect();
+    let picked = select(&many, &index, q, "2026-12-05", &skip);
+    let want: Vec<usize> = all[40..44].iter().map(|(i, _)| *i).collect();
+    assert_eq!(picked, want);
+}

@@ -188,6 +188,11 @@ impl Store {
         &self.dir
     }
 
+    /// The scope of the facts it holds.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
     /// The active facts.
     pub fn load(&self) -> Loaded {
         load_dir(&self.dir, Origin::Store(self.scope))

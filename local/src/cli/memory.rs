@@ -1,21 +1,28 @@
 //! `reasonix memory`: the remembered facts, for people and scripts, on the same files the
 //! agent uses (`docs/MEMORY.md`). Without `--global` it works on the current workspace's
 //! project store (local mode: the store the local daemon uses); with `--global` on the user's
-//! own store on this laptop. Not built yet: `--ssh DEST` (a host workspace's project store)
-//! and `edit`.
+//! own store on this laptop; with `--ssh DEST` on that host workspace's project store,
+//! through the link ([`reasonix_forward::proto::Request::Memory`]; the global store stays
+//! on the laptop). `edit ID` opens the fact in `$EDITOR` and saves it only when it is still
+//! a sound fact.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use reasonix_forward::memory::fact::{new_id, now_rfc3339, truncate};
+use reasonix_forward::memory::fact::{new_id, now_rfc3339};
+use reasonix_forward::memory::ops::{MemoryOp, MemoryReply};
 use reasonix_forward::memory::recall::Index;
 use reasonix_forward::memory::secret::find_secret;
 use reasonix_forward::memory::{
     project_dir, workspace_key, Fact, FactType, Scope, Store, EXPORT_DIR,
 };
+use reasonix_forward::proto::MemoryFile;
 use reasonix_local::config::reasonix_home;
+use reasonix_local::memory::access::Access;
+use reasonix_local::memory::command::line;
 
-use super::CliError;
+use super::{connector_for, load_config, CliError, SshArgs};
 
 /// Which store a command works on.
 #[derive(Args, Clone, Default)]
@@ -26,6 +33,11 @@ pub(super) struct Target {
     /// Workspace folder (default: the current folder).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// The project store of a host workspace over SSH: `[user@]host[:/path]`.
+    #[arg(long, value_name = "DEST", conflicts_with = "global")]
+    ssh: Option<String>,
+    #[command(flatten)]
+    ssh_opts: SshArgs,
 }
 
 /// `reasonix memory` subcommands.
@@ -72,6 +84,14 @@ pub(super) enum MemoryCmd {
         #[command(flatten)]
         target: Target,
     },
+    /// Edit a fact in `$VISUAL`/`$EDITOR`; a result that is not a sound fact is refused
+    /// (naming the problem and the line) and the fact stays as it was.
+    Edit {
+        /// Fact id.
+        id: String,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Archive a fact (recoverable with `restore`).
     Forget {
         /// Fact id.
@@ -94,65 +114,95 @@ pub(super) enum MemoryCmd {
     },
 }
 
-fn store(t: &Target) -> Result<(Store, PathBuf), CliError> {
+/// The store `t` names: the laptop's global store, a local workspace's project store, or a
+/// host workspace's project store through the link.
+async fn access(t: &Target) -> Result<Access, CliError> {
+    if t.ssh.is_some() || t.ssh_opts.exec.is_set() {
+        return remote(t).await;
+    }
     let home = reasonix_home().map_err(CliError::usage)?;
+    if t.global {
+        return Ok(Access::Local(reasonix_local::memory::global_store(&home)));
+    }
     let ws = super::workspace_or_cwd(t.workspace.clone())?;
     let ws = ws.canonicalize().unwrap_or(ws);
-    if t.global {
-        return Ok((reasonix_local::memory::global_store(&home), ws));
-    }
-    Ok((
-        Store::new(project_dir(&home, &workspace_key(&ws)), Scope::Project),
-        ws,
-    ))
+    Ok(Access::Local(Store::new(
+        project_dir(&home, &workspace_key(&ws)),
+        Scope::Project,
+    )))
 }
 
-fn line(f: &Fact) -> String {
-    format!(
-        "{}  {:<7} {:<9} {}{}{}",
-        f.id,
-        f.scope.as_str(),
-        f.kind.as_str(),
-        if f.pinned { "[pinned] " } else { "" },
-        f.subject
-            .as_ref()
-            .map(|s| format!("({s}) "))
-            .unwrap_or_default(),
-        truncate(&f.body.replace('\n', " "), 100)
-    )
+/// Connects to the host workspace of `t` (installing or starting its daemon as any session
+/// would) and waits until the link is up.
+async fn remote(t: &Target) -> Result<Access, CliError> {
+    let workspace = super::workspace_or_cwd(t.workspace.clone())?;
+    let mut config = load_config(&workspace, None, None, true)?;
+    let connector = connector_for(t.ssh.as_deref(), &t.ssh_opts, workspace, false, false)?;
+    config.apply_workspace(&connector.describe());
+    let (options, _) = reasonix_local::client::options_for(&config);
+    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
+    let (client, mut events) = reasonix_local::client::Client::start(connector, gateway, options);
+    use reasonix_local::client::{ClientEvent, ConnState};
+    let limit = std::time::Duration::from_secs(120);
+    let up = async {
+        loop {
+            match events.recv().await {
+                Some(ClientEvent::Connection(ConnState::Connected { .. })) => return Ok(()),
+                Some(ClientEvent::Connection(ConnState::Failed { reason, .. })) => {
+                    return Err(CliError::connection(reason))
+                }
+                Some(_) => {}
+                None => return Err(CliError::connection("the client stopped")),
+            }
+        }
+    };
+    match tokio::time::timeout(limit, up).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(CliError::connection(format!(
+                "no connection to the host within {} s",
+                limit.as_secs()
+            )))
+        }
+    }
+    // Keep draining the client's events so it never blocks on them.
+    tokio::spawn(async move { while events.recv().await.is_some() {} });
+    Ok(Access::Remote(client))
+}
+
+async fn run(a: &Access, op: MemoryOp) -> Result<MemoryReply, CliError> {
+    a.run(op).await.map_err(CliError::failed)
 }
 
 /// Runs one `reasonix memory` command.
-pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
+pub(super) async fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
     match cmd {
         MemoryCmd::List { target, archived } => {
-            let (s, _) = store(&target)?;
-            let loaded = if archived { s.archived() } else { s.load() };
-            for n in &loaded.notices {
+            let r = run(&access(&target).await?, MemoryOp::List { archived }).await?;
+            for n in &r.notices {
                 eprintln!("reasonix: {n}");
             }
-            for f in &loaded.facts {
-                println!("{}", line(f));
+            for f in r.parsed() {
+                println!("{}", line(&f));
             }
             Ok(())
         }
         MemoryCmd::Search { query, target } => {
-            let (s, _) = store(&target)?;
-            let loaded = s.load();
-            let index = Index::build(&loaded.facts);
+            let r = run(&access(&target).await?, MemoryOp::List { archived: false }).await?;
+            let facts = r.parsed();
+            let index = Index::build(&facts);
             for (i, _) in index.search(&query) {
-                println!("{}", line(&loaded.facts[i]));
+                println!("{}", line(&facts[i]));
             }
             Ok(())
         }
         MemoryCmd::Show { id, target } => {
-            let (s, _) = store(&target)?;
-            let loaded = s.load();
-            let f = loaded.facts.iter().find(|f| f.id == id).ok_or_else(|| {
-                CliError::failed(format!("no fact with id {id:?} in {}", s.dir().display()))
-            })?;
-            print!("{}", f.to_markdown());
-            for r in s.revisions(&id) {
+            let r = run(&access(&target).await?, MemoryOp::Show { id }).await?;
+            let facts = r.parsed();
+            if let Some(f) = facts.first() {
+                print!("{}", f.to_markdown());
+            }
+            for r in facts.iter().skip(1) {
                 println!(
                     "\n[earlier revision {} · {}]\n{}",
                     r.revision, r.updated, r.body
@@ -168,7 +218,6 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
             pinned,
             target,
         } => {
-            let (s, _) = store(&target)?;
             let content = content.trim().to_string();
             if content.is_empty() {
                 return Err(CliError::usage("the fact is empty"));
@@ -188,19 +237,22 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
             } else {
                 Scope::Project
             };
-            let now = now_rfc3339();
-            let old = subject.as_ref().and_then(|sub| {
-                s.load()
-                    .facts
+            let a = access(&target).await?;
+            let old = match &subject {
+                Some(sub) => run(&a, MemoryOp::List { archived: false })
+                    .await?
+                    .parsed()
                     .into_iter()
-                    .find(|f| f.subject.as_deref() == Some(sub.as_str()))
-            });
+                    .find(|f| f.subject.as_deref() == Some(sub.as_str())),
+                None => None,
+            };
+            let now = now_rfc3339();
             let fact = Fact {
                 id: old
                     .as_ref()
                     .map(|f| f.id.clone())
                     .unwrap_or_else(|| new_id(&content)),
-                revision: old.as_ref().map(|f| f.revision + 1).unwrap_or(1),
+                revision: 1,
                 kind,
                 scope,
                 keywords: keywords
@@ -210,38 +262,32 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
                     .filter(|k| !k.is_empty())
                     .collect(),
                 subject,
-                created: old
-                    .as_ref()
-                    .map(|f| f.created.clone())
-                    .unwrap_or_else(|| now.clone()),
+                created: now.clone(),
                 updated: now,
                 session: None,
                 pinned,
                 expires: None,
                 body: content,
             };
-            let r = if old.is_some() {
-                s.supersede(&fact)
+            let file = reasonix_local::memory::access::file_of(&fact);
+            let op = if old.is_some() {
+                MemoryOp::Replace { file }
             } else {
-                s.create(&fact)
+                MemoryOp::Create { file }
             };
-            r.map_err(CliError::failed)?;
+            run(&a, op).await?;
             println!("{}", fact.id);
             Ok(())
         }
+        MemoryCmd::Edit { id, target } => edit(&access(&target).await?, &id).await,
         MemoryCmd::Forget { id, target } => {
-            let (s, _) = store(&target)?;
-            let p = s.forget(&id).map_err(CliError::failed)?;
-            println!(
-                "archived {id} at {} (restore with `reasonix memory restore {id}`)",
-                p.display()
-            );
+            let r = run(&access(&target).await?, MemoryOp::Forget { id }).await?;
+            println!("{}", r.message);
             Ok(())
         }
         MemoryCmd::Restore { id, target } => {
-            let (s, _) = store(&target)?;
-            s.restore(&id).map_err(CliError::failed)?;
-            println!("restored {id}");
+            let r = run(&access(&target).await?, MemoryOp::Restore { id }).await?;
+            println!("{}", r.message);
             Ok(())
         }
         MemoryCmd::Export { target } => {
@@ -250,7 +296,16 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
                     "global facts are the user's own and are never exported into a repository",
                 ));
             }
-            let (s, ws) = store(&target)?;
+            if target.ssh.is_some() {
+                return Err(CliError::usage(
+                    "export writes into the workspace's repository on the host: run `reasonix memory export` there (or `list`/`show` the facts from here)",
+                ));
+            }
+            let Access::Local(s) = access(&target).await? else {
+                return Err(CliError::usage("export needs a local workspace"));
+            };
+            let ws = super::workspace_or_cwd(target.workspace.clone())?;
+            let ws = ws.canonicalize().unwrap_or(ws);
             let dest = Store::new(ws.join(EXPORT_DIR), Scope::Project);
             let mut n = 0;
             for mut f in s.load().facts {
@@ -268,5 +323,87 @@ pub(super) fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
             println!("exported {n} fact(s) to {}", dest.dir().display());
             Ok(())
         }
+    }
+}
+
+/// `reasonix memory edit ID`: the fact file in `$VISUAL`/`$EDITOR` (default `vi`); saved as
+/// its next revision when it is still a sound fact of the same id and scope, refused
+/// otherwise (the old fact stays; the edited text is kept in a file named in the error).
+async fn edit(a: &Access, id: &str) -> Result<(), CliError> {
+    let r = run(a, MemoryOp::Show { id: id.into() }).await?;
+    let Some(current) = r.facts.first().cloned() else {
+        return Err(CliError::failed(format!("no fact with id {id:?}")));
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "reasonix-memory-edit-{:016x}",
+        rand::random::<u64>()
+    ));
+    reasonix_forward::private_fs::create_dir_all(&dir)
+        .map_err(|e| CliError::failed(format!("cannot make {}: {e}", dir.display())))?;
+    let result = edit_in(a, id, &current, &dir).await;
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn edit_in(
+    a: &Access,
+    id: &str,
+    current: &MemoryFile,
+    dir: &std::path::Path,
+) -> Result<(), CliError> {
+    let path = dir.join(&current.name);
+    std::fs::write(&path, &current.text)
+        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?;
+    let editor = std::env::var("VISUAL")
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+        .or_else(|| {
+            std::env::var("EDITOR")
+                .ok()
+                .filter(|e| !e.trim().is_empty())
+        })
+        .unwrap_or_else(|| "vi".into());
+    // Through the shell, so `EDITOR="code --wait"` works; the path is an argument, never
+    // part of the command text.
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(&path)
+        .status()
+        .await
+        .map_err(|e| CliError::failed(format!("cannot run the editor {editor:?}: {e}")))?;
+    if !status.success() {
+        return Err(CliError::failed(format!(
+            "the editor {editor:?} exited with {status}; {id} is unchanged"
+        )));
+    }
+    let text = std::fs::read(&path)
+        .map_err(|e| CliError::failed(format!("cannot read {}: {e}", path.display())))?;
+    let text = String::from_utf8(text).map_err(|_| {
+        CliError::failed(format!(
+            "the edited file is not UTF-8 text; {id} is unchanged"
+        ))
+    })?;
+    if text == current.text {
+        println!("no change to {id}");
+        return Ok(());
+    }
+    let file = MemoryFile {
+        name: current.name.clone(),
+        text,
+    };
+    match a.run(MemoryOp::Replace { file }).await {
+        Ok(r) => {
+            println!("{}", r.message);
+            Ok(())
+        }
+        // The user's edit stays in `path` (the folder is not removed on error).
+        Err(e) => Err(CliError::failed(format!(
+            "{e}\n{id} is unchanged; your edited text is kept in {}",
+            path.display()
+        ))),
     }
 }

@@ -484,7 +484,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Term(args)) => term::term(args).await,
         Some(Cmd::Ports(args)) => ports::ports(args).await,
         Some(Cmd::Sessions { action, list }) => sessions::sessions(action, list).await,
-        Some(Cmd::Memory { action }) => memory::memory(action),
+        Some(Cmd::Memory { action }) => memory::memory(action).await,
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,

@@ -3,6 +3,9 @@
 //! open for recall and written only here: when the host reports that the model remembered
 //! (or forgot) a global fact with the user's approval, the driving laptop applies it.
 
+pub mod access;
+pub mod command;
+
 use std::path::Path;
 
 use reasonix_forward::memory::store::load_dir;

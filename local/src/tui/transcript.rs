@@ -674,6 +674,34 @@ impl Transcript {
             .collect()
     }
 
+    /// Ids of the facts that `remember` calls of turn `turn` and later wrote (from their
+    /// results: `remembered project fact ID (…` / `remembered global fact ID (…`).
+    pub(crate) fn remembered_since(&self, turn: u64) -> Vec<String> {
+        let mut current = 0;
+        let mut out = Vec::new();
+        for e in &self.entries {
+            match &e.kind {
+                EntryKind::User { turn: t, .. } => current = *t,
+                EntryKind::Tool(c)
+                    if current >= turn
+                        && c.name == "remember"
+                        && c.state == (ToolState::Done { is_error: false }) =>
+                {
+                    let mut w = c.output.split_whitespace();
+                    if let (Some("remembered"), Some(_), Some("fact"), Some(id)) =
+                        (w.next(), w.next(), w.next(), w.next())
+                    {
+                        if !out.iter().any(|o| o == id) {
+                            out.push(id.to_string());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// Text of the last assistant answer.
     /// The `n`-th most recent tool call that finished (1 = the last): its name, output and
     /// the reference to its full output when the output is a preview.

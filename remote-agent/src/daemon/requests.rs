@@ -219,6 +219,21 @@ impl Daemon {
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
             Request::Hooks { hooks } => Ok(Response::Hooks(self.hooks_report(conn, hooks))),
+            Request::Memory { op } => {
+                let store = reasonix_forward::memory::Store::new(
+                    reasonix_forward::memory::project_dir(&self.paths.home, &self.paths.key),
+                    reasonix_forward::memory::Scope::Project,
+                );
+                tokio::task::spawn_blocking(move || {
+                    reasonix_forward::memory::ops::apply(&store, &op)
+                })
+                .await
+                .map_err(|e| {
+                    RpcError::new(ErrorCode::Internal, format!("memory request failed: {e}"))
+                })?
+                .map(Response::Memory)
+                .map_err(|e| RpcError::new(ErrorCode::Invalid, e))
+            }
             Request::McpPrompts => {
                 let managers = self.mcp_managers(conn).await;
                 let (prompts, problems) = crate::mcp::prompt::list_prompts(&managers).await;

@@ -162,6 +162,9 @@ impl App {
                     }
                 }
                 let conversation = matches!(scope, RewindScope::Conversation | RewindScope::Both);
+                if !dry_run {
+                    self.offer_forget_after_rewind();
+                }
                 if conversation && !dry_run {
                     // The host cut its journal: reload the transcript from the start.
                     let session = self.session.clone();

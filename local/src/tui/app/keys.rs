@@ -19,6 +19,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "!cmd / !!cmd",
         "run cmd on the host (!! keeps the output from the model)",
     ),
+    (
+        "# note",
+        "remember a note (asks project or global, and its type; /memory lists them)",
+    ),
     ("Tab", "complete a /command or @path"),
     (
         "Shift+Tab",
@@ -405,6 +409,7 @@ impl App {
             _ => {}
         }
         match ov {
+            Overlay::Memory(_) => self.memory_key(key),
             Overlay::Help { scroll } => {
                 match key.code {
                     KeyCode::Up | KeyCode::Char('k') => {
@@ -656,6 +661,13 @@ impl App {
                 self.completion = None;
                 return self.command(cmd.trim());
             }
+        }
+        if text
+            .strip_prefix('#')
+            .is_some_and(|rest| rest.starts_with(' ') && !rest.trim().is_empty())
+        {
+            // `# note`: remember it (a modal asks where) instead of sending it.
+            return self.note_line(&text);
         }
         if self.role == Some(ClientRole::Spectator) {
             self.set_hint("read-only spectator: /takeover to drive this session");

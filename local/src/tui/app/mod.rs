@@ -7,6 +7,7 @@ mod context;
 mod effort;
 mod events;
 mod keys;
+mod memory;
 mod plan;
 mod retry;
 mod slash;
@@ -36,6 +37,8 @@ use crate::config::Prices;
 pub(crate) use completion::{CompKind, Completion};
 pub use effort::ModelEfforts;
 pub(crate) use keys::KEYS;
+pub use memory::MemoryAction;
+pub(crate) use memory::MemoryAsk;
 pub(crate) use plan::ANSWERS as PLAN_ANSWERS;
 pub(crate) use slash::{SlashCommand, SlashSpec};
 pub(crate) use terminal::TermTab;
@@ -137,6 +140,8 @@ pub enum Action {
     SetMode(String),
     /// `/ports [open N|stop N|add SPEC]`: the laptop's forwards of the host's ports.
     Ports(String),
+    /// `/memory …`, a confirmed `# note`, a confirmed forget (#32).
+    Memory(MemoryAction),
     /// Send `Request::Rewind`.
     Rewind {
         /// Deduplication id.
@@ -478,6 +483,8 @@ pub(crate) enum Overlay {
         error: Option<String>,
         scroll: usize,
     },
+    /// A memory write waiting for the user (`# note`, forget).
+    Memory(MemoryAsk),
 }
 
 /// A question put to the user by the SSH code.
@@ -602,6 +609,8 @@ pub struct App {
     pub(crate) terms: terminal::Terms,
     /// The model-request retry in progress (#15), for the status line.
     pub(crate) retry: Option<retry::RetryView>,
+    /// Facts the turns of the rewind in flight remembered (offered to forget after it).
+    rewind_remembered: Vec<String>,
 }
 
 fn rid(prefix: &str) -> String {
@@ -703,6 +712,7 @@ impl App {
             big_confirmed: false,
             terms: terminal::Terms::default(),
             retry: None,
+            rewind_remembered: Vec::new(),
         }
     }
 

@@ -28,6 +28,7 @@ pub(crate) enum SlashCommand {
     Rename,
     Plan,
     Ports,
+    Memory,
     Quit,
 }
 
@@ -68,6 +69,7 @@ impl SlashCommand {
         Self::Rename,
         Self::Plan,
         Self::Ports,
+        Self::Memory,
         Self::Quit,
     ];
 
@@ -181,6 +183,12 @@ impl SlashCommand {
                 "[open|stop N|add SPEC]",
                 "host ports forwarded here: list, open (browser), stop, add [HOST:]PORT",
             ),
+            Self::Memory => (
+                "memory",
+                &[],
+                "[search W|show ID|pin ID|unpin ID|forget ID|restore ID|archived]",
+                "remembered facts (project on the host, global on this laptop); `# text` remembers a note",
+            ),
             Self::Quit => (
                 "quit",
                 &["exit", "q"],
@@ -261,12 +269,19 @@ impl App {
             return Vec::new();
         }
         match (to_turn, bad) {
-            (Some(to_turn), None) => vec![Action::Rewind {
-                request_id: rid("rewind"),
-                to_turn,
-                scope,
-                dry_run,
-            }],
+            (Some(to_turn), None) => {
+                self.rewind_remembered = if dry_run {
+                    Vec::new()
+                } else {
+                    self.transcript.remembered_since(to_turn)
+                };
+                vec![Action::Rewind {
+                    request_id: rid("rewind"),
+                    to_turn,
+                    scope,
+                    dry_run,
+                }]
+            }
             (_, bad) => {
                 let turns = self.transcript.user_turns();
                 let mut text = String::new();
@@ -463,6 +478,7 @@ impl App {
             }
             SlashCommand::Rewind => self.rewind_command(arg),
             SlashCommand::Ports => vec![Action::Ports(arg.to_string())],
+            SlashCommand::Memory => self.memory_command(arg),
             SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Mcp {

@@ -16,7 +16,9 @@ use ratatui::Frame;
 use reasonix_bootstrap::{HostKeyStatus, SecretPurpose, Stage};
 use reasonix_forward::proto::{ClientRole, TurnState};
 
-use super::app::{App, CompKind, ConnView, Overlay, PromptModal, SlashCommand, KEYS, PLAN_ANSWERS};
+use super::app::{
+    App, CompKind, ConnView, MemoryAsk, Overlay, PromptModal, SlashCommand, KEYS, PLAN_ANSWERS,
+};
 use super::diff;
 use super::theme;
 use super::transcript::Scroll;

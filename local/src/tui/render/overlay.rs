@@ -333,6 +333,7 @@ pub(super) fn render_overlay(
                 max_w,
             );
         }
+        Overlay::Memory(ask) => render_memory_ask(ask, frame, area, max_w, iw),
         Overlay::ConfirmSend { tokens, window } => {
             let kw = 16usize;
             let mut lines = Vec::new();
@@ -561,4 +562,64 @@ fn picker_rows<'a, T>(
             ])
         })
         .collect()
+}
+
+/// The memory modal: where to remember a `# note`, or whether to forget facts.
+fn render_memory_ask(ask: &MemoryAsk, frame: &mut Frame<'_>, area: Rect, max_w: u16, iw: usize) {
+    let kw = 8usize;
+    let mut lines = Vec::new();
+    let title = match ask {
+        MemoryAsk::Note { text, scope, kind } => {
+            lines.extend(wrap_text(text, iw, theme::text(), &[]));
+            lines.push(Line::default());
+            let scope_text = match scope {
+                reasonix_forward::memory::Scope::Project => {
+                    "project — this workspace, kept on its host"
+                }
+                reasonix_forward::memory::Scope::Global => {
+                    "global — yours, kept on this laptop, recalled on every host"
+                }
+            };
+            lines.extend(kv("Scope", scope_text.to_string(), iw, kw));
+            lines.extend(kv("Type", kind.as_str().to_string(), iw, kw));
+            lines.push(Line::default());
+            lines.push(Line::from(vec![
+                Span::styled("Enter/y", theme::key()),
+                Span::raw(" remember · "),
+                Span::styled("Tab/p/g", theme::key()),
+                Span::raw(" scope · "),
+                Span::styled("t", theme::key()),
+                Span::raw(" type · "),
+                Span::styled("Esc/n", theme::key()),
+                Span::raw(" cancel"),
+            ]));
+            "Remember this note?"
+        }
+        MemoryAsk::Forget { ids, why } => {
+            lines.extend(wrap_text(
+                &format!("Forget {} fact(s)? ({why})", ids.len()),
+                iw,
+                theme::text(),
+                &[],
+            ));
+            for id in ids {
+                lines.push(Line::from(Span::raw(format!("  {id}"))));
+            }
+            lines.extend(wrap_text(
+                "Forgotten facts move to the archive (`/memory restore ID` brings one back).",
+                iw,
+                theme::dim(),
+                &[],
+            ));
+            lines.push(Line::default());
+            lines.push(Line::from(vec![
+                Span::styled("Enter/y", theme::key()),
+                Span::raw(" forget · "),
+                Span::styled("Esc/n", theme::key()),
+                Span::raw(" keep them"),
+            ]));
+            "Forget remembered facts?"
+        }
+    };
+    show_modal(frame, area, title, theme::border_active(), lines, max_w);
 }

@@ -74,6 +74,33 @@ impl Exec {
         let _ = self.tx.send(AppEvent::Permissions { text, error });
     }
 
+    /// `/memory …`, a confirmed `# note` or forget (#32): the project store on the host
+    /// through the link, the global store on this laptop; the outcome goes into the
+    /// transcript.
+    fn memory(&self, action: crate::tui::app::MemoryAction) {
+        use crate::memory::access::{new_fact, Access};
+        use crate::tui::app::MemoryAction;
+        let home = self.config().home.clone();
+        let stores = crate::memory::command::Stores {
+            project: Access::Remote(self.client.clone()),
+            global: Access::Local(crate::memory::global_store(&home)),
+        };
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let (text, error) = match action {
+                MemoryAction::Command(arg) => stores.command(&arg).await,
+                MemoryAction::Forget(ids) => stores.forget(&ids).await,
+                MemoryAction::Note { text, scope, kind } => {
+                    match stores.save(&new_fact(&text, kind, scope)).await {
+                        Ok(t) => (t, false),
+                        Err(e) => (format!("not remembered: {e}"), true),
+                    }
+                }
+            };
+            let _ = tx.send(AppEvent::Permissions { text, error });
+        });
+    }
+
     /// `/hooks [trust [PATH]]`: the host's report; with `trust`, the project hook files as
     /// the host read them are trusted (records on this laptop) and the session adopts them.
     /// Shown in the transcript (as `/permissions` is).
@@ -505,6 +532,7 @@ impl Exec {
             Action::CreateWorkspace => self.client.create_workspace(),
             Action::Permissions { remove } => self.permissions(remove),
             Action::Hooks { trust, path } => self.hooks(trust, path),
+            Action::Memory(a) => self.memory(a),
             Action::Ports(arg) => {
                 let (ports, tx, arg) = (Arc::clone(&self.ports), self.tx.clone(), arg.clone());
                 tokio::spawn(async move {
