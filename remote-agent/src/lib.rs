@@ -19,6 +19,7 @@ pub mod memory;
 pub mod paths;
 pub mod plan;
 pub mod policy;
+pub mod copy;
 pub mod ports;
 pub mod preflight;
 pub mod project;
