@@ -63,9 +63,10 @@ pub(super) async fn cp(args: CpArgs) -> Result<(), CliError> {
     let work = async {
         for src in &spots {
             let bar = Bar::new(format!("{src}"));
-            let s = copy_one(&client, &policy, src, &dest, args.recursive, &bar)
-                .await
-                .map_err(|e| CliError::new(Exit::Failed, e))?;
+            let show = |p| bar.show(p);
+            let r = copy_one(&client, &policy, src, &dest, args.recursive, &show).await;
+            bar.end();
+            let s = r.map_err(|e| CliError::new(Exit::Failed, e))?;
             eprintln!("reasonix: {}", describe(&s));
         }
         Ok::<(), CliError>(())

@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use reasonix_forward::channel::{ChannelAccepted, ChannelOpen};
-use reasonix_forward::copy::{self, CopyDir, CopyOpen, Place, Progress, Summary, COPY_WINDOW};
+use reasonix_forward::copy::{
+    self, CopyDir, CopyOpen, Place, Progress, ProgressFn, Summary, COPY_WINDOW,
+};
 use reasonix_forward::policy::SessionPolicy;
 use reasonix_forward::sync::LockExt;
 
@@ -107,7 +109,8 @@ impl Bar {
         }
     }
 
-    fn show(&self, p: Progress) {
+    /// Show `p` (at most ten times a second, and the last).
+    pub fn show(&self, p: Progress) {
         if !self.on {
             return;
         }
@@ -137,7 +140,8 @@ impl Bar {
         let _ = e.flush();
     }
 
-    fn end(&self) {
+    /// End the line.
+    pub fn end(&self) {
         if self.on && self.last.lock_or_recover().is_some() {
             eprintln!();
         }
@@ -161,14 +165,14 @@ pub fn human(n: u64) -> String {
 }
 
 /// Copy one `source` to `dest` through `client`'s host, under `policy` (the laptop's; the
-/// host tightens it). `bar` shows progress.
+/// host tightens it). `progress` hears how far it is ([`Bar::show`] for a terminal).
 pub async fn copy_one(
     client: &Client,
     policy: &SessionPolicy,
     source: &Spot,
     dest: &Spot,
     recursive: bool,
-    bar: &Bar,
+    progress: ProgressFn<'_>,
 ) -> Result<Summary, String> {
     let (dir, host_path, laptop) = match (source, dest) {
         (Spot::Laptop(l), Spot::Host(h)) => (CopyDir::Upload, h.clone(), l.clone()),
@@ -202,18 +206,17 @@ pub async fn copy_one(
         ChannelAccepted::Copy(a) => a.path,
         other => return Err(format!("the host answered the copy with {other:?}")),
     };
-    let show = |p: Progress| bar.show(p);
+    let show = progress;
     let r = match dir {
         CopyDir::Upload => {
             let ok = |_: &Path| Ok(());
-            copy::send(chan, &laptop, recursive, &ok, &show).await
+            copy::send(chan, &laptop, recursive, &ok, show).await
         }
         CopyDir::Download => {
             let dest = laptop.to_string_lossy().into_owned();
-            copy::receive(chan, &dest, &LaptopPlace, &show).await
+            copy::receive(chan, &dest, &LaptopPlace, show).await
         }
     };
-    bar.end();
     r.map_err(|e| match dir {
         CopyDir::Upload => format!("upload of {} to {host_abs} stopped: {e}", laptop.display()),
         CopyDir::Download => format!("download of {host_abs} stopped: {e}"),

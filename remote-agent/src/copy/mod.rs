@@ -44,7 +44,10 @@ impl HostRules {
 
     /// The absolute host path of `raw` (relative to the workspace).
     pub fn resolve_raw(&self, raw: &str) -> PathBuf {
-        self.ctx.resolve(if raw.is_empty() { "." } else { raw })
+        if raw.is_empty() || raw == "." {
+            return self.ctx.workspace.clone();
+        }
+        self.ctx.resolve(raw)
     }
 
     /// Why `path` may not be written, or its checked (symlink-resolved) form.
