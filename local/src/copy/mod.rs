@@ -7,6 +7,10 @@
 //! ([`reasonix_forward::copy`]): the laptop sends (upload) or receives (download); the host
 //! checks every path against its rules ([`reasonix_forward::copy::CopyOpen::policy`]).
 
+mod ui;
+
+pub use ui::{pasted_path, quote, run as workbench, split_args};
+
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

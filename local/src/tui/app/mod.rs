@@ -137,6 +137,13 @@ pub enum Action {
     SetMode(String),
     /// `/ports [open N|stop N|add SPEC]`: the laptop's forwards of the host's ports.
     Ports(String),
+    /// `/upload ARGS` (`upload`) or `/download ARGS`: a file copy over the link.
+    Transfer {
+        /// Laptop to host.
+        upload: bool,
+        /// The command's arguments.
+        arg: String,
+    },
     /// Send `Request::Rewind`.
     Rewind {
         /// Deduplication id.

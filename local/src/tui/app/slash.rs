@@ -28,6 +28,8 @@ pub(crate) enum SlashCommand {
     Rename,
     Plan,
     Ports,
+    Upload,
+    Download,
     Quit,
 }
 
@@ -68,6 +70,8 @@ impl SlashCommand {
         Self::Rename,
         Self::Plan,
         Self::Ports,
+        Self::Upload,
+        Self::Download,
         Self::Quit,
     ];
 
@@ -180,6 +184,18 @@ impl SlashCommand {
                 &[],
                 "[open|stop N|add SPEC]",
                 "host ports forwarded here: list, open (browser), stop, add [HOST:]PORT",
+            ),
+            Self::Upload => (
+                "upload",
+                &[],
+                "PATH [HOST_PATH]",
+                "copy a laptop file or folder into the workspace (or to HOST_PATH); SHA-256 checked, resumable",
+            ),
+            Self::Download => (
+                "download",
+                &[],
+                "PATH [LAPTOP_PATH]",
+                "copy a host file or folder to this laptop (the folder Reasonix started in by default)",
             ),
             Self::Quit => (
                 "quit",
@@ -463,6 +479,10 @@ impl App {
             }
             SlashCommand::Rewind => self.rewind_command(arg),
             SlashCommand::Ports => vec![Action::Ports(arg.to_string())],
+            SlashCommand::Upload | SlashCommand::Download => vec![Action::Transfer {
+                upload: cmd == SlashCommand::Upload,
+                arg: arg.to_string(),
+            }],
             SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Mcp {
