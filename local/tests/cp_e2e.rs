@@ -267,6 +267,18 @@ fn a_file_and_a_tree_cross_both_ways_through_a_blackhole_byte_exact() {
         assert_eq!(r.progress.resumed, 0, "{r:?}");
         assert_eq!(sha256_hex(&std::fs::read(again.join("big.bin")).unwrap()), want);
 
+        // The workbench's `/upload` (what a pasted path offers) through the same link.
+        let notices = Mutex::new(Vec::new());
+        let notice = |t: String| notices.lock().unwrap().push(t);
+        let arg = format!("{} shots/", reasonix_local::copy::quote(&tree.join("a/b/note.txt").display().to_string()));
+        reasonix_local::copy::workbench(&client, &SessionPolicy::default(), true, &arg, &notice).await;
+        let said = notices.lock().unwrap().join("\n");
+        assert!(said.contains("/upload: copied 1 file"), "{said}");
+        assert_eq!(
+            std::fs::read(rig.host_file("shots/note.txt")).unwrap(),
+            b"hello from the laptop\n"
+        );
+
         // Every drop was resumed: no fresh link.
         let mut reattached = false;
         while let Ok(ev) = events.try_recv() {
