@@ -79,7 +79,10 @@ fn digest(root: &Path) -> Vec<(String, String)> {
             let ft = e.file_type().unwrap();
             if ft.is_dir() {
                 stack.push(p.clone());
-                out.push((p.strip_prefix(root).unwrap().display().to_string(), "dir".into()));
+                out.push((
+                    p.strip_prefix(root).unwrap().display().to_string(),
+                    "dir".into(),
+                ));
             } else if ft.is_file() {
                 let rel = p.strip_prefix(root).unwrap().display().to_string();
                 out.push((rel, sha256_hex(&std::fs::read(&p).unwrap())));
@@ -109,7 +112,11 @@ async fn copy_through_blackhole(
             *fault.lock().unwrap() = Some(ns.fault(Fault::Blackhole, ssh_port).expect("blackhole"));
         }
     };
-    let (policy, from, to) = (SessionPolicy::default(), Spot::parse(src), Spot::parse(dest));
+    let (policy, from, to) = (
+        SessionPolicy::default(),
+        Spot::parse(src),
+        Spot::parse(dest),
+    );
     let copy = copy_one(client, &policy, &from, &to, true, &progress);
     tokio::pin!(copy);
     // Lift the fault once the link has had time to be declared dead.
@@ -139,8 +146,14 @@ async fn copy_through_blackhole(
     .await
     .unwrap_or_else(|_| panic!("{src} -> {dest} did not finish in time"))
     .unwrap_or_else(|e| panic!("{src} -> {dest}: {e}"));
-    assert!(*hit.lock().unwrap(), "{src} -> {dest}: the blackhole never happened");
-    assert!(lifted, "{src} -> {dest} finished while the link was blackholed");
+    assert!(
+        *hit.lock().unwrap(),
+        "{src} -> {dest}: the blackhole never happened"
+    );
+    assert!(
+        lifted,
+        "{src} -> {dest} finished while the link was blackholed"
+    );
     summary
 }
 
@@ -167,9 +180,17 @@ fn a_file_and_a_tree_cross_both_ways_through_a_blackhole_byte_exact() {
         )
         .await;
         let host_big = std::fs::read(rig.host_file("big.bin")).unwrap();
-        assert_eq!(host_big.len(), big.len(), "bytes lost or repeated on the way up");
+        assert_eq!(
+            host_big.len(),
+            big.len(),
+            "bytes lost or repeated on the way up"
+        );
         assert_eq!(sha256_hex(&host_big), want, "the upload is not byte-exact");
-        assert_eq!(up.progress.sent, big.len() as u64, "content sent twice: {up:?}");
+        assert_eq!(
+            up.progress.sent,
+            big.len() as u64,
+            "content sent twice: {up:?}"
+        );
         assert_eq!(up.dest, rig.host_file("big.bin").display().to_string());
 
         // Down, with a blackhole after 6 MB.
@@ -189,7 +210,11 @@ fn a_file_and_a_tree_cross_both_ways_through_a_blackhole_byte_exact() {
             want,
             "the download is not byte-exact"
         );
-        assert_eq!(d.progress.sent, big.len() as u64, "content sent twice: {d:?}");
+        assert_eq!(
+            d.progress.sent,
+            big.len() as u64,
+            "content sent twice: {d:?}"
+        );
 
         // A tree up (into `:tree`) and back down (into `back`), each through a blackhole.
         let tree = lap.join("tree");
@@ -204,7 +229,11 @@ fn a_file_and_a_tree_cross_both_ways_through_a_blackhole_byte_exact() {
             3 * MB as u64,
         )
         .await;
-        assert_eq!(digest(&rig.host_file("tree")), tree_sum, "the tree upload differs");
+        assert_eq!(
+            digest(&rig.host_file("tree")),
+            tree_sum,
+            "the tree upload differs"
+        );
         let sparse = std::fs::metadata(rig.host_file("tree/sparse.img")).unwrap();
         assert_eq!(sparse.len(), 16 * MB as u64);
         assert!(
@@ -249,7 +278,10 @@ fn a_file_and_a_tree_cross_both_ways_through_a_blackhole_byte_exact() {
         .expect("resumed download");
         assert_eq!(r.progress.resumed, 10 * MB as u64, "{r:?}");
         assert_eq!(r.progress.sent, 14 * MB as u64, "{r:?}");
-        assert_eq!(sha256_hex(&std::fs::read(again.join("big.bin")).unwrap()), want);
+        assert_eq!(
+            sha256_hex(&std::fs::read(again.join("big.bin")).unwrap()),
+            want
+        );
         assert!(!again.join(".big.bin.reasonix-part").exists());
         // A partial file with other bytes is started over.
         std::fs::remove_file(again.join("big.bin")).unwrap();
@@ -265,13 +297,20 @@ fn a_file_and_a_tree_cross_both_ways_through_a_blackhole_byte_exact() {
         .await
         .expect("restarted download");
         assert_eq!(r.progress.resumed, 0, "{r:?}");
-        assert_eq!(sha256_hex(&std::fs::read(again.join("big.bin")).unwrap()), want);
+        assert_eq!(
+            sha256_hex(&std::fs::read(again.join("big.bin")).unwrap()),
+            want
+        );
 
         // The workbench's `/upload` (what a pasted path offers) through the same link.
         let notices = Mutex::new(Vec::new());
         let notice = |t: String| notices.lock().unwrap().push(t);
-        let arg = format!("{} shots/", reasonix_local::copy::quote(&tree.join("a/b/note.txt").display().to_string()));
-        reasonix_local::copy::workbench(&client, &SessionPolicy::default(), true, &arg, &notice).await;
+        let arg = format!(
+            "{} shots/",
+            reasonix_local::copy::quote(&tree.join("a/b/note.txt").display().to_string())
+        );
+        reasonix_local::copy::workbench(&client, &SessionPolicy::default(), true, &arg, &notice)
+            .await;
         let said = notices.lock().unwrap().join("\n");
         assert!(said.contains("/upload: copied 1 file"), "{said}");
         assert_eq!(
@@ -360,13 +399,19 @@ fn uploads_follow_the_hosts_confinement_and_deny_rules() {
         assert!(!rig.host_file("secrets/.shot.png.reasonix-part").exists());
 
         let (ok, err) = cli(&rig, &["shot.png", ":out/shot.png"]);
-        assert!(!ok, "an upload through an escaping symlink was allowed: {err}");
+        assert!(
+            !ok,
+            "an upload through an escaping symlink was allowed: {err}"
+        );
         assert!(err.contains("outside the writable roots"), "{err}");
         assert!(!outside.join("shot.png").exists());
 
         // The tree's own name on the host is such a symlink: refused before a byte moves.
         let (ok, err) = cli(&rig, &["-r", "tree", ":"]);
-        assert!(!ok, "a tree upload through an escaping symlink was allowed: {err}");
+        assert!(
+            !ok,
+            "a tree upload through an escaping symlink was allowed: {err}"
+        );
         assert!(err.contains("outside the writable roots"), "{err}");
         assert!(!outside.join("sub").exists());
 

@@ -55,9 +55,9 @@ fn other_pastes_stay_text() {
         app.handle_paste(&paste);
         let actions = app.handle_key(key(KeyCode::Enter));
         assert!(transfer(&actions).is_none(), "{before}{paste}");
-        let sent = actions.iter().any(|a| {
-            matches!(a, Action::Submit { text, .. } if *text == format!("{before}{paste}"))
-        });
+        let sent = actions.iter().any(
+            |a| matches!(a, Action::Submit { text, .. } if *text == format!("{before}{paste}")),
+        );
         assert!(sent, "{before}{paste} was not sent as text: {actions:?}");
     }
 }

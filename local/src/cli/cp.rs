@@ -38,7 +38,9 @@ pub(super) struct CpArgs {
 /// `reasonix cp`.
 pub(super) async fn cp(args: CpArgs) -> Result<(), CliError> {
     let mut spots: Vec<Spot> = args.paths.iter().map(|p| Spot::parse(p)).collect();
-    let dest = spots.pop().ok_or_else(|| CliError::usage("name a destination"))?;
+    let dest = spots
+        .pop()
+        .ok_or_else(|| CliError::usage("name a destination"))?;
     direction(&spots, &dest).map_err(CliError::usage)?;
     if spots.len() > 1 {
         if let Spot::Laptop(d) = &dest {

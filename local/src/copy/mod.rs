@@ -59,7 +59,10 @@ pub fn direction(sources: &[Spot], dest: &Spot) -> Result<CopyDir, String> {
     if sources.is_empty() {
         return Err("name what to copy and where: reasonix cp [-r] SRC... DEST".into());
     }
-    let hosts = sources.iter().filter(|s| matches!(s, Spot::Host(_))).count();
+    let hosts = sources
+        .iter()
+        .filter(|s| matches!(s, Spot::Host(_)))
+        .count();
     match (hosts, dest) {
         (0, Spot::Host(_)) => Ok(CopyDir::Upload),
         (n, Spot::Laptop(_)) if n == sources.len() => Ok(CopyDir::Download),
@@ -181,14 +184,21 @@ pub async fn copy_one(
     let (dir, host_path, laptop) = match (source, dest) {
         (Spot::Laptop(l), Spot::Host(h)) => (CopyDir::Upload, h.clone(), l.clone()),
         (Spot::Host(h), Spot::Laptop(l)) => (CopyDir::Download, h.clone(), l.clone()),
-        _ => return Err(format!("cannot copy {source} to {dest}: one side must be on the host")),
+        _ => {
+            return Err(format!(
+                "cannot copy {source} to {dest}: one side must be on the host"
+            ))
+        }
     };
     if dir == CopyDir::Upload {
         // Checked here first, so a typo does not cost a round trip.
         let meta = std::fs::metadata(&laptop)
             .map_err(|e| format!("cannot read {}: {e}", laptop.display()))?;
         if meta.is_dir() && !recursive {
-            return Err(format!("{} is a directory: copy it with -r", laptop.display()));
+            return Err(format!(
+                "{} is a directory: copy it with -r",
+                laptop.display()
+            ));
         }
     }
     let open = ChannelOpen::Copy(CopyOpen {
@@ -243,7 +253,11 @@ pub fn describe(s: &Summary) -> String {
     } else {
         format!("{} files", s.files)
     };
-    let mut out = format!("copied {what} ({}) to {}, SHA-256 checked", parts.join(", "), s.dest);
+    let mut out = format!(
+        "copied {what} ({}) to {}, SHA-256 checked",
+        parts.join(", "),
+        s.dest
+    );
     for sk in &s.skipped {
         out.push_str(&format!("\n  skipped {sk}"));
     }

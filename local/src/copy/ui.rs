@@ -81,7 +81,9 @@ pub fn pasted_path(text: &str) -> Option<PathBuf> {
         return None;
     }
     let p = match t.strip_prefix("file://") {
-        Some(rest) => PathBuf::from(percent_decode(rest.strip_prefix("localhost").unwrap_or(rest))?),
+        Some(rest) => PathBuf::from(percent_decode(
+            rest.strip_prefix("localhost").unwrap_or(rest),
+        )?),
         None => {
             let mut words = split_args(t).ok()?;
             if words.len() != 1 {
@@ -133,15 +135,9 @@ pub fn parse(upload: bool, arg: &str) -> Result<(Spot, Spot), String> {
     };
     let host = |s: &str| Spot::Host(s.strip_prefix(':').unwrap_or(s).to_string());
     Ok(if upload {
-        (
-            laptop(&first),
-            host(second.as_deref().unwrap_or("")),
-        )
+        (laptop(&first), host(second.as_deref().unwrap_or("")))
     } else {
-        (
-            host(&first),
-            laptop(second.as_deref().unwrap_or("./")),
-        )
+        (host(&first), laptop(second.as_deref().unwrap_or("./")))
     })
 }
 
@@ -181,7 +177,10 @@ mod tests {
 
     #[test]
     fn arguments_split_like_a_shell() {
-        assert_eq!(split_args("a 'b c' d\\ e \"f g\"").unwrap(), ["a", "b c", "d e", "f g"]);
+        assert_eq!(
+            split_args("a 'b c' d\\ e \"f g\"").unwrap(),
+            ["a", "b c", "d e", "f g"]
+        );
         assert!(split_args("'open").is_err());
         assert_eq!(split_args(&quote("it's here")).unwrap(), ["it's here"]);
         assert_eq!(quote("plain/path"), "plain/path");

@@ -53,9 +53,8 @@ impl HostRules {
     /// Why `path` may not be written, or its checked (symlink-resolved) form.
     pub fn check_write(&self, raw: &str) -> Result<PathBuf, String> {
         let raw = if raw.is_empty() { "." } else { raw };
-        let target = confine_write(&self.ctx, raw).map_err(|e| {
-            format!("{e} (uploads follow the same confinement as the file tools)")
-        })?;
+        let target = confine_write(&self.ctx, raw)
+            .map_err(|e| format!("{e} (uploads follow the same confinement as the file tools)"))?;
         let path = target.path().to_path_buf();
         let deny = self.rules.write_deny_rules();
         if let Some(i) = deny.covering(&path) {
