@@ -23,6 +23,7 @@ pub mod channel;
 pub mod child;
 pub mod command_files;
 pub mod content;
+pub mod copy;
 pub mod delta;
 pub mod frame;
 pub mod handshake;

@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod connect;
 pub mod context;
+pub mod copy;
 pub mod exec_target;
 pub mod exit;
 pub mod gateway;

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod commands;
 pub mod compaction;
 pub mod content;
+pub mod copy;
 pub mod daemon;
 pub mod delta;
 mod forwarder;

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::copy::{CopyAccepted, CopyOpen};
 use crate::ports::PortOpen;
 use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::pty::{PtyData, PtyOpen};
@@ -110,6 +111,9 @@ pub enum ChannelOpen {
     /// A TCP connection to a port on the host (client -> daemon): [`ChannelData::Bytes`]
     /// both ways; each side closes its direction when its end of the socket does.
     Port(PortOpen),
+    /// A file copy between laptop and host (client -> daemon, issue #36 §3): control lines
+    /// and file bytes both ways, see [`crate::copy`].
+    Copy(CopyOpen),
 }
 
 impl ChannelOpen {
@@ -120,6 +124,7 @@ impl ChannelOpen {
             ChannelOpen::Mcp { .. } => ChannelKind::Mcp,
             ChannelOpen::Pty(_) => ChannelKind::Pty,
             ChannelOpen::Port(_) => ChannelKind::Port,
+            ChannelOpen::Copy(_) => ChannelKind::Copy,
         }
     }
 }
@@ -135,6 +140,8 @@ pub enum ChannelKind {
     Pty,
     /// [`ChannelOpen::Port`].
     Port,
+    /// [`ChannelOpen::Copy`].
+    Copy,
 }
 
 impl std::fmt::Display for ChannelKind {
@@ -144,6 +151,7 @@ impl std::fmt::Display for ChannelKind {
             ChannelKind::Mcp => "MCP",
             ChannelKind::Pty => "terminal",
             ChannelKind::Port => "port",
+            ChannelKind::Copy => "file copy",
         })
     }
 }
@@ -160,6 +168,8 @@ pub enum ChannelAccepted {
     Pty(PtyInfo),
     /// The daemon connected to the port.
     Port,
+    /// The daemon checked the host path and takes the copy.
+    Copy(CopyAccepted),
 }
 
 /// One piece of ordered data on a channel.

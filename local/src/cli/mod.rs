@@ -3,6 +3,7 @@
 //! own output; its error is printed once, by `main`.
 
 mod acp;
+mod cp;
 mod error;
 mod exec;
 mod headless;
@@ -158,6 +159,10 @@ enum Cmd {
     /// Forward the host workspace's ports to this laptop's loopback (what its processes
     /// listen on, and `--add` ones) until interrupted; `--list` prints them.
     Ports(ports::PortsArgs),
+    /// Copy files between this laptop and the host: `reasonix cp [-r] [--ssh DEST] SRC...
+    /// DEST`, host paths with a leading `:` (`reasonix cp --ssh me@devbox:/repo shot.png
+    /// :shots/`). SHA-256 checked, resumable, progress on stderr.
+    Cp(cp::CpArgs),
     /// The workspace's sessions: id, title, turns, last activity, state, driver; `rename`,
     /// `delete` (to a trash kept 7 days), `restore`, `purge`.
     /// Remembered facts: the workspace's project facts, or with --global the user's own
@@ -483,6 +488,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Acp(args)) => acp::acp(args).await,
         Some(Cmd::Term(args)) => term::term(args).await,
         Some(Cmd::Ports(args)) => ports::ports(args).await,
+        Some(Cmd::Cp(args)) => cp::cp(args).await,
         Some(Cmd::Sessions { action, list }) => sessions::sessions(action, list).await,
         Some(Cmd::Memory { action }) => memory::memory(action).await,
         Some(Cmd::Mcp {

@@ -145,6 +145,13 @@ impl Daemon {
                 }) => {
                     tokio::spawn(crate::ports::serve(open, offer));
                 }
+                Incoming::Channel(IncomingChannel {
+                    open: ChannelOpen::Copy(open),
+                    offer,
+                }) => {
+                    let (ws, base) = (self.paths.workspace.clone(), self.runtime.tool_ctx.clone());
+                    tokio::spawn(crate::copy::serve(open, offer, ws, base));
+                }
                 Incoming::Channel(IncomingChannel { open, offer }) => {
                     let refusal = reasonix_forward::proto::RpcError::new(
                         reasonix_forward::proto::ErrorCode::BadRequest,

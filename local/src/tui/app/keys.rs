@@ -93,6 +93,18 @@ impl App {
         if self.modal_open() {
             return Vec::new();
         }
+        // A laptop file path pasted (or dropped) into an empty input: offer its upload.
+        if self.composer.is_empty() {
+            if let Some(path) = crate::copy::pasted_path(text) {
+                let line = format!(
+                    "/upload {}",
+                    crate::copy::quote(&path.display().to_string())
+                );
+                self.composer.set(&line);
+                self.set_hint("a laptop file: Enter uploads it into the workspace; edit the line to send something else");
+                return self.refresh_completion();
+            }
+        }
         self.composer.paste(text);
         if self.composer.has_collapsed() {
             self.set_hint("pasted text collapsed; Ctrl-X expands it (the full text is sent)");

@@ -142,6 +142,13 @@ pub enum Action {
     Ports(String),
     /// `/memory …`, a confirmed `# note`, a confirmed forget (#32).
     Memory(MemoryAction),
+    /// `/upload ARGS` (`upload`) or `/download ARGS`: a file copy over the link.
+    Transfer {
+        /// Laptop to host.
+        upload: bool,
+        /// The command's arguments.
+        arg: String,
+    },
     /// Send `Request::Rewind`.
     Rewind {
         /// Deduplication id.

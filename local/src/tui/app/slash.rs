@@ -29,6 +29,8 @@ pub(crate) enum SlashCommand {
     Plan,
     Ports,
     Memory,
+    Upload,
+    Download,
     Quit,
 }
 
@@ -70,6 +72,8 @@ impl SlashCommand {
         Self::Plan,
         Self::Ports,
         Self::Memory,
+        Self::Upload,
+        Self::Download,
         Self::Quit,
     ];
 
@@ -188,6 +192,18 @@ impl SlashCommand {
                 &[],
                 "[search W|show ID|pin ID|unpin ID|forget ID|restore ID|archived]",
                 "remembered facts (project on the host, global on this laptop); `# text` remembers a note",
+            ),
+            Self::Upload => (
+                "upload",
+                &[],
+                "PATH [HOST_PATH]",
+                "copy a laptop file or folder into the workspace (or to HOST_PATH); SHA-256 checked, resumable",
+            ),
+            Self::Download => (
+                "download",
+                &[],
+                "PATH [LAPTOP_PATH]",
+                "copy a host file or folder to this laptop (the folder Reasonix started in by default)",
             ),
             Self::Quit => (
                 "quit",
@@ -479,6 +495,10 @@ impl App {
             SlashCommand::Rewind => self.rewind_command(arg),
             SlashCommand::Ports => vec![Action::Ports(arg.to_string())],
             SlashCommand::Memory => self.memory_command(arg),
+            SlashCommand::Upload | SlashCommand::Download => vec![Action::Transfer {
+                upload: cmd == SlashCommand::Upload,
+                arg: arg.to_string(),
+            }],
             SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Mcp {

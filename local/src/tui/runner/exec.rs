@@ -540,6 +540,16 @@ impl Exec {
                     let _ = tx.send(AppEvent::Client(crate::ports::notice(text)));
                 });
             }
+            Action::Transfer { upload, arg } => {
+                let (client, tx) = (self.client.clone(), self.tx.clone());
+                let policy = self.config().session_policy();
+                tokio::spawn(async move {
+                    let notice = |text| {
+                        let _ = tx.send(AppEvent::Client(crate::ports::notice(text)));
+                    };
+                    crate::copy::workbench(&client, &policy, upload, &arg, &notice).await;
+                });
+            }
             Action::Quit => return true,
         }
         false
