@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::AgentOpen;
 use crate::ports::PortOpen;
 use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::pty::{PtyData, PtyOpen};
@@ -110,6 +111,9 @@ pub enum ChannelOpen {
     /// A TCP connection to a port on the host (client -> daemon): [`ChannelData::Bytes`]
     /// both ways; each side closes its direction when its end of the socket does.
     Port(PortOpen),
+    /// One connection to the host's forwarded `SSH_AUTH_SOCK` (daemon -> client, #36 §2):
+    /// agent messages as [`ChannelData::Bytes`] both ways, to the laptop's own agent.
+    Agent(AgentOpen),
 }
 
 impl ChannelOpen {
@@ -120,6 +124,7 @@ impl ChannelOpen {
             ChannelOpen::Mcp { .. } => ChannelKind::Mcp,
             ChannelOpen::Pty(_) => ChannelKind::Pty,
             ChannelOpen::Port(_) => ChannelKind::Port,
+            ChannelOpen::Agent(_) => ChannelKind::Agent,
         }
     }
 }
@@ -135,6 +140,8 @@ pub enum ChannelKind {
     Pty,
     /// [`ChannelOpen::Port`].
     Port,
+    /// [`ChannelOpen::Agent`].
+    Agent,
 }
 
 impl std::fmt::Display for ChannelKind {
@@ -144,6 +151,7 @@ impl std::fmt::Display for ChannelKind {
             ChannelKind::Mcp => "MCP",
             ChannelKind::Pty => "terminal",
             ChannelKind::Port => "port",
+            ChannelKind::Agent => "ssh-agent",
         })
     }
 }
@@ -160,6 +168,8 @@ pub enum ChannelAccepted {
     Pty(PtyInfo),
     /// The daemon connected to the port.
     Port,
+    /// The laptop connected to its agent.
+    Agent,
 }
 
 /// One piece of ordered data on a channel.
