@@ -300,6 +300,10 @@ struct SshArgs {
     /// `Key=Value` option (repeatable).
     #[arg(short = 'o', value_name = "KEY=VALUE")]
     option: Vec<String>,
+    /// Forward this laptop's ssh-agent to the host's workspace (as `ForwardAgent yes`; it
+    /// goes through the link, so the host's `AllowAgentForwarding` does not matter).
+    #[arg(short = 'A')]
+    forward_agent: bool,
     /// Containers and pods instead of SSH (`--docker`, `--podman`, `--kube`, `--exec`).
     #[command(flatten)]
     exec: exec::ExecArgs,
@@ -314,6 +318,10 @@ impl SshArgs {
             config_file: self.config_file.clone(),
             ..Default::default()
         };
+        // As in OpenSSH: `-A` is given before every `-o` and file, so it wins.
+        if self.forward_agent {
+            o.push_option("ForwardAgent=yes").map_err(|e| e.to_string())?;
+        }
         for kv in &self.option {
             o.push_option(kv).map_err(|e| e.to_string())?;
         }
