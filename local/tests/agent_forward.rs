@@ -12,7 +12,9 @@
 //!   `[sandbox] ssh_agent = true` it lists the key;
 //! - while the link is blackholed, a request on the socket fails at once (exit 1, "agent
 //!   refused operation") instead of hanging; after the link resumes, `ssh-add -l` and a
-//!   second `git push` work again in the same shell.
+//!   second `git push` work again in the same shell;
+//! - when another laptop (another key in its agent) takes the session over, the same shell
+//!   lists that laptop's key and no longer the first one's.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -335,7 +337,9 @@ fn the_laptop_agent_serves_the_host_workspace_through_drops_and_only_where_allow
         assert!(!body.contains(&fp), "{body}");
         // ... and with `[sandbox] ssh_agent = true` it lists the key.
         let opened = client.request(session(true)).await.expect("second session");
-        assert!(matches!(opened, Response::SessionOpened(_)), "{opened:?}");
+        let Response::SessionOpened(second) = opened else {
+            panic!("{opened:?}")
+        };
         let body = turn(&rig, &client, "t2", 4).await;
         assert!(body.contains("AGENT-RC=0"), "{body}");
         assert!(body.contains(&fp), "{body}");
@@ -376,6 +380,39 @@ fn the_laptop_agent_serves_the_host_workspace_through_drops_and_only_where_allow
             ))
             .await;
         assert_eq!(rc, 0, "git push after the reconnect failed: {out}");
+
+        // Takeover: another laptop, with another key in its agent, drives now; the same
+        // shell's requests go to that laptop's agent.
+        let keys_b = tempfile::tempdir().unwrap();
+        let key_b = ClientKey::generate(keys_b.path(), "id_other_laptop", None).expect("key");
+        let fp_b = fingerprint(&keys_b.path().join("id_other_laptop.pub"));
+        let agent_b = LaptopAgent::start(keys_b.path());
+        let added = agent_b.ssh_add(&[key_b.private.to_str().unwrap()]);
+        assert!(added.status.success(), "{added:?}");
+        let forward_b = format!("ForwardAgent={}", agent_b.sock.display());
+        let (client_b, mut events_b) = rig.library_client_ssh(
+            ssh_port,
+            SHORT,
+            ClientOptions::default(),
+            &[forward_b.as_str()],
+        );
+        let Request::OpenSession(mut take) = session(true) else {
+            unreachable!()
+        };
+        take.new = false;
+        take.session = Some(second.session.clone());
+        take.takeover = true;
+        let opened = tokio::time::timeout(SETUP_GUARD, client_b.request(Request::OpenSession(take)))
+            .await
+            .expect("takeover in time")
+            .expect("takeover");
+        assert!(matches!(opened, Response::SessionOpened(_)), "{opened:?}");
+        notice(&mut events_b, "ssh-agent forwarded").await;
+        let (out, rc) = term.run("ssh-add -l").await;
+        assert_eq!(rc, 0, "{out}");
+        assert!(out.contains(&fp_b), "the driving laptop's key is not listed: {out}");
+        assert!(!out.contains(&fp), "the spectator's key is still used: {out}");
+        client_b.leave().await;
         client.leave().await;
     });
 }
