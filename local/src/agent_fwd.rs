@@ -26,7 +26,11 @@ use crate::client::ClientEvent;
 
 /// Offer the agent at `agent` on a new link and tell the user where the host's processes
 /// find it.
-pub(crate) async fn offer(rpc: Rpc, agent: Arc<PathBuf>, events: mpsc::UnboundedSender<ClientEvent>) {
+pub(crate) async fn offer(
+    rpc: Rpc,
+    agent: Arc<PathBuf>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+) {
     let req = Request::ForwardAgent(AgentOffer {
         laptop_agent: agent.display().to_string(),
     });
@@ -64,7 +68,10 @@ pub(crate) fn serve(agent: Option<Arc<PathBuf>>, open: AgentOpen, offer: Offer) 
             Err(e) => {
                 let e = RpcError::new(
                     ErrorCode::Io,
-                    format!("the laptop's ssh-agent at {} does not answer: {e}", agent.display()),
+                    format!(
+                        "the laptop's ssh-agent at {} does not answer: {e}",
+                        agent.display()
+                    ),
                 );
                 offer.refuse(e).await;
                 return;

@@ -108,7 +108,10 @@ struct Term {
 impl Term {
     async fn open(client: &Client) -> Term {
         let open = PtyOpen::Open {
-            size: PtySize { cols: 200, rows: 50 },
+            size: PtySize {
+                cols: 200,
+                rows: 50,
+            },
             term: "dumb".into(),
         };
         let (accepted, channel) = client
@@ -231,7 +234,10 @@ async fn turn(rig: &Rig, client: &Client, id: &str, n: usize) -> String {
         .expect("submit");
     let deadline = Instant::now() + SETUP_GUARD;
     while rig.mock.request_count() < n {
-        assert!(Instant::now() < deadline, "the turn made no tool-result request");
+        assert!(
+            Instant::now() < deadline,
+            "the turn made no tool-result request"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     rig.mock.requests()[n - 1].body.to_string()
@@ -274,7 +280,9 @@ fn the_laptop_agent_serves_the_host_workspace_through_drops_and_only_where_allow
         let added = agent.ssh_add(&[key.private.to_str().unwrap()]);
         assert!(added.status.success(), "{added:?}");
         std::fs::remove_file(&key.private).unwrap();
-        rig.user.authorize(&key.public).expect("authorize the agent key");
+        rig.user
+            .authorize(&key.public)
+            .expect("authorize the agent key");
 
         let forward = format!("ForwardAgent={}", agent.sock.display());
         let (client, mut events) = rig.library_client_ssh(
@@ -327,12 +335,18 @@ fn the_laptop_agent_serves_the_host_workspace_through_drops_and_only_where_allow
         );
         let (out, rc) = term.run(&push).await;
         assert_eq!(rc, 0, "git push with the forwarded agent failed: {out}");
-        assert!(remote.join("refs/heads/main").exists(), "nothing was pushed");
+        assert!(
+            remote.join("refs/heads/main").exists(),
+            "nothing was pushed"
+        );
 
         // The bash tool under the default sandbox: no variable, no visible socket.
         let body = turn(&rig, &client, "t1", 2).await;
         assert!(body.contains("SOCK=[none]"), "{body}");
-        assert!(!body.contains("VISIBLE /"), "the sandbox shows the socket: {body}");
+        assert!(
+            !body.contains("VISIBLE /"),
+            "the sandbox shows the socket: {body}"
+        );
         assert!(!body.contains("AGENT-RC=0"), "{body}");
         assert!(!body.contains(&fp), "{body}");
         // ... and with `[sandbox] ssh_agent = true` it lists the key.
@@ -402,16 +416,23 @@ fn the_laptop_agent_serves_the_host_workspace_through_drops_and_only_where_allow
         take.new = false;
         take.session = Some(second.session.clone());
         take.takeover = true;
-        let opened = tokio::time::timeout(SETUP_GUARD, client_b.request(Request::OpenSession(take)))
-            .await
-            .expect("takeover in time")
-            .expect("takeover");
+        let opened =
+            tokio::time::timeout(SETUP_GUARD, client_b.request(Request::OpenSession(take)))
+                .await
+                .expect("takeover in time")
+                .expect("takeover");
         assert!(matches!(opened, Response::SessionOpened(_)), "{opened:?}");
         notice(&mut events_b, "ssh-agent forwarded").await;
         let (out, rc) = term.run("ssh-add -l").await;
         assert_eq!(rc, 0, "{out}");
-        assert!(out.contains(&fp_b), "the driving laptop's key is not listed: {out}");
-        assert!(!out.contains(&fp), "the spectator's key is still used: {out}");
+        assert!(
+            out.contains(&fp_b),
+            "the driving laptop's key is not listed: {out}"
+        );
+        assert!(
+            !out.contains(&fp),
+            "the spectator's key is still used: {out}"
+        );
         client_b.leave().await;
         client.leave().await;
     });

@@ -320,7 +320,8 @@ impl SshArgs {
         };
         // As in OpenSSH: `-A` is given before every `-o` and file, so it wins.
         if self.forward_agent {
-            o.push_option("ForwardAgent=yes").map_err(|e| e.to_string())?;
+            o.push_option("ForwardAgent=yes")
+                .map_err(|e| e.to_string())?;
         }
         for kv in &self.option {
             o.push_option(kv).map_err(|e| e.to_string())?;

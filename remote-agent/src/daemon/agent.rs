@@ -27,8 +27,13 @@ impl Daemon {
             None => {
                 let weak = Arc::downgrade(self);
                 let path = crate::agent_sock::path_for(&self.paths.run_dir, &self.paths.key);
-                let made = AgentSocket::serve(path, Arc::new(move || pick(&weak)))
-                    .map_err(|e| RpcError::new(ErrorCode::Io, format!("the forwarded ssh-agent socket could not be made: {e}")))?;
+                let made =
+                    AgentSocket::serve(path, Arc::new(move || pick(&weak))).map_err(|e| {
+                        RpcError::new(
+                            ErrorCode::Io,
+                            format!("the forwarded ssh-agent socket could not be made: {e}"),
+                        )
+                    })?;
                 Arc::clone(self.agent.get_or_init(|| made))
             }
         };
