@@ -641,6 +641,7 @@ mod tests {
         assert_eq!(out.policy.rules.deny, ["Bash(curl:*)"]);
         assert_eq!(out.policy.sandbox.bash, BashSandbox::Enforce);
         assert!(!out.policy.sandbox.network);
+        assert!(!out.policy.sandbox.ssh_agent);
         assert!(out.policy.sandbox.allow_write.is_empty());
         assert_eq!(out.policy.sandbox.forbid_read, [PathBuf::from("secrets")]);
         assert_eq!(out.policy.timeouts.bash_seconds, DEFAULT_BASH_TIMEOUT_SECS);
@@ -657,6 +658,7 @@ mod tests {
                 "permissions.allow",
                 "sandbox.bash",
                 "sandbox.network",
+                "sandbox.ssh_agent",
                 "sandbox.allow_write",
                 "sandbox.allow_write",
                 "sandbox.allow_write",
@@ -754,6 +756,7 @@ mod tests {
             mode: PermissionMode::Yolo,
             sandbox: SandboxPolicy {
                 bash: BashSandbox::Off,
+                ssh_agent: true,
                 ..SandboxPolicy::default()
             },
             ..SessionPolicy::default()
@@ -766,6 +769,7 @@ mod tests {
             sandbox: SandboxLayer {
                 bash: Some(BashSandbox::Enforce),
                 network: Some(false),
+                ssh_agent: Some(false),
                 ..SandboxLayer::default()
             },
             tools: ToolsLayer {
@@ -780,6 +784,7 @@ mod tests {
         assert_eq!(out.policy.mode, PermissionMode::Auto);
         assert_eq!(out.policy.sandbox.bash, BashSandbox::Enforce);
         assert!(!out.policy.sandbox.network);
+        assert!(!out.policy.sandbox.ssh_agent, "a project may take the agent away");
         assert_eq!(out.policy.timeouts.bash_seconds, 5);
         assert_eq!(out.policy.timeouts.mcp_call_seconds, 7);
     }

@@ -139,3 +139,41 @@ async fn relay(
         .map_err(|e| e.to_string())?;
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
+mod tests {
+    use crate::config::{Config, LoadOptions};
+
+    fn policy_with(user: &str, project: Option<&str>) -> reasonix_forward::policy::SessionPolicy {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), user).unwrap();
+        if let Some(p) = project {
+            std::fs::write(ws.path().join("reasonix.toml"), p).unwrap();
+        }
+        Config::load(&LoadOptions {
+            home: Some(home.path().to_path_buf()),
+            project_dir: Some(ws.path().to_path_buf()),
+            ..LoadOptions::default()
+        })
+        .unwrap()
+        .session_policy()
+    }
+
+    /// `[sandbox] ssh_agent` is the user's to turn on; off by default; a project file may
+    /// turn it off, never on.
+    #[test]
+    fn the_bash_tool_gets_the_agent_only_when_the_user_says_so() {
+        assert!(!policy_with("", None).sandbox.ssh_agent);
+        assert!(policy_with("[sandbox]\nssh_agent = true\n", None).sandbox.ssh_agent);
+        let project_on = "[sandbox]\nssh_agent = true\n";
+        assert!(!policy_with("", Some(project_on)).sandbox.ssh_agent);
+        let project_off = "[sandbox]\nssh_agent = false\n";
+        assert!(
+            !policy_with("[sandbox]\nssh_agent = true\n", Some(project_off))
+                .sandbox
+                .ssh_agent
+        );
+    }
+}
