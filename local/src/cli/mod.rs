@@ -620,3 +620,30 @@ fn connector_for(
         }),
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
+mod agent_flag_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `-A` is `ForwardAgent yes` given before every `-o` and file, as in OpenSSH (and no
+    /// subcommand's flags clash with it).
+    #[test]
+    fn dash_a_forwards_the_agent() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["reasonix", "ssh", "-A", "-F", "none", "me@h:/ws"]).unwrap();
+        let Some(Cmd::Ssh { dest, ssh, .. }) = cli.command else {
+            panic!("not ssh")
+        };
+        let opts = ssh.to_options().unwrap();
+        let dest = reasonix_bootstrap::Destination::parse(&dest).unwrap();
+        assert!(opts.resolve(&dest).unwrap().forward_agent);
+        let cli = Cli::try_parse_from(["reasonix", "ssh", "-F", "none", "me@h:/ws"]).unwrap();
+        let Some(Cmd::Ssh { dest, ssh, .. }) = cli.command else {
+            panic!("not ssh")
+        };
+        let dest = reasonix_bootstrap::Destination::parse(&dest).unwrap();
+        assert!(!ssh.to_options().unwrap().resolve(&dest).unwrap().forward_agent);
+    }
+}
