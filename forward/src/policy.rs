@@ -784,7 +784,10 @@ mod tests {
         assert_eq!(out.policy.mode, PermissionMode::Auto);
         assert_eq!(out.policy.sandbox.bash, BashSandbox::Enforce);
         assert!(!out.policy.sandbox.network);
-        assert!(!out.policy.sandbox.ssh_agent, "a project may take the agent away");
+        assert!(
+            !out.policy.sandbox.ssh_agent,
+            "a project may take the agent away"
+        );
         assert_eq!(out.policy.timeouts.bash_seconds, 5);
         assert_eq!(out.policy.timeouts.mcp_call_seconds, 7);
     }

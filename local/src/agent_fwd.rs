@@ -166,7 +166,11 @@ mod tests {
     #[test]
     fn the_bash_tool_gets_the_agent_only_when_the_user_says_so() {
         assert!(!policy_with("", None).sandbox.ssh_agent);
-        assert!(policy_with("[sandbox]\nssh_agent = true\n", None).sandbox.ssh_agent);
+        assert!(
+            policy_with("[sandbox]\nssh_agent = true\n", None)
+                .sandbox
+                .ssh_agent
+        );
         let project_on = "[sandbox]\nssh_agent = true\n";
         assert!(!policy_with("", Some(project_on)).sandbox.ssh_agent);
         let project_off = "[sandbox]\nssh_agent = false\n";

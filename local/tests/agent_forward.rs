@@ -5,7 +5,8 @@
 //! deleted once added: the key exists only in the laptop's agent. The library client
 //! connects with `-o ForwardAgent=<that agent's socket>` (the ssh_config path, resolved as
 //! `ssh -G` does). Then, on the host:
-//! - a terminal (the user's own) has `SSH_AUTH_SOCK`, `ssh-add -l` lists the key, and a
+//! - a terminal (the user's own) has `SSH_AUTH_SOCK`, `ssh-add -l` lists the key, `ssh-add
+//!   -D` is refused (the laptop's agent keeps its key), and a
 //!   `git push` over SSH to a bare repository of the same sshd (where only that key is
 //!   authorized besides the link's own) succeeds;
 //! - the default-sandboxed bash tool has no `SSH_AUTH_SOCK` and cannot see the socket; with
@@ -318,6 +319,15 @@ fn the_laptop_agent_serves_the_host_workspace_through_drops_and_only_where_allow
         let (out, rc) = term.run("ssh-add -l").await;
         assert_eq!(rc, 0, "{out}");
         assert!(out.contains(&fp), "the laptop's key is not listed: {out}");
+        // The host cannot change the laptop's agent: removing every key is refused on the
+        // laptop, and the key is still there.
+        let (out, rc) = term.run("ssh-add -D").await;
+        assert_ne!(rc, 0, "the host removed the laptop's keys: {out}");
+        let listed = agent.ssh_add(&["-l"]);
+        assert!(
+            String::from_utf8_lossy(&listed.stdout).contains(&fp),
+            "{listed:?}"
+        );
         let remote = rig.user.home.join("remote.git");
         let git_ssh = format!(
             "ssh -F /dev/null -p {ssh_port} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o IdentityFile=/dev/null/none"

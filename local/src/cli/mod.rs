@@ -644,6 +644,12 @@ mod agent_flag_tests {
             panic!("not ssh")
         };
         let dest = reasonix_bootstrap::Destination::parse(&dest).unwrap();
-        assert!(!ssh.to_options().unwrap().resolve(&dest).unwrap().forward_agent);
+        assert!(
+            !ssh.to_options()
+                .unwrap()
+                .resolve(&dest)
+                .unwrap()
+                .forward_agent
+        );
     }
 }
