@@ -199,6 +199,21 @@ fn cases() -> Vec<Case> {
         "a",
     ));
     v.push(case(
+        "forward agent per host",
+        "Host fwd\n ForwardAgent yes\nHost path\n ForwardAgent ~/agent.sock\nHost *\n ForwardAgent no\n",
+        "fwd",
+    ));
+    v.push(case(
+        "forward agent path",
+        "Host path\n ForwardAgent ~/agent.sock\nHost *\n ForwardAgent no\n",
+        "path",
+    ));
+    v.push(case(
+        "forward agent off by default",
+        "Host other\n ForwardAgent yes\n",
+        "h",
+    ));
+    v.push(case(
         "known hosts none",
         "Host *\n UserKnownHostsFile none\n GlobalKnownHostsFile none\n",
         "h",
@@ -707,6 +722,14 @@ fn compare(
             .map_or("none".to_string(), |d| d.as_secs().to_string()),
     );
     check("batchmode", one(g, "batchmode"), yes_no(r.batch_mode));
+    check(
+        "forwardagent",
+        one(g, "forwardagent"),
+        match &r.forward_agent_socket {
+            Some(p) => p.display().to_string(),
+            None => yes_no(r.forward_agent),
+        },
+    );
     check(
         "hashknownhosts",
         one(g, "hashknownhosts"),

@@ -18,6 +18,7 @@
 //! - [`prefix`]: provider requests sent as the messages after an earlier request's;
 //! - [`ports`]: forwarded ports (what the daemon announces, what a port channel reaches).
 
+pub mod agent;
 pub mod attach;
 pub mod channel;
 pub mod child;

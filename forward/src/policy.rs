@@ -206,6 +206,10 @@ pub struct SandboxPolicy {
     /// (`~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.reasonix/.env`).
     #[serde(default)]
     pub forbid_read: Vec<PathBuf>,
+    /// Whether the bash tool gets the forwarded ssh-agent (`SSH_AUTH_SOCK`, #36 §2) when
+    /// the laptop forwards one. Off by default; the user's own terminals always get it.
+    #[serde(default)]
+    pub ssh_agent: bool,
 }
 
 impl Default for SandboxPolicy {
@@ -215,6 +219,7 @@ impl Default for SandboxPolicy {
             network: true,
             allow_write: Vec::new(),
             forbid_read: Vec::new(),
+            ssh_agent: false,
         }
     }
 }
@@ -389,6 +394,9 @@ pub struct SandboxLayer {
     pub bash: Option<BashSandbox>,
     /// `network`.
     pub network: Option<bool>,
+    /// `ssh_agent`.
+    #[serde(default)]
+    pub ssh_agent: Option<bool>,
 }
 
 /// `[tools]` of one config file as written (every key optional).
@@ -515,6 +523,15 @@ pub fn tighten(base: &SessionPolicy, project: &ProjectLayer) -> Tightened {
         ),
         Some(true) | None => {}
     }
+    match sb.ssh_agent {
+        Some(false) => p.sandbox.ssh_agent = false,
+        Some(true) if !p.sandbox.ssh_agent => refuse(
+            "sandbox.ssh_agent",
+            "true".into(),
+            "a project file cannot give the bash tool the forwarded ssh-agent".into(),
+        ),
+        Some(true) | None => {}
+    }
     for w in sb.allow_write.iter().flatten() {
         // Inside the workspace an entry adds nothing (it is writable already) except
         // unprotecting what the sandbox re-protects (`.git` internals); outside it is the
@@ -597,6 +614,7 @@ mod tests {
                 forbid_read: Some(vec!["secrets".into()]),
                 bash: Some(BashSandbox::Off),
                 network: Some(true),
+                ssh_agent: Some(true),
             },
             tools: ToolsLayer {
                 enabled: None,
@@ -623,6 +641,7 @@ mod tests {
         assert_eq!(out.policy.rules.deny, ["Bash(curl:*)"]);
         assert_eq!(out.policy.sandbox.bash, BashSandbox::Enforce);
         assert!(!out.policy.sandbox.network);
+        assert!(!out.policy.sandbox.ssh_agent);
         assert!(out.policy.sandbox.allow_write.is_empty());
         assert_eq!(out.policy.sandbox.forbid_read, [PathBuf::from("secrets")]);
         assert_eq!(out.policy.timeouts.bash_seconds, DEFAULT_BASH_TIMEOUT_SECS);
@@ -639,6 +658,7 @@ mod tests {
                 "permissions.allow",
                 "sandbox.bash",
                 "sandbox.network",
+                "sandbox.ssh_agent",
                 "sandbox.allow_write",
                 "sandbox.allow_write",
                 "sandbox.allow_write",
@@ -702,6 +722,7 @@ mod tests {
                             network,
                             allow_write: vec!["/opt/cache".into()],
                             forbid_read: Vec::new(),
+                            ssh_agent: false,
                         },
                         timeouts: Timeouts::default(),
                     };
@@ -735,6 +756,7 @@ mod tests {
             mode: PermissionMode::Yolo,
             sandbox: SandboxPolicy {
                 bash: BashSandbox::Off,
+                ssh_agent: true,
                 ..SandboxPolicy::default()
             },
             ..SessionPolicy::default()
@@ -747,6 +769,7 @@ mod tests {
             sandbox: SandboxLayer {
                 bash: Some(BashSandbox::Enforce),
                 network: Some(false),
+                ssh_agent: Some(false),
                 ..SandboxLayer::default()
             },
             tools: ToolsLayer {
@@ -761,6 +784,10 @@ mod tests {
         assert_eq!(out.policy.mode, PermissionMode::Auto);
         assert_eq!(out.policy.sandbox.bash, BashSandbox::Enforce);
         assert!(!out.policy.sandbox.network);
+        assert!(
+            !out.policy.sandbox.ssh_agent,
+            "a project may take the agent away"
+        );
         assert_eq!(out.policy.timeouts.bash_seconds, 5);
         assert_eq!(out.policy.timeouts.mcp_call_seconds, 7);
     }

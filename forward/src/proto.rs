@@ -432,6 +432,12 @@ pub enum Request {
     /// [`Response::Ports`]; afterwards this link gets a [`Notification::Ports`] whenever
     /// the list changes (until the link closes).
     WatchPorts,
+    // #36 §2 ssh-agent forwarding.
+    /// This laptop forwards its ssh-agent (`ForwardAgent` for the host): the daemon serves
+    /// the workspace's stable `SSH_AUTH_SOCK` (made on the first offer) and sends its
+    /// requests to the driving laptop that offered one. Answered with
+    /// [`Response::AgentForwarding`].
+    ForwardAgent(crate::agent::AgentOffer),
 
     // ---- daemon -> client ----
     /// The messages the session's next provider request will start with, sent when this
@@ -815,6 +821,8 @@ pub enum Response {
         /// Ports, by number.
         ports: Vec<crate::ports::HostPort>,
     },
+    /// Answer to [`Request::ForwardAgent`].
+    AgentForwarding(crate::agent::AgentForwarding),
 }
 
 /// Days a deleted session stays restorable in the trash before the host purges it.

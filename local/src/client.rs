@@ -449,6 +449,8 @@ impl Supervisor {
 
     async fn run(self) {
         let client_id = format!("{:016x}", rand::random::<u64>());
+        // Decided once per process, from the host's ssh_config and `-A` (#36 §2).
+        let agent = self.connector.forward_agent().map(Arc::new);
         let mut current: Option<(Link, String)> = None;
         let mut attempt: u32 = 0;
         let mut reason = String::new();
@@ -622,6 +624,15 @@ impl Supervisor {
                         inbound,
                         reasonix_forward::channel::Side::Client,
                     );
+                    // Offered before the link is published, so it goes ahead of what a front
+                    // end sends (a terminal opened at once gets the agent).
+                    if let Some(agent) = &agent {
+                        tokio::spawn(crate::agent_fwd::offer(
+                            rpc.clone(),
+                            Arc::clone(agent),
+                            self.events.clone(),
+                        ));
+                    }
                     self.rpc.send_replace(Some(rpc.clone()));
                     tokio::spawn(serve_incoming(
                         rpc.clone(),
@@ -637,6 +648,7 @@ impl Supervisor {
                         Arc::clone(&self.last_contact),
                         self.options.ports.clone(),
                         Arc::new(crate::hooks_laptop::laptop_hooks(&self.options.user_hooks)),
+                        agent.clone(),
                     ));
                     if let Some(ports) = self.options.ports.clone() {
                         tokio::spawn(crate::ports::watch(rpc, ports, self.events.clone()));
@@ -725,6 +737,7 @@ async fn serve_incoming(
     last_contact: Arc<Mutex<Instant>>,
     ports: Option<Arc<crate::ports::Forwards>>,
     laptop_hooks: Arc<Vec<reasonix_forward::hooks::HookDecl>>,
+    agent: Option<Arc<std::path::PathBuf>>,
 ) {
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
@@ -805,6 +818,7 @@ async fn serve_incoming(
                 ChannelOpen::Mcp { server } => {
                     crate::laptop_channels::open_laptop_mcp(laptop_mcp.as_ref(), &server, offer);
                 }
+                ChannelOpen::Agent(open) => crate::agent_fwd::serve(agent.clone(), open, offer),
                 other => {
                     let refusal = reasonix_forward::proto::RpcError::new(
                         ErrorCode::BadRequest,

@@ -324,6 +324,8 @@ pub struct SandboxSettings {
     pub bash: BashSandbox,
     /// Whether sandboxed bash has network access.
     pub network: bool,
+    /// Whether the bash tool gets the forwarded ssh-agent (`[sandbox] ssh_agent`, #36 §2).
+    pub ssh_agent: bool,
 }
 
 impl Default for SandboxSettings {
@@ -334,6 +336,7 @@ impl Default for SandboxSettings {
             forbid_read: Vec::new(),
             bash: BashSandbox::Enforce,
             network: true,
+            ssh_agent: false,
         }
     }
 }
@@ -575,6 +578,7 @@ impl Config {
             sandbox: SandboxPolicy {
                 bash: self.sandbox.bash,
                 network: self.sandbox.network,
+                ssh_agent: self.sandbox.ssh_agent,
                 allow_write: self.sandbox.allow_write.clone(),
                 forbid_read: self.sandbox.forbid_read.clone(),
             },
@@ -777,6 +781,7 @@ impl Config {
             .extend(s.forbid_read.unwrap_or_default());
         set(&mut self.sandbox.bash, s.bash);
         set(&mut self.sandbox.network, s.network);
+        set(&mut self.sandbox.ssh_agent, s.ssh_agent);
         for mut m in file.mcp {
             let invalid = |message: String| ConfigError::Invalid {
                 source_name: Some(src.clone()),
@@ -1002,6 +1007,7 @@ impl Config {
         self.permissions.deny = p.rules.deny;
         self.sandbox.bash = p.sandbox.bash;
         self.sandbox.network = p.sandbox.network;
+        self.sandbox.ssh_agent = p.sandbox.ssh_agent;
         self.sandbox.allow_write = p.sandbox.allow_write;
         self.sandbox.forbid_read = p.sandbox.forbid_read;
         self.tools.bash_timeout_seconds = p.timeouts.bash_seconds;

@@ -162,6 +162,11 @@ pub trait Connector: Send + Sync {
     fn create_workspace(&self) -> bool {
         false
     }
+    /// The laptop agent to forward to the host (#36 §2), when the user asked for it
+    /// (`ForwardAgent` in ssh_config, `-A`) and this laptop has one; `None` otherwise.
+    fn forward_agent(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// Environment variables a host process may inherit. Everything else (API keys in

@@ -410,4 +410,20 @@ impl Connector for SshConnector {
         self.mkdir.store(true, Ordering::SeqCst);
         true
     }
+
+    fn forward_agent(&self) -> Option<std::path::PathBuf> {
+        let Reach::Ssh { dest, opts, .. } = &self.reach else {
+            return None;
+        };
+        // A config that does not resolve fails the connection itself, with the reason.
+        let r = opts.resolve(dest).ok()?;
+        if !r.forward_agent {
+            return None;
+        }
+        crate::platform::agent::laptop_agent(
+            r.forward_agent_socket,
+            std::env::var_os("SSH_AUTH_SOCK"),
+            crate::platform::Os::THIS,
+        )
+    }
 }

@@ -2,6 +2,7 @@
 //! journal, the agent loop, tools, permission policy, sandbox, checkpoints and MCP client.
 
 pub mod agent;
+pub mod agent_sock;
 pub mod attach;
 pub mod catalog;
 pub mod checkpoint;

@@ -162,6 +162,7 @@ pub fn enforce(
         BashSandbox::Off => SandboxMode::Off,
     };
     sandbox_config.network = policy.sandbox.network;
+    sandbox_config.ssh_agent = policy.sandbox.ssh_agent;
     sandbox_config.allow_write = policy
         .sandbox
         .allow_write

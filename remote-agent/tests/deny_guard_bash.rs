@@ -99,6 +99,7 @@ fn rig(mode: SandboxMode) -> Rig {
         forbid_read: Vec::new(),
         cache_dirs: Vec::new(),
         bwrap_path: PathBuf::from("bwrap"),
+        ssh_agent: false,
     };
     let sb = Sandbox::probe(cfg, &ws);
     if mode == SandboxMode::Enforce {

@@ -18,6 +18,7 @@ fn config() -> SandboxConfig {
         forbid_read: Vec::new(),
         cache_dirs: Vec::new(),
         bwrap_path: PathBuf::from("bwrap"),
+        ssh_agent: false,
     }
 }
 

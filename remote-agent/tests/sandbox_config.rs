@@ -43,6 +43,7 @@ fn bwrap_command_line_has_the_contract_flags_in_order() {
         ],
         cache_dirs: vec![PathBuf::from("/does/not/exist/either")],
         bwrap_path: PathBuf::from("bwrap"),
+        ssh_agent: false,
     };
     let sb = Sandbox::probe(cfg, ws.path());
     let ws_c = std::fs::canonicalize(ws.path()).unwrap();

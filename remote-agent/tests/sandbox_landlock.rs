@@ -28,6 +28,7 @@ fn config(bwrap: &str) -> SandboxConfig {
         forbid_read: Vec::new(),
         cache_dirs: Vec::new(),
         bwrap_path: PathBuf::from(bwrap),
+        ssh_agent: false,
     }
 }
 

@@ -201,6 +201,12 @@ pub struct ResolvedHost {
     pub identities_only: bool,
     /// ssh-agent socket (`IdentityAgent`, else `$SSH_AUTH_SOCK`); `None` disables the agent.
     pub identity_agent: Option<PathBuf>,
+    /// `ForwardAgent` (`-A`): the laptop's agent is offered to the host (through the link,
+    /// not SSH's own agent forwarding; issue #36 §2).
+    pub forward_agent: bool,
+    /// The agent to forward when `ForwardAgent` named one (a path, or `$VAR`'s value);
+    /// `None`: `$SSH_AUTH_SOCK` (on Windows the OpenSSH agent's pipe), as OpenSSH does.
+    pub forward_agent_socket: Option<PathBuf>,
     /// Hops to go through, first hop first.
     pub proxy_jump: Vec<JumpHost>,
     /// `HostKeyAlias`, lowercased: the name host keys are looked up and recorded under
@@ -513,6 +519,14 @@ impl SshOptions {
                 None => Some(expand_path("IdentityAgent", v)?),
             },
         };
+        let (forward_agent, forward_agent_socket) = match &s.forward_agent {
+            Some((on, Some(v))) => match v.strip_prefix('$').filter(|n| !n.starts_with('{')) {
+                Some(var) => (*on, std::env::var_os(var).map(PathBuf::from)),
+                None => (*on, Some(expand_path("ForwardAgent", v)?)),
+            },
+            Some((on, None)) => (*on, None),
+            None => (false, None),
+        };
         let user_known_hosts_files: Vec<PathBuf> = match &s.user_known_hosts {
             Some(l) if l.len() == 1 && l[0].eq_ignore_ascii_case("none") => Vec::new(),
             Some(l) => l
@@ -551,6 +565,8 @@ impl SshOptions {
             identity_files_explicit,
             identities_only: s.identities_only.unwrap_or(false),
             identity_agent,
+            forward_agent,
+            forward_agent_socket,
             proxy_jump,
             host_key_alias: s.host_key_alias.as_deref().map(str::to_ascii_lowercase),
             proxy_command,
@@ -728,6 +744,29 @@ mod tests {
         assert!(o.resolve(&dest("t")).unwrap().proxy_jump.is_empty());
         let hop = o.for_jump_host();
         assert!(hop.jump.is_none());
+    }
+
+    #[test]
+    fn forward_agent_is_a_flag_or_the_agent_to_forward() {
+        let resolve = |opt: &str| {
+            let mut o = SshOptions {
+                config_file: Some(PathBuf::from("none")),
+                home: Some(PathBuf::from("/home/me")),
+                ..Default::default()
+            };
+            if !opt.is_empty() {
+                o.push_option(opt).unwrap();
+            }
+            let r = o.resolve(&dest("h")).unwrap();
+            (r.forward_agent, r.forward_agent_socket)
+        };
+        assert_eq!(resolve(""), (false, None));
+        assert_eq!(resolve("ForwardAgent=yes"), (true, None));
+        assert_eq!(resolve("ForwardAgent=no"), (false, None));
+        assert_eq!(
+            resolve("ForwardAgent=~/agent.sock"),
+            (true, Some(PathBuf::from("/home/me/agent.sock")))
+        );
     }
 
     #[test]

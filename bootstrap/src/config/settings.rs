@@ -29,6 +29,8 @@ pub(super) struct Settings {
     pub(super) identity_files: Vec<(String, bool)>,
     pub(super) identities_only: Option<bool>,
     pub(super) identity_agent: Option<String>,
+    /// `ForwardAgent`: on/off, and the agent to forward when a path or `$VAR` was given.
+    pub(super) forward_agent: Option<(bool, Option<String>)>,
     pub(super) proxy_jump: Option<String>,
     pub(super) proxy_command: Option<String>,
     pub(super) user_known_hosts: Option<Vec<String>>,
@@ -369,6 +371,18 @@ impl Settings {
                     }
                 }
                 set(active, &mut self.identity_agent, v.to_string());
+            }
+            "forwardagent" => {
+                let v = one()?;
+                // OpenSSH: yes/no, else a socket path or `$VAR` (which means yes).
+                let value = match parse_flag(origin, key, v) {
+                    Ok(on) => (on, None),
+                    Err(_) => {
+                        dollar_only(v).map_err(|r| bad(origin, key, v, &r))?;
+                        (true, Some(v.to_string()))
+                    }
+                };
+                set(active, &mut self.forward_agent, value);
             }
             "proxyjump" => {
                 let v = raw.trim_start_matches([' ', '\t', '=']);

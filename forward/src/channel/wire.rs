@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::copy::{CopyAccepted, CopyOpen};
+use crate::agent::AgentOpen;
 use crate::ports::PortOpen;
 use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::pty::{PtyData, PtyOpen};
@@ -114,6 +115,9 @@ pub enum ChannelOpen {
     /// A file copy between laptop and host (client -> daemon, issue #36 §3): control lines
     /// and file bytes both ways, see [`crate::copy`].
     Copy(CopyOpen),
+    /// One connection to the host's forwarded `SSH_AUTH_SOCK` (daemon -> client, #36 §2):
+    /// agent messages as [`ChannelData::Bytes`] both ways, to the laptop's own agent.
+    Agent(AgentOpen),
 }
 
 impl ChannelOpen {
@@ -125,6 +129,7 @@ impl ChannelOpen {
             ChannelOpen::Pty(_) => ChannelKind::Pty,
             ChannelOpen::Port(_) => ChannelKind::Port,
             ChannelOpen::Copy(_) => ChannelKind::Copy,
+            ChannelOpen::Agent(_) => ChannelKind::Agent,
         }
     }
 }
@@ -142,6 +147,8 @@ pub enum ChannelKind {
     Port,
     /// [`ChannelOpen::Copy`].
     Copy,
+    /// [`ChannelOpen::Agent`].
+    Agent,
 }
 
 impl std::fmt::Display for ChannelKind {
@@ -152,6 +159,7 @@ impl std::fmt::Display for ChannelKind {
             ChannelKind::Pty => "terminal",
             ChannelKind::Port => "port",
             ChannelKind::Copy => "file copy",
+            ChannelKind::Agent => "ssh-agent",
         })
     }
 }
@@ -170,6 +178,8 @@ pub enum ChannelAccepted {
     Port,
     /// The daemon checked the host path and takes the copy.
     Copy(CopyAccepted),
+    /// The laptop connected to its agent.
+    Agent,
 }
 
 /// One piece of ordered data on a channel.

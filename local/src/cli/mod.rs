@@ -297,6 +297,10 @@ struct SshArgs {
     /// `Key=Value` option (repeatable).
     #[arg(short = 'o', value_name = "KEY=VALUE")]
     option: Vec<String>,
+    /// Forward this laptop's ssh-agent to the host's workspace (as `ForwardAgent yes`; it
+    /// goes through the link, so the host's `AllowAgentForwarding` does not matter).
+    #[arg(short = 'A')]
+    forward_agent: bool,
     /// Containers and pods instead of SSH (`--docker`, `--podman`, `--kube`, `--exec`).
     #[command(flatten)]
     exec: exec::ExecArgs,
@@ -350,6 +354,11 @@ impl SshArgs {
             config_file: self.config_file.clone(),
             ..Default::default()
         };
+        // As in OpenSSH: `-A` is given before every `-o` and file, so it wins.
+        if self.forward_agent {
+            o.push_option("ForwardAgent=yes")
+                .map_err(|e| e.to_string())?;
+        }
         for kv in &self.option {
             o.push_option(kv).map_err(|e| e.to_string())?;
         }
@@ -630,4 +639,37 @@ fn connector_for(
             ..LocalConnector::new(locate_host_binary().map_err(CliError::usage)?, workspace)
         }),
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
+mod agent_flag_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `-A` is `ForwardAgent yes` given before every `-o` and file, as in OpenSSH (and no
+    /// subcommand's flags clash with it).
+    #[test]
+    fn dash_a_forwards_the_agent() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["reasonix", "ssh", "-A", "-F", "none", "me@h:/ws"]).unwrap();
+        let Some(Cmd::Ssh { dest, ssh, .. }) = cli.command else {
+            panic!("not ssh")
+        };
+        let opts = ssh.to_options().unwrap();
+        let dest = reasonix_bootstrap::Destination::parse(&dest).unwrap();
+        assert!(opts.resolve(&dest).unwrap().forward_agent);
+        let cli = Cli::try_parse_from(["reasonix", "ssh", "-F", "none", "me@h:/ws"]).unwrap();
+        let Some(Cmd::Ssh { dest, ssh, .. }) = cli.command else {
+            panic!("not ssh")
+        };
+        let dest = reasonix_bootstrap::Destination::parse(&dest).unwrap();
+        assert!(
+            !ssh.to_options()
+                .unwrap()
+                .resolve(&dest)
+                .unwrap()
+                .forward_agent
+        );
+    }
 }

@@ -92,10 +92,16 @@ impl Rig {
     /// sshd inside `ns`, a host user with `~/ws`, a laptop home with key, known_hosts and a
     /// config pointing at the mock provider (which must be started inside the namespace).
     pub async fn new(ns: Arc<NetNs>, script: Vec<MockReply>) -> Rig {
+        Self::new_with_sshd(ns, script, Vec::new()).await
+    }
+
+    /// [`Rig::new`] with extra `sshd_config` lines (`AllowAgentForwarding no`, ...).
+    pub async fn new_with_sshd(ns: Arc<NetNs>, script: Vec<MockReply>, extra: Vec<String>) -> Rig {
         let sshd = Sshd::start(SshdConfig {
             netns: Some(ns.name().to_string()),
             allow_tcp_forwarding: false,
             allow_stream_local_forwarding: false,
+            extra,
             ..SshdConfig::default()
         })
         .expect("sshd in namespace");
@@ -215,6 +221,18 @@ impl Rig {
         liveness: (u64, u64),
         options: ClientOptions,
     ) -> (Client, tokio::sync::mpsc::UnboundedReceiver<ClientEvent>) {
+        self.library_client_ssh(port, liveness, options, &[])
+    }
+
+    /// [`Rig::library_client_with`] with extra `-o Key=Value` SSH options
+    /// (`ForwardAgent=...`).
+    pub fn library_client_ssh(
+        &self,
+        port: u16,
+        liveness: (u64, u64),
+        options: ClientOptions,
+        ssh_options: &[&str],
+    ) -> (Client, tokio::sync::mpsc::UnboundedReceiver<ClientEvent>) {
         std::env::set_var(
             "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
             musl_host_binary(),
@@ -236,6 +254,9 @@ impl Rig {
             ..SshOptions::default()
         };
         opts.push_option("IdentityAgent=none").expect("option");
+        for o in ssh_options {
+            opts.push_option(o).expect("ssh option");
+        }
         let connector = SshConnector::new(
             Destination::parse(&self.dest()).expect("dest"),
             opts,

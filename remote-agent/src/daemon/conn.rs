@@ -47,6 +47,8 @@ pub(super) struct Conn {
     pub(super) opens: AtomicU64,
     /// Set once this link watches the workspace's ports ([`Request::WatchPorts`]).
     pub(super) watches_ports: std::sync::atomic::AtomicBool,
+    /// When this link's laptop offered its ssh-agent (an order among offers; 0: never).
+    pub(super) agent_offer: super::agent::OfferSeq,
 }
 
 impl DriverLink for ConnLink {

@@ -112,6 +112,7 @@ impl Daemon {
             generation: AtomicU64::new(0),
             opens: AtomicU64::new(0),
             watches_ports: Default::default(),
+            agent_offer: Default::default(),
         });
         self.links
             .lock_or_recover()

@@ -92,8 +92,11 @@ pub struct Daemon {
     history: Arc<crate::prompt_history::PromptHistory>,
     /// The TCP ports the workspace's processes listen on (#36 §1), started on first watch.
     ports: std::sync::OnceLock<Arc<crate::ports::PortWatch>>,
+    /// The forwarded ssh-agent's socket (#36 §2), made on the first laptop's offer.
+    agent: std::sync::OnceLock<Arc<crate::agent_sock::AgentSocket>>,
 }
 
+mod agent;
 mod conn;
 mod lifecycle;
 mod links;
@@ -130,6 +133,7 @@ impl Daemon {
         ));
         Arc::new(Daemon {
             ports: std::sync::OnceLock::new(),
+            agent: std::sync::OnceLock::new(),
             terminals,
             loading: tokio::sync::Mutex::new(()),
             history,

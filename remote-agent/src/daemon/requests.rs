@@ -21,7 +21,7 @@ use crate::session::DriverLink;
 
 impl Daemon {
     pub(super) async fn handle_request(
-        &self,
+        self: &Arc<Self>,
         conn: &Arc<Conn>,
         body: Request,
     ) -> Result<Response, RpcError> {
@@ -260,6 +260,7 @@ impl Daemon {
                 .map(|()| Response::Pty(PtyResponse::Done))
                 .map_err(RpcError::from),
             Request::WatchPorts => Ok(self.watch_ports(conn).await),
+            Request::ForwardAgent(offer) => self.forward_agent(conn, offer),
             Request::ProviderBase { .. } | Request::WebFetch(_) => Err(RpcError::new(
                 ErrorCode::BadRequest,
                 "the host has no gateway; provider and web requests go from host to laptop",

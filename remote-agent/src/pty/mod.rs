@@ -355,6 +355,11 @@ impl Terminals {
                 term
             },
         );
+        // The user's own terminals get the forwarded ssh-agent whenever the daemon serves one
+        // (#36 §2), in place of one the daemon inherited from the SSH session that started it.
+        if let Some(sock) = crate::agent_sock::socket_path() {
+            cmd.env("SSH_AUTH_SOCK", sock);
+        }
         cmd.cwd(&self.workspace);
         let shell = cmd.get_shell();
         let child = pair

@@ -44,6 +44,10 @@ pub struct SandboxConfig {
     /// The bwrap program: a bare name is looked up in `PATH`. Injectable so tests can point it
     /// at a missing binary.
     pub bwrap_path: PathBuf,
+    /// Give commands the forwarded ssh-agent (`SSH_AUTH_SOCK`) when the daemon serves one
+    /// (`[sandbox] ssh_agent`); otherwise the variable is removed and, under bwrap, the
+    /// socket's directory is hidden.
+    pub ssh_agent: bool,
 }
 
 impl SandboxConfig {
@@ -75,6 +79,7 @@ impl SandboxConfig {
             forbid_read,
             cache_dirs,
             bwrap_path: PathBuf::from("bwrap"),
+            ssh_agent: false,
         }
     }
 }
@@ -300,6 +305,35 @@ impl Sandbox {
         cwd: &Path,
         read_only: &[PathBuf],
     ) -> Result<tokio::process::Command, SandboxError> {
+        let mut c = self.confined(shell_command, cwd, read_only)?;
+        match (self.config.ssh_agent, crate::agent_sock::socket_path()) {
+            (true, Some(sock)) => c.env("SSH_AUTH_SOCK", sock),
+            _ => c.env_remove("SSH_AUTH_SOCK"),
+        };
+        Ok(c)
+    }
+
+    /// The bwrap mounts of the forwarded ssh-agent's directory, when the daemon serves one:
+    /// bound in (a run directory under `/tmp` is behind the private `/tmp` otherwise) when
+    /// `ssh_agent` is on, hidden under an empty tmpfs when it is off.
+    fn agent_mounts(&self) -> Vec<OsString> {
+        let Some(dir) = crate::agent_sock::socket_dir().filter(|d| d.is_dir()) else {
+            return Vec::new();
+        };
+        let d = dir.as_os_str().to_os_string();
+        if self.config.ssh_agent {
+            vec!["--bind".into(), d.clone(), d]
+        } else {
+            vec!["--tmpfs".into(), d]
+        }
+    }
+
+    fn confined(
+        &self,
+        shell_command: &str,
+        cwd: &Path,
+        read_only: &[PathBuf],
+    ) -> Result<tokio::process::Command, SandboxError> {
         match &self.state {
             State::Off => {
                 let mut c = tokio::process::Command::new(&self.shell);
@@ -309,6 +343,7 @@ impl Sandbox {
             State::Bwrap(bwrap) => {
                 let mut c = tokio::process::Command::new(bwrap);
                 c.args(self.bwrap_args_with(cwd, read_only));
+                c.args(self.agent_mounts());
                 c.arg("--").arg(&self.shell).arg("-c").arg(shell_command);
                 Ok(c)
             }
