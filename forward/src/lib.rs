@@ -25,6 +25,7 @@ pub mod command_files;
 pub mod content;
 pub mod delta;
 pub mod frame;
+pub mod goal;
 pub mod handshake;
 pub mod hooks;
 pub mod link;

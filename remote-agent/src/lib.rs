@@ -12,6 +12,7 @@ pub mod content;
 pub mod daemon;
 pub mod delta;
 mod forwarder;
+pub mod goal;
 pub mod hooks;
 pub mod journal;
 pub mod mcp;
