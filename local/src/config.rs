@@ -757,7 +757,10 @@ impl Config {
         );
         set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
         set(&mut self.agent.effort, a.effort.map(Some));
-        set(&mut self.agent.goal_token_budget, a.goal_token_budget.map(Some));
+        set(
+            &mut self.agent.goal_token_budget,
+            a.goal_token_budget.map(Some),
+        );
         set(
             &mut self.agent.goal_cost_budget_usd,
             a.goal_cost_budget_usd.map(Some),

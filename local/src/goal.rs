@@ -98,7 +98,6 @@ pub fn event_line(g: &GoalEvent) -> String {
     }
 }
 
-
 /// One line for a session listing: `complete 3 turns 12k tok: objective — progress`.
 pub fn summary_line(g: &GoalSummary) -> String {
     format!(

@@ -285,6 +285,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                             client.leave().await;
                             return goal::outcome(status, detail, &denied_headless);
                         }
+                        goal::Follow::Show => {
+                            out.event(&e.kind);
+                            continue;
+                        }
                         goal::Follow::Other => {}
                     }
                 }
@@ -671,7 +675,9 @@ impl Printer {
                 eprintln!("[tool] {name} failed: {}", terminal_safe(&summary(output)));
             }
             EventKind::Notice { text } => eprintln!("[reasonix] {}", terminal_safe(text)),
-            EventKind::Goal(g) => eprintln!("[goal] {}", terminal_safe(&crate::goal::event_line(g))),
+            EventKind::Goal(g) => {
+                eprintln!("[goal] {}", terminal_safe(&crate::goal::event_line(g)))
+            }
             EventKind::Plan(reasonix_forward::proto::PlanEvent::Proposed { plan, .. }) => {
                 let mut o = std::io::stdout().lock();
                 let _ = writeln!(o, "\n\n--- plan (approve: reasonix run --continue --approve-plan; revise: reasonix run --continue \"comment\") ---\n{}", terminal_safe(plan));

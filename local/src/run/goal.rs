@@ -12,6 +12,8 @@ pub(super) enum Follow {
     Turn,
     /// A turn of the goal ended: its summary is shown, and the run goes on.
     TurnEnd,
+    /// A goal event outside a turn (the start, a resume): shown.
+    Show,
     /// The goal ended or paused: the run ends.
     End(GoalStatus, Option<String>),
     /// Anything else.
@@ -25,6 +27,7 @@ pub(super) fn follow(kind: &EventKind) -> Follow {
         EventKind::Goal(GoalEvent::Status { status, detail }) if *status != GoalStatus::Running => {
             Follow::End(*status, detail.clone())
         }
+        EventKind::Goal(GoalEvent::Started { .. } | GoalEvent::Status { .. }) => Follow::Show,
         _ => Follow::Other,
     }
 }
@@ -35,7 +38,15 @@ pub(super) fn outcome(
     detail: Option<String>,
     denied_headless: &[String],
 ) -> RunOutcome {
-    let why = |what: &str| Some(format!("{what}{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()));
+    let why = |what: &str| {
+        Some(format!(
+            "{what}{}",
+            detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        ))
+    };
     match status {
         GoalStatus::Complete => RunOutcome {
             exit: Exit::Completed,
