@@ -395,6 +395,7 @@ fn new_and_sessions_open_the_right_session() {
             last_activity: "2026-05-01T10:05:00Z".into(),
             driver_attached: false,
             clients: 0,
+            goal: None,
         },
         reasonix_forward::proto::SessionInfo {
             id: "b".into(),
@@ -406,6 +407,7 @@ fn new_and_sessions_open_the_right_session() {
             last_activity: "2026-05-01T10:05:00Z".into(),
             driver_attached: false,
             clients: 0,
+            goal: None,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
@@ -981,6 +983,7 @@ fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
         last_activity: "2026-05-01T10:05:00Z".into(),
         driver_attached: false,
         clients: 0,
+        goal: None,
     };
     let mut app = busy_app();
     let open = app
