@@ -96,7 +96,8 @@ fn call(id: &str, name: &str, args: Value) -> MockToolCall {
 async fn a_goal_goes_on_after_the_client_is_killed_and_a_later_client_finds_it_complete() {
     let sshd = Sshd::start(SshdConfig::default()).expect("sshd");
     let user = TestUser::create(&UserOptions::default()).expect("user");
-    user.write_file("ws/README.md", "# ws\n", 0o644).expect("ws");
+    user.write_file("ws/README.md", "# ws\n", 0o644)
+        .expect("ws");
     let mock = MockProvider::start(vec![
         MockReply::tool_calls(
             vec![call(
@@ -222,11 +223,7 @@ async fn a_goal_goes_on_after_the_client_is_killed_and_a_later_client_finds_it_c
     });
     assert_eq!(out.status.code(), Some(0), "{}", output(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("\"status\":\"complete\""),
-        "{}",
-        output(&out)
-    );
+    assert!(text.contains("\"status\":\"complete\""), "{}", output(&out));
 
     // 4. `reasonix sessions` finds it complete; one request per step, one run.
     let row = tokio::task::block_in_place(|| listed(&l, &dest));

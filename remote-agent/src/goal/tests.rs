@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 use super::*;
 use reasonix_forward::proto::Usage;
 
