@@ -1206,3 +1206,56 @@ async fn secrets_typed_into_prompts_never_reach_the_history() {
     app.handle_key(key(KeyCode::Up));
     assert!(!app.composer_text().contains("hunter2"));
 }
+
+#[test]
+fn goal_command_starts_pauses_and_shows_the_goal() {
+    use reasonix_forward::proto::{GoalAction, GoalEvent, GoalStatus};
+    let (mut app, mut f) = ready_app();
+    type_str(&mut app, "/goal make the tests pass");
+    let a = app.handle_key(enter());
+    let rid = match a.as_slice() {
+        [Action::Goal {
+            request_id,
+            action: GoalAction::Start { objective, .. },
+            ..
+        }] if objective == "make the tests pass" => request_id.clone(),
+        other => panic!("{other:?}"),
+    };
+    f.ev(
+        &mut app,
+        0.0,
+        EventKind::Goal(GoalEvent::Started {
+            goal_id: rid.clone(),
+            objective: "make the tests pass".into(),
+            budgets: Default::default(),
+        }),
+    );
+    finish_turn(&mut app, &mut f, &rid, "[goal] make the tests pass");
+    type_str(&mut app, "/goal pause");
+    assert!(matches!(
+        app.handle_key(enter()).as_slice(),
+        [Action::Goal {
+            action: GoalAction::Pause,
+            ..
+        }]
+    ));
+    f.ev(
+        &mut app,
+        0.2,
+        EventKind::Goal(GoalEvent::Status {
+            status: GoalStatus::BudgetPaused,
+            detail: Some("token budget reached: 120 of 100 tokens".into()),
+        }),
+    );
+    type_str(&mut app, "/goal status");
+    assert!(app.handle_key(enter()).is_empty());
+    let screen = draw(&app, 120, 30);
+    assert!(
+        screen.contains("goal budget-paused: make the tests pass — token budget reached"),
+        "{screen}"
+    );
+    // A spectator cannot change the goal.
+    connected(&mut app, ClientRole::Spectator);
+    type_str(&mut app, "/goal resume");
+    assert!(app.handle_key(enter()).is_empty());
+}
