@@ -27,6 +27,7 @@ pub mod content;
 pub mod copy;
 pub mod delta;
 pub mod frame;
+pub mod goal;
 pub mod handshake;
 pub mod hooks;
 pub mod link;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::content::{ContentChunk, ContentRef};
+pub use crate::goal::{GoalAction, GoalBudgets, GoalEvent, GoalReport, GoalStatus, GoalSummary};
 pub use crate::plan::{PlanAction, PlanDecision, PlanEvent};
 pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
@@ -426,6 +427,17 @@ pub enum Request {
         /// What to do.
         #[serde(flatten)]
         action: PlanAction,
+    },
+    // ---- goals (issue 38 §3) ----
+    /// The open session's goal: start, pause, resume, clear. Only the driving client may
+    /// send it. Answered with [`Response::Ok`] (or [`Response::Duplicate`]); a start starts
+    /// a turn whose [`EventKind::UserTurn`] carries `request_id`.
+    Goal {
+        /// Client-chosen id for deduplication (and the goal's id on a start).
+        request_id: String,
+        /// What to do.
+        #[serde(flatten)]
+        action: GoalAction,
     },
     // #36 §1 forwarded ports.
     /// The TCP ports the workspace's processes listen on now, answered with
@@ -1010,6 +1022,9 @@ pub struct SessionInfo {
     /// Clients that have the session open (driver and spectators) with their link up.
     #[serde(default)]
     pub clients: u32,
+    /// The session's goal, if it has had one (issue 38 §3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<GoalSummary>,
 }
 
 /// Answer to [`Request::OpenSession`].
@@ -1521,6 +1536,8 @@ pub enum EventKind {
     ProviderRetry(ProviderRetry),
     /// Plan mode: on/off, a proposed plan, the user's answer (see [`PlanEvent`]).
     Plan(PlanEvent),
+    /// The session's goal: started, reported on, paused, resumed, ended (see [`GoalEvent`]).
+    Goal(GoalEvent),
     /// A checkpoint was taken.
     Checkpoint {
         /// Checkpoint id.

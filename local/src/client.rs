@@ -358,6 +358,27 @@ impl Client {
         }
     }
 
+    /// Send a goal request ([`Request::Goal`]); like [`Client::submit_turn`], waits while the
+    /// host says busy (a turn still ending) and retries with the same id.
+    pub async fn goal_request(
+        &self,
+        request_id: &str,
+        action: reasonix_forward::proto::GoalAction,
+    ) -> Result<Response, CallError> {
+        loop {
+            let req = Request::Goal {
+                request_id: request_id.to_string(),
+                action: action.clone(),
+            };
+            match self.request(req).await {
+                Err(CallError::Remote(e)) if e.code == ErrorCode::Busy => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Tell the host this client is done with its session (see [`Request::Leave`]), waiting
     /// briefly for the answer: a client that exits right after is then no longer the
     /// session's driver when the next one attaches. Best effort: a host that does not

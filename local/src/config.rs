@@ -226,6 +226,13 @@ pub struct AgentConfig {
     /// Reasoning effort chosen for every model (`--effort` sets it too); `None`: each
     /// model's own default.
     pub effort: Option<ReasoningEffort>,
+    /// A goal pauses after this many tokens (prompt plus completion) since its start or
+    /// last resume; `None`: no token budget.
+    pub goal_token_budget: Option<u64>,
+    /// A goal pauses after this cost in US dollars (at the model's `prices`); `None`: none.
+    pub goal_cost_budget_usd: Option<f64>,
+    /// A goal pauses after this many minutes of running; `None`: no time budget.
+    pub goal_time_budget_minutes: Option<u64>,
 }
 
 impl Default for AgentConfig {
@@ -241,6 +248,9 @@ impl Default for AgentConfig {
             provider_retry_seconds: crate::gateway::retry::DEFAULT_BUDGET_SECS,
             prompt_confirm_ratio: 0.25,
             effort: None,
+            goal_token_budget: None,
+            goal_cost_budget_usd: None,
+            goal_time_budget_minutes: None,
         }
     }
 }
@@ -619,6 +629,22 @@ impl Config {
         }
     }
 
+    /// A goal's budgets from `[agent] goal_token_budget`, `goal_cost_budget_usd` and
+    /// `goal_time_budget_minutes`, with `model`'s prices (cost is counted only with them).
+    pub fn goal_budgets(&self, model: Option<&str>) -> reasonix_forward::proto::GoalBudgets {
+        let micro = |usd: f64| (usd * 1e6).round().max(0.0) as u64;
+        reasonix_forward::proto::GoalBudgets {
+            tokens: self.agent.goal_token_budget,
+            cost_micro_usd: self.agent.goal_cost_budget_usd.map(micro),
+            minutes: self.agent.goal_time_budget_minutes,
+            prices: self
+                .resolve_model(model)
+                .ok()
+                .and_then(|m| m.prices)
+                .map(|p| [micro(p.input), micro(p.cached), micro(p.output)]),
+        }
+    }
+
     /// When `text` is big enough to ask before sending it to `model` (#15 item 6): its
     /// estimated tokens exceed `[agent] prompt_confirm_ratio` of the context window.
     pub fn big_prompt(&self, model: Option<&str>, text: &str) -> Option<BigPrompt> {
@@ -735,6 +761,18 @@ impl Config {
         );
         set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
         set(&mut self.agent.effort, a.effort.map(Some));
+        set(
+            &mut self.agent.goal_token_budget,
+            a.goal_token_budget.map(Some),
+        );
+        set(
+            &mut self.agent.goal_cost_budget_usd,
+            a.goal_cost_budget_usd.map(Some),
+        );
+        set(
+            &mut self.agent.goal_time_budget_minutes,
+            a.goal_time_budget_minutes.map(Some),
+        );
     }
 
     /// Apply a trusted (user) file.
@@ -1075,6 +1113,14 @@ impl Config {
                 ),
             ));
         }
+        if let Some(c) = self.agent.goal_cost_budget_usd {
+            if !(c.is_finite() && c > 0.0) {
+                return Err(invalid(
+                    "agent.goal_cost_budget_usd",
+                    format!("must be a positive number of US dollars, got {c}"),
+                ));
+            }
+        }
         if let Some(t) = self.agent.temperature {
             if !(0.0..=2.0).contains(&t) {
                 return Err(invalid(
@@ -1261,6 +1307,9 @@ struct AgentFile {
     provider_retry_seconds: Option<u64>,
     prompt_confirm_ratio: Option<f64>,
     effort: Option<ReasoningEffort>,
+    goal_token_budget: Option<u64>,
+    goal_cost_budget_usd: Option<f64>,
+    goal_time_budget_minutes: Option<u64>,
 }
 
 /// Field names that only ever hold secrets.

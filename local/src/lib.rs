@@ -14,6 +14,7 @@ pub mod copy;
 pub mod exec_target;
 pub mod exit;
 pub mod gateway;
+pub mod goal;
 pub mod hooks_laptop;
 pub mod hooks_trust;
 mod laptop_channels;

@@ -15,6 +15,7 @@ use crate::exit::Exit;
 use crate::gateway::Gateway;
 
 mod compact;
+mod goal;
 pub use compact::compact_command;
 
 /// Options of a headless run.
@@ -39,6 +40,9 @@ pub struct RunOptions {
     pub approve_plan: bool,
     /// `--allow-memory-writes`: memory writes that need the user's approval are allowed.
     pub allow_memory_writes: bool,
+    /// `--goal`: a goal request (start with its budgets, resume, pause, clear) instead of a
+    /// prompt; the run returns when the goal ends or pauses.
+    pub goal: Option<reasonix_forward::proto::GoalAction>,
 }
 
 /// How a run ended.
@@ -85,6 +89,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     let request_id = format!("run-{:016x}", rand::random::<u64>());
     let mut session_id = opts.session.clone();
     let mut our_turn: Option<u64> = None;
+    let mut goal_from: Option<u64> = None;
     let mut last_seq = 0u64;
     let mut usage = Usage::default();
     let mut tally = Tally {
@@ -122,6 +127,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             let prompt = opts.prompt.clone();
             let home = config.home.clone();
             let (plan, approve_plan) = (opts.plan, opts.approve_plan);
+            let goal = opts.goal.clone();
             // Open and submit on a task so connection events keep flowing meanwhile.
             let tx = opened_tx.clone();
             open_pending = true;
@@ -141,6 +147,12 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 // restart the catch-up alone can end our turn (interrupted), and its notice
                 // (why, `loginctl enable-linger`) must not wait for the submit's answer.
                 let _ = tx.send(Ok(Ok(opened)));
+                if let Some(action) = goal {
+                    if let Err(e) = c.goal_request(&rid, action).await {
+                        let _ = tx.send(Err(e));
+                    }
+                    return;
+                }
                 if approve_plan || plan {
                     use reasonix_forward::proto::{PlanAction, PlanDecision};
                     let action = if approve_plan {
@@ -207,6 +219,9 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         }
                         report_ignored(&mut out, &opened.ignored, &mut reported);
                         out.session(&opened.session, &opened.sandbox);
+                        // A goal's events are the ones after this open (the catch-up may
+                        // hold an earlier goal's end).
+                        goal_from.get_or_insert(opened.last_seq);
                         session_id = Some(opened.session);
                         continue;
                     }
@@ -254,6 +269,27 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         if cancel_sent_at.is_some() {
                             send_cancel(&client);
                         }
+                    }
+                }
+                if opts.goal.is_some() && goal_from.is_some_and(|f| e.seq > f) {
+                    match goal::follow(&e.kind) {
+                        goal::Follow::Turn => our_turn = Some(e.turn),
+                        goal::Follow::TurnEnd => {
+                            if let EventKind::TurnFinished { outcome, detail } = &e.kind {
+                                out.finished(*outcome, detail.as_deref(), &usage, &model, &tally);
+                            }
+                            continue;
+                        }
+                        goal::Follow::End(status, detail) => {
+                            out.event(&e.kind);
+                            client.leave().await;
+                            return goal::outcome(status, detail, &denied_headless);
+                        }
+                        goal::Follow::Show => {
+                            out.event(&e.kind);
+                            continue;
+                        }
+                        goal::Follow::Other => {}
                     }
                 }
                 if our_turn != Some(e.turn) {
@@ -583,6 +619,7 @@ impl Printer {
                     json!({"type": "approval_requested", "call_id": call_id, "tool": tool, "arguments": arguments, "reason": reason})
                 }
                 EventKind::Notice { text } => json!({"type": "notice", "text": text}),
+                EventKind::Goal(g) => json!({"type": "goal", "goal": g}),
                 EventKind::Plan(reasonix_forward::proto::PlanEvent::Proposed {
                     plan_id,
                     plan,
@@ -638,6 +675,9 @@ impl Printer {
                 eprintln!("[tool] {name} failed: {}", terminal_safe(&summary(output)));
             }
             EventKind::Notice { text } => eprintln!("[reasonix] {}", terminal_safe(text)),
+            EventKind::Goal(g) => {
+                eprintln!("[goal] {}", terminal_safe(&crate::goal::event_line(g)))
+            }
             EventKind::Plan(reasonix_forward::proto::PlanEvent::Proposed { plan, .. }) => {
                 let mut o = std::io::stdout().lock();
                 let _ = writeln!(o, "\n\n--- plan (approve: reasonix run --continue --approve-plan; revise: reasonix run --continue \"comment\") ---\n{}", terminal_safe(plan));

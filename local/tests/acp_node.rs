@@ -172,7 +172,7 @@ fn prompt_with_an_approved_edit_streams_updates_in_order_and_changes_the_file() 
     let cmds = position(&log, |v| v["kind"] == "available_commands_update");
     assert_eq!(
         log[cmds]["commands"],
-        json!(["continue", "status", "rewind"])
+        json!(["continue", "status", "goal", "rewind"])
     );
     // The edit: announced with its diff, asked, run, finished — in that order.
     let announced = position(&log, |v| v["kind"] == "tool_call" && v["id"] == "c-edit");
@@ -584,6 +584,11 @@ fn custom_commands_are_advertised_and_expanded_like_in_the_tui() {
                 null
             ],
             ["status", "Show the host daemon's status", null],
+            [
+                "goal",
+                "Keep working toward an objective, turn after turn, also with no editor attached",
+                "objective, or status | pause | resume | clear"
+            ],
             [
                 "rewind",
                 "Restore files and/or conversation to just before turn N",

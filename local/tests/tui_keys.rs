@@ -395,6 +395,7 @@ fn new_and_sessions_open_the_right_session() {
             last_activity: "2026-05-01T10:05:00Z".into(),
             driver_attached: false,
             clients: 0,
+            goal: None,
         },
         reasonix_forward::proto::SessionInfo {
             id: "b".into(),
@@ -406,6 +407,7 @@ fn new_and_sessions_open_the_right_session() {
             last_activity: "2026-05-01T10:05:00Z".into(),
             driver_attached: false,
             clients: 0,
+            goal: None,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
@@ -981,6 +983,7 @@ fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
         last_activity: "2026-05-01T10:05:00Z".into(),
         driver_attached: false,
         clients: 0,
+        goal: None,
     };
     let mut app = busy_app();
     let open = app
@@ -1202,4 +1205,57 @@ async fn secrets_typed_into_prompts_never_reach_the_history() {
     // The composer's own history has nothing of it either.
     app.handle_key(key(KeyCode::Up));
     assert!(!app.composer_text().contains("hunter2"));
+}
+
+#[test]
+fn goal_command_starts_pauses_and_shows_the_goal() {
+    use reasonix_forward::proto::{GoalAction, GoalEvent, GoalStatus};
+    let (mut app, mut f) = ready_app();
+    type_str(&mut app, "/goal make the tests pass");
+    let a = app.handle_key(enter());
+    let rid = match a.as_slice() {
+        [Action::Goal {
+            request_id,
+            action: GoalAction::Start { objective, .. },
+            ..
+        }] if objective == "make the tests pass" => request_id.clone(),
+        other => panic!("{other:?}"),
+    };
+    f.ev(
+        &mut app,
+        0.0,
+        EventKind::Goal(GoalEvent::Started {
+            goal_id: rid.clone(),
+            objective: "make the tests pass".into(),
+            budgets: Default::default(),
+        }),
+    );
+    finish_turn(&mut app, &mut f, &rid, "[goal] make the tests pass");
+    type_str(&mut app, "/goal pause");
+    assert!(matches!(
+        app.handle_key(enter()).as_slice(),
+        [Action::Goal {
+            action: GoalAction::Pause,
+            ..
+        }]
+    ));
+    f.ev(
+        &mut app,
+        0.2,
+        EventKind::Goal(GoalEvent::Status {
+            status: GoalStatus::BudgetPaused,
+            detail: Some("token budget reached: 120 of 100 tokens".into()),
+        }),
+    );
+    type_str(&mut app, "/goal status");
+    assert!(app.handle_key(enter()).is_empty());
+    let screen = draw(&app, 120, 30);
+    assert!(
+        screen.contains("goal budget-paused: make the tests pass — token budget reached"),
+        "{screen}"
+    );
+    // A spectator cannot change the goal.
+    connected(&mut app, ClientRole::Spectator);
+    type_str(&mut app, "/goal resume");
+    assert!(app.handle_key(enter()).is_empty());
 }

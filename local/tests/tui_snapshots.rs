@@ -430,6 +430,7 @@ fn help_status_sessions_and_model_overlays() {
             last_activity: "2026-05-01T10:05:00Z".into(),
             driver_attached: true,
             clients: 0,
+            goal: None,
         },
         SessionInfo {
             id: "20260430-162210-1b2c".into(),
@@ -441,6 +442,7 @@ fn help_status_sessions_and_model_overlays() {
             last_activity: "2026-04-30T18:40:00Z".into(),
             driver_attached: false,
             clients: 0,
+            goal: None,
         },
         SessionInfo {
             id: "20260429-091500-99aa".into(),
@@ -452,6 +454,7 @@ fn help_status_sessions_and_model_overlays() {
             last_activity: "2026-04-29T09:31:00Z".into(),
             driver_attached: false,
             clients: 0,
+            goal: None,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
@@ -474,6 +477,7 @@ fn help_status_sessions_and_model_overlays() {
                 last_activity: "2026-04-20T11:00:00Z".into(),
                 driver_attached: false,
                 clients: 0,
+                goal: None,
             },
             deleted: deleted.into(),
             purge_after: purge.into(),

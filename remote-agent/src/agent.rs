@@ -206,6 +206,7 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::Notice { .. }
             | EventKind::ProviderRetry(_)
             | EventKind::Plan(_)
+            | EventKind::Goal(_)
             | EventKind::Checkpoint { .. } => {}
             EventKind::Compacted {
                 snipped,
@@ -438,6 +439,7 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::Notice { .. }
             | EventKind::ProviderRetry(_)
             | EventKind::Plan(_)
+            | EventKind::Goal(_)
             | EventKind::Checkpoint { .. }
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }

@@ -211,6 +211,7 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::Notice { .. } => "notice",
         EventKind::ProviderRetry(_) => "provider_retry",
         EventKind::Plan(_) => "plan",
+        EventKind::Goal(_) => "goal",
         EventKind::Checkpoint { .. } => "checkpoint",
         EventKind::Compacted { .. } => "compacted",
         EventKind::Steer { .. } => "steer",

@@ -14,6 +14,7 @@ pub mod copy;
 pub mod daemon;
 pub mod delta;
 mod forwarder;
+pub mod goal;
 pub mod hooks;
 pub mod journal;
 pub mod mcp;

@@ -14,6 +14,8 @@ pub enum Command {
     Continue,
     /// `/status`: the host daemon's status.
     Status,
+    /// `/goal [objective|status|pause|resume|clear]` (see [`crate::goal::parse`]).
+    Goal(String),
     /// `/rewind N [code|conversation|both]`: restore to just before turn N.
     Rewind {
         /// Turn number.
@@ -28,6 +30,13 @@ pub fn available() -> Vec<acp::AvailableCommand> {
     vec![
         acp::AvailableCommand::new("continue", "Continue a turn that paused at its step limit"),
         acp::AvailableCommand::new("status", "Show the host daemon's status"),
+        acp::AvailableCommand::new(
+            "goal",
+            "Keep working toward an objective, turn after turn, also with no editor attached",
+        )
+        .input(acp::AvailableCommandInput::Unstructured(
+            acp::UnstructuredCommandInput::new("objective, or status | pause | resume | clear"),
+        )),
         acp::AvailableCommand::new(
             "rewind",
             "Restore files and/or conversation to just before turn N",
@@ -70,6 +79,7 @@ pub fn parse(text: &str) -> Option<Result<Command, String>> {
     match name {
         "continue" => Some(Ok(Command::Continue)),
         "status" => Some(Ok(Command::Status)),
+        "goal" => Some(Ok(Command::Goal(arg.to_string()))),
         "rewind" => {
             let mut words = arg.split_whitespace();
             let Some(n) = words.next() else {

@@ -197,6 +197,8 @@ pub async fn open(
         explain: spec.explain.clone(),
         plan: plan::PlanAcp::default(),
         plan_on: Arc::default(),
+        goal: crate::goal::GoalView::default(),
+        goal_budgets: spec.config.goal_budgets(spec.model.as_deref()),
     };
     let plan_on = Arc::clone(&actor.plan_on);
     tokio::spawn(actor.run(events, rx, done_rx));
@@ -238,6 +240,10 @@ struct Actor {
     plan: plan::PlanAcp,
     /// Shared with the handle (`session/load` reports the current mode).
     plan_on: Arc<std::sync::atomic::AtomicBool>,
+    /// The session's goal as its events said so far (`/goal status`).
+    goal: crate::goal::GoalView,
+    /// `[agent]` goal budgets, sent with `/goal OBJECTIVE`.
+    goal_budgets: reasonix_forward::proto::GoalBudgets,
 }
 
 impl Actor {
@@ -405,6 +411,7 @@ impl Actor {
         for u in self.translator.event(kind, own) {
             self.update(u);
         }
+        self.goal.observe(kind);
         match kind {
             EventKind::ApprovalRequested {
                 approval_id,
@@ -452,6 +459,7 @@ impl Actor {
             | EventKind::ToolFinished { .. }
             | EventKind::Usage { .. }
             | EventKind::Checkpoint { .. }
+            | EventKind::Goal(_)
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
             | EventKind::ShellRan { .. } => {}
@@ -654,6 +662,7 @@ impl Actor {
                     let _ = done.send(Done::Reply(id, r));
                 });
             }
+            Command::Goal(arg) => self.goal_command(id, &arg),
             Command::Rewind { to_turn, scope } => {
                 tokio::spawn(async move {
                     let req = Request::Rewind {
@@ -678,6 +687,42 @@ impl Actor {
                 });
             }
         }
+    }
+
+    /// `/goal`: `status` answers from the events seen; anything else is a goal request.
+    /// A start answers once the host took it: the goal's turns then stream in as the
+    /// session's events, and go on on the host with or without this editor.
+    fn goal_command(&mut self, id: Value, arg: &str) {
+        use reasonix_forward::proto::GoalAction;
+        let mut action = match crate::goal::parse(arg) {
+            crate::goal::GoalCommand::Status => {
+                let line = self.goal.line();
+                self.finished(Done::Reply(id, Ok(line)));
+                return;
+            }
+            crate::goal::GoalCommand::Act(a) => a,
+        };
+        if let GoalAction::Start { budgets, .. } = &mut action {
+            *budgets = self.goal_budgets.clone();
+        }
+        let client = self.client.clone();
+        let done = self.done.clone();
+        tokio::spawn(async move {
+            let request_id = format!("acp-goal-{:016x}", rand::random::<u64>());
+            let what = match &action {
+                GoalAction::Start { objective, .. } => format!(
+                    "Goal started: {objective}. It runs on the host turn after turn, also with no editor attached; /goal status shows its progress."
+                ),
+                GoalAction::Pause => "Goal paused; /goal resume continues.".into(),
+                GoalAction::Resume => "Goal resumed.".into(),
+                GoalAction::Clear => "Goal stopped.".into(),
+            };
+            let r = match client.goal_request(&request_id, action).await {
+                Ok(_) => Ok(what),
+                Err(e) => Err(rpc_error(e)),
+            };
+            let _ = done.send(Done::Reply(id, r));
+        });
     }
 
     fn submit(&self, request_id: String, text: String) {

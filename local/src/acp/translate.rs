@@ -188,6 +188,10 @@ impl Translator {
                     .unwrap_or_default()
             }
             EventKind::Plan(_) => Vec::new(),
+            EventKind::Goal(g) => vec![acp::SessionUpdate::AgentMessageChunk(chunk(&format!(
+                "\n[reasonix] {}\n",
+                crate::goal::event_line(g)
+            )))],
             EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
             | EventKind::Usage { .. }

@@ -58,6 +58,24 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
             "--approve-plan executes the plan of an existing session: add --continue (the most recent session) or --session ID",
         ));
     }
+    let goal = match args.goal.as_deref().map(reasonix_local::goal::parse) {
+        None => None,
+        Some(reasonix_local::goal::GoalCommand::Status) => {
+            return Err(CliError::usage(
+                "--goal takes an objective, or resume, pause or clear; `reasonix sessions` shows each session's goal and progress",
+            ))
+        }
+        Some(reasonix_local::goal::GoalCommand::Act(mut action)) => {
+            if let reasonix_forward::proto::GoalAction::Start { budgets, .. } = &mut action {
+                *budgets = config.goal_budgets(args.run_model.as_deref());
+            } else if !args.continue_last && args.session.is_none() {
+                return Err(CliError::usage(
+                    "--goal resume|pause|clear acts on an existing session: add --continue (the most recent session) or --session ID",
+                ));
+            }
+            Some(action)
+        }
+    };
     let prompt = match args.prompt {
         Some(p) => prompt_text(p)?,
         None => String::new(),
@@ -92,6 +110,7 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
             plan: args.plan,
             approve_plan: args.approve_plan,
             allow_memory_writes: args.allow_memory_writes,
+            goal,
         },
     )
     .await;

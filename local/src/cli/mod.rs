@@ -381,9 +381,15 @@ fn ssh_connector(dest: &str, ssh: &SshArgs) -> Result<reasonix_local::ssh::SshCo
 
 #[derive(Args)]
 struct RunArgs {
-    /// The prompt; `-` reads it from standard input. With --approve-plan: none.
-    #[arg(required_unless_present = "approve_plan")]
+    /// The prompt; `-` reads it from standard input. With --approve-plan or --goal: none.
+    #[arg(required_unless_present_any = ["approve_plan", "goal"])]
     prompt: Option<String>,
+    /// Work toward an objective turn after turn (the host goes on with no client attached)
+    /// and return when the goal ends: complete (exit 0), blocked, stopped, or paused at a
+    /// `[agent] goal_*_budget`. `--goal resume|pause|clear` with --continue acts on the
+    /// session's goal (resume also waits for a goal that is still running).
+    #[arg(long, value_name = "OBJECTIVE", conflicts_with_all = ["prompt", "plan", "approve_plan"])]
+    goal: Option<String>,
     /// Plan first: turn plan mode on and send the prompt as the task to plan. Nothing is
     /// changed; the plan is printed (a `plan` line with --json) and saved in the session.
     /// Then `run --continue --approve-plan` executes it, `run --continue "comment"` revises it.

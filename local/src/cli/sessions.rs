@@ -256,6 +256,9 @@ fn print_sessions(sessions: &[SessionInfo], json: bool) -> Result<(), CliError> 
             if s.driver_attached { "attached" } else { "-" },
             s.title
         );
+        if let Some(g) = &s.goal {
+            println!("{:<20} {}", "", reasonix_local::goal::summary_line(g));
+        }
     }
     Ok(())
 }

@@ -517,6 +517,7 @@ impl Transcript {
                     ),
                 }
             }
+            EventKind::Goal(g) => self.notice(crate::goal::event_line(g), Level::Info),
             // Mid-stream: the streaming entry keeps taking the deltas.
             EventKind::Steer { request_id, text } => {
                 self.push(EntryKind::Steer {

@@ -103,6 +103,15 @@ impl Daemon {
                     Err(e) => Err(e.into()),
                 }
             }
+            Request::Goal { request_id, action } => {
+                // Only the driver starts, pauses, resumes or clears a goal.
+                let session = self.driven_session(conn)?;
+                match session.goal_request(&request_id, action).await {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(e.into()),
+                }
+            }
             Request::Leave => {
                 if let Some((session, _)) = conn.session.lock_or_recover().take() {
                     session.release_driver(conn.id);

@@ -73,6 +73,7 @@ impl Daemon {
                                 last_activity: sum.last_ts,
                                 driver_attached: false,
                                 clients: 0,
+                                goal: None,
                             },
                         )),
                         Err(e) => {
@@ -192,6 +193,7 @@ impl Daemon {
                             last_activity: sum.last_ts,
                             driver_attached: false,
                             clients: 0,
+                            goal: None,
                         },
                         deleted: rfc(e.deleted),
                         purge_after: rfc(e.deleted + TRASH_KEEP_DAYS * 86_400),

@@ -355,6 +355,7 @@ fn belongs_to(kind: &EventKind, conv: &Conversation) -> bool {
         | EventKind::Notice { .. }
         | EventKind::ProviderRetry(_)
         | EventKind::Plan(_)
+        | EventKind::Goal(_)
         | EventKind::Checkpoint { .. }
         | EventKind::Compacted { .. }
         | EventKind::Steer { .. }

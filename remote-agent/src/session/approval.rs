@@ -12,13 +12,15 @@ pub(super) struct PendingApproval {
 
 impl Session {
     /// Nobody can answer an approval question: the driving client is headless.
+    /// While a goal runs with no client attached, a question waits for the next client
+    /// instead (the session shows "waiting for approval").
     pub(super) fn headless(&self) -> bool {
-        self.driver
-            .borrow()
-            .as_ref()
-            .map(|g| g.headless())
-            .unwrap_or(false)
-            || self.lock().settings.headless
+        let driver = self.driver.borrow().as_ref().map(|g| g.headless());
+        let inner = self.lock();
+        match driver {
+            Some(h) => h || inner.settings.headless,
+            None => inner.settings.headless && !inner.goal.running(),
+        }
     }
 
     /// Ask the user to approve `call`: journaled durably before anyone is asked, answered

@@ -74,6 +74,7 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::Plan(_)
+                    | EventKind::Goal(_)
                     | EventKind::SteerInjected { .. } => continue,
                     EventKind::Steer { text, .. } => ("user (steer)".to_string(), text.clone()),
                     EventKind::ShellRan {

@@ -14,12 +14,12 @@ impl Session {
         admitted: Option<Barrier>,
     ) {
         let mut admitted = admitted;
-        let barrier = loop {
+        let (barrier, outcome) = loop {
             let (outcome, detail) = self.turn_steps(&cancel, admitted.take()).await;
             self.notice_mcp_tool_changes();
             if let Some(barrier) = self.end_turn(outcome, detail) {
                 self.turn_end_hooks(outcome);
-                break barrier;
+                break (barrier, outcome);
             }
         };
         if let Err(e) = barrier.wait().await {
@@ -29,6 +29,8 @@ impl Session {
                 text: self.journal_failure("this turn is not saved on the host yet", &e),
             });
         }
+        // A running goal starts its next turn (or pauses, or ends) once this one is saved.
+        self.goal_after_turn(outcome);
     }
 
     /// Close the turn with `outcome`, or return `None` when a steer arrived after the last

@@ -28,6 +28,7 @@ use crate::tools::{JobTable, ToolContext, ToolRegistry};
 
 mod approval;
 mod context;
+mod goal;
 mod history;
 mod hooks;
 mod host;
@@ -104,6 +105,9 @@ pub enum SessionError {
         "no plan is waiting for an answer (it was answered already, or replaced by a newer one)"
     )]
     NoPlan,
+    /// A goal request that does not fit the goal's state (the text says what to do).
+    #[error("{0}")]
+    Goal(String),
     /// A steer arrived while no turn runs.
     #[error("no turn is running to steer; send the text as a new message")]
     NotRunning,
@@ -129,7 +133,9 @@ impl SessionError {
             SessionError::NoSuchApproval(_) | SessionError::NoPlan => ErrorCode::NotFound,
             SessionError::NotRunning => ErrorCode::NotRunning,
             SessionError::ShellDenied(_) => ErrorCode::Denied,
-            SessionError::EmptySteer | SessionError::Shell(_) => ErrorCode::Invalid,
+            SessionError::EmptySteer | SessionError::Shell(_) | SessionError::Goal(_) => {
+                ErrorCode::Invalid
+            }
         }
     }
 }
@@ -160,6 +166,8 @@ struct Inner {
     pending: steer::Pending,
     /// Plan mode as the journal says (kept current by [`Session::emit`]).
     plan: crate::plan::PlanState,
+    /// The goal as the journal says (kept current by [`Session::emit`]).
+    goal: crate::goal::GoalState,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -287,6 +295,7 @@ impl Session {
         );
         let pending = steer::Pending::from_events(&events);
         let plan_state = crate::plan::PlanState::from_events(&events);
+        let goal_state = crate::goal::GoalState::from_events(&events);
         let turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         let mut seen_requests = HashSet::new();
         let mut title = String::new();
@@ -334,6 +343,7 @@ impl Session {
                 title,
                 pending,
                 plan: plan_state,
+                goal: goal_state,
             }),
             live,
             driver,
@@ -358,7 +368,9 @@ impl Session {
             ctx.notices = Arc::new(SessionNotices(Arc::downgrade(&session)));
             ctx.web = Arc::new(web::SessionWeb(session.driver.subscribe()));
             ctx.plan = Arc::new(plan::SessionPlan(Arc::downgrade(&session)));
+            ctx.goal = Arc::new(goal::SessionGoal(Arc::downgrade(&session)));
         }
+        session.goal_after_open();
         Ok((session, notice))
     }
 
@@ -505,6 +517,7 @@ impl Session {
             // The daemon knows the links; it fills these in.
             driver_attached: false,
             clients: 0,
+            goal: inner.goal.summary(),
         }
     }
 
@@ -595,6 +608,7 @@ impl Session {
                 ctx.notices = Arc::clone(&slot.notices);
                 ctx.web = Arc::clone(&slot.web);
                 ctx.plan = Arc::clone(&slot.plan);
+                ctx.goal = Arc::clone(&slot.goal);
                 // This driver's global facts and write permission over the workspace's store.
                 ctx.memory = ctx
                     .memory
@@ -665,6 +679,7 @@ impl Session {
     fn emit(&self, inner: &mut Inner, kind: EventKind) -> Event {
         let turn = inner.turn;
         inner.plan.observe(&kind);
+        inner.goal.observe(&kind, crate::clock::now_ms());
         let ev = inner.journal.append(turn, kind);
         inner.events.push(ev.clone());
         let _ = self.live.send(Notification::Event(ev.clone()));

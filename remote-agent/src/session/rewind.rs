@@ -158,6 +158,7 @@ impl Session {
         inner.turn = events.iter().map(|e| e.turn).max().unwrap_or(0);
         // A rewind to before an approval brings the unapproved plan back.
         inner.plan = crate::plan::PlanState::from_events(&events);
+        inner.goal = crate::goal::GoalState::from_events(&events);
         inner.events = events;
         inner.state = TurnState::Idle;
         inner.cancel = None;

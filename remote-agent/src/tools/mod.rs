@@ -16,6 +16,7 @@ pub mod notebook;
 mod read;
 mod search;
 mod todo;
+mod update_goal;
 pub mod web_fetch;
 mod write;
 
@@ -41,6 +42,7 @@ pub use notebook::NotebookEditTool;
 pub use read::ReadFileTool;
 pub use search::{GlobTool, GrepTool, LsTool};
 pub use todo::TodoWriteTool;
+pub use update_goal::UpdateGoalTool;
 pub use web_fetch::{NoWebGateway, WebFetchTool, WebGateway};
 pub use write::{MoveFileTool, WriteFileTool};
 
@@ -158,6 +160,8 @@ pub struct ToolContext {
     pub web: Arc<dyn WebGateway>,
     /// The session's plan mode (`exit_plan_mode` proposes through it).
     pub plan: Arc<dyn crate::plan::PlanSink>,
+    /// The session's goal (`update_goal` reports through it).
+    pub goal: Arc<dyn crate::goal::GoalSink>,
     /// The session's memory (project store, the laptop's global facts); `None` outside a
     /// daemon session.
     pub memory: Option<Arc<crate::memory::Memory>>,
@@ -204,6 +208,7 @@ impl ToolContext {
             notices: Arc::new(NoNotices),
             web: Arc::new(NoWebGateway),
             plan: Arc::new(crate::plan::NoPlan),
+            goal: Arc::new(crate::goal::NoGoal),
             memory: None,
         }
     }
@@ -260,8 +265,9 @@ impl ToolRegistry {
     /// All built-in tools.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let all: [Arc<dyn Tool>; 17] = [
+        let all: [Arc<dyn Tool>; 18] = [
             Arc::new(ExitPlanModeTool),
+            Arc::new(UpdateGoalTool),
             Arc::new(HistoryTool),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),

@@ -524,6 +524,7 @@ fn outline_of(kind: &EventKind) -> Option<String> {
         EventKind::Notice { .. } => "notice".into(),
         EventKind::ProviderRetry(_) => "provider_retry".into(),
         EventKind::Plan(p) => format!("plan:{p:?}"),
+        EventKind::Goal(g) => format!("goal:{g:?}"),
         EventKind::Compacted { kind, .. } => format!("compacted:{kind:?}"),
         EventKind::Steer { .. } => "steer".into(),
         EventKind::SteerInjected { .. } => "steer_injected".into(),

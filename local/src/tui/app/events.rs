@@ -399,6 +399,7 @@ impl App {
                 let mut actions = Vec::new();
                 self.track_retry(&e.kind);
                 self.plan.observe(&e.kind);
+                self.goal.observe(&e.kind);
                 match &e.kind {
                     EventKind::Usage {
                         usage,
@@ -491,6 +492,7 @@ impl App {
                     | EventKind::Notice { .. }
                     | EventKind::ProviderRetry(_)
                     | EventKind::Plan(_)
+                    | EventKind::Goal(_)
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }

@@ -6,6 +6,7 @@ mod completion;
 mod context;
 mod effort;
 mod events;
+mod goal;
 mod keys;
 mod memory;
 mod plan;
@@ -129,6 +130,15 @@ pub enum Action {
     },
     /// Send `Request::Takeover`.
     Takeover,
+    /// Send `Request::Goal` (start, pause, resume, clear; a start gets `[agent]` budgets).
+    Goal {
+        /// Request id (the goal's id and its first turn's on a start).
+        request_id: String,
+        /// What to do.
+        action: reasonix_forward::proto::GoalAction,
+        /// The model in use (its prices count toward the cost budget).
+        model: Option<String>,
+    },
     /// Send `Request::Plan` (plan mode: enter, leave, answer the card).
     Plan {
         /// Deduplication id (and of the turn it starts).
@@ -593,6 +603,8 @@ pub struct App {
     pub(crate) approvals: VecDeque<PendingApproval>,
     /// Plan mode of the open session (issue 38 §1).
     pub(crate) plan: plan::PlanView,
+    /// The open session's goal (issue 38 §3).
+    pub(crate) goal: crate::goal::GoalView,
     answered: HashSet<String>,
     pub(crate) approval_sel: usize,
     pub(crate) prompts: VecDeque<PromptModal>,
@@ -700,6 +712,7 @@ impl App {
             effort_choice,
             approvals: VecDeque::new(),
             plan: plan::PlanView::default(),
+            goal: crate::goal::GoalView::default(),
             answered: HashSet::new(),
             approval_sel: 0,
             prompts: VecDeque::new(),

@@ -38,6 +38,7 @@ impl App {
             | EventKind::ApprovalAnswered { .. }
             | EventKind::Notice { .. }
             | EventKind::Plan(_)
+            | EventKind::Goal(_)
             | EventKind::Checkpoint { .. }
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }

@@ -27,6 +27,7 @@ pub(crate) enum SlashCommand {
     Shell,
     Rename,
     Plan,
+    Goal,
     Ports,
     Memory,
     Upload,
@@ -70,6 +71,7 @@ impl SlashCommand {
         Self::Shell,
         Self::Rename,
         Self::Plan,
+        Self::Goal,
         Self::Ports,
         Self::Memory,
         Self::Upload,
@@ -86,6 +88,12 @@ impl SlashCommand {
                 &[],
                 "[task]",
                 "plan mode: research read-only, propose a plan, change nothing until you approve it",
+            ),
+            Self::Goal => (
+                "goal",
+                &[],
+                "[objective|status|pause|resume|clear]",
+                "keep working toward an objective, turn after turn, even with no client attached",
             ),
             Self::New => ("new", &[], "", "start a new session"),
             Self::Sessions => (
@@ -550,6 +558,7 @@ impl App {
             SlashCommand::Compact => self.compact_command(arg),
             SlashCommand::Context => self.context_command(),
             SlashCommand::Plan => self.plan_command(arg),
+            SlashCommand::Goal => self.goal_command(arg),
         }
     }
 }

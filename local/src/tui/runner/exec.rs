@@ -324,6 +324,17 @@ impl Exec {
             Action::Takeover => {
                 self.request("takeover", Request::Takeover, |_| Some(AppEvent::TookOver));
             }
+            Action::Goal {
+                request_id,
+                mut action,
+                model,
+            } => {
+                if let reasonix_forward::proto::GoalAction::Start { budgets, .. } = &mut action {
+                    let config = self.config();
+                    *budgets = config.goal_budgets(model.as_deref());
+                }
+                self.request("goal", Request::Goal { request_id, action }, |_| None);
+            }
             Action::Plan { request_id, action } => {
                 self.request("plan", Request::Plan { request_id, action }, |_| None);
             }
