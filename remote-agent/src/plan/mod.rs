@@ -9,6 +9,7 @@
 //! (daemon restart, takeover, rewind) rebuilds the same state and the same messages.
 
 pub mod gate;
+pub mod route;
 pub mod steps;
 
 use reasonix_forward::proto::{Event, EventKind, PlanDecision, PlanEvent};
