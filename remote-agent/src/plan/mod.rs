@@ -8,6 +8,7 @@
 //! session glue (`session/plan.rs`) journals and applies it, so a replay of the journal
 //! (daemon restart, takeover, rewind) rebuilds the same state and the same messages.
 
+pub mod coordinator;
 pub mod gate;
 pub mod route;
 pub mod steps;
@@ -98,6 +99,7 @@ impl PlanState {
                     self.on = false;
                 }
             }
+            PlanEvent::Routed { .. } | PlanEvent::Handoff { .. } | PlanEvent::PlannerFailed { .. } => {}
         }
     }
 }
