@@ -226,6 +226,9 @@ pub struct AgentConfig {
     /// Reasoning effort chosen for every model (`--effort` sets it too); `None`: each
     /// model's own default.
     pub effort: Option<ReasoningEffort>,
+    /// The planner beside the executor (issue 38 §2): a model label like `default_model`'s.
+    /// Set only by the user's file (it decides where prompts go); checked at start-up.
+    pub planner_model: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -241,6 +244,7 @@ impl Default for AgentConfig {
             provider_retry_seconds: crate::gateway::retry::DEFAULT_BUDGET_SECS,
             prompt_confirm_ratio: 0.25,
             effort: None,
+            planner_model: None,
         }
     }
 }
@@ -741,6 +745,9 @@ impl Config {
         }
         for (i, pf) in file.providers.into_iter().enumerate() {
             self.merge_provider(pf, &src, i)?;
+        }
+        if let Some(m) = file.agent.planner_model.clone() {
+            self.agent.planner_model = Some(m).filter(|m| !m.trim().is_empty());
         }
         self.apply_agent(file.agent);
         let t = file.tools;
@@ -1255,6 +1262,7 @@ struct AgentFile {
     provider_retry_seconds: Option<u64>,
     prompt_confirm_ratio: Option<f64>,
     effort: Option<ReasoningEffort>,
+    planner_model: Option<String>,
 }
 
 /// Field names that only ever hold secrets.
