@@ -600,7 +600,9 @@ impl Printer {
                 EventKind::Plan(reasonix_forward::proto::PlanEvent::PlannerFailed {
                     reason,
                     handed_over,
-                }) => json!({"type": "planner_failed", "reason": reason, "handed_over": handed_over}),
+                }) => {
+                    json!({"type": "planner_failed", "reason": reason, "handed_over": handed_over})
+                }
                 EventKind::ProviderRetry(r) => json!({"type": "provider_retry",
                     "phase": r.phase, "attempt": r.attempt, "max_attempts": r.max_attempts,
                     "delay_ms": r.delay_ms, "reason": r.reason,
@@ -662,7 +664,10 @@ impl Printer {
                 reason,
             }) => eprintln!("[reasonix] route: {route} (plan depth {depth}; {reason})"),
             EventKind::Plan(reasonix_forward::proto::PlanEvent::Handoff { model, .. }) => {
-                eprintln!("[reasonix] the planner ({}) handed its plan to the executor", terminal_safe(model))
+                eprintln!(
+                    "[reasonix] the planner ({}) handed its plan to the executor",
+                    terminal_safe(model)
+                )
             }
             EventKind::Plan(reasonix_forward::proto::PlanEvent::PlannerFailed {
                 reason,
@@ -670,7 +675,11 @@ impl Printer {
             }) => eprintln!(
                 "[reasonix] {}{}",
                 terminal_safe(reason),
-                if *handed_over { "; the executor takes the task" } else { "" }
+                if *handed_over {
+                    "; the executor takes the task"
+                } else {
+                    ""
+                }
             ),
             EventKind::ProviderRetry(r) => eprintln!(
                 "[reasonix] {}",

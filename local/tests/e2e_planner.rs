@@ -148,7 +148,12 @@ async fn the_planner_plans_the_executor_executes_each_on_its_own_cached_prefix()
 
     let out = command(
         &env,
-        &["run", "--continue", "--json", "add a goodbye section to the readme file"],
+        &[
+            "run",
+            "--continue",
+            "--json",
+            "add a goodbye section to the readme file",
+        ],
     )
     .output()
     .expect("run --continue");
@@ -162,14 +167,21 @@ async fn the_planner_plans_the_executor_executes_each_on_its_own_cached_prefix()
 
     let reqs = mock.requests();
     let models: Vec<String> = reqs.iter().map(model).collect();
-    assert_eq!(models, ["plan", "exec", "plan", "exec"], "planner first, then executor");
+    assert_eq!(
+        models,
+        ["plan", "exec", "plan", "exec"],
+        "planner first, then executor"
+    );
     // The executor's request carries the task and the planner's handoff.
     let handed = last_user(&reqs[1]);
     assert!(
         handed.starts_with("add a hello section") && handed.contains("[planner handoff]"),
         "{handed}"
     );
-    assert!(handed.contains("## Steps\n1. Edit README.md\n2. Check it\n"), "{handed}");
+    assert!(
+        handed.contains("## Steps\n1. Edit README.md\n2. Check it\n"),
+        "{handed}"
+    );
     assert!(!last_user(&reqs[0]).contains("[planner handoff]"));
     // Each model's second request extends its first, across a daemon that exited between
     // the runs (the planner's prefix is rebuilt the same; the executor's from the journal).
@@ -177,7 +189,10 @@ async fn the_planner_plans_the_executor_executes_each_on_its_own_cached_prefix()
     let (p0, p2) = (reqs[0].messages(), reqs[2].messages());
     assert_eq!(p0[0], p2[0], "the planner's system prompt is stable");
     assert_eq!(reqs[0].body["tools"], reqs[2].body["tools"]);
-    assert_ne!(reqs[0].body["tools"], reqs[1].body["tools"], "the planner has fewer tools");
+    assert_ne!(
+        reqs[0].body["tools"], reqs[1].body["tools"],
+        "the planner has fewer tools"
+    );
     // The cache: each model's second request hits its own cache for its prefix.
     let acc = mock.prompt_accounting();
     assert_eq!(acc.len(), 4);
@@ -199,7 +214,9 @@ async fn an_unknown_or_keyless_planner_model_is_refused_at_start_up_naming_it() 
         ("keyless/k", "RX_PLANNER_NO_SUCH_KEY"),
     ] {
         let env = setup(&mock.base_url(), label);
-        let out = command(&env, &["run", "just answer: hi"]).output().expect("run");
+        let out = command(&env, &["run", "just answer: hi"])
+            .output()
+            .expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert_ne!(out.status.code(), Some(0), "{label}: {stderr}");
         assert!(

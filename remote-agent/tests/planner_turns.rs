@@ -10,7 +10,9 @@
 
 mod turn_support;
 
-use reasonix_forward::proto::{EventKind, PlanEvent, ProviderRequest, SessionSettings, TurnOutcome};
+use reasonix_forward::proto::{
+    EventKind, PlanEvent, ProviderRequest, SessionSettings, TurnOutcome, Usage,
+};
 use serde_json::json;
 use turn_support::{Reply, Rig};
 
@@ -72,18 +74,25 @@ fn routes(rig: &Rig) -> Vec<(String, String, String)> {
 
 #[tokio::test]
 async fn planner_and_executor_keep_their_own_byte_stable_prefixes_across_alternation() {
+    let usage = Usage {
+        prompt_tokens: 100,
+        completion_tokens: 10,
+        ..Usage::default()
+    };
+    let planner = |r: Reply| r.usage(usage).done_as("planner-v1");
+    let executor = |r: Reply| r.usage(usage).done_as("executor-v1");
     let script = vec![
         // Turn 1 (bounded work → light plan): the planner reads, then plans; the executor.
-        Reply::call("p1", "read_file", json!({"path": "src/lib.rs"})),
-        Reply::answer(&plan_answer("Add a quiet flag.")),
-        Reply::answer("done: quiet flag"),
+        planner(Reply::new().tool("p1", "read_file", json!({"path": "src/lib.rs"}))),
+        planner(Reply::new().text(&plan_answer("Add a quiet flag."))),
+        executor(Reply::new().text("done: quiet flag")),
         // Turn 2 (a question → direct).
-        Reply::answer("it greets"),
+        executor(Reply::new().text("it greets")),
         // Turn 3 (implementation → light plan): the planner plans at once.
-        Reply::answer(&plan_answer("Retry the fetch.")),
-        Reply::answer("done: retry"),
+        planner(Reply::new().text(&plan_answer("Retry the fetch."))),
+        executor(Reply::new().text("done: retry")),
         // Turn 4 (explicit "just do it" → direct).
-        Reply::answer("done: test"),
+        executor(Reply::new().text("done: test")),
     ];
     let rig = Rig::start(with_planner(), script).await;
     rig.write("src/lib.rs", "pub fn greet() -> &'static str { \"hi\" }\n");
@@ -141,7 +150,9 @@ async fn planner_and_executor_keep_their_own_byte_stable_prefixes_across_alterna
 
     // The executor's first request carries the task and the handoff (one user message, as
     // successive user messages are sent), with the file the planner read as verified.
-    let first = executor[0].messages.last().unwrap()["content"].as_str().unwrap();
+    let first = executor[0].messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap();
     assert!(first.starts_with("add a --quiet flag"), "{first}");
     assert!(first.contains("[planner handoff]"), "{first}");
     assert!(
@@ -154,12 +165,29 @@ async fn planner_and_executor_keep_their_own_byte_stable_prefixes_across_alterna
     );
     // The planner never saw the executor's conversation, nor the executor the planner's
     // research.
-    assert!(!executor
+    assert!(!executor.iter().any(|r| serde_json::to_string(&r.messages)
+        .unwrap()
+        .contains("\"p1\"")));
+    assert!(!planner.iter().any(|r| serde_json::to_string(&r.messages)
+        .unwrap()
+        .contains("done: quiet flag")));
+
+    // `/context` shows both conversations and the usage per model, summed.
+    let report = rig.session.context_report();
+    let p = report.planner.expect("the planner's part");
+    assert_eq!(p.model, PLANNER);
+    assert_eq!(p.messages, 6, "two planning turns: user, call, result, plan; user, plan");
+    assert!(p.tokens > 0);
+    assert_eq!(report.messages, 10, "the executor: four turns and two handoffs");
+    let usage: Vec<(String, u64, u64)> = report
+        .usage_by_model
         .iter()
-        .any(|r| serde_json::to_string(&r.messages).unwrap().contains("\"p1\"")));
-    assert!(!planner
-        .iter()
-        .any(|r| serde_json::to_string(&r.messages).unwrap().contains("done: quiet flag")));
+        .map(|m| (m.model.clone(), m.requests, m.usage.prompt_tokens))
+        .collect();
+    assert_eq!(
+        usage,
+        vec![("planner-v1".into(), 3, 300), ("executor-v1".into(), 4, 400)]
+    );
 
     // A replay of the journal (a daemon restart) rebuilds the executor's conversation with
     // the handoffs: its next request extends the last one byte for byte.
@@ -189,8 +217,13 @@ async fn a_planner_without_a_plan_hands_an_ordinary_turn_to_the_executor() {
     assert_eq!(failed, Some(true), "{}", rig.dump());
     let reqs = rig.gateway.requests();
     assert_eq!(reqs.len(), 2);
-    let last = reqs[1].messages.last().unwrap()["content"].as_str().unwrap();
-    assert_eq!(last, "add a --quiet flag to the run command", "the original task, no handoff");
+    let last = reqs[1].messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        last, "add a --quiet flag to the run command",
+        "the original task, no handoff"
+    );
 }
 
 #[tokio::test]
@@ -206,14 +239,23 @@ async fn plan_only_and_approval_turns_fail_closed() {
     assert!(detail.unwrap().contains("nothing was executed"));
     let reqs = rig.gateway.requests();
     assert_eq!(reqs.len(), 6);
-    assert!(reqs.iter().all(|r| r.model.as_deref() == Some(PLANNER)), "the executor was never asked");
+    assert!(
+        reqs.iter().all(|r| r.model.as_deref() == Some(PLANNER)),
+        "the executor was never asked"
+    );
 
     // With a plan, an approval turn puts it on the plan card and stops: nothing executes.
     rig.gateway.push(Reply::answer(&plan_answer("Quiet flag.")));
     rig.submit("add a --quiet flag, wait for my approval");
     assert_eq!(rig.finished(2).await, (TurnOutcome::Completed, None));
     assert_eq!(rig.gateway.requests().len(), 7);
-    let pending = rig.session.pending_plan().expect("a plan waits for approval");
+    let pending = rig
+        .session
+        .pending_plan()
+        .expect("a plan waits for approval");
     assert_eq!(pending.steps, vec!["Read src/lib.rs", "Change it"]);
-    assert!(rig.session.plan_mode(), "plan mode holds the writers meanwhile");
+    assert!(
+        rig.session.plan_mode(),
+        "plan mode holds the writers meanwhile"
+    );
 }

@@ -127,7 +127,11 @@ impl Handoff {
             .collect();
         let extra = sections
             .iter()
-            .filter(|(h, _)| ["risk", "accept", "rollback", "风险", "验收", "回滚"].iter().any(|k| h.contains(k)))
+            .filter(|(h, _)| {
+                ["risk", "accept", "rollback", "风险", "验收", "回滚"]
+                    .iter()
+                    .any(|k| h.contains(k))
+            })
             .map(|(h, b)| (h.clone(), b.trim().to_string()))
             .collect();
         Some(Handoff {
@@ -191,7 +195,10 @@ fn sections(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for line in text.lines() {
         if let Some(h) = line.trim_start().strip_prefix('#') {
-            out.push((h.trim_start_matches('#').trim().to_lowercase(), String::new()));
+            out.push((
+                h.trim_start_matches('#').trim().to_lowercase(),
+                String::new(),
+            ));
         } else if let Some((_, body)) = out.last_mut() {
             body.push_str(line);
             body.push('\n');
@@ -203,7 +210,9 @@ fn sections(text: &str) -> Vec<(String, String)> {
 /// The paths a planner tool call opened (`read_file`'s `path`, `ls`/`glob`/`grep`'s `path`).
 pub fn opened_path(tool: &str, args: &Value) -> Option<String> {
     match tool {
-        "read_file" | "notebook_read" => args.get("path").and_then(Value::as_str).map(str::to_string),
+        "read_file" | "notebook_read" => {
+            args.get("path").and_then(Value::as_str).map(str::to_string)
+        }
         _ => None,
     }
 }
@@ -216,6 +225,7 @@ pub fn hand_over_on_failure(route: Route) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)] // tests may unwrap
     use super::*;
 
     const ANSWER: &str = "## Goal\nAdd a --quiet flag.\n\n## Steps\n1. Parse the flag in cli.rs\n2. Silence notices\n\n\
@@ -260,10 +270,19 @@ mod tests {
         for n in ["read_file", "grep", "glob", "ls", "bash"] {
             assert!(names.contains(&n), "{names:?}");
         }
-        for n in ["write_file", "edit_file", "multi_edit", "exit_plan_mode", "todo_write"] {
+        for n in [
+            "write_file",
+            "edit_file",
+            "multi_edit",
+            "exit_plan_mode",
+            "todo_write",
+        ] {
             assert!(!names.contains(&n), "{names:?}");
         }
-        assert_eq!(t.schemas(), planner_tools(&ToolRegistry::builtin()).schemas());
+        assert_eq!(
+            t.schemas(),
+            planner_tools(&ToolRegistry::builtin()).schemas()
+        );
     }
 
     #[test]

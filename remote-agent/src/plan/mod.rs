@@ -99,7 +99,9 @@ impl PlanState {
                     self.on = false;
                 }
             }
-            PlanEvent::Routed { .. } | PlanEvent::Handoff { .. } | PlanEvent::PlannerFailed { .. } => {}
+            PlanEvent::Routed { .. }
+            | PlanEvent::Handoff { .. }
+            | PlanEvent::PlannerFailed { .. } => {}
         }
     }
 }

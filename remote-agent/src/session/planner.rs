@@ -105,7 +105,9 @@ impl Session {
             .flatten();
         let Some(handoff) = handoff else {
             let reason = match outcome {
-                TurnOutcome::Completed => "the planner answered without a plan (no goal or steps)".to_string(),
+                TurnOutcome::Completed => {
+                    "the planner answered without a plan (no goal or steps)".to_string()
+                }
                 TurnOutcome::Paused => format!(
                     "the planner used its research budget of {} steps without a plan",
                     decision.depth.budget()
@@ -170,7 +172,11 @@ impl Session {
         let schemas = tools.schemas();
         let prefix = Prefix {
             system_hash: agent::short_hash(system.as_bytes()),
-            tools_hash: agent::short_hash(serde_json::to_string(&schemas).unwrap_or_default().as_bytes()),
+            tools_hash: agent::short_hash(
+                serde_json::to_string(&schemas)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            ),
             system,
             tools: schemas,
         };
@@ -179,7 +185,9 @@ impl Session {
                 &format!("{}-planner", self.id),
                 prefix,
                 Vec::new(),
-                self.journal_path.parent().unwrap_or(std::path::Path::new(".")),
+                self.journal_path
+                    .parent()
+                    .unwrap_or(std::path::Path::new(".")),
             )),
             tools,
         });
@@ -308,7 +316,8 @@ impl Host for PlannerHost<'_> {
         self.session.journal_failure(what, e)
     }
     fn set_state(&self, state: TurnState, detail: Option<String>) {
-        let detail = detail.or_else(|| (state == TurnState::Running).then(|| "planning".to_string()));
+        let detail =
+            detail.or_else(|| (state == TurnState::Running).then(|| "planning".to_string()));
         self.session.set_state(state, detail)
     }
     async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>> {

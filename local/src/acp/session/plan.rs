@@ -62,7 +62,9 @@ impl Actor {
                 }
             }
             // Routing and the planner's handoff are shown by the translator (or not at all).
-            PlanEvent::Routed { .. } | PlanEvent::Handoff { .. } | PlanEvent::PlannerFailed { .. } => {}
+            PlanEvent::Routed { .. }
+            | PlanEvent::Handoff { .. }
+            | PlanEvent::PlannerFailed { .. } => {}
         }
     }
 
