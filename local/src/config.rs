@@ -880,6 +880,11 @@ impl Config {
             );
         }
         self.ports.apply_project(&file.ports);
+        if let Some(m) = &file.agent.planner_model {
+            warns.push(format!(
+                "ignored [agent] planner_model = {m:?}: a project file cannot choose which model gets the code; set it in your user config"
+            ));
+        }
 
         // Providers: a repository must not be able to send the user's key somewhere new, so
         // only cosmetic fields of providers the user already has are taken.

@@ -176,9 +176,15 @@ async fn planner_and_executor_keep_their_own_byte_stable_prefixes_across_alterna
     let report = rig.session.context_report();
     let p = report.planner.expect("the planner's part");
     assert_eq!(p.model, PLANNER);
-    assert_eq!(p.messages, 6, "two planning turns: user, call, result, plan; user, plan");
+    assert_eq!(
+        p.messages, 6,
+        "two planning turns: user, call, result, plan; user, plan"
+    );
     assert!(p.tokens > 0);
-    assert_eq!(report.messages, 10, "the executor: four turns and two handoffs");
+    assert_eq!(
+        report.messages, 10,
+        "the executor: four turns and two handoffs"
+    );
     let usage: Vec<(String, u64, u64)> = report
         .usage_by_model
         .iter()
@@ -186,7 +192,10 @@ async fn planner_and_executor_keep_their_own_byte_stable_prefixes_across_alterna
         .collect();
     assert_eq!(
         usage,
-        vec![("planner-v1".into(), 3, 300), ("executor-v1".into(), 4, 400)]
+        vec![
+            ("planner-v1".into(), 3, 300),
+            ("executor-v1".into(), 4, 400)
+        ]
     );
 
     // A replay of the journal (a daemon restart) rebuilds the executor's conversation with
