@@ -226,3 +226,69 @@ async fn an_unknown_or_keyless_planner_model_is_refused_at_start_up_naming_it() 
     }
     assert_eq!(mock.request_count(), 0, "nothing reached the provider");
 }
+
+/// `bench/planner_cache.sh`: a two-model session of `BENCH_TURNS` turns (default 50; even
+/// turns planned, odd ones direct questions), one `reasonix run --continue` per turn through
+/// the caching mock. Checks each model's requests extend its own previous request byte for
+/// byte and prints the share of prompt tokens served from cache per model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: bench/planner_cache.sh"]
+async fn bench_planner_cache_share() {
+    let turns: usize = std::env::var("BENCH_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(50);
+    let mock = MockProvider::start_with(|r| {
+        if r.body["model"] == "plan" {
+            MockReply::text(&[plan("Extend the README.")]).with_model("plan")
+        } else {
+            MockReply::text(&["done"]).with_model("exec")
+        }
+    })
+    .await;
+    mock.enable_prompt_cache(None);
+    let env = setup(&mock.base_url(), "mock/plan");
+    for t in 0..turns {
+        let text = if t % 2 == 0 {
+            format!("add a section {t} to the readme file")
+        } else {
+            format!("what does section {} say?", t - 1)
+        };
+        let mut args = vec!["run"];
+        if t > 0 {
+            args.push("--continue");
+        }
+        args.push(&text);
+        // One daemon for the session: the planner's conversation lives in its memory.
+        let out = command(&env, &args)
+            .env("REASONIX_IDLE_TIMEOUT_SECS", "10")
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "turn {t}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let reqs = mock.requests();
+    let acc = mock.prompt_accounting();
+    for who in ["plan", "exec"] {
+        let mine: Vec<usize> = (0..reqs.len())
+            .filter(|&i| model(&reqs[i]) == who)
+            .collect();
+        for w in mine.windows(2) {
+            assert_extends(&reqs[w[0]], &reqs[w[1]], who);
+        }
+        let (hit, prompt) = mine.iter().fold((0u64, 0u64), |(h, p), &i| {
+            (h + acc[i].hit_tokens, p + acc[i].prompt_tokens)
+        });
+        let share = hit as f64 / prompt.max(1) as f64;
+        println!(
+            "planner cache: model {who}: {} requests, {prompt} prompt tokens, {:.1} % from cache",
+            mine.len(),
+            share * 100.0
+        );
+        assert!(share >= 0.9, "{who}: {:.1} % from cache", share * 100.0);
+    }
+}
