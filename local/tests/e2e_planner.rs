@@ -183,8 +183,10 @@ async fn the_planner_plans_the_executor_executes_each_on_its_own_cached_prefix()
         "{handed}"
     );
     assert!(!last_user(&reqs[0]).contains("[planner handoff]"));
-    // Each model's second request extends its first, across a daemon that exited between
-    // the runs (the planner's prefix is rebuilt the same; the executor's from the journal).
+    // The executor's second request extends its first, whether or not the daemon exited
+    // between the runs (its conversation is rebuilt from the journal, handoff included); the
+    // planner's prefix (system prompt and tools) is the same (its messages live in the
+    // daemon's memory, so they are checked in bench_planner_cache_share and planner_turns).
     assert_extends(&reqs[1], &reqs[3], "executor");
     let (p0, p2) = (reqs[0].messages(), reqs[2].messages());
     assert_eq!(p0[0], p2[0], "the planner's system prompt is stable");
