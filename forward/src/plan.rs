@@ -82,6 +82,34 @@ pub enum PlanEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         comment: Option<String>,
     },
+    /// How the turn was routed (issue 38 §2, with a planner model): journaled right after
+    /// its user turn. Codes only, never the user's text.
+    Routed {
+        /// `direct`, `plan`, `approval` or `plan_only`.
+        route: String,
+        /// `none`, `light` or `full`.
+        depth: String,
+        /// Why, as a short code (`question`, `small_edit`, `explicit_plan`, ...).
+        reason: String,
+    },
+    /// The planner's handoff, appended to the executor's conversation as a user message
+    /// (a replay of the journal appends it at the same place).
+    Handoff {
+        /// The planner model.
+        model: String,
+        /// The structured message (goal, steps, verified and candidate touch points,
+        /// verification).
+        text: String,
+    },
+    /// The planner did not converge within its research budget; `handed_over`: the original
+    /// task went to the executor (an ordinary turn); otherwise nothing executed (plan only,
+    /// approval).
+    PlannerFailed {
+        /// Why, in words (no user text).
+        reason: String,
+        /// The executor took the task.
+        handed_over: bool,
+    },
 }
 
 #[cfg(test)]

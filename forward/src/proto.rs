@@ -554,6 +554,11 @@ pub struct SessionSettings {
     /// headless run may write memory without asking.
     #[serde(default, skip_serializing_if = "MemorySettings::is_empty")]
     pub memory: MemorySettings,
+    /// `[agent] planner_model` (issue 38 §2): the model label of the planner beside the
+    /// executor (`model`), already checked on the laptop (it resolves and has a key). With
+    /// it, the host routes every user turn (`docs/SPEC.md`, "Planner and executor").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner_model: Option<String>,
 }
 
 /// What a driving client sends about memory with every session open.
@@ -894,6 +899,34 @@ pub struct ContextReport {
     pub compactions: (u64, u64),
     /// Tokens per byte the estimate uses (calibrated from the provider's reports).
     pub tokens_per_byte: f64,
+    /// The planner's conversation (issue 38 §2), when a planner model is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner: Option<PlannerContext>,
+    /// Usage of the session so far, per model (from its usage events), in first-use order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage_by_model: Vec<ModelUsage>,
+}
+
+/// The planner's conversation in a [`ContextReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PlannerContext {
+    /// The planner's model label.
+    pub model: String,
+    /// Messages in its conversation (0 before its first plan, and after a daemon restart).
+    pub messages: u64,
+    /// Estimated tokens of its next request (prefix and messages).
+    pub tokens: u64,
+}
+
+/// One model's usage summed over a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ModelUsage {
+    /// The model as the provider reported it.
+    pub model: String,
+    /// Requests.
+    pub requests: u64,
+    /// The tokens, summed.
+    pub usage: Usage,
 }
 
 impl ContextReport {

@@ -233,6 +233,9 @@ pub struct AgentConfig {
     pub goal_cost_budget_usd: Option<f64>,
     /// A goal pauses after this many minutes of running; `None`: no time budget.
     pub goal_time_budget_minutes: Option<u64>,
+    /// The planner beside the executor (issue 38 §2): a model label like `default_model`'s.
+    /// Set only by the user's file (it decides where prompts go); checked at start-up.
+    pub planner_model: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -251,6 +254,7 @@ impl Default for AgentConfig {
             goal_token_budget: None,
             goal_cost_budget_usd: None,
             goal_time_budget_minutes: None,
+            planner_model: None,
         }
     }
 }
@@ -784,6 +788,9 @@ impl Config {
         for (i, pf) in file.providers.into_iter().enumerate() {
             self.merge_provider(pf, &src, i)?;
         }
+        if let Some(m) = file.agent.planner_model.clone() {
+            self.agent.planner_model = Some(m).filter(|m| !m.trim().is_empty());
+        }
         self.apply_agent(file.agent);
         let t = file.tools;
         set(&mut self.tools.enabled, t.enabled.map(Some));
@@ -916,6 +923,11 @@ impl Config {
             );
         }
         self.ports.apply_project(&file.ports);
+        if let Some(m) = &file.agent.planner_model {
+            warns.push(format!(
+                "ignored [agent] planner_model = {m:?}: a project file cannot choose which model gets the code; set it in your user config"
+            ));
+        }
 
         // Providers: a repository must not be able to send the user's key somewhere new, so
         // only cosmetic fields of providers the user already has are taken.
@@ -1310,6 +1322,7 @@ struct AgentFile {
     goal_token_budget: Option<u64>,
     goal_cost_budget_usd: Option<f64>,
     goal_time_budget_minutes: Option<u64>,
+    planner_model: Option<String>,
 }
 
 /// Field names that only ever hold secrets.

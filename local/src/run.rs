@@ -83,6 +83,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         context: config.context_settings(opts.model.as_deref()),
         effort: config.session_effort(opts.model.as_deref()),
         memory: crate::memory::session_settings(&config.home, opts.allow_memory_writes),
+        planner_model: config.agent.planner_model.clone(),
     };
     // Ignored project settings the laptop already printed (local mode reads the same file).
     let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();
@@ -625,6 +626,20 @@ impl Printer {
                     plan,
                     steps,
                 }) => json!({"type": "plan", "plan_id": plan_id, "plan": plan, "steps": steps}),
+                EventKind::Plan(reasonix_forward::proto::PlanEvent::Routed {
+                    route,
+                    depth,
+                    reason,
+                }) => json!({"type": "route", "route": route, "depth": depth, "reason": reason}),
+                EventKind::Plan(reasonix_forward::proto::PlanEvent::Handoff { model, text }) => {
+                    json!({"type": "handoff", "model": model, "text": text})
+                }
+                EventKind::Plan(reasonix_forward::proto::PlanEvent::PlannerFailed {
+                    reason,
+                    handed_over,
+                }) => {
+                    json!({"type": "planner_failed", "reason": reason, "handed_over": handed_over})
+                }
                 EventKind::ProviderRetry(r) => json!({"type": "provider_retry",
                     "phase": r.phase, "attempt": r.attempt, "max_attempts": r.max_attempts,
                     "delay_ms": r.delay_ms, "reason": r.reason,
@@ -683,6 +698,29 @@ impl Printer {
                 let _ = writeln!(o, "\n\n--- plan (approve: reasonix run --continue --approve-plan; revise: reasonix run --continue \"comment\") ---\n{}", terminal_safe(plan));
                 let _ = o.flush();
             }
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::Routed {
+                route,
+                depth,
+                reason,
+            }) => eprintln!("[reasonix] route: {route} (plan depth {depth}; {reason})"),
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::Handoff { model, .. }) => {
+                eprintln!(
+                    "[reasonix] the planner ({}) handed its plan to the executor",
+                    terminal_safe(model)
+                )
+            }
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::PlannerFailed {
+                reason,
+                handed_over,
+            }) => eprintln!(
+                "[reasonix] {}{}",
+                terminal_safe(reason),
+                if *handed_over {
+                    "; the executor takes the task"
+                } else {
+                    ""
+                }
+            ),
             EventKind::ProviderRetry(r) => eprintln!(
                 "[reasonix] {}",
                 terminal_safe(&r.describe(r.delay_ms.div_ceil(1000)))

@@ -552,6 +552,7 @@ fn example_config_parses_and_documents_every_key() {
         "compact_force_ratio",
         "compact_tail_tokens",
         "max_steps",
+        "planner_model",
         "[tools]",
         "enabled",
         "bash_timeout_seconds",
@@ -667,4 +668,19 @@ timeout_ms = 1000
     assert!(w.contains("comand"), "{w}");
     assert!(w.contains("reasonix.toml: ignored [[hooks]]"), "{w}");
     assert!(!cfg.hooks.iter().any(|h| h.command.contains("evil")));
+}
+
+#[test]
+fn planner_model_comes_from_the_user_file_only() {
+    let d = Dirs::new();
+    d.user("[agent]\nplanner_model = \"mock/plan\"\n");
+    assert_eq!(
+        d.load().unwrap().agent.planner_model.as_deref(),
+        Some("mock/plan")
+    );
+    d.project_file("[agent]\nplanner_model = \"evil/model\"\n");
+    let cfg = d.load().unwrap();
+    assert_eq!(cfg.agent.planner_model.as_deref(), Some("mock/plan"));
+    let w = cfg.warnings().join("\n");
+    assert!(w.contains("ignored [agent] planner_model"), "{w}");
 }

@@ -84,6 +84,7 @@ fn report() -> ContextReport {
         messages: 48,
         compactions: (1, 0),
         tokens_per_byte: 0.262,
+        ..ContextReport::default()
     }
 }
 

@@ -172,6 +172,10 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
                     messages.push(msg);
                 }
             }
+            // The planner's handoff joins the executor's conversation where it was given.
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::Handoff { text, .. }) => {
+                messages.push(user_message(text, &[]))
+            }
             EventKind::AssistantMessage {
                 content,
                 reasoning,

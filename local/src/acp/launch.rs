@@ -132,6 +132,7 @@ fn load(cwd: &Path, model: Option<String>, remote: bool) -> Result<Config, Strin
         ..LoadOptions::default()
     })
     .map_err(|e| e.to_string())?;
+    crate::gateway::preflight_planner(&config)?;
     Ok(config)
 }
 

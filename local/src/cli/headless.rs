@@ -83,6 +83,8 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
     // No daemon, no session, no login when the first model request could not be made.
     reasonix_local::gateway::preflight(&config, args.run_model.as_deref())
         .map_err(|e| CliError::usage(format!("{e} (nothing was started)")))?;
+    reasonix_local::gateway::preflight_planner(&config)
+        .map_err(|e| CliError::usage(format!("{e} (nothing was started)")))?;
     if !args.yes {
         if let Some(big) = config.big_prompt(args.run_model.as_deref(), &prompt) {
             return Err(CliError::usage(format!(

@@ -30,6 +30,7 @@ pub(super) fn upgrade_policy(args: &TuiArgs) -> UpgradePolicy {
 pub(super) async fn tui_local(args: TuiArgs) -> Result<(), CliError> {
     let workspace = super::workspace_or_cwd(None)?;
     let config = load_config(&workspace, args.model.clone(), args.effort, false)?;
+    reasonix_local::gateway::preflight_planner(&config).map_err(CliError::usage)?;
     let binary = locate_host_binary().map_err(CliError::usage)?;
     let label = workspace.display().to_string();
     // The TUI asks before replacing a busy daemon of another build.
@@ -71,6 +72,7 @@ pub(super) async fn tui_ssh(
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let config = load_config(&cwd, args.model.clone(), args.effort, true)?;
+    reasonix_local::gateway::preflight_planner(&config).map_err(CliError::usage)?;
     let parsed = reasonix_bootstrap::Destination::parse(&dest).map_err(CliError::usage)?;
     let opts = ssh.to_options().map_err(CliError::usage)?;
     let container = ssh.host_container(&parsed)?;

@@ -176,6 +176,19 @@ pub fn preflight(config: &Config, label: Option<&str>) -> Result<ResolvedModel, 
     Ok(resolved)
 }
 
+/// Check `[agent] planner_model` (issue 38 §2) like [`preflight`] checks the executor's: it
+/// resolves to a configured provider and model, and that provider's key is there. Every
+/// entry that starts a session calls it, so a planner that could never answer is an error
+/// at start-up naming it, not a failure at the first planned turn.
+pub fn preflight_planner(config: &Config) -> Result<(), String> {
+    let Some(label) = config.agent.planner_model.as_deref() else {
+        return Ok(());
+    };
+    preflight(config, Some(label))
+        .map(|_| ())
+        .map_err(|e| format!("[agent] planner_model `{label}`: {e}"))
+}
+
 /// Sends one chunk; `false` when the receiver is gone (the request is then abandoned).
 async fn emit(tx: &mpsc::Sender<ProviderChunk>, chunk: ProviderChunk) -> bool {
     tx.send(chunk).await.is_ok()

@@ -506,6 +506,35 @@ impl Transcript {
                             streaming: false,
                         });
                     }
+                    PlanEvent::Routed {
+                        route,
+                        depth,
+                        reason,
+                    } => self.notice(
+                        format!("route: {route} (plan depth {depth}; {reason})"),
+                        Level::Info,
+                    ),
+                    PlanEvent::Handoff { model, text } => {
+                        self.end_streams();
+                        self.push(EntryKind::Assistant {
+                            text: format!("**Planner handoff** ({model})\n\n{text}"),
+                            streaming: false,
+                        });
+                    }
+                    PlanEvent::PlannerFailed {
+                        reason,
+                        handed_over,
+                    } => self.notice(
+                        format!(
+                            "{reason}{}",
+                            if *handed_over {
+                                "; the executor takes the task"
+                            } else {
+                                ""
+                            }
+                        ),
+                        Level::Warn,
+                    ),
                     PlanEvent::Decided {
                         decision, comment, ..
                     } => self.notice(

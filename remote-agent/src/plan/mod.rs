@@ -8,7 +8,9 @@
 //! session glue (`session/plan.rs`) journals and applies it, so a replay of the journal
 //! (daemon restart, takeover, rewind) rebuilds the same state and the same messages.
 
+pub mod coordinator;
 pub mod gate;
+pub mod route;
 pub mod steps;
 
 use reasonix_forward::proto::{Event, EventKind, PlanDecision, PlanEvent};
@@ -97,6 +99,9 @@ impl PlanState {
                     self.on = false;
                 }
             }
+            PlanEvent::Routed { .. }
+            | PlanEvent::Handoff { .. }
+            | PlanEvent::PlannerFailed { .. } => {}
         }
     }
 }

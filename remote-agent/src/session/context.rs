@@ -72,8 +72,17 @@ impl Session {
         }))
     }
 
-    /// `/context`: the next request's prompt split by part, in estimated tokens.
+    /// `/context`: the next request's prompt split by part, in estimated tokens, with the
+    /// planner's conversation when there is one (#38 §2) and the usage per model.
     pub fn context_report(&self) -> reasonix_forward::proto::ContextReport {
+        let planner = self.planner_context();
+        let mut report = self.executor_context();
+        report.planner = planner;
+        report
+    }
+
+    /// The executor's (main conversation's) part of [`Session::context_report`].
+    fn executor_context(&self) -> reasonix_forward::proto::ContextReport {
         // Lock order: the conversation before the session.
         let conv = self.main.lock_or_recover();
         let inner = self.lock();
@@ -111,8 +120,38 @@ impl Session {
             messages: conv.messages.len() as u64,
             compactions: (snips, summaries),
             tokens_per_byte: est.tokens_per_byte(),
+            planner: None,
+            usage_by_model: usage_by_model(&inner.events),
         }
     }
+}
+
+/// Usage per model over `events`, summed, in first-use order.
+fn usage_by_model(events: &[Event]) -> Vec<reasonix_forward::proto::ModelUsage> {
+    let mut out: Vec<reasonix_forward::proto::ModelUsage> = Vec::new();
+    for e in events {
+        let EventKind::Usage { usage, model, .. } = &e.kind else {
+            continue;
+        };
+        let i = match out.iter().position(|m| m.model == *model) {
+            Some(i) => i,
+            None => {
+                out.push(reasonix_forward::proto::ModelUsage {
+                    model: model.clone(),
+                    ..Default::default()
+                });
+                out.len() - 1
+            }
+        };
+        let m = &mut out[i];
+        m.requests += 1;
+        m.usage.prompt_tokens += usage.prompt_tokens;
+        m.usage.completion_tokens += usage.completion_tokens;
+        m.usage.cache_hit_tokens += usage.cache_hit_tokens;
+        m.usage.cache_miss_tokens += usage.cache_miss_tokens;
+        m.usage.reasoning_tokens += usage.reasoning_tokens;
+    }
+    out
 }
 
 /// Compaction events in the journal so far.

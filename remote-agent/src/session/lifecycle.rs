@@ -3,6 +3,7 @@
 //! arrived after the last model step).
 
 use super::*;
+use crate::plan::route::Route;
 use crate::runner::Runner;
 
 impl Session {
@@ -77,6 +78,15 @@ impl Session {
                 );
             }
             self.checkpoint_turn().await;
+        }
+        // With a planner model, a routed turn is planned first (#38 §2).
+        let routed = self.lock().route.take();
+        if let Some((decision, task)) = routed.filter(|(d, _)| d.route != Route::Direct) {
+            match self.plan_turn(&task, decision, cancel).await {
+                Ok(true) => {}
+                Ok(false) => return (TurnOutcome::Completed, None),
+                Err(end) => return end,
+            }
         }
         self.runner().run(cancel, fresh).await
     }

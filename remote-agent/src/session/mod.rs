@@ -34,6 +34,7 @@ mod hooks;
 mod host;
 mod lifecycle;
 mod plan;
+mod planner;
 mod provider;
 mod rewind;
 mod steer;
@@ -168,6 +169,8 @@ struct Inner {
     plan: crate::plan::PlanState,
     /// The goal as the journal says (kept current by [`Session::emit`]).
     goal: crate::goal::GoalState,
+    /// The routing of the submitted turn and its text, until the turn takes it (#38 §2).
+    route: Option<(crate::plan::route::Decision, String)>,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -192,6 +195,8 @@ pub struct Session {
     /// The main conversation (the one the journal rebuilds), driven by the session's
     /// runner ([`Session::runner`]). Lock order: this lock before `inner`, never after.
     main: Mutex<Conversation>,
+    /// The planner's conversation (#38 §2), made at its first turn ([`planner`]).
+    planner: Mutex<Option<Arc<planner::Planner>>>,
     workspace: std::path::PathBuf,
     laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
     laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
@@ -344,10 +349,12 @@ impl Session {
                 pending,
                 plan: plan_state,
                 goal: goal_state,
+                route: None,
             }),
             live,
             driver,
             main: Mutex::new(main),
+            planner: Mutex::new(None),
             workspace: workspace.to_path_buf(),
             laptop_tools: Mutex::new(None),
             laptop_mcp: tokio::sync::Mutex::new(None),
@@ -754,6 +761,7 @@ impl Session {
                 return Err(SessionError::Busy);
             }
             inner.seen_requests.insert(request_id.to_string());
+            let route = Self::route_turn(&inner, text, attachments.len(), &plan);
             inner.turn += 1;
             if inner.title.is_empty() {
                 inner.title = crate::journal::title_of(text);
@@ -786,6 +794,10 @@ impl Session {
                     attachments,
                 },
             );
+            if let Some(d) = &route {
+                self.emit(&mut inner, Self::routed_event(d));
+            }
+            inner.route = route.map(|d| (d, text.to_string()));
             for text in notices {
                 self.emit(&mut inner, EventKind::Notice { text });
             }

@@ -119,6 +119,15 @@ impl Reply {
         self
     }
 
+    /// `done`, reporting `model` as the model that answered.
+    pub fn done_as(mut self, model: &str) -> Reply {
+        self.steps.push(Step::Chunk(ProviderChunk::Done {
+            finish_reason: Some("stop".into()),
+            model: model.into(),
+        }));
+        self
+    }
+
     pub fn error(mut self, message: &str, retryable: bool) -> Reply {
         self.steps.push(Step::Chunk(ProviderChunk::Error {
             message: message.into(),

@@ -61,6 +61,10 @@ impl Actor {
                     self.ask_plan(plan_id.clone(), plan.clone());
                 }
             }
+            // Routing and the planner's handoff are shown by the translator (or not at all).
+            PlanEvent::Routed { .. }
+            | PlanEvent::Handoff { .. }
+            | PlanEvent::PlannerFailed { .. } => {}
         }
     }
 

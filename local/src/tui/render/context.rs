@@ -130,6 +130,54 @@ pub(super) fn context_lines(
             iw,
             kw,
         ));
+        // The planner beside the executor (#38 §2): its conversation, and usage per model.
+        if let Some(p) = &r.planner {
+            lines.extend(kv(
+                "Planner",
+                format!(
+                    "{}: about {} tokens next request · {} messages (the executor's figures are above)",
+                    p.model,
+                    fmt_tokens(p.tokens),
+                    p.messages
+                ),
+                iw,
+                kw,
+            ));
+        }
+        if r.usage_by_model.len() > 1 || r.planner.is_some() {
+            let mut sum = reasonix_forward::proto::Usage::default();
+            for m in &r.usage_by_model {
+                let u = &m.usage;
+                let hit = pct(u.cache_hit_tokens, u.prompt_tokens);
+                lines.extend(kv(
+                    "Usage",
+                    format!(
+                        "{}: {} requests · {} prompt ({} from cache{hit}) · {} completion",
+                        m.model,
+                        m.requests,
+                        fmt_tokens(u.prompt_tokens),
+                        fmt_tokens(u.cache_hit_tokens),
+                        fmt_tokens(u.completion_tokens)
+                    ),
+                    iw,
+                    kw,
+                ));
+                sum.prompt_tokens += u.prompt_tokens;
+                sum.cache_hit_tokens += u.cache_hit_tokens;
+                sum.completion_tokens += u.completion_tokens;
+            }
+            lines.extend(kv(
+                "Usage (sum)",
+                format!(
+                    "{} prompt ({} from cache) · {} completion",
+                    fmt_tokens(sum.prompt_tokens),
+                    fmt_tokens(sum.cache_hit_tokens),
+                    fmt_tokens(sum.completion_tokens)
+                ),
+                iw,
+                kw,
+            ));
+        }
     } else {
         lines.push(Line::from(Span::styled(
             format!("{} asking the host…", spinner(app)),

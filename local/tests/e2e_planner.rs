@@ -1,0 +1,296 @@
+//! The planner beside the executor end to end (issue 38 §2), headless: the real `reasonix`
+//! → the real `reasonix-remote` over pipes → the SSE mock provider with its prompt cache,
+//! two models of one provider configured (`default_model` executes, `[agent] planner_model`
+//! plans). The mock's log shows the planner's request, then the executor's with the handoff;
+//! each model's second request extends its first byte for byte and hits that model's cache;
+//! `--json` shows the route. A planner model that is unknown or has no key is refused at
+//! start-up, naming it, before anything reaches the provider.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, RecordedRequest};
+use serde_json::Value;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+fn host_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
+        .parent()
+        .expect("bin dir")
+        .join("reasonix-remote");
+    assert!(p.is_file(), "build the workspace binaries first");
+    p
+}
+
+fn setup(base_url: &str, planner_model: &str) -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("rxhome");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(ws.join("README.md"), "the project\n").expect("readme");
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "default_model = \"mock/exec\"\n\
+             [agent]\nplanner_model = \"{planner_model}\"\n\
+             [[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"exec\", \"plan\"]\ndefault = \"exec\"\napi_key_env = \"RX_PLANNER_KEY\"\n\
+             [[providers]]\nname = \"keyless\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"k\"]\napi_key_env = \"RX_PLANNER_NO_SUCH_KEY\"\n"
+        ),
+    )
+    .expect("config");
+    Env {
+        _dir: dir,
+        home,
+        ws,
+    }
+}
+
+fn command(env: &Env, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_reasonix"));
+    c.args(args)
+        .current_dir(&env.ws)
+        .env("REASONIX_HOME", &env.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("RX_PLANNER_KEY", "sk-planner")
+        .env_remove("RX_PLANNER_NO_SUCH_KEY")
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "1")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn plan(goal: &str) -> String {
+    format!(
+        "## Goal\n{goal}\n\n## Steps\n1. Edit README.md\n2. Check it\n\n## Touch points\n- README.md: the text\n\n## Verification\n- cat README.md\n"
+    )
+}
+
+fn model(r: &RecordedRequest) -> String {
+    r.body["model"].as_str().unwrap_or("").to_string()
+}
+
+/// `b`'s messages start with all of `a`'s, byte for byte, and the tools are the same.
+fn assert_extends(a: &RecordedRequest, b: &RecordedRequest, who: &str) {
+    let (ma, mb) = (a.messages(), b.messages());
+    assert!(mb.len() > ma.len(), "{who}: {ma:#?}\n{mb:#?}");
+    for (i, m) in ma.iter().enumerate() {
+        assert_eq!(
+            serde_json::to_string(m).unwrap(),
+            serde_json::to_string(&mb[i]).unwrap(),
+            "{who}: message {i} changed"
+        );
+    }
+    assert_eq!(a.body["tools"], b.body["tools"], "{who}: the tools changed");
+}
+
+fn last_user(r: &RecordedRequest) -> String {
+    r.messages()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_planner_plans_the_executor_executes_each_on_its_own_cached_prefix() {
+    let mock = MockProvider::start(vec![
+        MockReply::text(&[plan("Say hello in the README.")]).with_model("plan"),
+        MockReply::text(&["done: hello"]).with_model("exec"),
+        MockReply::text(&[plan("Say goodbye in the README.")]).with_model("plan"),
+        MockReply::text(&["done: goodbye"]).with_model("exec"),
+    ])
+    .await;
+    mock.enable_prompt_cache(None);
+    let env = setup(&mock.base_url(), "mock/plan");
+
+    let out = command(
+        &env,
+        &["run", "--json", "add a hello section to the readme file"],
+    )
+    .output()
+    .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let route = json_lines(&out.stdout)
+        .into_iter()
+        .find(|v| v["type"] == "route")
+        .unwrap_or_else(|| panic!("no route record: {stdout}"));
+    assert_eq!(route["route"], "plan");
+    assert_eq!(route["depth"], "light");
+    assert_eq!(route["reason"], "bounded_work");
+    assert!(
+        !route.to_string().contains("hello section"),
+        "the route never carries the user's text"
+    );
+    assert!(json_lines(&out.stdout)
+        .iter()
+        .any(|v| v["type"] == "handoff" && v["model"] == "mock/plan"));
+
+    let out = command(
+        &env,
+        &[
+            "run",
+            "--continue",
+            "--json",
+            "add a goodbye section to the readme file",
+        ],
+    )
+    .output()
+    .expect("run --continue");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let reqs = mock.requests();
+    let models: Vec<String> = reqs.iter().map(model).collect();
+    assert_eq!(
+        models,
+        ["plan", "exec", "plan", "exec"],
+        "planner first, then executor"
+    );
+    // The executor's request carries the task and the planner's handoff.
+    let handed = last_user(&reqs[1]);
+    assert!(
+        handed.starts_with("add a hello section") && handed.contains("[planner handoff]"),
+        "{handed}"
+    );
+    assert!(
+        handed.contains("## Steps\n1. Edit README.md\n2. Check it\n"),
+        "{handed}"
+    );
+    assert!(!last_user(&reqs[0]).contains("[planner handoff]"));
+    // The executor's second request extends its first, whether or not the daemon exited
+    // between the runs (its conversation is rebuilt from the journal, handoff included); the
+    // planner's prefix (system prompt and tools) is the same (its messages live in the
+    // daemon's memory, so they are checked in bench_planner_cache_share and planner_turns).
+    assert_extends(&reqs[1], &reqs[3], "executor");
+    let (p0, p2) = (reqs[0].messages(), reqs[2].messages());
+    assert_eq!(p0[0], p2[0], "the planner's system prompt is stable");
+    assert_eq!(reqs[0].body["tools"], reqs[2].body["tools"]);
+    assert_ne!(
+        reqs[0].body["tools"], reqs[1].body["tools"],
+        "the planner has fewer tools"
+    );
+    // The cache: each model's second request hits its own cache for its prefix.
+    let acc = mock.prompt_accounting();
+    assert_eq!(acc.len(), 4);
+    for (first, second, who) in [(0, 2, "planner"), (1, 3, "executor")] {
+        assert!(
+            acc[second].hit_tokens > 0 && acc[second].hit_tokens >= acc[first].prompt_tokens / 2,
+            "{who}: {:?} then {:?}",
+            acc[first],
+            acc[second]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_or_keyless_planner_model_is_refused_at_start_up_naming_it() {
+    let mock = MockProvider::start(vec![]).await;
+    for (label, says) in [
+        ("nosuch/m", "nosuch"),
+        ("keyless/k", "RX_PLANNER_NO_SUCH_KEY"),
+    ] {
+        let env = setup(&mock.base_url(), label);
+        let out = command(&env, &["run", "just answer: hi"])
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_ne!(out.status.code(), Some(0), "{label}: {stderr}");
+        assert!(
+            stderr.contains(&format!("[agent] planner_model `{label}`")) && stderr.contains(says),
+            "{label}: {stderr}"
+        );
+    }
+    assert_eq!(mock.request_count(), 0, "nothing reached the provider");
+}
+
+/// `bench/planner_cache.sh`: a two-model session of `BENCH_TURNS` turns (default 50; even
+/// turns planned, odd ones direct questions), one `reasonix run --continue` per turn through
+/// the caching mock. Checks each model's requests extend its own previous request byte for
+/// byte and prints the share of prompt tokens served from cache per model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: bench/planner_cache.sh"]
+async fn bench_planner_cache_share() {
+    let turns: usize = std::env::var("BENCH_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(50);
+    let mock = MockProvider::start_with(|r| {
+        if r.body["model"] == "plan" {
+            MockReply::text(&[plan("Extend the README.")]).with_model("plan")
+        } else {
+            MockReply::text(&["done"]).with_model("exec")
+        }
+    })
+    .await;
+    mock.enable_prompt_cache(None);
+    let env = setup(&mock.base_url(), "mock/plan");
+    for t in 0..turns {
+        let text = if t % 2 == 0 {
+            format!("add a section {t} to the readme file")
+        } else {
+            format!("what does section {} say?", t - 1)
+        };
+        let mut args = vec!["run"];
+        if t > 0 {
+            args.push("--continue");
+        }
+        args.push(&text);
+        // One daemon for the session: the planner's conversation lives in its memory.
+        let out = command(&env, &args)
+            .env("REASONIX_IDLE_TIMEOUT_SECS", "10")
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "turn {t}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let reqs = mock.requests();
+    let acc = mock.prompt_accounting();
+    for who in ["plan", "exec"] {
+        let mine: Vec<usize> = (0..reqs.len())
+            .filter(|&i| model(&reqs[i]) == who)
+            .collect();
+        for w in mine.windows(2) {
+            assert_extends(&reqs[w[0]], &reqs[w[1]], who);
+        }
+        let (hit, prompt) = mine.iter().fold((0u64, 0u64), |(h, p), &i| {
+            (h + acc[i].hit_tokens, p + acc[i].prompt_tokens)
+        });
+        let share = hit as f64 / prompt.max(1) as f64;
+        println!(
+            "planner cache: model {who}: {} requests, {prompt} prompt tokens, {:.1} % from cache",
+            mine.len(),
+            share * 100.0
+        );
+        assert!(share >= 0.9, "{who}: {:.1} % from cache", share * 100.0);
+    }
+}
