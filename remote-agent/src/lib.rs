@@ -26,6 +26,7 @@ pub mod prompt_history;
 pub mod pty;
 pub(crate) mod runner;
 pub mod runtime;
+pub mod skills;
 pub mod sandbox;
 pub mod session;
 pub mod steer;

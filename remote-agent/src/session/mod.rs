@@ -35,6 +35,7 @@ mod lifecycle;
 mod plan;
 mod provider;
 mod rewind;
+mod skills;
 mod steer;
 mod web;
 
@@ -160,6 +161,8 @@ struct Inner {
     pending: steer::Pending,
     /// Plan mode as the journal says (kept current by [`Session::emit`]).
     plan: crate::plan::PlanState,
+    /// The skill the current turn runs (`/<name>`), until the next user turn.
+    skill: Option<crate::skills::SkillTurn>,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -334,6 +337,7 @@ impl Session {
                 title,
                 pending,
                 plan: plan_state,
+                skill: None,
             }),
             live,
             driver,
@@ -705,7 +709,20 @@ impl Session {
         extra: Vec<reasonix_forward::proto::Attachment>,
         notices: Vec<String>,
     ) -> Result<bool, SessionError> {
-        self.submit_inner(request_id, text, extra, notices, Vec::new())
+        self.submit_inner(request_id, text, extra, notices, Vec::new(), None)
+    }
+
+    /// [`Session::submit_with`] for a skill's turn: `skill` narrows what the turn may do
+    /// (tools, read-only, model) until the next user turn.
+    pub fn submit_skill(
+        self: &Arc<Self>,
+        request_id: &str,
+        text: &str,
+        extra: Vec<reasonix_forward::proto::Attachment>,
+        notices: Vec<String>,
+        skill: crate::skills::SkillTurn,
+    ) -> Result<bool, SessionError> {
+        self.submit_inner(request_id, text, extra, notices, Vec::new(), Some(skill))
     }
 
     /// [`Session::submit_with`], journaling `plan` events first, in the new turn (so a rewind
@@ -717,6 +734,7 @@ impl Session {
         extra: Vec<reasonix_forward::proto::Attachment>,
         notices: Vec<String>,
         plan: Vec<reasonix_forward::proto::PlanEvent>,
+        skill: Option<crate::skills::SkillTurn>,
     ) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
         let admitted;
@@ -740,6 +758,7 @@ impl Session {
             }
             inner.seen_requests.insert(request_id.to_string());
             inner.turn += 1;
+            inner.skill = skill;
             if inner.title.is_empty() {
                 inner.title = crate::journal::title_of(text);
             }

@@ -1,0 +1,43 @@
+//! The session's side of skills ([`crate::skills`]): the skills of its driver and workspace,
+//! a `/<name>` line expanded into a turn, and the running skill's gate on tool calls.
+
+use super::*;
+use crate::skills::{Expansion, SkillProfile, Skills};
+
+impl Session {
+    /// The skills this session offers: built-in, the driving client's user skills (sent with
+    /// its open) and the workspace's `.reasonix/skills/` (read now).
+    pub fn skills(&self) -> Skills {
+        let settings = self.lock().settings.skills.clone();
+        Skills::load(&self.workspace, &settings)
+    }
+
+    /// The parsed profile of skill `name`, with the precedence of `/<name>` (built-in, user,
+    /// project). The lookup a subagent's `task{profile}` uses.
+    pub fn skill_profile(&self, name: &str) -> Option<SkillProfile> {
+        self.skills().profile(name).cloned()
+    }
+
+    /// A `/<name> args` line naming a skill: its turn text and gate, or why it cannot run.
+    /// `None`: not a skill.
+    pub fn expand_skill(&self, line: &str) -> Option<Result<Expansion, String>> {
+        if !line.trim_start().starts_with('/') {
+            return None;
+        }
+        let models = self.lock().settings.skills.models.clone();
+        self.skills().expand_line(line, &models)
+    }
+
+    /// The running skill's verdict on a tool call (`None`: no skill, or it lets the call go
+    /// on to plan mode and the policy).
+    pub(super) fn skill_gate(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+        read_only: bool,
+    ) -> Option<crate::policy::Decision> {
+        let skill = self.lock().skill.clone()?;
+        let sandboxed = self.tool_ctx.lock_or_recover().sandbox.is_active();
+        crate::skills::gate::decide(&skill, tool, args, read_only, sandboxed)
+    }
+}
