@@ -807,6 +807,9 @@ impl Session {
     /// Continue a turn paused at its step limit.
     pub fn continue_turn(self: &Arc<Self>, request_id: &str) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
+        // A skill's turn continued after a daemon restart keeps its gate (file I/O: before
+        // the lock).
+        let restored = self.restored_skill_turn();
         {
             let mut inner = self.lock();
             if inner.seen_requests.contains(request_id) {
@@ -817,6 +820,9 @@ impl Session {
             }
             inner.seen_requests.insert(request_id.to_string());
             inner.cancel = Some(cancel.clone());
+            if inner.skill.is_none() {
+                inner.skill = restored;
+            }
         }
         self.set_state(TurnState::Running, None);
         let me = Arc::clone(self);

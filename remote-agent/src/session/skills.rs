@@ -28,6 +28,39 @@ impl Session {
         self.skills().expand_line(line, &models)
     }
 
+    /// The gate of the current turn when the journal says it is a skill's (its user text
+    /// opens with `<skill name="…"`) and the session does not hold it (the daemon restarted
+    /// since the turn began): the skill's gate as it reads now, or — the skill gone — the
+    /// narrowest one (read-only, no tools), never none.
+    pub(super) fn restored_skill_turn(&self) -> Option<crate::skills::SkillTurn> {
+        let name = {
+            let inner = self.lock();
+            if inner.skill.is_some() {
+                return None;
+            }
+            let text = inner.events.iter().rev().find_map(|e| match &e.kind {
+                EventKind::UserTurn { text, .. } => Some(text.clone()),
+                _ => None,
+            })?;
+            crate::skills::skill_of_turn_text(&text)?
+        };
+        let models = self.lock().settings.skills.models.clone();
+        let skills = self.skills();
+        Some(
+            skills
+                .profile(&name)
+                .and_then(|p| crate::skills::expand(p, "", &models).ok())
+                .map(|e| e.turn)
+                .unwrap_or(crate::skills::SkillTurn {
+                    name,
+                    allowed_tools: Some(Vec::new()),
+                    read_only: true,
+                    model: None,
+                    effort: None,
+                }),
+        )
+    }
+
     /// The running skill's verdict on a tool call (`None`: no skill, or it lets the call go
     /// on to plan mode and the policy).
     pub(super) fn skill_gate(

@@ -291,6 +291,20 @@ pub fn expand(skill: &SkillProfile, args: &str, models: &[String]) -> Result<Exp
     })
 }
 
+/// The skill a user turn's text runs (the `<skill name="…"` it opens with), if any.
+pub fn skill_of_turn_text(text: &str) -> Option<String> {
+    let rest = text.strip_prefix("<skill name=\"")?;
+    let name = rest.split('"').next()?;
+    reasonix_forward::skills::valid_name(name).then(|| name.to_string())
+}
+
+/// The parsed profile of skill `name` in `workspace` for a driver with `settings` (the same
+/// precedence as `/<name>`): the lookup a subagent's `task{profile}` uses when it has no
+/// session at hand; with one, `Session::skill_profile`.
+pub fn profile(workspace: &Path, settings: &SkillSettings, name: &str) -> Option<SkillProfile> {
+    Skills::load(workspace, settings).profile(name).cloned()
+}
+
 /// A skill's model must be one the user configured.
 pub fn check_model(skill: &SkillProfile, models: &[String]) -> Result<(), String> {
     let Some(m) = &skill.model else {

@@ -111,3 +111,12 @@ fn reads_project_folder_confined() {
     let e = expand(audit, "", &[]).expect("runs");
     assert!(e.text.contains(".reasonix/skills/audit/scripts/run.sh"));
 }
+
+#[test]
+fn skill_of_a_journaled_turn() {
+    let set = Skills::merge(builtin::files(), Vec::new(), &[], Vec::new(), &[]);
+    let e = set.expand_line("/review x", &[]).expect("s").expect("r");
+    assert_eq!(skill_of_turn_text(&e.text).as_deref(), Some("review"));
+    assert_eq!(skill_of_turn_text("<skill name=\"../x\">"), None);
+    assert_eq!(skill_of_turn_text("review this"), None);
+}
