@@ -537,9 +537,9 @@ pub struct SessionSettings {
     pub memory: MemorySettings,
     /// Skills of this session (`docs/SPEC.md`, "Skills"): the user's skills from the laptop
     /// (kept in the host's memory, never on its disk) and the model labels the user
-    /// configured.
-    #[serde(default, skip_serializing_if = "crate::skills::SkillSettings::is_empty")]
-    pub skills: crate::skills::SkillSettings,
+    /// configured. Boxed: most messages carry none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Box<crate::skills::SkillSettings>>,
 }
 
 /// What a driving client sends about memory with every session open.

@@ -137,8 +137,7 @@ impl Walk<'_> {
             if !self.inside(&dir) {
                 skipped.push(problem(
                     &dir,
-                    "it is a link outside the workspace; skills must live in the workspace"
-                        .into(),
+                    "it is a link outside the workspace; skills must live in the workspace".into(),
                 ));
                 continue;
             }
@@ -154,8 +153,7 @@ impl Walk<'_> {
             if !valid_name(&name) {
                 skipped.push(problem(
                     &dir,
-                    "a skill's folder name may only use letters, digits, `-`, `_` and `.`"
-                        .into(),
+                    "a skill's folder name may only use letters, digits, `-`, `_` and `.`".into(),
                 ));
                 continue;
             }
@@ -169,8 +167,7 @@ impl Walk<'_> {
             if !self.inside(&file) {
                 skipped.push(problem(
                     &file,
-                    "it is a link outside the workspace; skills must live in the workspace"
-                        .into(),
+                    "it is a link outside the workspace; skills must live in the workspace".into(),
                 ));
                 continue;
             }

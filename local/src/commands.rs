@@ -374,10 +374,12 @@ pub async fn load(client: &crate::client::Client, home: &Path, reserved: &[&str]
                 .collect();
             set.add_skills(skills);
         }
-        Ok(other) => set
+        Ok(other) => set.notices.push(format!(
+            "skills: unexpected answer from the host: {other:?}"
+        )),
+        Err(e) => set
             .notices
-            .push(format!("skills: unexpected answer from the host: {other:?}")),
-        Err(e) => set.notices.push(format!("skills: the host did not list them: {e}")),
+            .push(format!("skills: the host did not list them: {e}")),
     }
     // An older host without MCP prompts answers something else: none to offer.
     if let Ok(reasonix_forward::proto::Response::McpPrompts { prompts, problems }) = client

@@ -54,9 +54,10 @@ pub fn settings(home: &Path, models: Vec<String>) -> SkillSettings {
     }
 }
 
-/// [`settings`] for `config`.
-pub fn session_settings(config: &Config) -> SkillSettings {
-    settings(&config.home, model_labels(config))
+/// [`settings`] for `config`, as a session open carries it (`None` when there is nothing).
+pub fn session_settings(config: &Config) -> Option<Box<SkillSettings>> {
+    let s = settings(&config.home, model_labels(config));
+    (!s.is_empty()).then(|| Box::new(s))
 }
 
 /// A listing for people: one skill per line (name, source, how it runs, description),
@@ -124,7 +125,10 @@ mod tests {
             }],
             &["skill x skipped: line 2: bad".into()],
         );
-        assert!(t.contains("/review") && t.contains("built-in; inline; read-only; tools: read_file"), "{t}");
+        assert!(
+            t.contains("/review") && t.contains("built-in; inline; read-only; tools: read_file"),
+            "{t}"
+        );
         assert!(t.contains("warning: skill x skipped: line 2"), "{t}");
     }
 }

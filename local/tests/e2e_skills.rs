@@ -56,9 +56,8 @@ async fn init_writes_agents_md_with_the_builtin_skill_text() {
     let env = setup(&mock.base_url());
     std::fs::write(env.ws.join("README.md"), "a demo project\n").expect("readme");
 
-    let out = tokio::task::block_in_place(|| {
-        reasonix(&env, &["run", "--auto", "/init keep it short"])
-    });
+    let out =
+        tokio::task::block_in_place(|| reasonix(&env, &["run", "--auto", "/init keep it short"]));
     let stdout = ok(&out);
     assert!(stdout.contains("wrote AGENTS.md"), "{stdout}");
     let sent = last_user(&mock, 0);
@@ -66,7 +65,10 @@ async fn init_writes_agents_md_with_the_builtin_skill_text() {
         sent.starts_with("<skill name=\"init\" source=\"built-in\">\nStudy this repository"),
         "{sent}"
     );
-    assert!(sent.contains("Extra instructions from the user: keep it short"), "{sent}");
+    assert!(
+        sent.contains("Extra instructions from the user: keep it short"),
+        "{sent}"
+    );
     assert!(sent.contains("create `AGENTS.md`"), "{sent}");
     assert_eq!(
         std::fs::read_to_string(env.ws.join("AGENTS.md")).expect("AGENTS.md written"),
@@ -79,7 +81,11 @@ async fn review_is_read_only_even_under_yolo_and_sees_the_diff() {
     let mock = MockProvider::start(vec![
         MockReply::tool_calls(
             vec![
-                call("c1", "bash", serde_json::json!({"command": "git diff HEAD"})),
+                call(
+                    "c1",
+                    "bash",
+                    serde_json::json!({"command": "git diff HEAD"}),
+                ),
                 call(
                     "c2",
                     "bash",
@@ -125,7 +131,10 @@ async fn review_is_read_only_even_under_yolo_and_sees_the_diff() {
         sent.starts_with("<skill name=\"review\" source=\"built-in\">\nReview the changes in this working tree. You are read-only"),
         "{sent}"
     );
-    assert!(sent.contains("Focus from the user: error handling"), "{sent}");
+    assert!(
+        sent.contains("Focus from the user: error handling"),
+        "{sent}"
+    );
     // The tool results of the second request: the diff ran; a writing bash command is
     // refused as plan mode refuses it, and `write_file` is not among the skill's tools.
     let results = texts(&mock, 1, "tool");
@@ -139,7 +148,10 @@ async fn review_is_read_only_even_under_yolo_and_sees_the_diff() {
         results[2].contains("the skill /review allows only") && results[2].contains("`write_file`"),
         "{results:?}"
     );
-    assert!(!env.ws.join("FIXED.txt").exists(), "a read-only skill wrote");
+    assert!(
+        !env.ws.join("FIXED.txt").exists(),
+        "a read-only skill wrote"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +159,11 @@ async fn a_project_skill_cannot_widen_tools_or_mode() {
     let mock = MockProvider::start(vec![
         MockReply::tool_calls(
             vec![
-                call("c1", "bash", serde_json::json!({"command": "echo hi > via-bash.txt"})),
+                call(
+                    "c1",
+                    "bash",
+                    serde_json::json!({"command": "echo hi > via-bash.txt"}),
+                ),
                 call("c2", "read_file", serde_json::json!({"path": "notes.txt"})),
                 call(
                     "c3",
@@ -186,8 +202,14 @@ async fn a_project_skill_cannot_widen_tools_or_mode() {
     );
     assert!(results[1].contains("the notes"), "{results:?}");
     // Allowed by the skill, but the session's policy still decides: headless, not approved.
-    assert!(!env.ws.join("out.txt").exists(), "the skill loosened the mode");
-    assert!(!env.ws.join("via-bash.txt").exists(), "the skill widened its tools");
+    assert!(
+        !env.ws.join("out.txt").exists(),
+        "the skill loosened the mode"
+    );
+    assert!(
+        !env.ws.join("via-bash.txt").exists(),
+        "the skill widened its tools"
+    );
     assert_eq!(out.status.code(), Some(4), "{stderr}");
 }
 
@@ -196,11 +218,27 @@ async fn skills_list_user_skills_and_refusals() {
     let mock = MockProvider::start(vec![MockReply::text(&["noted"])]).await;
     let env = setup(&mock.base_url());
     let project = env.ws.join(".reasonix/skills");
-    write_skill(&project, "broken", "---\nname: broken\ndescription oops\n---\nx\n");
-    write_skill(&project, "kid", "---\nrun-as: subagent\n---\nA child task\n");
-    write_skill(&project, "pricey", "---\nmodel: other/big\n---\nExpensive\n");
+    write_skill(
+        &project,
+        "broken",
+        "---\nname: broken\ndescription oops\n---\nx\n",
+    );
+    write_skill(
+        &project,
+        "kid",
+        "---\nrun-as: subagent\n---\nA child task\n",
+    );
+    write_skill(
+        &project,
+        "pricey",
+        "---\nmodel: other/big\n---\nExpensive\n",
+    );
     let user = env.home.join("skills");
-    write_skill(&user, "notes", "---\ndescription: Keep notes\n---\nTake notes on $1\n");
+    write_skill(
+        &user,
+        "notes",
+        "---\ndescription: Keep notes\n---\nTake notes on $1\n",
+    );
     std::fs::create_dir_all(user.join("notes/references")).expect("refs");
     std::fs::write(user.join("notes/references/style.md"), "USER STYLE GUIDE").expect("style");
 
@@ -212,7 +250,10 @@ async fn skills_list_user_skills_and_refusals() {
         .iter()
         .filter_map(|s| s["name"].as_str())
         .collect();
-    assert_eq!(names, ["explore", "init", "kid", "notes", "pricey", "review"]);
+    assert_eq!(
+        names,
+        ["explore", "init", "kid", "notes", "pricey", "review"]
+    );
     let notices = listing["notices"].to_string();
     assert!(
         notices.contains(".reasonix/skills/broken/SKILL.md") && notices.contains("line 3"),
@@ -221,7 +262,10 @@ async fn skills_list_user_skills_and_refusals() {
     let text = ok(&tokio::task::block_in_place(|| {
         reasonix(&env, &["skills", "list"])
     }));
-    assert!(text.contains("/review") && text.contains("read-only"), "{text}");
+    assert!(
+        text.contains("/review") && text.contains("read-only"),
+        "{text}"
+    );
 
     // A user skill (from the laptop) runs with its reference file's text.
     ok(&tokio::task::block_in_place(|| {
@@ -239,7 +283,10 @@ async fn skills_list_user_skills_and_refusals() {
     let out = tokio::task::block_in_place(|| reasonix(&env, &["run", "/kid go"]));
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("runs as a subagent") && stderr.contains("not available"), "{stderr}");
+    assert!(
+        stderr.contains("runs as a subagent") && stderr.contains("not available"),
+        "{stderr}"
+    );
     let out = tokio::task::block_in_place(|| reasonix(&env, &["run", "/pricey"]));
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);

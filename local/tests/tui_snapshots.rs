@@ -918,7 +918,9 @@ fn skills_listed_and_sent_as_typed() {
     app.handle_key(key(KeyCode::Enter));
     let text = draw(&app, 120, 40);
     assert!(
-        text.contains("/audit") && text.contains("the review skill") && text.contains("built-in:review"),
+        text.contains("/audit")
+            && text.contains("the review skill")
+            && text.contains("built-in:review"),
         "{text}"
     );
     assert!(text.contains("bad/SKILL.md skipped: line 3"), "{text}");

@@ -74,7 +74,10 @@ async fn fetch(args: &SkillsArgs) -> Result<(Vec<SkillInfo>, Vec<String>), CliEr
     };
     let limit = std::time::Duration::from_secs(120);
     let request = Request::ListSkills {
-        skills: reasonix_local::skills::session_settings(&config),
+        skills: reasonix_local::skills::settings(
+            &config.home,
+            reasonix_local::skills::model_labels(&config),
+        ),
     };
     let answer = tokio::select! {
         r = tokio::time::timeout(limit, client.request(request)) => r,

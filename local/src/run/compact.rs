@@ -52,7 +52,7 @@ pub async fn compact(
             context: config.context_settings(opts.model.as_deref()),
             effort: config.session_effort(opts.model.as_deref()),
             memory: crate::memory::session_settings(&config.home, false),
-            skills: crate::skills::session_settings(&config),
+            skills: crate::skills::session_settings(config),
         },
     };
     let opened = match client.open_session(open).await {

@@ -68,7 +68,9 @@ impl Daemon {
                     Err(why) => return Err(RpcError::new(ErrorCode::Denied, why)),
                 }
                 let submitted = match skill {
-                    Some(skill) => session.submit_skill(&request_id, &text, screens, notices, skill),
+                    Some(skill) => {
+                        session.submit_skill(&request_id, &text, screens, notices, skill)
+                    }
                     None => session.submit_with(&request_id, &text, screens, notices),
                 };
                 match submitted {
@@ -240,7 +242,9 @@ impl Daemon {
                     }
                 })
                 .await
-                .map_err(|e| RpcError::new(ErrorCode::Internal, format!("skill listing failed: {e}")))
+                .map_err(|e| {
+                    RpcError::new(ErrorCode::Internal, format!("skill listing failed: {e}"))
+                })
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
             Request::Hooks { hooks } => Ok(Response::Hooks(self.hooks_report(conn, hooks))),

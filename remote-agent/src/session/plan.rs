@@ -171,7 +171,14 @@ impl Session {
                     decision,
                     comment,
                 };
-                self.submit_inner(request_id, &text, Vec::new(), Vec::new(), vec![decided], None)?;
+                self.submit_inner(
+                    request_id,
+                    &text,
+                    Vec::new(),
+                    Vec::new(),
+                    vec![decided],
+                    None,
+                )?;
             }
         }
         Ok(true)

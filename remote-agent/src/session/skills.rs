@@ -8,7 +8,13 @@ impl Session {
     /// The skills this session offers: built-in, the driving client's user skills (sent with
     /// its open) and the workspace's `.reasonix/skills/` (read now).
     pub fn skills(&self) -> Skills {
-        let settings = self.lock().settings.skills.clone();
+        let settings = self
+            .lock()
+            .settings
+            .skills
+            .as_deref()
+            .cloned()
+            .unwrap_or_default();
         Skills::load(&self.workspace, &settings)
     }
 
@@ -24,7 +30,7 @@ impl Session {
         if !line.trim_start().starts_with('/') {
             return None;
         }
-        let models = self.lock().settings.skills.models.clone();
+        let models = self.skill_models();
         self.skills().expand_line(line, &models)
     }
 
@@ -44,7 +50,7 @@ impl Session {
             })?;
             crate::skills::skill_of_turn_text(&text)?
         };
-        let models = self.lock().settings.skills.models.clone();
+        let models = self.skill_models();
         let skills = self.skills();
         Some(
             skills
@@ -59,6 +65,16 @@ impl Session {
                     effort: None,
                 }),
         )
+    }
+
+    /// The model labels the driver's config names.
+    fn skill_models(&self) -> Vec<String> {
+        self.lock()
+            .settings
+            .skills
+            .as_ref()
+            .map(|s| s.models.clone())
+            .unwrap_or_default()
     }
 
     /// The running skill's verdict on a tool call (`None`: no skill, or it lets the call go

@@ -108,10 +108,7 @@ pub fn decide(
                     turn.name,
                     reason
                         .trim_start_matches("plan mode: ")
-                        .replace(
-                            ", and nothing changes before the user approves a plan",
-                            ""
-                        )
+                        .replace(", and nothing changes before the user approves a plan", "")
                         .replace(", and nothing writes before the user approves a plan", "")
                 ),
             },
@@ -137,12 +134,18 @@ mod tests {
     }
 
     fn denied(t: &SkillTurn, tool: &str, args: Value, ro: bool) -> bool {
-        matches!(decide(t, tool, &args, ro, true), Some(Decision::Deny { .. }))
+        matches!(
+            decide(t, tool, &args, ro, true),
+            Some(Decision::Deny { .. })
+        )
     }
 
     #[test]
     fn allowed_tools_only_narrow() {
-        let t = turn(Some(&["Read", "grep", "mcp__gh__*", "Bash(git diff:*)"]), false);
+        let t = turn(
+            Some(&["Read", "grep", "mcp__gh__*", "Bash(git diff:*)"]),
+            false,
+        );
         assert!(!denied(&t, "read_file", json!({}), true));
         assert!(!denied(&t, "grep", json!({}), true));
         assert!(!denied(&t, "mcp__gh__list", json!({}), true));
@@ -159,7 +162,14 @@ mod tests {
         // No list: the session's tools, left to the policy.
         assert!(decide(&turn(None, false), "write_file", &json!({}), false, true).is_none());
         // `*` lets through what the session has: still only the policy's yes.
-        assert!(decide(&turn(Some(&["*"]), false), "bash", &json!({"command":"rm -rf /"}), false, true).is_none());
+        assert!(decide(
+            &turn(Some(&["*"]), false),
+            "bash",
+            &json!({"command":"rm -rf /"}),
+            false,
+            true
+        )
+        .is_none());
     }
 
     #[test]
@@ -170,8 +180,7 @@ mod tests {
         assert!(denied(&t, "bash", json!({"command": "echo x > f"}), false));
         assert!(!denied(&t, "read_file", json!({}), true));
         assert!(!denied(&t, "bash", json!({"command": "git diff"}), false));
-        let Some(Decision::Deny { reason }) =
-            decide(&t, "edit_file", &json!({}), false, true)
+        let Some(Decision::Deny { reason }) = decide(&t, "edit_file", &json!({}), false, true)
         else {
             panic!("edit_file allowed in a read-only skill");
         };

@@ -162,12 +162,8 @@ pub fn parse(
                 })?)
             }
             "read-only" | "read_only" => {
-                p.read_only = boolean(&value).ok_or_else(|| {
-                    err(
-                        n,
-                        format!("`{key}: {value}` is not true or false"),
-                    )
-                })?
+                p.read_only = boolean(&value)
+                    .ok_or_else(|| err(n, format!("`{key}: {value}` is not true or false")))?
             }
             "allowed-tools" | "allowed_tools" | "tools" => {
                 let tools = items.clone().unwrap_or_else(|| list(&value));
@@ -199,7 +195,14 @@ pub fn parse(
         ));
     }
     if p.description.is_empty() {
-        p.description = p.body.lines().next().unwrap_or("").chars().take(80).collect();
+        p.description = p
+            .body
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(80)
+            .collect();
     }
     Ok(p)
 }
@@ -236,7 +239,12 @@ mod tests {
     use super::*;
 
     fn p(text: &str) -> Result<SkillProfile, ParseError> {
-        parse("fold", ".reasonix/skills/fold/SKILL.md", text, SkillSource::Project)
+        parse(
+            "fold",
+            ".reasonix/skills/fold/SKILL.md",
+            text,
+            SkillSource::Project,
+        )
     }
 
     #[test]
@@ -260,7 +268,10 @@ mod tests {
             Some(vec!["read_file".to_string(), "bash".to_string()])
         );
         let s = p("no front matter\nsecond").expect("plain");
-        assert_eq!((s.name.as_str(), s.description.as_str()), ("fold", "no front matter"));
+        assert_eq!(
+            (s.name.as_str(), s.description.as_str()),
+            ("fold", "no front matter")
+        );
         assert_eq!(s.allowed_tools, None);
         assert_eq!(s.run_as, RunAs::Inline);
     }
@@ -289,7 +300,8 @@ mod tests {
 
     #[test]
     fn loosening_keys_are_ignored_with_a_warning() {
-        let s = p("---\npermission-mode: yolo\nsandbox: off\nwrite-paths: [/]\n---\nx").expect("parse");
+        let s =
+            p("---\npermission-mode: yolo\nsandbox: off\nwrite-paths: [/]\n---\nx").expect("parse");
         assert_eq!(s.warnings.len(), 3, "{:?}", s.warnings);
         assert!(s.warnings[0].starts_with("line 2:"));
         assert!(s.warnings[0].contains("only narrow"));

@@ -29,13 +29,29 @@ fn precedence_and_malformed_notices() {
         builtin::files(),
         vec![
             file("review", "/home/u/.reasonix/skills/review/SKILL.md", "mine"),
-            file("deploy", "/home/u/.reasonix/skills/deploy/SKILL.md", "user deploy"),
+            file(
+                "deploy",
+                "/home/u/.reasonix/skills/deploy/SKILL.md",
+                "user deploy",
+            ),
         ],
         &[],
         vec![
-            file("deploy", ".reasonix/skills/deploy/SKILL.md", "project deploy"),
-            file("lint", ".reasonix/skills/lint/SKILL.md", "---\nname: lint\nallowed-tools: [read_file]\n---\nLint $1"),
-            file("bad", ".reasonix/skills/bad/SKILL.md", "---\nname: bad\n\nmodel deepseek\n---\nx"),
+            file(
+                "deploy",
+                ".reasonix/skills/deploy/SKILL.md",
+                "project deploy",
+            ),
+            file(
+                "lint",
+                ".reasonix/skills/lint/SKILL.md",
+                "---\nname: lint\nallowed-tools: [read_file]\n---\nLint $1",
+            ),
+            file(
+                "bad",
+                ".reasonix/skills/bad/SKILL.md",
+                "---\nname: bad\n\nmodel deepseek\n---\nx",
+            ),
         ],
         &[CommandFileProblem {
             path: ".reasonix/skills/huge/SKILL.md".into(),
@@ -44,15 +60,24 @@ fn precedence_and_malformed_notices() {
     );
     let names: Vec<&str> = set.skills.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["deploy", "explore", "init", "lint", "review"]);
-    assert_eq!(set.profile("review").map(|s| s.source), Some(SkillSource::BuiltIn));
-    assert_eq!(set.profile("deploy").map(|s| s.source), Some(SkillSource::User));
+    assert_eq!(
+        set.profile("review").map(|s| s.source),
+        Some(SkillSource::BuiltIn)
+    );
+    assert_eq!(
+        set.profile("deploy").map(|s| s.source),
+        Some(SkillSource::User)
+    );
     let bad = set
         .notices
         .iter()
         .find(|n| n.contains("bad/SKILL.md"))
         .expect("bad noticed");
     assert!(bad.contains("line 4"), "{bad}");
-    assert!(set.notices.iter().any(|n| n.contains("huge") && n.contains("too big")));
+    assert!(set
+        .notices
+        .iter()
+        .any(|n| n.contains("huge") && n.contains("too big")));
     assert_eq!(set.notices.len(), 4, "{:?}", set.notices);
 }
 
@@ -63,8 +88,16 @@ fn expand_inline_subagent_and_models() {
         Vec::new(),
         &[],
         vec![
-            file("fix", ".reasonix/skills/fix/SKILL.md", "---\nmodel: deepseek/deepseek-chat\neffort: low\n---\nFix $1 then $$"),
-            file("kid", ".reasonix/skills/kid/SKILL.md", "---\nrun-as: subagent\n---\nchild"),
+            file(
+                "fix",
+                ".reasonix/skills/fix/SKILL.md",
+                "---\nmodel: deepseek/deepseek-chat\neffort: low\n---\nFix $1 then $$",
+            ),
+            file(
+                "kid",
+                ".reasonix/skills/kid/SKILL.md",
+                "---\nrun-as: subagent\n---\nchild",
+            ),
             file("ref", ".reasonix/skills/ref/SKILL.md", "Use the refs"),
         ],
         &[],
@@ -74,25 +107,59 @@ fn expand_inline_subagent_and_models() {
         .expand_line("/fix src/a.rs", &models)
         .expect("a skill")
         .expect("runs");
-    assert!(e.text.starts_with("<skill name=\"fix\" source=\"project\">\nFix src/a.rs then $\n"), "{}", e.text);
+    assert!(
+        e.text
+            .starts_with("<skill name=\"fix\" source=\"project\">\nFix src/a.rs then $\n"),
+        "{}",
+        e.text
+    );
     assert_eq!(e.turn.model.as_deref(), Some("deepseek/deepseek-chat"));
     assert_eq!(e.turn.effort, Some(ReasoningEffort::Low));
-    let refused = set.expand_line("/fix x", &["openai/gpt".into()]).expect("skill").expect_err("model");
-    assert!(refused.contains("deepseek/deepseek-chat") && refused.contains("configured: openai/gpt"), "{refused}");
-    let kid = set.expand_line("/kid", &models).expect("skill").expect_err("subagent");
+    let refused = set
+        .expand_line("/fix x", &["openai/gpt".into()])
+        .expect("skill")
+        .expect_err("model");
+    assert!(
+        refused.contains("deepseek/deepseek-chat") && refused.contains("configured: openai/gpt"),
+        "{refused}"
+    );
+    let kid = set
+        .expand_line("/kid", &models)
+        .expect("skill")
+        .expect_err("subagent");
     assert!(kid.contains("subagent"), "{kid}");
     assert!(set.expand_line("/nope x", &models).is_none());
     assert!(set.expand_line("plain text", &models).is_none());
     // Args with no placeholder are appended; project files are named by path.
     if let Some(s) = set.skills.iter_mut().find(|s| s.name == "ref") {
-        s.assets = vec![SkillAsset { path: "references/api.md".into(), text: None }];
+        s.assets = vec![SkillAsset {
+            path: "references/api.md".into(),
+            text: None,
+        }];
     }
-    let e = set.expand_line("/ref the api", &models).expect("skill").expect("runs");
+    let e = set
+        .expand_line("/ref the api", &models)
+        .expect("skill")
+        .expect("runs");
     assert!(e.text.contains("Arguments: the api"), "{}", e.text);
-    assert!(e.text.contains("- .reasonix/skills/ref/references/api.md"), "{}", e.text);
+    assert!(
+        e.text.contains("- .reasonix/skills/ref/references/api.md"),
+        "{}",
+        e.text
+    );
     // Built-in text is byte-stable: the same bytes every time.
-    let a = set.expand_line("/review", &models).expect("s").expect("r").text;
-    assert_eq!(a, set.expand_line("/review", &models).expect("s").expect("r").text);
+    let a = set
+        .expand_line("/review", &models)
+        .expect("s")
+        .expect("r")
+        .text;
+    assert_eq!(
+        a,
+        set.expand_line("/review", &models)
+            .expect("s")
+            .expect("r")
+            .text
+    );
     assert!(a.contains("by severity") || a.contains("Critical"));
 }
 
@@ -107,7 +174,10 @@ fn reads_project_folder_confined() {
     let audit = set.profile("audit").expect("audit");
     assert_eq!(audit.path, ".reasonix/skills/audit/SKILL.md");
     assert_eq!(audit.assets.len(), 1);
-    assert_eq!(audit.assets[0].text, None, "project asset text is not inlined");
+    assert_eq!(
+        audit.assets[0].text, None,
+        "project asset text is not inlined"
+    );
     let e = expand(audit, "", &[]).expect("runs");
     assert!(e.text.contains(".reasonix/skills/audit/scripts/run.sh"));
 }

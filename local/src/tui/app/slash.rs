@@ -349,7 +349,10 @@ impl App {
         for c in &self.custom_commands.commands {
             if c.source == crate::commands::Source::Skill {
                 any = true;
-                text.push_str(&format!("\n  /{:<12} {}  [{}]", c.name, c.description, c.path));
+                text.push_str(&format!(
+                    "\n  /{:<12} {}  [{}]",
+                    c.name, c.description, c.path
+                ));
             }
         }
         if !any {

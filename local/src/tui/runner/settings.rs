@@ -63,7 +63,7 @@ pub(super) fn session_settings(
         laptop_mcp: crate::client::options_for(config).1,
         effort,
         memory: crate::memory::session_settings(&config.home, false),
-        skills: crate::skills::session_settings(&config),
+        skills: crate::skills::session_settings(config),
     }
 }
 
