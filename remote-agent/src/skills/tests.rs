@@ -190,3 +190,14 @@ fn skill_of_a_journaled_turn() {
     assert_eq!(skill_of_turn_text("<skill name=\"../x\">"), None);
     assert_eq!(skill_of_turn_text("review this"), None);
 }
+
+#[test]
+fn a_skill_turn_is_titled_by_its_command() {
+    let set = Skills::merge(builtin::files(), Vec::new(), &[], Vec::new(), &[]);
+    let e = set
+        .expand_line("/explore the parser", &[])
+        .expect("s")
+        .expect("r");
+    assert_eq!(crate::journal::title_of(&e.text), "/explore");
+    assert_eq!(crate::journal::title_of("fix the bug\nmore"), "fix the bug");
+}
