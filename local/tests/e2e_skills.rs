@@ -296,3 +296,34 @@ async fn skills_list_user_skills_and_refusals() {
     );
     assert_eq!(mock.requests().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_model_the_user_configured_is_used_for_its_turn_only() {
+    let mock = MockProvider::start(vec![
+        MockReply::text(&["fast answer"]),
+        MockReply::text(&["plain answer"]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    // A second model of the same provider.
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!("default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\", \"m2\"]\ndefault = \"m\"\napi_key_env = \"RX_SKILL_KEY\"\n", mock.base_url()),
+    )
+    .expect("config");
+    write_skill(
+        &env.ws.join(".reasonix/skills"),
+        "quick",
+        "---\nmodel: mock/m2\n---\nAnswer quickly: $ARGUMENTS\n",
+    );
+    ok(&tokio::task::block_in_place(|| {
+        reasonix(&env, &["run", "/quick what is 2+2"])
+    }));
+    ok(&tokio::task::block_in_place(|| {
+        reasonix(&env, &["run", "--continue", "and now slowly"])
+    }));
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].body["model"], "m2", "{}", reqs[0].body);
+    assert_eq!(reqs[1].body["model"], "m", "{}", reqs[1].body);
+}
