@@ -41,6 +41,7 @@ pub mod process_group;
 pub mod proto;
 pub mod pty;
 pub mod rpc;
+pub mod skills;
 pub mod sync;
 pub mod testing;
 pub mod tunnel;

@@ -389,6 +389,14 @@ pub enum Request {
     /// `/mcp__<server>__<prompt>`. Answered with [`Response::McpPrompts`]. The host expands
     /// such a command itself when it arrives as a [`Request::SubmitTurn`] text.
     McpPrompts,
+    /// The skills a `/<name>` may run: the built-in ones, `user` (the laptop's
+    /// `~/.reasonix/skills/`, sent with the request) and the workspace's
+    /// `.reasonix/skills/`, parsed by the host. Answered with [`Response::Skills`].
+    ListSkills {
+        /// The laptop's user skills and configured model labels.
+        #[serde(default)]
+        skills: crate::skills::SkillSettings,
+    },
     /// The first resources (`resources/list`, first page, at most
     /// [`MCP_RESOURCES_MAX`]) of MCP server `server`, for `@server:uri` completion.
     /// Answered with [`Response::McpResources`], or the error `not_found` for an unknown
@@ -559,6 +567,11 @@ pub struct SessionSettings {
     /// it, the host routes every user turn (`docs/SPEC.md`, "Planner and executor").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planner_model: Option<String>,
+    /// Skills of this session (`docs/SPEC.md`, "Skills"): the user's skills from the laptop
+    /// (kept in the host's memory, never on its disk) and the model labels the user
+    /// configured. Boxed: most messages carry none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Box<crate::skills::SkillSettings>>,
 }
 
 /// What a driving client sends about memory with every session open.
@@ -805,6 +818,13 @@ pub enum Response {
         files: Vec<CommandFile>,
         /// Files that could not be read (too big, not UTF-8, unreadable), with the problem.
         skipped: Vec<CommandFileProblem>,
+    },
+    /// Answer to [`Request::ListSkills`].
+    Skills {
+        /// Skills sorted by name.
+        skills: Vec<crate::skills::SkillInfo>,
+        /// One line per skipped or shadowed skill, naming the file (and line) and problem.
+        notices: Vec<String>,
     },
     /// Answer to [`Request::McpPrompts`].
     McpPrompts {

@@ -22,6 +22,9 @@ use crate::sync::LockExt;
 const INCOMING_CAPACITY: usize = 4096;
 
 /// Something the peer sent that this side must handle.
+// As for `Request`: each is built once and moved to its handler; boxing the request would
+// only add an allocation to every one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Incoming {
     /// A request; answer it with [`Rpc::respond`] using the same id.

@@ -34,6 +34,8 @@ pub enum Source {
     Workspace,
     /// A prompt of an MCP server; the host expands it.
     Mcp,
+    /// A skill (built-in, `~/.reasonix/skills/` or `.reasonix/skills/`); the host expands it.
+    Skill,
 }
 
 impl Source {
@@ -43,6 +45,7 @@ impl Source {
             Source::User => "user",
             Source::Workspace => "workspace",
             Source::Mcp => "MCP",
+            Source::Skill => "skill",
         }
     }
 }
@@ -240,9 +243,32 @@ impl CommandSet {
             None => (rest, ""),
         };
         self.get(name).map(|c| match c.source {
-            Source::Mcp => line.to_string(),
+            Source::Mcp | Source::Skill => line.to_string(),
             _ => expand(&c.body, args),
         })
+    }
+
+    /// Adds the skills the host listed (after the command files: a command file of the same
+    /// name wins, with a notice).
+    pub fn add_skills(&mut self, skills: Vec<reasonix_forward::skills::SkillInfo>) {
+        for s in skills {
+            if let Some(prev) = self.get(&s.name) {
+                self.notices.push(format!(
+                    "skill /{} ({}) is hidden by the command file {} (command files win over skills; rename one)",
+                    s.name, s.path, prev.path
+                ));
+                continue;
+            }
+            self.commands.push(CustomCommand {
+                description: s.description.clone(),
+                argument_hint: String::new(),
+                body: String::new(),
+                source: Source::Skill,
+                path: s.path.clone(),
+                name: s.name,
+            });
+        }
+        self.commands.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     /// Adds the MCP prompts the host listed (after the files; a name already taken is
@@ -325,6 +351,36 @@ pub async fn load(client: &crate::client::Client, home: &Path, reserved: &[&str]
     };
     ws_skipped.sort_by(|a, b| a.path.cmp(&b.path));
     let mut set = CommandSet::merge(user, user_skipped, ws, ws_skipped, reserved);
+    // Skills: the host merges the built-in ones, these user skills and the workspace's.
+    let skills = crate::skills::settings(home, Vec::new());
+    match client
+        .request(reasonix_forward::proto::Request::ListSkills { skills })
+        .await
+    {
+        Ok(reasonix_forward::proto::Response::Skills { skills, notices }) => {
+            set.notices.extend(notices);
+            let skills = skills
+                .into_iter()
+                .filter(|s| {
+                    let builtin = reserved.contains(&s.name.as_str());
+                    if builtin {
+                        set.notices.push(format!(
+                            "skill {} skipped: /{} is a built-in command",
+                            s.path, s.name
+                        ));
+                    }
+                    !builtin
+                })
+                .collect();
+            set.add_skills(skills);
+        }
+        Ok(other) => set.notices.push(format!(
+            "skills: unexpected answer from the host: {other:?}"
+        )),
+        Err(e) => set
+            .notices
+            .push(format!("skills: the host did not list them: {e}")),
+    }
     // An older host without MCP prompts answers something else: none to offer.
     if let Ok(reasonix_forward::proto::Response::McpPrompts { prompts, problems }) = client
         .request(reasonix_forward::proto::Request::McpPrompts)

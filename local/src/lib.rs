@@ -25,6 +25,7 @@ pub mod platform;
 pub mod ports;
 pub mod remote_status;
 pub mod run;
+pub mod skills;
 pub mod ssh;
 pub mod term;
 pub mod tui;

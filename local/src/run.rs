@@ -84,6 +84,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         effort: config.session_effort(opts.model.as_deref()),
         memory: crate::memory::session_settings(&config.home, opts.allow_memory_writes),
         planner_model: config.agent.planner_model.clone(),
+        skills: crate::skills::session_settings(config),
     };
     // Ignored project settings the laptop already printed (local mode reads the same file).
     let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();

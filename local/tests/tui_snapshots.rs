@@ -893,3 +893,45 @@ fn permissions_list_with_sources() {
     snap("permissions_list", &app);
     assert_eq!(rows.len(), 4, "{rows:?}");
 }
+
+// Issue 33 §3: skills join the slash path after the command files; `/skills` lists them
+// (with the notices about skipped skills) and `/<skill> args` goes to the host as typed.
+#[test]
+fn skills_listed_and_sent_as_typed() {
+    use reasonix_forward::skills::SkillInfo;
+    let skill = |name: &str, source: &str, path: &str| SkillInfo {
+        name: name.into(),
+        description: format!("the {name} skill"),
+        source: source.into(),
+        run_as: "inline".into(),
+        path: path.into(),
+        read_only: false,
+        allowed_tools: Vec::new(),
+        model: None,
+    };
+    let mut set = reasonix_local::commands::CommandSet::default();
+    set.notices
+        .push("skill .reasonix/skills/bad/SKILL.md skipped: line 3: no `key: value`".into());
+    set.add_skills(vec![
+        skill("review", "built-in", "built-in:review"),
+        skill("audit", "project", ".reasonix/skills/audit/SKILL.md"),
+    ]);
+    let mut app = connected_app_for_send();
+    app.handle(AppEvent::Commands(set));
+    type_str(&mut app, "/skills show");
+    app.handle_key(key(KeyCode::Enter));
+    let text = draw(&app, 120, 40);
+    assert!(
+        text.contains("/audit")
+            && text.contains("the review skill")
+            && text.contains("built-in:review"),
+        "{text}"
+    );
+    assert!(text.contains("bad/SKILL.md skipped: line 3"), "{text}");
+    type_str(&mut app, "/review src/lib.rs");
+    let actions = app.handle_key(key(KeyCode::Enter));
+    assert!(
+        actions.iter().any(|a| matches!(a, reasonix_local::tui::Action::Submit { text, .. } if text == "/review src/lib.rs")),
+        "{actions:?}"
+    );
+}

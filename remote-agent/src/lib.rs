@@ -31,6 +31,7 @@ pub(crate) mod runner;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;
+pub mod skills;
 pub mod steer;
 pub mod tools;
 pub mod workspaces;

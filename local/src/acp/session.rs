@@ -171,6 +171,7 @@ pub async fn open(
         effort: spec.config.session_effort(spec.model.as_deref()),
         memory: crate::memory::session_settings(&spec.config.home, false),
         planner_model: spec.config.agent.planner_model.clone(),
+        skills: crate::skills::session_settings(&spec.config),
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let (opened_tx, opened_rx) = oneshot::channel();

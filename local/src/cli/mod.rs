@@ -12,6 +12,7 @@ mod memory;
 mod ports;
 mod remote;
 mod sessions;
+mod skills;
 mod term;
 mod tui;
 
@@ -146,6 +147,11 @@ enum Cmd {
     Hooks {
         #[command(subcommand)]
         action: hooks::HooksCmd,
+    },
+    /// Skills: what `/<name>` runs (built-in, `~/.reasonix/skills/`, `.reasonix/skills/`).
+    Skills {
+        #[command(subcommand)]
+        action: skills::SkillsCmd,
     },
     /// MCP servers: where each runs, its state and its tools.
     Mcp {
@@ -510,6 +516,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,
         Some(Cmd::Hooks { action }) => hooks::hooks(action).await,
+        Some(Cmd::Skills { action }) => skills::skills(action).await,
         Some(Cmd::Ssh {
             dest,
             ssh,

@@ -53,6 +53,7 @@ pub async fn compact(
             effort: config.session_effort(opts.model.as_deref()),
             memory: crate::memory::session_settings(&config.home, false),
             planner_model: config.agent.planner_model.clone(),
+            skills: crate::skills::session_settings(config),
         },
     };
     let opened = match client.open_session(open).await {

@@ -52,6 +52,13 @@ impl Daemon {
                     Some(Err(e)) => return Err(RpcError::new(ErrorCode::McpPrompt, e)),
                 };
                 screens.extend(resources);
+                // `/<skill> args`: the skill's instructions are the turn, and it narrows
+                // what the turn may do (`crate::skills`).
+                let (text, skill) = match session.expand_skill(&text) {
+                    None => (text, None),
+                    Some(Ok(e)) => (e.text, Some(e.turn)),
+                    Some(Err(e)) => return Err(RpcError::new(ErrorCode::Invalid, e)),
+                };
                 // Hooks see the prompt as it will be sent; one may refuse it (#34).
                 match session.prompt_hooks(&request_id, &text).await {
                     Ok((context, told)) => {
@@ -60,7 +67,13 @@ impl Daemon {
                     }
                     Err(why) => return Err(RpcError::new(ErrorCode::Denied, why)),
                 }
-                match session.submit_with(&request_id, &text, screens, notices) {
+                let submitted = match skill {
+                    Some(skill) => {
+                        session.submit_skill(&request_id, &text, screens, notices, skill)
+                    }
+                    None => session.submit_with(&request_id, &text, screens, notices),
+                };
+                match submitted {
                     Ok(true) => Ok(Response::Ok),
                     Ok(false) => Ok(Response::Duplicate),
                     Err(e) => Err(e.into()),
@@ -225,6 +238,22 @@ impl Daemon {
                     .map_err(|e| {
                         RpcError::new(ErrorCode::Internal, format!("command listing failed: {e}"))
                     })
+            }
+            Request::ListSkills { skills } => {
+                // The open session's driver settings when this link drives one; the request's
+                // own otherwise (`reasonix skills list` opens no session).
+                let workspace = self.paths.workspace.clone();
+                tokio::task::spawn_blocking(move || {
+                    let set = crate::skills::Skills::load(&workspace, &skills);
+                    Response::Skills {
+                        skills: set.info(),
+                        notices: set.notices,
+                    }
+                })
+                .await
+                .map_err(|e| {
+                    RpcError::new(ErrorCode::Internal, format!("skill listing failed: {e}"))
+                })
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
             Request::Hooks { hooks } => Ok(Response::Hooks(self.hooks_report(conn, hooks))),

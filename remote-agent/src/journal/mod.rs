@@ -213,6 +213,10 @@ pub(crate) fn encode(event: &Event) -> io::Result<Vec<u8>> {
 
 /// The title of a session: the first line of its first user turn, at most 80 characters.
 pub fn title_of(text: &str) -> String {
+    // A skill's turn is titled by its command, not its instructions.
+    if let Some(name) = crate::skills::skill_of_turn_text(text) {
+        return format!("/{name}");
+    }
     text.lines().next().unwrap_or("").chars().take(80).collect()
 }
 

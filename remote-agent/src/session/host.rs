@@ -11,7 +11,12 @@ impl Host for Session {
     }
 
     fn model(&self) -> Option<String> {
-        self.lock().settings.model.clone()
+        let inner = self.lock();
+        // A skill's model (already checked against the user's configured ones) for its turn.
+        match inner.skill.as_ref().and_then(|s| s.model.clone()) {
+            Some(m) => Some(m),
+            None => inner.settings.model.clone(),
+        }
     }
 
     fn max_steps(&self) -> u32 {
@@ -27,7 +32,12 @@ impl Host for Session {
     }
 
     fn effort(&self) -> Option<reasonix_forward::proto::ReasoningEffort> {
-        self.lock().settings.effort
+        let inner = self.lock();
+        inner
+            .skill
+            .as_ref()
+            .and_then(|s| s.effort)
+            .or(inner.settings.effort)
     }
 
     fn record(&self, kind: EventKind) -> Event {
@@ -98,6 +108,9 @@ impl Host for Session {
     }
 
     fn decide(&self, tool: &str, args: &Value, read_only: bool) -> Decision {
+        if let Some(d) = self.skill_gate(tool, args, read_only) {
+            return d;
+        }
         if let Some(d) = self.plan_gate(tool, args, read_only) {
             return d;
         }

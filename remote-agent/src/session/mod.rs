@@ -37,6 +37,7 @@ mod plan;
 mod planner;
 mod provider;
 mod rewind;
+mod skills;
 mod steer;
 mod web;
 
@@ -171,6 +172,8 @@ struct Inner {
     goal: crate::goal::GoalState,
     /// The routing of the submitted turn and its text, until the turn takes it (#38 §2).
     route: Option<(crate::plan::route::Decision, String)>,
+    /// The skill the current turn runs (`/<name>`), until the next user turn.
+    skill: Option<crate::skills::SkillTurn>,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -350,6 +353,7 @@ impl Session {
                 plan: plan_state,
                 goal: goal_state,
                 route: None,
+                skill: None,
             }),
             live,
             driver,
@@ -727,7 +731,20 @@ impl Session {
         extra: Vec<reasonix_forward::proto::Attachment>,
         notices: Vec<String>,
     ) -> Result<bool, SessionError> {
-        self.submit_inner(request_id, text, extra, notices, Vec::new())
+        self.submit_inner(request_id, text, extra, notices, Vec::new(), None)
+    }
+
+    /// [`Session::submit_with`] for a skill's turn: `skill` narrows what the turn may do
+    /// (tools, read-only, model) until the next user turn.
+    pub fn submit_skill(
+        self: &Arc<Self>,
+        request_id: &str,
+        text: &str,
+        extra: Vec<reasonix_forward::proto::Attachment>,
+        notices: Vec<String>,
+        skill: crate::skills::SkillTurn,
+    ) -> Result<bool, SessionError> {
+        self.submit_inner(request_id, text, extra, notices, Vec::new(), Some(skill))
     }
 
     /// [`Session::submit_with`], journaling `plan` events first, in the new turn (so a rewind
@@ -739,6 +756,7 @@ impl Session {
         extra: Vec<reasonix_forward::proto::Attachment>,
         notices: Vec<String>,
         plan: Vec<reasonix_forward::proto::PlanEvent>,
+        skill: Option<crate::skills::SkillTurn>,
     ) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
         let admitted;
@@ -763,6 +781,7 @@ impl Session {
             inner.seen_requests.insert(request_id.to_string());
             let route = Self::route_turn(&inner, text, attachments.len(), &plan);
             inner.turn += 1;
+            inner.skill = skill;
             if inner.title.is_empty() {
                 inner.title = crate::journal::title_of(text);
             }
@@ -815,6 +834,9 @@ impl Session {
     /// Continue a turn paused at its step limit.
     pub fn continue_turn(self: &Arc<Self>, request_id: &str) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
+        // A skill's turn continued after a daemon restart keeps its gate (file I/O: before
+        // the lock).
+        let restored = self.restored_skill_turn();
         {
             let mut inner = self.lock();
             if inner.seen_requests.contains(request_id) {
@@ -825,6 +847,9 @@ impl Session {
             }
             inner.seen_requests.insert(request_id.to_string());
             inner.cancel = Some(cancel.clone());
+            if inner.skill.is_none() {
+                inner.skill = restored;
+            }
         }
         self.set_state(TurnState::Running, None);
         let me = Arc::clone(self);

@@ -54,10 +54,15 @@ impl Session {
         core::gate::decide(tool, args, read_only, sandboxed)
     }
 
-    /// The tool context, with bash's sandbox read-only while plan mode is on.
+    /// The tool context, with bash's sandbox read-only while plan mode is on (or a read-only
+    /// skill runs).
     pub(super) fn plan_tool_ctx(&self) -> ToolContext {
         let mut ctx = self.tool_ctx();
-        if self.lock().plan.on {
+        let read_only = {
+            let inner = self.lock();
+            inner.plan.on || inner.skill.as_ref().is_some_and(|s| s.read_only)
+        };
+        if read_only {
             ctx.sandbox = Arc::new(ctx.sandbox.read_only());
         }
         ctx
@@ -166,7 +171,14 @@ impl Session {
                     decision,
                     comment,
                 };
-                self.submit_inner(request_id, &text, Vec::new(), Vec::new(), vec![decided])?;
+                self.submit_inner(
+                    request_id,
+                    &text,
+                    Vec::new(),
+                    Vec::new(),
+                    vec![decided],
+                    None,
+                )?;
             }
         }
         Ok(true)

@@ -88,7 +88,7 @@ impl App {
             AppEvent::CommandsRetry { set, line } => {
                 self.set_commands(set);
                 let name = line.split_whitespace().next().unwrap_or("");
-                if self.custom_commands.get(name).is_some() {
+                if self.custom_commands.get(name).is_some() || SlashCommand::parse(name).is_some() {
                     self.command(&line)
                 } else {
                     self.set_hint(format!("unknown command /{name}; /help lists them"));

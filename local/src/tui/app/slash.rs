@@ -32,6 +32,7 @@ pub(crate) enum SlashCommand {
     Memory,
     Upload,
     Download,
+    Skills,
     Quit,
 }
 
@@ -76,6 +77,7 @@ impl SlashCommand {
         Self::Memory,
         Self::Upload,
         Self::Download,
+        Self::Skills,
         Self::Quit,
     ];
 
@@ -212,6 +214,12 @@ impl SlashCommand {
                 &[],
                 "PATH [LAPTOP_PATH]",
                 "copy a host file or folder to this laptop (the folder Reasonix started in by default)",
+            ),
+            Self::Skills => (
+                "skills",
+                &[],
+                "",
+                "the skills /<name> runs: built-in, yours (~/.reasonix/skills) and the workspace's (.reasonix/skills)",
             ),
             Self::Quit => (
                 "quit",
@@ -373,6 +381,30 @@ impl App {
         self.custom_commands = set;
     }
 
+    /// `/skills`: the skills of the command set, one per line, and its skill notices.
+    fn show_skills(&mut self) {
+        let mut text = String::from("skills (/<name> [args] runs one):");
+        let mut any = false;
+        for c in &self.custom_commands.commands {
+            if c.source == crate::commands::Source::Skill {
+                any = true;
+                text.push_str(&format!(
+                    "\n  /{:<12} {}  [{}]",
+                    c.name, c.description, c.path
+                ));
+            }
+        }
+        if !any {
+            text.push_str("\n  none (the host did not list any)");
+        }
+        for n in &self.custom_commands.notices {
+            if n.contains("skill") {
+                text.push_str(&format!("\n  warning: {n}"));
+            }
+        }
+        self.transcript.notice(text, Level::Info);
+    }
+
     /// The trash overlay (`/sessions trash`, or `t` in `/sessions`).
     pub(super) fn open_trash(&mut self) -> Vec<Action> {
         self.overlay = Some(Overlay::Trash {
@@ -392,7 +424,11 @@ impl App {
         let Some(cmd) = SlashCommand::parse(name) else {
             if let Some(custom) = self.custom_commands.get(name) {
                 // An MCP prompt is expanded by the host: the line goes as typed.
-                let text = if custom.source == crate::commands::Source::Mcp {
+                // MCP prompts and skills are expanded by the host: the line goes as typed.
+                let text = if matches!(
+                    custom.source,
+                    crate::commands::Source::Mcp | crate::commands::Source::Skill
+                ) {
                     format!("/{line}")
                 } else {
                     crate::commands::expand(&custom.body, arg)
@@ -507,6 +543,14 @@ impl App {
                 upload: cmd == SlashCommand::Upload,
                 arg: arg.to_string(),
             }],
+            // Re-read first (a skill may have been added), then list.
+            SlashCommand::Skills if arg != "show" => vec![Action::ReloadCommands {
+                then: Some("skills show".into()),
+            }],
+            SlashCommand::Skills => {
+                self.show_skills();
+                Vec::new()
+            }
             SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);
                 self.overlay = Some(Overlay::Mcp {
