@@ -37,11 +37,12 @@ pub struct HttpTransport {
     headers: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone)]
-struct Url {
-    host: String,
-    port: u16,
-    path: String,
+/// A parsed plain `http://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Url {
+    pub(super) host: String,
+    pub(super) port: u16,
+    pub(super) path: String,
 }
 
 impl HttpTransport {
@@ -56,7 +57,7 @@ impl HttpTransport {
     }
 }
 
-fn parse_url(url: &str) -> Result<Url, McpError> {
+pub(super) fn parse_url(url: &str) -> Result<Url, McpError> {
     let rest = if let Some(r) = url.strip_prefix("http://") {
         r
     } else if url.starts_with("https://") {
@@ -219,7 +220,7 @@ async fn pump(
 
 /// The `id` of a request (a message with `method` and `id`); responses and notifications
 /// expect no answer.
-fn request_id_of(line: &str) -> Option<Value> {
+pub(super) fn request_id_of(line: &str) -> Option<Value> {
     let v: Value = serde_json::from_str(line).ok()?;
     if v.get("method").is_some() {
         v.get("id").filter(|id| !id.is_null()).cloned()
@@ -230,7 +231,7 @@ fn request_id_of(line: &str) -> Option<Value> {
 
 /// Answers request `id` with a JSON-RPC error so the waiting call fails at once, instead of
 /// waiting for its timeout.
-async fn fail(tx: &mpsc::Sender<String>, id: Option<&Value>, message: &str) {
+pub(super) async fn fail(tx: &mpsc::Sender<String>, id: Option<&Value>, message: &str) {
     tracing::warn!(target: "mcp", "{message}");
     if let Some(id) = id {
         let err =
@@ -240,7 +241,11 @@ async fn fail(tx: &mpsc::Sender<String>, id: Option<&Value>, message: &str) {
 }
 
 /// Forwards a JSON body (one message or a batch); true when it carried the answer to `id`.
-async fn forward_json(text: &str, tx: &mpsc::Sender<String>, id: Option<&Value>) -> bool {
+pub(super) async fn forward_json(
+    text: &str,
+    tx: &mpsc::Sender<String>,
+    id: Option<&Value>,
+) -> bool {
     let Ok(v) = serde_json::from_str::<Value>(text) else {
         tracing::warn!(target: "mcp", "malformed JSON body from HTTP MCP server skipped");
         return false;
@@ -297,14 +302,16 @@ async fn read_sse(body: &mut Body, tx: &mpsc::Sender<String>, id: Option<&Value>
     answered
 }
 
-struct Response {
-    status: u16,
+/// A response head with its body still to read.
+pub(super) struct Response {
+    pub(super) status: u16,
     headers: Vec<(String, String)>,
-    body: Body,
+    pub(super) body: Body,
 }
 
 impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
+    /// The first header called `name` (any case).
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -313,26 +320,52 @@ impl Response {
 }
 
 async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::Result<Response> {
-    let stream = TcpStream::connect((t.url.host.as_str(), t.url.port)).await?;
+    let mut headers: Vec<(&str, &str)> = t
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    if let Some(sid) = session {
+        headers.push(("Mcp-Session-Id", sid));
+    }
+    send(
+        &t.url,
+        "POST",
+        "application/json, text/event-stream",
+        &headers,
+        Some(body),
+    )
+    .await
+}
+
+/// One HTTP/1.1 request (`Connection: close`) to `url`; returns once the response head is in.
+/// `body` is sent as JSON.
+pub(super) async fn send(
+    url: &Url,
+    method: &str,
+    accept: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<Response> {
+    let stream = TcpStream::connect((url.host.as_str(), url.port)).await?;
     stream.set_nodelay(true)?;
-    let host = if t.url.host.contains(':') {
-        format!("[{}]", t.url.host)
+    let host = if url.host.contains(':') {
+        format!("[{}]", url.host)
     } else {
-        t.url.host.clone()
+        url.host.clone()
     };
     let mut req = format!(
-        "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\
+        "{method} {} HTTP/1.1\r\nHost: {}:{}\r\nAccept: {accept}\r\nConnection: close\r\n\
          User-Agent: reasonix-mcp\r\n",
-        t.url.path,
-        host,
-        t.url.port,
-        body.len()
+        url.path, host, url.port,
     );
-    if let Some(sid) = session {
-        req.push_str(&format!("Mcp-Session-Id: {sid}\r\n"));
+    if let Some(body) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
     }
-    for (k, v) in &t.headers {
+    for (k, v) in headers {
         if k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -344,7 +377,9 @@ async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::
     req.push_str("\r\n");
     let mut stream = BufReader::new(stream);
     stream.get_mut().write_all(req.as_bytes()).await?;
-    stream.get_mut().write_all(body.as_bytes()).await?;
+    if let Some(body) = body {
+        stream.get_mut().write_all(body.as_bytes()).await?;
+    }
     stream.get_mut().flush().await?;
 
     let mut head = Vec::new();
@@ -407,7 +442,7 @@ async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::
 }
 
 /// A response body read incrementally (SSE needs messages as they arrive).
-struct Body {
+pub(super) struct Body {
     stream: BufReader<TcpStream>,
     mode: BodyMode,
 }
@@ -420,7 +455,7 @@ enum BodyMode {
 
 impl Body {
     /// The next piece of body, `None` at the end.
-    async fn next_chunk(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+    pub(super) async fn next_chunk(&mut self) -> std::io::Result<Option<Vec<u8>>> {
         match &mut self.mode {
             BodyMode::Length(0) | BodyMode::Chunked { done: true } => Ok(None),
             BodyMode::Length(left) => {
@@ -478,7 +513,7 @@ impl Body {
     }
 
     /// The whole body, failing past `limit` bytes.
-    async fn read_all(&mut self, limit: usize) -> std::io::Result<Vec<u8>> {
+    pub(super) async fn read_all(&mut self, limit: usize) -> std::io::Result<Vec<u8>> {
         let mut out = Vec::new();
         while let Some(c) = self.next_chunk().await? {
             out.extend_from_slice(&c);

@@ -6,8 +6,8 @@
 //! Layers, bottom up:
 //! - [`McpTransport`] opens a [`McpConnection`]: two channels of JSON-RPC lines plus the
 //!   server's [`Diagnostics`] (stderr tail, exit status). [`StdioTransport`] spawns a process,
-//!   [`HttpTransport`] speaks Streamable HTTP (plain `http://` only: the host binary carries no
-//!   TLS stack), [`ChannelTransport`] takes channels someone else pumps (the link tunnel).
+//!   [`HttpTransport`] speaks Streamable HTTP and [`SseTransport`] the older HTTP+SSE transport
+//!   (plain `http://` only: the host binary carries no TLS stack), [`ChannelTransport`] takes channels someone else pumps (the link tunnel).
 //! - [`McpClient`] runs the JSON-RPC session over one connection: `initialize`,
 //!   `notifications/initialized`, `tools/list`, `tools/call` with timeouts and progress.
 //! - [`McpManager`] owns the configured servers, starts them, restarts a crashed one on its next
@@ -22,6 +22,7 @@ mod http;
 mod manager;
 mod pool;
 pub mod prompt;
+mod sse;
 mod stdio;
 mod tool;
 mod transport;
@@ -39,6 +40,7 @@ pub use config::{
 pub use http::HttpTransport;
 pub use manager::{McpManager, McpServerState, McpServerStatus, McpSettings};
 pub use pool::{McpSnapshot, WorkspaceMcp};
+pub use sse::SseTransport;
 pub use stdio::StdioTransport;
 pub use tool::{exposed_names, sanitize_name, with_progress, McpTool};
 pub use transport::{
