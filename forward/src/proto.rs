@@ -255,6 +255,18 @@ pub enum Request {
         /// The decision.
         decision: ApprovalDecision,
     },
+    /// Answer an MCP server's elicitation (`EventKind::ElicitationRequested`).
+    AnswerElicitation {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// Id of the elicitation being answered.
+        elicitation_id: String,
+        /// `accept`, `decline` or `cancel`.
+        action: ElicitAction,
+        /// With `accept`: the form's values, keyed by field name, typed per the schema.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+    },
     /// Take over driving the open session (the previous driver becomes read-only).
     Takeover,
     /// This client is done with the session it has open (a `run` that finished, a TUI that
@@ -679,6 +691,29 @@ pub struct SnippedResult {
     /// existed (then the first unsnipped result with the call id is meant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u64>,
+}
+
+/// The user's choice on an MCP elicitation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitAction {
+    /// Submit the form.
+    Accept,
+    /// Refuse.
+    Decline,
+    /// Dismiss without choosing.
+    Cancel,
+}
+
+impl ElicitAction {
+    /// `accept`, `decline` or `cancel`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElicitAction::Accept => "accept",
+            ElicitAction::Decline => "decline",
+            ElicitAction::Cancel => "cancel",
+        }
+    }
 }
 
 /// The answer to an approval request.
@@ -1471,6 +1506,26 @@ pub enum EventKind {
         /// call is too dangerous to allow forever; it is then allowed for this session only).
         #[serde(default)]
         rule: Option<String>,
+    },
+    /// An MCP server asks the user to fill a form during a tool call (`elicitation/create`).
+    /// Answered with `Request::AnswerElicitation`.
+    ElicitationRequested {
+        /// Elicitation id.
+        elicitation_id: String,
+        /// The server asking.
+        server: String,
+        /// Its message.
+        message: String,
+        /// `requestedSchema` as JSON text: a flat object of string, number, integer and
+        /// boolean fields (with `title`, `description`, `enum`, `default`) and `required`.
+        schema: String,
+    },
+    /// An elicitation was answered (the values themselves are not journaled).
+    ElicitationAnswered {
+        /// Elicitation id.
+        elicitation_id: String,
+        /// What the user chose.
+        action: ElicitAction,
     },
     /// Usage of one model request, with prefix-stability diagnostics.
     Usage {

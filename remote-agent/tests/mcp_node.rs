@@ -76,3 +76,60 @@ async fn streamable_http_server_is_not_mistaken_for_sse() {
         "{status:?}"
     );
 }
+
+/// Answers every elicitation with `name = Ada`, recording what was asked.
+struct Ada(std::sync::Mutex<Vec<reasonix_remote::mcp::ElicitRequest>>);
+
+impl reasonix_remote::mcp::Elicitor for Ada {
+    fn elicit(
+        &self,
+        request: reasonix_remote::mcp::ElicitRequest,
+    ) -> reasonix_remote::mcp::ElicitFuture {
+        self.0.lock().unwrap().push(request);
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!("Ada"));
+        Box::pin(async move { reasonix_remote::mcp::ElicitAnswer::Accept(m) })
+    }
+}
+
+async fn elicits_over(spec: McpServerSpec) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = spec.name.clone();
+    let mut m = McpManager::new(McpSettings::default());
+    m.add_host(spec, dir.path());
+    m.start_all().await;
+    let tools = m.tools();
+    let ask = tools
+        .iter()
+        .find(|t| t.name() == format!("mcp__{name}__ask_name"))
+        .unwrap_or_else(|| panic!("{:?}", m.status()));
+    // The SDK sends `elicitation/create` only to a client that advertised the capability.
+    let ada = std::sync::Arc::new(Ada(Default::default()));
+    let out = ask.call_eliciting(json!({}), None, ada.clone()).await;
+    assert!(!out.is_error, "{name}: {}", out.text);
+    assert_eq!(out.text, r#"elicitation accept {"name":"Ada"}"#, "{name}");
+    let asked = ada.0.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].server, name);
+    assert_eq!(asked[0].message, "Which name should the fixture greet?");
+    assert_eq!(asked[0].schema["required"], json!(["name"]));
+    // Without anyone to ask, the client declines.
+    let out = ask.call(json!({}), None).await;
+    assert_eq!(out.text, "elicitation decline", "{name}");
+}
+
+#[tokio::test]
+async fn elicitation_is_answered_over_stdio_sse_and_streamable_http() {
+    let dir = mcp_support::node_fixture_dir();
+    let script = dir.join("server.mjs").display().to_string();
+    elicits_over(McpServerSpec::stdio(
+        "fx",
+        "node",
+        &[&script, "--transport", "stdio"],
+    ))
+    .await;
+    let sse = NodeServer::start(&["--transport", "sse"]);
+    elicits_over(sse_spec("fxsse", &sse.url)).await;
+    let http = NodeServer::start(&["--transport", "http"]);
+    elicits_over(McpServerSpec::http("fxhttp", &http.url)).await;
+}

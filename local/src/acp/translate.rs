@@ -190,6 +190,8 @@ impl Translator {
             EventKind::Plan(_) => Vec::new(),
             EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
+            | EventKind::ElicitationRequested { .. }
+            | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }

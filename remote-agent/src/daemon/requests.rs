@@ -94,6 +94,19 @@ impl Daemon {
                     Err(e) => Err(e.into()),
                 }
             }
+            Request::AnswerElicitation {
+                request_id,
+                elicitation_id,
+                action,
+                content,
+            } => {
+                let session = self.driven_session(conn)?;
+                match session.answer_elicitation(&request_id, &elicitation_id, action, content) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(e.into()),
+                }
+            }
             Request::Plan { request_id, action } => {
                 // Only the driver: a spectator can neither plan nor approve.
                 let session = self.driven_session(conn)?;

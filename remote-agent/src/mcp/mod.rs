@@ -18,6 +18,7 @@
 
 mod client;
 mod config;
+mod elicit;
 mod http;
 mod manager;
 mod pool;
@@ -37,6 +38,7 @@ pub use config::{
     expand_spec, expand_vars, load_workspace_servers, merge_servers, parse_mcp_json,
     parse_reasonix_toml, McpConfig,
 };
+pub use elicit::{parse_request, ElicitAnswer, ElicitFuture, ElicitRequest, Elicitor, NoElicitor};
 pub use http::HttpTransport;
 pub use manager::{McpManager, McpServerState, McpServerStatus, McpSettings};
 pub use pool::{McpSnapshot, WorkspaceMcp};

@@ -161,6 +161,9 @@ pub struct ToolContext {
     /// The session's memory (project store, the laptop's global facts); `None` outside a
     /// daemon session.
     pub memory: Option<Arc<crate::memory::Memory>>,
+    /// Who answers an MCP server's `elicitation/create` during one of its tool calls (the
+    /// session's user); outside a session every elicitation is declined.
+    pub elicit: Arc<dyn crate::mcp::Elicitor>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -205,6 +208,7 @@ impl ToolContext {
             web: Arc::new(NoWebGateway),
             plan: Arc::new(crate::plan::NoPlan),
             memory: None,
+            elicit: Arc::new(crate::mcp::NoElicitor),
         }
     }
 
