@@ -6,6 +6,7 @@ mod acp;
 mod error;
 mod exec;
 mod headless;
+mod mcp_auth;
 mod hooks;
 mod memory;
 mod ports;
@@ -200,6 +201,11 @@ enum McpCmd {
     /// Start every MCP server of the workspace (host) and of the laptop config, and list each
     /// with where it runs, its state (ready, or failed with the reason) and its tools.
     List(McpListArgs),
+    /// Sign in to an HTTP MCP server with OAuth (browser, loopback redirect); the token stays
+    /// on this laptop.
+    Login(mcp_auth::McpLoginArgs),
+    /// Forget the sign-in to an MCP server.
+    Logout(mcp_auth::McpLogoutArgs),
 }
 
 #[derive(Args)]
@@ -456,6 +462,12 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,
+        Some(Cmd::Mcp {
+            action: McpCmd::Login(args),
+        }) => mcp_auth::login(args).await,
+        Some(Cmd::Mcp {
+            action: McpCmd::Logout(args),
+        }) => mcp_auth::logout(args).await,
         Some(Cmd::Hooks { action }) => hooks::hooks(action).await,
         Some(Cmd::Ssh {
             dest,
