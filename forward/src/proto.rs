@@ -255,6 +255,16 @@ pub enum Request {
         /// The decision.
         decision: ApprovalDecision,
     },
+    /// Host → laptop: a current OAuth access token for the host-side MCP server `server` at
+    /// `url`, for one connection (`reasonix mcp login` stored it on the laptop; refreshed
+    /// there when expired). Answered with [`Response::McpToken`]; `None` when nobody signed in
+    /// to that URL.
+    McpToken {
+        /// The server's name (for messages).
+        server: String,
+        /// The server's URL, as declared (the key of the laptop's token file).
+        url: String,
+    },
     /// Answer an MCP server's elicitation (`EventKind::ElicitationRequested`).
     AnswerElicitation {
         /// Client-chosen id for deduplication.
@@ -742,6 +752,18 @@ pub enum RewindScope {
     Both,
 }
 
+/// An OAuth access token crossing the link (laptop → host, one connection's worth). Its
+/// `Debug` shows no secret, so a logged response never carries it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BearerToken(pub String);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BearerToken(<{} bytes>)", self.0.len())
+    }
+}
+
 /// Responses to [`Request`]s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "r", rename_all = "snake_case")]
@@ -834,6 +856,11 @@ pub enum Response {
     Context(ContextReport),
     /// Answer to [`Request::WebFetch`].
     WebFetch(WebFetchReply),
+    /// Answer to [`Request::McpToken`].
+    McpToken {
+        /// The bearer token, `None` when the laptop has no sign-in for that URL.
+        access_token: Option<BearerToken>,
+    },
     /// Answer to [`Request::WatchPorts`]: the ports listened on now.
     Ports {
         /// Ports, by number.

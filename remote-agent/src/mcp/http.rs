@@ -35,6 +35,8 @@ pub struct HttpTransport {
     url: Url,
     raw_url: String,
     headers: BTreeMap<String, String>,
+    /// Where a sign-in token comes from (the laptop), with the server's name.
+    auth: Option<(String, Arc<super::LaptopTokens>)>,
 }
 
 /// A parsed plain `http://` URL.
@@ -53,7 +55,52 @@ impl HttpTransport {
             url: parse_url(url)?,
             raw_url: url.to_string(),
             headers,
+            auth: None,
         })
+    }
+
+    /// Asks `tokens` (the laptop) for a bearer token of server `name` at every connection.
+    pub fn with_laptop_tokens(mut self, name: &str, tokens: Arc<super::LaptopTokens>) -> Self {
+        self.auth = Some((name.to_string(), tokens));
+        self
+    }
+}
+
+/// `headers` plus `Authorization: Bearer …` when the laptop holds a sign-in for `url` (and
+/// no `Authorization` header is configured already).
+pub(super) async fn signed_headers(
+    headers: &BTreeMap<String, String>,
+    auth: Option<&(String, Arc<super::LaptopTokens>)>,
+    url: &str,
+) -> Result<BTreeMap<String, String>, McpError> {
+    let mut headers = headers.clone();
+    let Some((name, tokens)) = auth else {
+        return Ok(headers);
+    };
+    if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+        return Ok(headers);
+    }
+    match tokens.token(name, url).await {
+        Ok(Some(t)) => {
+            headers.insert("Authorization".into(), format!("Bearer {t}"));
+        }
+        Ok(None) => {}
+        Err(e) => {
+            return Err(McpError::Connect(format!(
+                "the sign-in token for `{name}` could not be had from the laptop: {e}"
+            )))
+        }
+    }
+    Ok(headers)
+}
+
+/// The hint added to a 401: sign in on the laptop.
+pub(super) fn sign_in_hint(auth: Option<&(String, Arc<super::LaptopTokens>)>) -> String {
+    match auth {
+        Some((name, _)) => format!(
+            " (the server needs sign-in: run `reasonix mcp login {name}` on the laptop, then use the server again)"
+        ),
+        None => String::new(),
     }
 }
 
@@ -109,10 +156,12 @@ pub(super) fn parse_url(url: &str) -> Result<Url, McpError> {
 #[async_trait::async_trait]
 impl McpTransport for HttpTransport {
     async fn open(&self) -> Result<McpConnection, McpError> {
+        let mut conn = self.clone();
+        conn.headers = signed_headers(&self.headers, self.auth.as_ref(), &self.raw_url).await?;
         let (to_tx, to_rx) = mpsc::channel::<String>(64);
         let (from_tx, from_rx) = mpsc::channel::<String>(256);
         let diag = Diagnostics::new();
-        tokio::spawn(pump(self.clone(), to_rx, from_tx, diag.clone()));
+        tokio::spawn(pump(conn, to_rx, from_tx, diag.clone()));
         Ok(McpConnection::new(to_tx, from_rx).with_diagnostics(diag))
     }
 
@@ -178,10 +227,15 @@ async fn pump(
                     continue;
                 }
             }
+            let hint = if status == 401 {
+                sign_in_hint(t.auth.as_ref())
+            } else {
+                String::new()
+            };
             fail(
                 &tx,
                 request_id.as_ref(),
-                &format!("HTTP {status} from {}: {text}", t.raw_url),
+                &format!("HTTP {status} from {}: {text}{hint}", t.raw_url),
             )
             .await;
             continue;

@@ -16,6 +16,7 @@
 //! - [`WorkspaceMcp`] re-reads the workspace's declarations at every session open and gives
 //!   the session a manager of its own, sharing the servers whose declaration is unchanged.
 
+mod auth;
 mod client;
 mod config;
 mod elicit;
@@ -30,6 +31,7 @@ mod transport;
 
 use std::time::Duration;
 
+pub use auth::LaptopTokens;
 pub use client::{
     content_text, CallResult, McpClient, McpProgress, McpPromptArg, McpPromptInfo, McpResourceInfo,
     McpToolInfo, ProgressSink, ServerInfo,

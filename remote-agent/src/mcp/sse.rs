@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::http::{fail, forward_json, parse_url, request_id_of, send, Body, Url};
+use super::http::{
+    fail, forward_json, parse_url, request_id_of, send, sign_in_hint, signed_headers, Body, Url,
+};
 use super::transport::{Diagnostics, McpConnection, McpTransport};
 use super::McpError;
 
@@ -30,6 +32,7 @@ pub struct SseTransport {
     url: Url,
     raw_url: String,
     headers: BTreeMap<String, String>,
+    auth: Option<(String, Arc<super::LaptopTokens>)>,
 }
 
 impl SseTransport {
@@ -40,7 +43,14 @@ impl SseTransport {
             url: parse_url(url)?,
             raw_url: url.to_string(),
             headers,
+            auth: None,
         })
+    }
+
+    /// Asks `tokens` (the laptop) for a bearer token of server `name` at every connection.
+    pub fn with_laptop_tokens(mut self, name: &str, tokens: Arc<super::LaptopTokens>) -> Self {
+        self.auth = Some((name.to_string(), tokens));
+        self
     }
 
     fn header_list(&self) -> Vec<(&str, &str)> {
@@ -54,12 +64,15 @@ impl SseTransport {
 #[async_trait::async_trait]
 impl McpTransport for SseTransport {
     async fn open(&self) -> Result<McpConnection, McpError> {
+        let mut signed = self.clone();
+        signed.headers = signed_headers(&self.headers, self.auth.as_ref(), &self.raw_url).await?;
+        let this = &signed;
         let connect = async {
             let resp = send(
-                &self.url,
+                &this.url,
                 "GET",
                 "text/event-stream",
-                &self.header_list(),
+                &this.header_list(),
                 None,
             )
             .await
@@ -67,8 +80,13 @@ impl McpTransport for SseTransport {
             let mut body = resp.body;
             if !(200..300).contains(&resp.status) {
                 let text = body.read_all(4096).await.unwrap_or_default();
+                let hint = if resp.status == 401 {
+                    sign_in_hint(self.auth.as_ref())
+                } else {
+                    String::new()
+                };
                 return Err(McpError::Connect(format!(
-                    "GET {}: HTTP {}: {}",
+                    "GET {}: HTTP {}: {}{hint}",
                     self.raw_url,
                     resp.status,
                     String::from_utf8_lossy(&text).trim()
@@ -104,7 +122,7 @@ impl McpTransport for SseTransport {
         let (from_tx, from_rx) = mpsc::channel::<String>(256);
         let diag = Diagnostics::new();
         let reader = tokio::spawn(read_stream(body, events, from_tx.clone(), diag.clone()));
-        let writer = tokio::spawn(post_lines(self.clone(), endpoint, to_rx, from_tx));
+        let writer = tokio::spawn(post_lines(signed.clone(), endpoint, to_rx, from_tx));
         let guard = AbortOnDrop(vec![reader.abort_handle(), writer.abort_handle()]);
         Ok(McpConnection::new(to_tx, from_rx)
             .with_diagnostics(diag)

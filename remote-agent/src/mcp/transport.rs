@@ -182,6 +182,16 @@ pub fn transport_for_spec(
     spec: &McpServerSpec,
     cwd: &Path,
 ) -> Result<Arc<dyn McpTransport>, McpError> {
+    transport_signed_in(spec, cwd, None)
+}
+
+/// [`transport_for_spec`]; an HTTP or SSE server asks `tokens` (the attached laptop) for its
+/// sign-in token at every connection.
+pub fn transport_signed_in(
+    spec: &McpServerSpec,
+    cwd: &Path,
+    tokens: Option<Arc<super::LaptopTokens>>,
+) -> Result<Arc<dyn McpTransport>, McpError> {
     if spec.runs_on() == McpRunOn::Laptop {
         return Err(McpError::Config(format!(
             "server `{}` runs on the laptop; it needs a channel transport from the link",
@@ -198,14 +208,22 @@ pub fn transport_for_spec(
         ))),
         (None, Some(url)) => match spec.transport {
             Some(McpTransportKind::Sse) => {
-                Ok(Arc::new(SseTransport::new(url, spec.headers.clone())?))
+                let t = SseTransport::new(url, spec.headers.clone())?;
+                Ok(Arc::new(match tokens {
+                    Some(tk) => t.with_laptop_tokens(&spec.name, tk),
+                    None => t,
+                }))
             }
             Some(McpTransportKind::Stdio) => Err(McpError::Config(format!(
                 "server `{}` has `type = \"stdio\"` but a `url`; give it a `command`, or `type = \"http\"` / `\"sse\"`",
                 spec.name
             ))),
             Some(McpTransportKind::Http) | None => {
-                Ok(Arc::new(HttpTransport::new(url, spec.headers.clone())?))
+                let t = HttpTransport::new(url, spec.headers.clone())?;
+                Ok(Arc::new(match tokens {
+                    Some(tk) => t.with_laptop_tokens(&spec.name, tk),
+                    None => t,
+                }))
             }
         },
         (Some(_), Some(_)) => Err(McpError::Config(format!(

@@ -272,6 +272,26 @@ async fn reply(sock: &mut tokio::net::TcpStream, status: u16, text: &str) -> std
     sock.shutdown().await
 }
 
+/// The host's `Request::McpToken`: the access token of `url` from the token file of the
+/// config home `home` (none without a home or a sign-in). Logged without the token.
+pub async fn token_for_host(
+    home: Option<&std::path::Path>,
+    server: &str,
+    url: &str,
+) -> Result<Option<String>, String> {
+    let Some(home) = home else {
+        return Ok(None);
+    };
+    let token = access_token(&TokenStore::in_home(home), url).await;
+    tracing::info!(
+        server,
+        url,
+        signed_in = matches!(token, Ok(Some(_))),
+        "sign-in token asked by the host"
+    );
+    token
+}
+
 /// A current access token for the server at `url`, refreshed first when it expired (or is
 /// about to); `Ok(None)` when nobody signed in to it.
 pub async fn access_token(store: &TokenStore, url: &str) -> Result<Option<String>, String> {
