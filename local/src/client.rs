@@ -752,14 +752,15 @@ async fn serve_incoming(
                     // A refresh is an HTTP round trip: on a task of its own.
                     let (rpc, home) = (rpc.clone(), config_home.clone());
                     tokio::spawn(async move {
-                        let answer = crate::gateway::oauth::token_for_host(home.as_deref(), &server, &url)
-                            .await
-                            .map(|t| Response::McpToken {
-                                access_token: t.map(reasonix_forward::proto::BearerToken),
-                            })
-                            .map_err(|e| {
-                                reasonix_forward::proto::RpcError::new(ErrorCode::Mcp, e)
-                            });
+                        let answer =
+                            crate::gateway::oauth::token_for_host(home.as_deref(), &server, &url)
+                                .await
+                                .map(|t| Response::McpToken {
+                                    access_token: t.map(reasonix_forward::proto::BearerToken),
+                                })
+                                .map_err(|e| {
+                                    reasonix_forward::proto::RpcError::new(ErrorCode::Mcp, e)
+                                });
                         let _ = rpc.respond(id, answer).await;
                     });
                 }

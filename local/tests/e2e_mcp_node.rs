@@ -87,9 +87,16 @@ impl OAuthServer {
     fn start(ttl: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("announce");
-        let child = std::process::Command::new("node")
+        let mut child = std::process::Command::new("node")
             .arg(fixture())
-            .args(["--transport", "http", "--oauth", "--token-ttl", ttl, "--port-file"])
+            .args([
+                "--transport",
+                "http",
+                "--oauth",
+                "--token-ttl",
+                ttl,
+                "--port-file",
+            ])
             .arg(&log)
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -106,6 +113,8 @@ impl OAuthServer {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("the OAuth fixture did not start");
     }
 
@@ -162,8 +171,14 @@ async fn mcp_login_signs_in_through_the_loopback_redirect_and_refreshes_an_expir
     .await
     .unwrap()
     .expect("the sign-in address is printed");
-    assert!(auth_url.contains("code_challenge_method=S256"), "{auth_url}");
-    assert!(auth_url.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A"), "{auth_url}");
+    assert!(
+        auth_url.contains("code_challenge_method=S256"),
+        "{auth_url}"
+    );
+    assert!(
+        auth_url.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A"),
+        "{auth_url}"
+    );
     let page = reqwest::get(&auth_url).await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
     assert!(page.url().as_str().starts_with("http://127.0.0.1:"));
@@ -186,17 +201,25 @@ async fn mcp_login_signs_in_through_the_loopback_redirect_and_refreshes_an_expir
     let store = reasonix_local::gateway::oauth::TokenStore::in_home(&rig.home);
     let first = store.get(&server.url).unwrap().unwrap();
     assert_eq!(first.name, "fx");
-    assert_eq!(initialize_status(&server.url, Some(&first.access_token)).await, 200);
+    assert_eq!(
+        initialize_status(&server.url, Some(&first.access_token)).await,
+        200
+    );
 
     // Expired: the next use refreshes it through the refresh token.
     std::thread::sleep(std::time::Duration::from_millis(2100));
-    assert_eq!(initialize_status(&server.url, Some(&first.access_token)).await, 401);
+    assert_eq!(
+        initialize_status(&server.url, Some(&first.access_token)).await,
+        401
+    );
     let fresh = reasonix_local::gateway::oauth::access_token(&store, &server.url)
         .await
         .unwrap()
         .unwrap();
     assert_ne!(fresh, first.access_token);
-    assert!(server.announcements().contains(&format!("REFRESHED {}", first.client_id)));
+    assert!(server
+        .announcements()
+        .contains(&format!("REFRESHED {}", first.client_id)));
     assert_eq!(initialize_status(&server.url, Some(&fresh)).await, 200);
 
     // Logout forgets it.

@@ -201,7 +201,10 @@ fn a_host_session_calls_a_signed_in_server_and_the_token_stays_off_the_host() {
             );
         }
     }
-    assert!(host_procs > 0, "the host daemon is still running to be checked");
+    assert!(
+        host_procs > 0,
+        "the host daemon is still running to be checked"
+    );
     let events: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

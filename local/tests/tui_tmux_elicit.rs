@@ -51,7 +51,10 @@ async fn tui_answers_an_mcp_elicitation_form() {
         t.wait_for("connected");
         t.send_keys(&["greet someone", "Enter"]);
         let form = t.wait_for("An MCP server asks for input");
-        assert!(form.contains("Which name should the fixture greet?"), "{form}");
+        assert!(
+            form.contains("Which name should the fixture greet?"),
+            "{form}"
+        );
         assert!(form.contains("Name — Who to greet [string]"), "{form}");
         // An empty answer to a required field is asked again.
         t.send_keys(&["Enter"]);

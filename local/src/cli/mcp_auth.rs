@@ -52,7 +52,10 @@ pub(super) async fn login(args: McpLoginArgs) -> Result<(), CliError> {
     let store = oauth::TokenStore::in_home(&config.home);
     let no_browser = args.no_browser;
     let grant = oauth::login(&store, &args.name, &url, |auth_url| {
-        eprintln!("reasonix: sign in to `{}` in your browser:\n{auth_url}", args.name);
+        eprintln!(
+            "reasonix: sign in to `{}` in your browser:\n{auth_url}",
+            args.name
+        );
         if !no_browser {
             if let Err(e) = reasonix_local::ports::open_browser(auth_url) {
                 eprintln!("reasonix: could not open a browser ({e}); open the address above");

@@ -6,8 +6,8 @@ mod acp;
 mod error;
 mod exec;
 mod headless;
-mod mcp_auth;
 mod hooks;
+mod mcp_auth;
 mod memory;
 mod ports;
 mod remote;
@@ -197,6 +197,7 @@ enum Cmd {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per run
 enum McpCmd {
     /// Start every MCP server of the workspace (host) and of the laptop config, and list each
     /// with where it runs, its state (ready, or failed with the reason) and its tools.

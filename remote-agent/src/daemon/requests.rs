@@ -258,10 +258,12 @@ impl Daemon {
                 .map(|()| Response::Pty(PtyResponse::Done))
                 .map_err(RpcError::from),
             Request::WatchPorts => Ok(self.watch_ports(conn).await),
-            Request::ProviderBase { .. } | Request::WebFetch(_) | Request::McpToken { .. } => Err(RpcError::new(
-                ErrorCode::BadRequest,
-                "the host has no gateway; provider and web requests go from host to laptop",
-            )),
+            Request::ProviderBase { .. } | Request::WebFetch(_) | Request::McpToken { .. } => {
+                Err(RpcError::new(
+                    ErrorCode::BadRequest,
+                    "the host has no gateway; provider and web requests go from host to laptop",
+                ))
+            }
         }
     }
 

@@ -56,6 +56,10 @@ impl LaptopTokens {
 
 impl std::fmt::Debug for LaptopTokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LaptopTokens({} links)", self.links.lock_or_recover().len())
+        write!(
+            f,
+            "LaptopTokens({} links)",
+            self.links.lock_or_recover().len()
+        )
     }
 }

@@ -77,7 +77,10 @@ pub(super) async fn signed_headers(
     let Some((name, tokens)) = auth else {
         return Ok(headers);
     };
-    if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+    if headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"))
+    {
         return Ok(headers);
     }
     match tokens.token(name, url).await {

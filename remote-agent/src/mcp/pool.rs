@@ -73,11 +73,9 @@ impl WorkspaceMcp {
                     shared += 1;
                     next.add_shared(server);
                 }
-                None => next.add_host_signed_in(
-                    spec,
-                    &self.workspace,
-                    Some(Arc::clone(&self.tokens)),
-                ),
+                None => {
+                    next.add_host_signed_in(spec, &self.workspace, Some(Arc::clone(&self.tokens)))
+                }
             }
         }
         next.start_needed().await;

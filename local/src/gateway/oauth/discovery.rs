@@ -108,13 +108,20 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<AuthSe
         .and_then(Value::as_array)
         .and_then(|a| a.first())
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("{server_url}: its resource metadata names no authorization server"))?
+        .ok_or_else(|| {
+            format!("{server_url}: its resource metadata names no authorization server")
+        })?
         .to_string();
     let resource = str_field(&prm, "resource").unwrap_or_else(|| server_url.to_string());
     let scopes = prm
         .get("scopes_supported")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     let issuer_url = Url::parse(&issuer).map_err(|e| format!("issuer {issuer}: {e}"))?;
     let mut as_candidates = well_known(&issuer_url, "oauth-authorization-server");

@@ -96,7 +96,9 @@ pub async fn login(
     let client_id = reg
         .get("client_id")
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("client registration at {registration} failed (HTTP {status}): {reg}"))?
+        .ok_or_else(|| {
+            format!("client registration at {registration} failed (HTTP {status}): {reg}")
+        })?
         .to_string();
     let client_secret = reg
         .get("client_secret")
@@ -184,7 +186,10 @@ async fn token_request(
         .get("access_token")
         .and_then(Value::as_str)
         .ok_or_else(|| {
-            let error = v.get("error").and_then(Value::as_str).unwrap_or("no access_token");
+            let error = v
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("no access_token");
             format!("token request to {endpoint} failed (HTTP {status}): {error}")
         })?
         .to_string();
@@ -243,7 +248,12 @@ async fn receive_code(listener: &tokio::net::TcpListener, state: &str) -> Result
         }
         let q: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
         if q.get("state").map(String::as_str) != Some(state) {
-            let _ = reply(&mut sock, 400, "The sign-in answer does not match this sign-in (state); ignored.").await;
+            let _ = reply(
+                &mut sock,
+                400,
+                "The sign-in answer does not match this sign-in (state); ignored.",
+            )
+            .await;
             continue;
         }
         if let Some(e) = q.get("error") {
@@ -254,7 +264,12 @@ async fn receive_code(listener: &tokio::net::TcpListener, state: &str) -> Result
             ));
         }
         if let Some(code) = q.get("code") {
-            let _ = reply(&mut sock, 200, "Signed in to the MCP server. You can close this tab and return to Reasonix.").await;
+            let _ = reply(
+                &mut sock,
+                200,
+                "Signed in to the MCP server. You can close this tab and return to Reasonix.",
+            )
+            .await;
             return Ok(code.clone());
         }
         let _ = reply(&mut sock, 400, "No authorization code in the answer.").await;
@@ -350,7 +365,9 @@ mod tests {
         assert_eq!(c, b64(&sha2::Sha256::digest(v.as_bytes())));
         // RFC 7636 appendix B.
         assert_eq!(
-            b64(&sha2::Sha256::digest(b"dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")),
+            b64(&sha2::Sha256::digest(
+                b"dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+            )),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
     }

@@ -55,8 +55,12 @@ impl TokenStore {
     /// Every grant, by server URL.
     pub fn load(&self) -> Result<BTreeMap<String, Grant>, String> {
         match std::fs::read_to_string(&self.path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("{}: not a token file ({e}); delete it and sign in again", self.path.display())),
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "{}: not a token file ({e}); delete it and sign in again",
+                    self.path.display()
+                )
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
             Err(e) => Err(format!("{}: {e}", self.path.display())),
         }
@@ -91,7 +95,9 @@ impl TokenStore {
         if let Some(dir) = self.path.parent() {
             reasonix_forward::private_fs::create_dir_all(dir).map_err(err)?;
         }
-        let tmp = self.path.with_extension(format!("tmp{}", std::process::id()));
+        let tmp = self
+            .path
+            .with_extension(format!("tmp{}", std::process::id()));
         let text = serde_json::to_string_pretty(all).map_err(|e| e.to_string())?;
         let mut f = reasonix_forward::private_fs::open_options()
             .write(true)
