@@ -283,6 +283,20 @@ impl McpRunOn {
     }
 }
 
+/// How an MCP server is spoken to (`type` in `[[mcp]]` and `.mcp.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpTransportKind {
+    /// A process's stdin/stdout (`command`).
+    Stdio,
+    /// Streamable HTTP (2025-03-26): every message is a POST to `url` (the default).
+    #[serde(alias = "streamable-http", alias = "streamableHttp")]
+    Http,
+    /// The older HTTP+SSE transport (2024-11-05): a GET stream on `url` announces the endpoint
+    /// that takes POSTs; answers come on the stream.
+    Sse,
+}
+
 /// One MCP server as declared by an `[[mcp]]` entry, in the user config or a workspace's
 /// `reasonix.toml` (the same keys in both; unknown keys are refused). Exactly one of `command`
 /// (stdio) and `url` (Streamable HTTP) is set. Values may contain `${VAR}` /
@@ -307,6 +321,11 @@ pub struct McpServerSpec {
     /// Extra HTTP request headers for `url` (e.g. `Authorization = "Bearer ${TOKEN}"`).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// The transport of a `url` server: `"http"` (Streamable HTTP, the default) or `"sse"`
+    /// (the 2024-11-05 HTTP+SSE transport); `"stdio"` for a `command` server. Unset: `stdio`
+    /// with `command`, `http` with `url`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub transport: Option<McpTransportKind>,
     /// Where the server runs. Unset means: on the laptop for an entry of the user config (it
     /// lives on the laptop), on the host for an entry of a workspace file (it comes with the
     /// workspace). The loaders set it; [`McpServerSpec::runs_on`] reads it.
@@ -353,6 +372,7 @@ impl McpServerSpec {
             env: BTreeMap::new(),
             url: None,
             headers: BTreeMap::new(),
+            transport: None,
             run_on: Some(McpRunOn::Host),
             timeout_seconds: None,
             startup_timeout_seconds: None,

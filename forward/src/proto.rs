@@ -256,6 +256,28 @@ pub enum Request {
         /// The decision.
         decision: ApprovalDecision,
     },
+    /// Host → laptop: a current OAuth access token for the host-side MCP server `server` at
+    /// `url`, for one connection (`reasonix mcp login` stored it on the laptop; refreshed
+    /// there when expired). Answered with [`Response::McpToken`]; `None` when nobody signed in
+    /// to that URL.
+    McpToken {
+        /// The server's name (for messages).
+        server: String,
+        /// The server's URL, as declared (the key of the laptop's token file).
+        url: String,
+    },
+    /// Answer an MCP server's elicitation (`EventKind::ElicitationRequested`).
+    AnswerElicitation {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// Id of the elicitation being answered.
+        elicitation_id: String,
+        /// `accept`, `decline` or `cancel`.
+        action: ElicitAction,
+        /// With `accept`: the form's values, keyed by field name, typed per the schema.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+    },
     /// Take over driving the open session (the previous driver becomes read-only).
     Takeover,
     /// This client is done with the session it has open (a `run` that finished, a TUI that
@@ -726,6 +748,29 @@ pub struct SnippedResult {
     pub index: Option<u64>,
 }
 
+/// The user's choice on an MCP elicitation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitAction {
+    /// Submit the form.
+    Accept,
+    /// Refuse.
+    Decline,
+    /// Dismiss without choosing.
+    Cancel,
+}
+
+impl ElicitAction {
+    /// `accept`, `decline` or `cancel`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElicitAction::Accept => "accept",
+            ElicitAction::Decline => "decline",
+            ElicitAction::Cancel => "cancel",
+        }
+    }
+}
+
 /// The answer to an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -750,6 +795,18 @@ pub enum RewindScope {
     Conversation,
     /// Both.
     Both,
+}
+
+/// An OAuth access token crossing the link (laptop → host, one connection's worth). Its
+/// `Debug` shows no secret, so a logged response never carries it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BearerToken(pub String);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BearerToken(<{} bytes>)", self.0.len())
+    }
 }
 
 /// Responses to [`Request`]s.
@@ -853,6 +910,11 @@ pub enum Response {
     Context(ContextReport),
     /// Answer to [`Request::WebFetch`].
     WebFetch(WebFetchReply),
+    /// Answer to [`Request::McpToken`].
+    McpToken {
+        /// The bearer token, `None` when the laptop has no sign-in for that URL.
+        access_token: Option<BearerToken>,
+    },
     /// Answer to [`Request::WatchPorts`]: the ports listened on now.
     Ports {
         /// Ports, by number.
@@ -1558,6 +1620,26 @@ pub enum EventKind {
         /// call is too dangerous to allow forever; it is then allowed for this session only).
         #[serde(default)]
         rule: Option<String>,
+    },
+    /// An MCP server asks the user to fill a form during a tool call (`elicitation/create`).
+    /// Answered with `Request::AnswerElicitation`.
+    ElicitationRequested {
+        /// Elicitation id.
+        elicitation_id: String,
+        /// The server asking.
+        server: String,
+        /// Its message.
+        message: String,
+        /// `requestedSchema` as JSON text: a flat object of string, number, integer and
+        /// boolean fields (with `title`, `description`, `enum`, `default`) and `required`.
+        schema: String,
+    },
+    /// An elicitation was answered (the values themselves are not journaled).
+    ElicitationAnswered {
+        /// Elicitation id.
+        elicitation_id: String,
+        /// What the user chose.
+        action: ElicitAction,
     },
     /// Usage of one model request, with prefix-stability diagnostics.
     Usage {

@@ -782,6 +782,22 @@ async fn serve_incoming(
                     bases.remember(&stream_id, messages.into());
                     let _ = rpc.respond(id, Ok(Response::Ok)).await;
                 }
+                Request::McpToken { server, url } => {
+                    // A refresh is an HTTP round trip: on a task of its own.
+                    let (rpc, home) = (rpc.clone(), config_home.clone());
+                    tokio::spawn(async move {
+                        let answer =
+                            crate::gateway::oauth::token_for_host(home.as_deref(), &server, &url)
+                                .await
+                                .map(|t| Response::McpToken {
+                                    access_token: t.map(reasonix_forward::proto::BearerToken),
+                                })
+                                .map_err(|e| {
+                                    reasonix_forward::proto::RpcError::new(ErrorCode::Mcp, e)
+                                });
+                        let _ = rpc.respond(id, answer).await;
+                    });
+                }
                 Request::WebFetch(req) => {
                     // On a task of its own: a fetch takes seconds, this loop must not wait.
                     let (rpc, gateway) = (rpc.clone(), Arc::clone(&gateway));

@@ -205,6 +205,8 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::ToolStarted { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
+            | EventKind::ElicitationRequested { .. }
+            | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }
@@ -438,6 +440,8 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::ReasoningDelta { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
+            | EventKind::ElicitationRequested { .. }
+            | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }

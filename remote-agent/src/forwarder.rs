@@ -206,6 +206,8 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::ToolFinished { .. } => "tool_finished",
         EventKind::ApprovalRequested { .. } => "approval_requested",
         EventKind::ApprovalAnswered { .. } => "approval_answered",
+        EventKind::ElicitationRequested { .. } => "elicitation_requested",
+        EventKind::ElicitationAnswered { .. } => "elicitation_answered",
         EventKind::Usage { .. } => "usage",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::Notice { .. } => "notice",

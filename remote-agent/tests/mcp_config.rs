@@ -105,13 +105,19 @@ run_on = "laptop"
             "time": {"command": "python3", "args": ["-m", "mcp_server_time"]},
             "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"A": "1", "N": 2}},
             "web": {"type": "http", "url": "http://localhost:3001/mcp", "headers": {"X-Key": "${KEY}"}},
-            "old": {"type": "sse", "url": "http://localhost:1/sse"}
+            "old": {"type": "sse", "url": "http://localhost:1/sse"},
+            "ws": {"type": "websocket", "url": "ws://localhost:1/"}
         }}"#,
     )
     .unwrap();
     let cfg = load_workspace_servers(d.path()).unwrap();
     let names: Vec<&str> = cfg.servers.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["time", "remote", "everything", "web"]);
+    assert_eq!(names, ["time", "remote", "everything", "old", "web"]);
+    let old = cfg.servers.iter().find(|s| s.name == "old").unwrap();
+    assert_eq!(
+        old.transport,
+        Some(reasonix_forward::policy::McpTransportKind::Sse)
+    );
     let time = &cfg.servers[0];
     assert_eq!(
         time.command.as_deref(),
@@ -132,7 +138,7 @@ run_on = "laptop"
     assert!(
         cfg.warnings
             .iter()
-            .any(|w| w.contains("old") && w.contains("sse")),
+            .any(|w| w.contains("ws") && w.contains("websocket")),
         "{:?}",
         cfg.warnings
     );
@@ -142,7 +148,7 @@ run_on = "laptop"
         ["-y", "@modelcontextprotocol/server-everything"]
     );
     assert_eq!(every.env["N"], "2");
-    let web = &cfg.servers[3];
+    let web = &cfg.servers[4];
     assert_eq!(web.url.as_deref(), Some("http://localhost:3001/mcp"));
     assert_eq!(
         web.headers["X-Key"], "${KEY}",

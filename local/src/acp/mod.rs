@@ -279,6 +279,7 @@ fn editor_mcp(spec: &mut session::SessionSpec, servers: &[acp::McpServer]) -> Op
                         .collect(),
                     url: None,
                     headers: Default::default(),
+                    transport: None,
                     run_on: Some(crate::config::McpRunOn::Laptop),
                     timeout_seconds: None,
                     startup_timeout_seconds: None,

@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::connect::Connector;
 use crate::gateway::Gateway;
 
+mod elicit;
 mod plan;
 pub(crate) use plan::modes;
 
@@ -438,6 +439,14 @@ impl Actor {
             EventKind::ApprovalAnswered { approval_id, .. } => {
                 self.unanswered.remove(approval_id);
             }
+            EventKind::ElicitationRequested {
+                elicitation_id,
+                server,
+                message,
+                schema,
+            } if self.catch_up_to.is_none() && self.opened_reply.is_none() => {
+                self.ask_elicitation(elicitation_id.clone(), server, message, schema);
+            }
             EventKind::Notice { text } => self.notice(text),
             EventKind::Plan(p) => self.plan_event(p),
             EventKind::ProviderRetry(r) => self.notice(&r.describe(r.delay_ms.div_ceil(1000))),
@@ -464,6 +473,8 @@ impl Actor {
             | EventKind::Goal(_)
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
+            | EventKind::ElicitationRequested { .. }
+            | EventKind::ElicitationAnswered { .. }
             | EventKind::ShellRan { .. } => {}
             EventKind::Compacted {
                 kind,

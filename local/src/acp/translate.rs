@@ -194,6 +194,8 @@ impl Translator {
             )))],
             EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
+            | EventKind::ElicitationRequested { .. }
+            | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. }
             | EventKind::TurnFinished { .. }
             | EventKind::Notice { .. }

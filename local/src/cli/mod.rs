@@ -8,6 +8,7 @@ mod error;
 mod exec;
 mod headless;
 mod hooks;
+mod mcp_auth;
 mod memory;
 mod ports;
 mod remote;
@@ -187,10 +188,16 @@ enum Cmd {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per run
 enum McpCmd {
     /// Start every MCP server of the workspace (host) and of the laptop config, and list each
     /// with where it runs, its state (ready, or failed with the reason) and its tools.
     List(McpListArgs),
+    /// Sign in to an HTTP MCP server with OAuth (browser, loopback redirect); the token stays
+    /// on this laptop.
+    Login(mcp_auth::McpLoginArgs),
+    /// Forget the sign-in to an MCP server.
+    Logout(mcp_auth::McpLogoutArgs),
 }
 
 #[derive(Args)]
@@ -515,6 +522,12 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Mcp {
             action: McpCmd::List(args),
         }) => headless::mcp_list(args).await,
+        Some(Cmd::Mcp {
+            action: McpCmd::Login(args),
+        }) => mcp_auth::login(args).await,
+        Some(Cmd::Mcp {
+            action: McpCmd::Logout(args),
+        }) => mcp_auth::logout(args).await,
         Some(Cmd::Hooks { action }) => hooks::hooks(action).await,
         Some(Cmd::Skills { action }) => skills::skills(action).await,
         Some(Cmd::Ssh {

@@ -13,6 +13,7 @@
 mod app;
 mod composer;
 mod diff;
+mod elicit;
 mod fullout;
 mod hooks;
 mod keybytes;

@@ -224,7 +224,16 @@ impl Transcript {
         match kind {
             EventKind::SessionStarted { .. }
             | EventKind::Checkpoint { .. }
+            | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. } => {}
+            EventKind::ElicitationRequested {
+                server, message, ..
+            } => {
+                self.notice(
+                    format!("MCP server `{server}` asks for input: {}", message.trim()),
+                    Level::Info,
+                );
+            }
             EventKind::UserTurn { text, .. } => {
                 self.end_streams();
                 self.push(EntryKind::User {

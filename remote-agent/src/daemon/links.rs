@@ -82,6 +82,7 @@ impl Daemon {
     fn drop_conn(&self, conn: &Arc<Conn>) {
         tracing::info!(link = %conn.link_id, "link expired");
         self.links.lock_or_recover().remove(&conn.link_id);
+        self.runtime.mcp.laptop_tokens().detach(conn.id);
         conn.link.close();
         // Every channel of the link (provider streams, laptop MCP servers) ends with it.
         if let Some((session, _)) = conn.session.lock_or_recover().take() {
@@ -117,6 +118,7 @@ impl Daemon {
         self.links
             .lock_or_recover()
             .insert(link_id, Arc::clone(&conn));
+        self.runtime.mcp.laptop_tokens().attach(id, rpc);
         let me = Arc::clone(self);
         let c = Arc::clone(&conn);
         tokio::spawn(async move { me.serve_conn(c, incoming).await });

@@ -107,6 +107,19 @@ impl Daemon {
                     Err(e) => Err(e.into()),
                 }
             }
+            Request::AnswerElicitation {
+                request_id,
+                elicitation_id,
+                action,
+                content,
+            } => {
+                let session = self.driven_session(conn)?;
+                match session.answer_elicitation(&request_id, &elicitation_id, action, content) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(e.into()),
+                }
+            }
             Request::Plan { request_id, action } => {
                 // Only the driver: a spectator can neither plan nor approve.
                 let session = self.driven_session(conn)?;
@@ -299,10 +312,12 @@ impl Daemon {
                 .map_err(RpcError::from),
             Request::WatchPorts => Ok(self.watch_ports(conn).await),
             Request::ForwardAgent(offer) => self.forward_agent(conn, offer),
-            Request::ProviderBase { .. } | Request::WebFetch(_) => Err(RpcError::new(
-                ErrorCode::BadRequest,
-                "the host has no gateway; provider and web requests go from host to laptop",
-            )),
+            Request::ProviderBase { .. } | Request::WebFetch(_) | Request::McpToken { .. } => {
+                Err(RpcError::new(
+                    ErrorCode::BadRequest,
+                    "the host has no gateway; provider and web requests go from host to laptop",
+                ))
+            }
         }
     }
 

@@ -9,6 +9,7 @@ use reasonix_forward::sync::LockExt;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::elicit::{parse_request, Elicitor};
 use super::transport::{Diagnostics, McpConnection};
 use super::{McpError, PROTOCOL_VERSION};
 
@@ -202,6 +203,9 @@ struct Shared {
     roots: Option<Vec<Value>>,
     /// Set by `notifications/tools/list_changed`; read by [`McpClient::take_tools_changed`].
     tools_changed: AtomicBool,
+    /// Who answers `elicitation/create`: the elicitor of the latest call in flight (by
+    /// request id); none means decline.
+    elicitors: Mutex<Vec<(u64, Arc<dyn Elicitor>)>>,
 }
 
 /// A live session with one server. Cheap to share behind an `Arc`; dropping the last handle
@@ -248,12 +252,11 @@ impl McpClient {
                 })
                 .collect()
         });
-        let capabilities = if roots.is_some() {
+        let mut capabilities = json!({"elicitation": {"form": {}}});
+        if roots.is_some() {
             // The list is fixed for the connection's life, so no list_changed.
-            json!({"roots": {"listChanged": false}})
-        } else {
-            json!({})
-        };
+            capabilities["roots"] = json!({"listChanged": false});
+        }
         let (tx, rx, diagnostics, keepalive) = conn.into_parts();
         let shared = Arc::new(Shared {
             label: label.to_string(),
@@ -266,6 +269,7 @@ impl McpClient {
             malformed: AtomicU64::new(0),
             roots,
             tools_changed: AtomicBool::new(false),
+            elicitors: Mutex::new(Vec::new()),
         });
         let reader = tokio::spawn(read_loop(shared.clone(), rx));
         let mut client = Self {
@@ -517,15 +521,36 @@ impl McpClient {
         timeout: Duration,
         progress: Option<ProgressSink>,
     ) -> Result<CallResult, McpError> {
+        self.call_tool_eliciting(name, arguments, timeout, progress, None)
+            .await
+    }
+
+    /// [`call_tool`](Self::call_tool); an `elicitation/create` of the server while the call
+    /// runs goes to `elicitor` (declined without one).
+    pub async fn call_tool_eliciting(
+        &self,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+        progress: Option<ProgressSink>,
+        elicitor: Option<Arc<dyn Elicitor>>,
+    ) -> Result<CallResult, McpError> {
         let arguments = if arguments.is_null() {
             Value::Object(Map::new())
         } else {
             arguments
         };
         let params = json!({ "name": name, "arguments": arguments });
-        let r = self
-            .request("tools/call", params, timeout, progress)
-            .await?;
+        let key = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(e) = elicitor {
+            self.shared.elicitors.lock_or_recover().push((key, e));
+        }
+        let r = self.request("tools/call", params, timeout, progress).await;
+        self.shared
+            .elicitors
+            .lock_or_recover()
+            .retain(|(k, _)| *k != key);
+        let r = r?;
         let content = match r.get("content") {
             Some(Value::Array(a)) => a.clone(),
             None | Some(Value::Null) => Vec::new(),
@@ -658,7 +683,7 @@ fn skip_malformed(shared: &Shared, line: &str, why: &str) {
     tracing::warn!(target: "mcp", server = %shared.label, line = %short, "skipped malformed line from MCP server: {why}");
 }
 
-async fn handle_message(shared: &Shared, v: Value) {
+async fn handle_message(shared: &Arc<Shared>, v: Value) {
     let Value::Object(m) = &v else {
         skip_malformed(shared, &v.to_string(), "not a JSON object");
         return;
@@ -666,6 +691,36 @@ async fn handle_message(shared: &Shared, v: Value) {
     let method = m.get("method").and_then(Value::as_str);
     let id = m.get("id").filter(|id| !id.is_null());
     match (method, id) {
+        (Some("elicitation/create"), Some(id)) => {
+            // Answered on its own task: the user may take a while, and the server's other
+            // messages (progress, pings) must keep flowing meanwhile.
+            let params = m.get("params").cloned().unwrap_or(Value::Null);
+            let elicitor = shared
+                .elicitors
+                .lock_or_recover()
+                .last()
+                .map(|(_, e)| Arc::clone(e));
+            let shared = Arc::clone(shared);
+            let id = id.clone();
+            tokio::spawn(async move {
+                let reply = match parse_request(&shared.label, &params) {
+                    Err(why) => {
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": why}})
+                    }
+                    Ok(request) => {
+                        let answer = match elicitor {
+                            Some(e) => e.elicit(request).await,
+                            None => {
+                                tracing::info!(target: "mcp", server = %shared.label, "elicitation outside a call declined");
+                                super::ElicitAnswer::Decline
+                            }
+                        };
+                        json!({"jsonrpc": "2.0", "id": id, "result": answer.to_result()})
+                    }
+                };
+                let _ = shared.tx.send(reply.to_string()).await;
+            });
+        }
         (Some(method), Some(id)) => {
             // A request from the server: ping, and roots/list when we advertised roots.
             let reply = if method == "ping" {

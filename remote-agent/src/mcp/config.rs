@@ -86,8 +86,8 @@ pub fn parse_reasonix_toml(text: &str) -> Result<Vec<McpServerSpec>, McpError> {
 }
 
 /// Servers of a `.mcp.json`: `{"mcpServers": {"name": {"command","args","env"}}}` for stdio,
-/// `{"type": "http", "url", "headers"}` for Streamable HTTP. Entries of other types (`sse`)
-/// are skipped with a warning.
+/// `{"type": "http", "url", "headers"}` for Streamable HTTP, `{"type": "sse", …}` for the
+/// older HTTP+SSE transport. Entries of other types are skipped with a warning.
 pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), McpError> {
     let v: Value = serde_json::from_str(text).map_err(|e| McpError::Config(e.to_string()))?;
     let Some(map) = v.get("mcpServers") else {
@@ -153,7 +153,10 @@ pub fn parse_mcp_json(text: &str) -> Result<(Vec<McpServerSpec>, Vec<String>), M
                 };
                 spec.env = strings("env")?;
             }
-            "http" | "streamable-http" | "streamableHttp" => {
+            "http" | "streamable-http" | "streamableHttp" | "sse" => {
+                if kind == "sse" {
+                    spec.transport = Some(reasonix_forward::policy::McpTransportKind::Sse);
+                }
                 spec.url = Some(
                     entry
                         .get("url")
@@ -195,13 +198,22 @@ fn check_spec(s: &McpServerSpec) -> Result<(), McpError> {
             "an [[mcp]] entry has an empty `name`".into(),
         ));
     }
-    match (&s.command, &s.url) {
-        (Some(_), None) | (None, Some(_)) => Ok(()),
-        (Some(_), Some(_)) => Err(McpError::Config(format!(
+    use reasonix_forward::policy::McpTransportKind as K;
+    match (&s.command, &s.url, s.transport) {
+        (Some(_), None, Some(K::Http | K::Sse)) => Err(McpError::Config(format!(
+            "server `{}`: `type = \"http\"` / `\"sse\"` needs a `url`, not a `command`",
+            s.name
+        ))),
+        (None, Some(_), Some(K::Stdio)) => Err(McpError::Config(format!(
+            "server `{}`: `type = \"stdio\"` needs a `command`, not a `url`",
+            s.name
+        ))),
+        (Some(_), None, _) | (None, Some(_), _) => Ok(()),
+        (Some(_), Some(_), _) => Err(McpError::Config(format!(
             "server `{}` sets both `command` and `url`; keep one",
             s.name
         ))),
-        (None, None) => Err(McpError::Config(format!(
+        (None, None, _) => Err(McpError::Config(format!(
             "server `{}` needs `command` (stdio) or `url` (HTTP)",
             s.name
         ))),

@@ -35,13 +35,16 @@ pub struct HttpTransport {
     url: Url,
     raw_url: String,
     headers: BTreeMap<String, String>,
+    /// Where a sign-in token comes from (the laptop), with the server's name.
+    auth: Option<(String, Arc<super::LaptopTokens>)>,
 }
 
-#[derive(Debug, Clone)]
-struct Url {
-    host: String,
-    port: u16,
-    path: String,
+/// A parsed plain `http://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Url {
+    pub(super) host: String,
+    pub(super) port: u16,
+    pub(super) path: String,
 }
 
 impl HttpTransport {
@@ -52,11 +55,59 @@ impl HttpTransport {
             url: parse_url(url)?,
             raw_url: url.to_string(),
             headers,
+            auth: None,
         })
+    }
+
+    /// Asks `tokens` (the laptop) for a bearer token of server `name` at every connection.
+    pub fn with_laptop_tokens(mut self, name: &str, tokens: Arc<super::LaptopTokens>) -> Self {
+        self.auth = Some((name.to_string(), tokens));
+        self
     }
 }
 
-fn parse_url(url: &str) -> Result<Url, McpError> {
+/// `headers` plus `Authorization: Bearer …` when the laptop holds a sign-in for `url` (and
+/// no `Authorization` header is configured already).
+pub(super) async fn signed_headers(
+    headers: &BTreeMap<String, String>,
+    auth: Option<&(String, Arc<super::LaptopTokens>)>,
+    url: &str,
+) -> Result<BTreeMap<String, String>, McpError> {
+    let mut headers = headers.clone();
+    let Some((name, tokens)) = auth else {
+        return Ok(headers);
+    };
+    if headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"))
+    {
+        return Ok(headers);
+    }
+    match tokens.token(name, url).await {
+        Ok(Some(t)) => {
+            headers.insert("Authorization".into(), format!("Bearer {t}"));
+        }
+        Ok(None) => {}
+        Err(e) => {
+            return Err(McpError::Connect(format!(
+                "the sign-in token for `{name}` could not be had from the laptop: {e}"
+            )))
+        }
+    }
+    Ok(headers)
+}
+
+/// The hint added to a 401: sign in on the laptop.
+pub(super) fn sign_in_hint(auth: Option<&(String, Arc<super::LaptopTokens>)>) -> String {
+    match auth {
+        Some((name, _)) => format!(
+            " (the server needs sign-in: run `reasonix mcp login {name}` on the laptop, then use the server again)"
+        ),
+        None => String::new(),
+    }
+}
+
+pub(super) fn parse_url(url: &str) -> Result<Url, McpError> {
     let rest = if let Some(r) = url.strip_prefix("http://") {
         r
     } else if url.starts_with("https://") {
@@ -108,10 +159,12 @@ fn parse_url(url: &str) -> Result<Url, McpError> {
 #[async_trait::async_trait]
 impl McpTransport for HttpTransport {
     async fn open(&self) -> Result<McpConnection, McpError> {
+        let mut conn = self.clone();
+        conn.headers = signed_headers(&self.headers, self.auth.as_ref(), &self.raw_url).await?;
         let (to_tx, to_rx) = mpsc::channel::<String>(64);
         let (from_tx, from_rx) = mpsc::channel::<String>(256);
         let diag = Diagnostics::new();
-        tokio::spawn(pump(self.clone(), to_rx, from_tx, diag.clone()));
+        tokio::spawn(pump(conn, to_rx, from_tx, diag.clone()));
         Ok(McpConnection::new(to_tx, from_rx).with_diagnostics(diag))
     }
 
@@ -177,10 +230,15 @@ async fn pump(
                     continue;
                 }
             }
+            let hint = if status == 401 {
+                sign_in_hint(t.auth.as_ref())
+            } else {
+                String::new()
+            };
             fail(
                 &tx,
                 request_id.as_ref(),
-                &format!("HTTP {status} from {}: {text}", t.raw_url),
+                &format!("HTTP {status} from {}: {text}{hint}", t.raw_url),
             )
             .await;
             continue;
@@ -219,7 +277,7 @@ async fn pump(
 
 /// The `id` of a request (a message with `method` and `id`); responses and notifications
 /// expect no answer.
-fn request_id_of(line: &str) -> Option<Value> {
+pub(super) fn request_id_of(line: &str) -> Option<Value> {
     let v: Value = serde_json::from_str(line).ok()?;
     if v.get("method").is_some() {
         v.get("id").filter(|id| !id.is_null()).cloned()
@@ -230,7 +288,7 @@ fn request_id_of(line: &str) -> Option<Value> {
 
 /// Answers request `id` with a JSON-RPC error so the waiting call fails at once, instead of
 /// waiting for its timeout.
-async fn fail(tx: &mpsc::Sender<String>, id: Option<&Value>, message: &str) {
+pub(super) async fn fail(tx: &mpsc::Sender<String>, id: Option<&Value>, message: &str) {
     tracing::warn!(target: "mcp", "{message}");
     if let Some(id) = id {
         let err =
@@ -240,7 +298,11 @@ async fn fail(tx: &mpsc::Sender<String>, id: Option<&Value>, message: &str) {
 }
 
 /// Forwards a JSON body (one message or a batch); true when it carried the answer to `id`.
-async fn forward_json(text: &str, tx: &mpsc::Sender<String>, id: Option<&Value>) -> bool {
+pub(super) async fn forward_json(
+    text: &str,
+    tx: &mpsc::Sender<String>,
+    id: Option<&Value>,
+) -> bool {
     let Ok(v) = serde_json::from_str::<Value>(text) else {
         tracing::warn!(target: "mcp", "malformed JSON body from HTTP MCP server skipped");
         return false;
@@ -297,14 +359,16 @@ async fn read_sse(body: &mut Body, tx: &mpsc::Sender<String>, id: Option<&Value>
     answered
 }
 
-struct Response {
-    status: u16,
+/// A response head with its body still to read.
+pub(super) struct Response {
+    pub(super) status: u16,
     headers: Vec<(String, String)>,
-    body: Body,
+    pub(super) body: Body,
 }
 
 impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
+    /// The first header called `name` (any case).
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -313,26 +377,52 @@ impl Response {
 }
 
 async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::Result<Response> {
-    let stream = TcpStream::connect((t.url.host.as_str(), t.url.port)).await?;
+    let mut headers: Vec<(&str, &str)> = t
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    if let Some(sid) = session {
+        headers.push(("Mcp-Session-Id", sid));
+    }
+    send(
+        &t.url,
+        "POST",
+        "application/json, text/event-stream",
+        &headers,
+        Some(body),
+    )
+    .await
+}
+
+/// One HTTP/1.1 request (`Connection: close`) to `url`; returns once the response head is in.
+/// `body` is sent as JSON.
+pub(super) async fn send(
+    url: &Url,
+    method: &str,
+    accept: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<Response> {
+    let stream = TcpStream::connect((url.host.as_str(), url.port)).await?;
     stream.set_nodelay(true)?;
-    let host = if t.url.host.contains(':') {
-        format!("[{}]", t.url.host)
+    let host = if url.host.contains(':') {
+        format!("[{}]", url.host)
     } else {
-        t.url.host.clone()
+        url.host.clone()
     };
     let mut req = format!(
-        "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\
+        "{method} {} HTTP/1.1\r\nHost: {}:{}\r\nAccept: {accept}\r\nConnection: close\r\n\
          User-Agent: reasonix-mcp\r\n",
-        t.url.path,
-        host,
-        t.url.port,
-        body.len()
+        url.path, host, url.port,
     );
-    if let Some(sid) = session {
-        req.push_str(&format!("Mcp-Session-Id: {sid}\r\n"));
+    if let Some(body) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
     }
-    for (k, v) in &t.headers {
+    for (k, v) in headers {
         if k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -344,7 +434,9 @@ async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::
     req.push_str("\r\n");
     let mut stream = BufReader::new(stream);
     stream.get_mut().write_all(req.as_bytes()).await?;
-    stream.get_mut().write_all(body.as_bytes()).await?;
+    if let Some(body) = body {
+        stream.get_mut().write_all(body.as_bytes()).await?;
+    }
     stream.get_mut().flush().await?;
 
     let mut head = Vec::new();
@@ -407,7 +499,7 @@ async fn post(t: &HttpTransport, session: Option<&str>, body: &str) -> std::io::
 }
 
 /// A response body read incrementally (SSE needs messages as they arrive).
-struct Body {
+pub(super) struct Body {
     stream: BufReader<TcpStream>,
     mode: BodyMode,
 }
@@ -420,7 +512,7 @@ enum BodyMode {
 
 impl Body {
     /// The next piece of body, `None` at the end.
-    async fn next_chunk(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+    pub(super) async fn next_chunk(&mut self) -> std::io::Result<Option<Vec<u8>>> {
         match &mut self.mode {
             BodyMode::Length(0) | BodyMode::Chunked { done: true } => Ok(None),
             BodyMode::Length(left) => {
@@ -478,7 +570,7 @@ impl Body {
     }
 
     /// The whole body, failing past `limit` bytes.
-    async fn read_all(&mut self, limit: usize) -> std::io::Result<Vec<u8>> {
+    pub(super) async fn read_all(&mut self, limit: usize) -> std::io::Result<Vec<u8>> {
         let mut out = Vec::new();
         while let Some(c) = self.next_chunk().await? {
             out.extend_from_slice(&c);

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{McpClient, McpToolInfo};
 use super::tool::{exposed_names, McpTool};
-use super::transport::{transport_for_spec, BrokenTransport, McpTransport};
+use super::transport::{BrokenTransport, McpTransport};
 use super::{McpError, DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT};
 use crate::tools::ToolRegistry;
 
@@ -289,7 +289,18 @@ impl McpManager {
     /// cannot be turned into a transport (unset variable, neither command nor url, laptop
     /// placement) is still listed and fails at start with the reason.
     pub fn add_host(&mut self, spec: McpServerSpec, cwd: &Path) {
-        let transport = match transport_for_spec(&spec, cwd) {
+        self.add_host_signed_in(spec, cwd, None);
+    }
+
+    /// [`add_host`](Self::add_host); an HTTP server asks `tokens` (the attached laptop) for
+    /// its sign-in token at every connection.
+    pub fn add_host_signed_in(
+        &mut self,
+        spec: McpServerSpec,
+        cwd: &Path,
+        tokens: Option<Arc<super::LaptopTokens>>,
+    ) {
+        let transport = match super::transport::transport_signed_in(&spec, cwd, tokens) {
             Ok(t) => t,
             Err(e) => Arc::new(BrokenTransport {
                 reason: e.to_string(),

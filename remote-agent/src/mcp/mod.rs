@@ -6,8 +6,8 @@
 //! Layers, bottom up:
 //! - [`McpTransport`] opens a [`McpConnection`]: two channels of JSON-RPC lines plus the
 //!   server's [`Diagnostics`] (stderr tail, exit status). [`StdioTransport`] spawns a process,
-//!   [`HttpTransport`] speaks Streamable HTTP (plain `http://` only: the host binary carries no
-//!   TLS stack), [`ChannelTransport`] takes channels someone else pumps (the link tunnel).
+//!   [`HttpTransport`] speaks Streamable HTTP and [`SseTransport`] the older HTTP+SSE transport
+//!   (plain `http://` only: the host binary carries no TLS stack), [`ChannelTransport`] takes channels someone else pumps (the link tunnel).
 //! - [`McpClient`] runs the JSON-RPC session over one connection: `initialize`,
 //!   `notifications/initialized`, `tools/list`, `tools/call` with timeouts and progress.
 //! - [`McpManager`] owns the configured servers, starts them, restarts a crashed one on its next
@@ -16,18 +16,22 @@
 //! - [`WorkspaceMcp`] re-reads the workspace's declarations at every session open and gives
 //!   the session a manager of its own, sharing the servers whose declaration is unchanged.
 
+mod auth;
 mod client;
 mod config;
+mod elicit;
 mod http;
 mod manager;
 mod pool;
 pub mod prompt;
+mod sse;
 mod stdio;
 mod tool;
 mod transport;
 
 use std::time::Duration;
 
+pub use auth::LaptopTokens;
 pub use client::{
     content_text, CallResult, McpClient, McpProgress, McpPromptArg, McpPromptInfo, McpResourceInfo,
     McpToolInfo, ProgressSink, ServerInfo,
@@ -36,9 +40,11 @@ pub use config::{
     expand_spec, expand_vars, load_workspace_servers, merge_servers, parse_mcp_json,
     parse_reasonix_toml, McpConfig,
 };
+pub use elicit::{parse_request, ElicitAnswer, ElicitFuture, ElicitRequest, Elicitor, NoElicitor};
 pub use http::HttpTransport;
 pub use manager::{McpManager, McpServerState, McpServerStatus, McpSettings};
 pub use pool::{McpSnapshot, WorkspaceMcp};
+pub use sse::SseTransport;
 pub use stdio::StdioTransport;
 pub use tool::{exposed_names, sanitize_name, with_progress, McpTool};
 pub use transport::{

@@ -26,6 +26,8 @@ pub struct McpSnapshot {
 pub struct WorkspaceMcp {
     workspace: PathBuf,
     settings: McpSettings,
+    /// The laptops that hold sign-in tokens of HTTP servers.
+    tokens: Arc<super::LaptopTokens>,
     /// The latest snapshot. The async lock also serialises refreshes, so two opens never
     /// start the same new server twice.
     current: tokio::sync::Mutex<Arc<McpManager>>,
@@ -37,6 +39,7 @@ impl WorkspaceMcp {
         Self {
             workspace,
             settings,
+            tokens: Arc::default(),
             current: tokio::sync::Mutex::new(Arc::new(McpManager::new(settings))),
         }
     }
@@ -70,7 +73,9 @@ impl WorkspaceMcp {
                     shared += 1;
                     next.add_shared(server);
                 }
-                None => next.add_host(spec, &self.workspace),
+                None => {
+                    next.add_host_signed_in(spec, &self.workspace, Some(Arc::clone(&self.tokens)))
+                }
             }
         }
         next.start_needed().await;
@@ -86,6 +91,11 @@ impl WorkspaceMcp {
             manager: next,
             warnings,
         }
+    }
+
+    /// The laptops attached to the daemon, asked for the sign-in tokens of HTTP servers.
+    pub fn laptop_tokens(&self) -> &Arc<super::LaptopTokens> {
+        &self.tokens
     }
 
     /// The latest snapshot (for `/mcp` when no session is open).

@@ -180,7 +180,20 @@ impl McpTool {
     /// (or restarts) the server first when it is not running. Failures of any kind come back
     /// as an error result for the model.
     pub async fn call(&self, args: Value, progress: Option<ProgressSink>) -> ToolOutput {
-        self.call_with_timeout(args, progress, self.timeout()).await
+        self.call_with_timeout(args, progress, self.timeout(), None)
+            .await
+    }
+
+    /// [`call`](Self::call), with the server's elicitations during the call going to
+    /// `elicitor` (the session's user) instead of being declined.
+    pub async fn call_eliciting(
+        &self,
+        args: Value,
+        progress: Option<ProgressSink>,
+        elicitor: Arc<dyn super::Elicitor>,
+    ) -> ToolOutput {
+        self.call_with_timeout(args, progress, self.timeout(), Some(elicitor))
+            .await
     }
 
     async fn call_with_timeout(
@@ -188,6 +201,7 @@ impl McpTool {
         args: Value,
         progress: Option<ProgressSink>,
         timeout: Duration,
+        elicitor: Option<Arc<dyn super::Elicitor>>,
     ) -> ToolOutput {
         let server = &self.server;
         let sname = &server.spec.name;
@@ -201,7 +215,7 @@ impl McpTool {
             }
         };
         match client
-            .call_tool(&self.remote_name, args, timeout, progress)
+            .call_tool_eliciting(&self.remote_name, args, timeout, progress, elicitor)
             .await
         {
             Ok(r) => {
@@ -260,7 +274,8 @@ impl Tool for McpTool {
     async fn run(&self, args: Value, ctx: &ToolContext) -> ToolOutput {
         let progress = PROGRESS.try_with(Arc::clone).ok();
         let timeout = self.timeout_within(ctx.mcp_call_timeout);
-        self.call_with_timeout(args, progress, timeout).await
+        self.call_with_timeout(args, progress, timeout, Some(Arc::clone(&ctx.elicit)))
+            .await
     }
 }
 

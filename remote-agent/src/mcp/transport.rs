@@ -7,12 +7,13 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use reasonix_forward::policy::{McpRunOn, McpServerSpec};
+use reasonix_forward::policy::{McpRunOn, McpServerSpec, McpTransportKind};
 use reasonix_forward::sync::LockExt;
 use tokio::sync::mpsc;
 
 use super::config::expand_spec;
 use super::http::HttpTransport;
+use super::sse::SseTransport;
 use super::stdio::StdioTransport;
 use super::McpError;
 
@@ -174,12 +175,22 @@ impl McpTransport for BrokenTransport {
 }
 
 /// Builds the host-side transport of `spec`: stdio when it has `command` (run in `cwd`),
-/// Streamable HTTP when it has `url`. `${VAR}` / `${VAR:-default}` are expanded from the
+/// Streamable HTTP when it has `url`, HTTP+SSE when it also says `type = "sse"`. `${VAR}` / `${VAR:-default}` are expanded from the
 /// process environment here. Specs with `run_on = "laptop"` have no host transport: the caller
 /// makes a [`ChannelTransport`] for them.
 pub fn transport_for_spec(
     spec: &McpServerSpec,
     cwd: &Path,
+) -> Result<Arc<dyn McpTransport>, McpError> {
+    transport_signed_in(spec, cwd, None)
+}
+
+/// [`transport_for_spec`]; an HTTP or SSE server asks `tokens` (the attached laptop) for its
+/// sign-in token at every connection.
+pub fn transport_signed_in(
+    spec: &McpServerSpec,
+    cwd: &Path,
+    tokens: Option<Arc<super::LaptopTokens>>,
 ) -> Result<Arc<dyn McpTransport>, McpError> {
     if spec.runs_on() == McpRunOn::Laptop {
         return Err(McpError::Config(format!(
@@ -195,7 +206,26 @@ pub fn transport_for_spec(
             spec.env.clone(),
             Some(cwd.to_path_buf()),
         ))),
-        (None, Some(url)) => Ok(Arc::new(HttpTransport::new(url, spec.headers.clone())?)),
+        (None, Some(url)) => match spec.transport {
+            Some(McpTransportKind::Sse) => {
+                let t = SseTransport::new(url, spec.headers.clone())?;
+                Ok(Arc::new(match tokens {
+                    Some(tk) => t.with_laptop_tokens(&spec.name, tk),
+                    None => t,
+                }))
+            }
+            Some(McpTransportKind::Stdio) => Err(McpError::Config(format!(
+                "server `{}` has `type = \"stdio\"` but a `url`; give it a `command`, or `type = \"http\"` / `\"sse\"`",
+                spec.name
+            ))),
+            Some(McpTransportKind::Http) | None => {
+                let t = HttpTransport::new(url, spec.headers.clone())?;
+                Ok(Arc::new(match tokens {
+                    Some(tk) => t.with_laptop_tokens(&spec.name, tk),
+                    None => t,
+                }))
+            }
+        },
         (Some(_), Some(_)) => Err(McpError::Config(format!(
             "server `{}` sets both `command` and `url`; keep one",
             spec.name

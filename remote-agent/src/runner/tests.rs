@@ -360,6 +360,8 @@ fn belongs_to(kind: &EventKind, conv: &Conversation) -> bool {
         | EventKind::Compacted { .. }
         | EventKind::Steer { .. }
         | EventKind::SteerInjected { .. }
+        | EventKind::ElicitationRequested { .. }
+        | EventKind::ElicitationAnswered { .. }
         | EventKind::ShellRan { .. } => false,
     }
 }

@@ -67,6 +67,8 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::ToolStarted { .. }
                     | EventKind::ApprovalRequested { .. }
                     | EventKind::ApprovalAnswered { .. }
+                    | EventKind::ElicitationRequested { .. }
+                    | EventKind::ElicitationAnswered { .. }
                     | EventKind::Usage { .. }
                     | EventKind::TurnFinished { .. }
                     | EventKind::Notice { .. }

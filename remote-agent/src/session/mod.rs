@@ -29,6 +29,7 @@ use crate::tools::{JobTable, ToolContext, ToolRegistry};
 mod approval;
 mod context;
 mod goal;
+mod elicit;
 mod history;
 mod hooks;
 mod host;
@@ -99,8 +100,8 @@ pub enum SessionError {
     /// The permission rules are invalid.
     #[error("invalid permission rules: {0}")]
     Policy(String),
-    /// Unknown approval id.
-    #[error("no pending approval with id {0}")]
+    /// Unknown approval (or elicitation) id.
+    #[error("no pending approval or elicitation with id {0}")]
     NoSuchApproval(String),
     /// A plan answer with no plan waiting (or for another plan than the one waiting).
     #[error(
@@ -157,6 +158,8 @@ struct Inner {
     state_detail: Option<String>,
     seen_requests: HashSet<String>,
     approvals: HashMap<String, approval::PendingApproval>,
+    /// MCP elicitations waiting for the user, by id.
+    elicitations: HashMap<String, oneshot::Sender<crate::mcp::ElicitAnswer>>,
     cancel: Option<CancellationToken>,
     settings: SessionSettings,
     policy: Policy,
@@ -343,6 +346,7 @@ impl Session {
                 state_detail: None,
                 seen_requests,
                 approvals: HashMap::new(),
+                elicitations: HashMap::new(),
                 cancel: None,
                 settings: SessionSettings::default(),
                 policy,
@@ -380,6 +384,7 @@ impl Session {
             ctx.web = Arc::new(web::SessionWeb(session.driver.subscribe()));
             ctx.plan = Arc::new(plan::SessionPlan(Arc::downgrade(&session)));
             ctx.goal = Arc::new(goal::SessionGoal(Arc::downgrade(&session)));
+            ctx.elicit = Arc::new(elicit::SessionElicitor(Arc::downgrade(&session)));
         }
         session.goal_after_open();
         Ok((session, notice))
@@ -620,6 +625,7 @@ impl Session {
                 ctx.web = Arc::clone(&slot.web);
                 ctx.plan = Arc::clone(&slot.plan);
                 ctx.goal = Arc::clone(&slot.goal);
+                ctx.elicit = Arc::clone(&slot.elicit);
                 // This driver's global facts and write permission over the workspace's store.
                 ctx.memory = ctx
                     .memory

@@ -165,6 +165,9 @@ pub struct ToolContext {
     /// The session's memory (project store, the laptop's global facts); `None` outside a
     /// daemon session.
     pub memory: Option<Arc<crate::memory::Memory>>,
+    /// Who answers an MCP server's `elicitation/create` during one of its tool calls (the
+    /// session's user); outside a session every elicitation is declined.
+    pub elicit: Arc<dyn crate::mcp::Elicitor>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -210,6 +213,7 @@ impl ToolContext {
             plan: Arc::new(crate::plan::NoPlan),
             goal: Arc::new(crate::goal::NoGoal),
             memory: None,
+            elicit: Arc::new(crate::mcp::NoElicitor),
         }
     }
 

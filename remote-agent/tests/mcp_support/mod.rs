@@ -99,3 +99,81 @@ pub fn ctx(dir: &Path) -> reasonix_remote::tools::ToolContext {
         Arc::new(reasonix_remote::sandbox::Sandbox::off(dir)),
     )
 }
+
+/// `local/tests/mcp_node`: MCP servers on the official TypeScript SDK (`npm ci --prefix
+/// local/tests/mcp_node`, which `.ci/run` does). Panics naming the fix when it is missing:
+/// these tests exist to run against the real SDK.
+pub fn node_fixture_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../local/tests/mcp_node");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "the MCP TypeScript SDK is not installed: run `npm ci --prefix local/tests/mcp_node` (.ci/run does)"
+    );
+    dir
+}
+
+/// A running fixture server (`node server.mjs …`), killed on drop.
+pub struct NodeServer {
+    child: std::process::Child,
+    /// Its `LISTENING` URL (the MCP endpoint or the SSE stream).
+    pub url: String,
+    /// Its authorization server (`AUTH` line), with `--oauth`.
+    pub issuer: Option<String>,
+    /// Where the server appends its announcements (`REFRESHED <client>` after a refresh).
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl NodeServer {
+    /// Starts `server.mjs` with `args` (`--transport sse`, `--oauth`) and waits for its URL.
+    pub fn start(args: &[&str]) -> Self {
+        let dir = node_fixture_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("announce");
+        // Reaped in `Drop` (or below when it never announces itself).
+        #[allow(clippy::zombie_processes)]
+        let mut child = std::process::Command::new("node")
+            .arg(dir.join("server.mjs"))
+            .args(args)
+            .arg("--port-file")
+            .arg(&log)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("node is needed for the MCP SDK fixture");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let find = |tag: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(tag).map(|u| u.trim().to_string()))
+            };
+            if let Some(url) = find("LISTENING ") {
+                return Self {
+                    child,
+                    url,
+                    issuer: find("AUTH "),
+                    log,
+                    _dir: tmp,
+                };
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the node MCP fixture did not start: {text}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// What the server announced so far.
+    pub fn announcements(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for NodeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

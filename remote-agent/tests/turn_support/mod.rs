@@ -538,6 +538,10 @@ fn outline_of(kind: &EventKind) -> Option<String> {
         EventKind::Steer { .. } => "steer".into(),
         EventKind::SteerInjected { .. } => "steer_injected".into(),
         EventKind::ShellRan { .. } => "shell_ran".into(),
+        EventKind::ElicitationRequested { server, .. } => format!("elicitation_requested:{server}"),
+        EventKind::ElicitationAnswered { action, .. } => {
+            format!("elicitation_answered:{}", action.as_str())
+        }
         EventKind::SessionStarted { .. }
         | EventKind::TextDelta { .. }
         | EventKind::ReasoningDelta { .. }

@@ -466,6 +466,45 @@ impl App {
                             }
                         }
                     }
+                    EventKind::ElicitationRequested {
+                        elicitation_id,
+                        server,
+                        message,
+                        schema,
+                    } => {
+                        let shown = self.prompts.iter().any(|p| {
+                            matches!(p, PromptModal::Elicit { elicitation_id: id, .. } if id == elicitation_id)
+                        });
+                        if !self.answered.contains(elicitation_id) && !shown {
+                            match crate::tui::elicit::ElicitForm::parse(schema) {
+                                Ok(form) => self.prompts.push_back(PromptModal::Elicit {
+                                    elicitation_id: elicitation_id.clone(),
+                                    server: server.clone(),
+                                    message: message.clone(),
+                                    form,
+                                    input: Zeroizing::new(String::new()),
+                                    error: None,
+                                }),
+                                Err(e) => self.transcript.notice(
+                                    format!("MCP server `{server}` asked for input this client cannot show: {e}"),
+                                    Level::Warn,
+                                ),
+                            }
+                        }
+                    }
+                    EventKind::ElicitationAnswered {
+                        elicitation_id,
+                        action,
+                    } => {
+                        self.answered.insert(elicitation_id.clone());
+                        self.prompts.retain(|p| {
+                            !matches!(p, PromptModal::Elicit { elicitation_id: id, .. } if id == elicitation_id)
+                        });
+                        self.transcript.notice(
+                            format!("MCP input request answered: {}", action.as_str()),
+                            Level::Info,
+                        );
+                    }
                     EventKind::ApprovalAnswered { approval_id, .. } => {
                         self.answered.insert(approval_id.clone());
                         self.approvals.retain(|a| a.approval_id != *approval_id);

@@ -80,7 +80,9 @@ impl App {
     pub fn handle_paste(&mut self, text: &str) -> Vec<Action> {
         if let Some(p) = self.prompts.front_mut() {
             match p {
-                PromptModal::Secret { input, .. } | PromptModal::Keyboard { input, .. } => {
+                PromptModal::Secret { input, .. }
+                | PromptModal::Keyboard { input, .. }
+                | PromptModal::Elicit { input, .. } => {
                     input.push_str(text.trim_end_matches(['\r', '\n']));
                 }
                 PromptModal::HostKey { .. } | PromptModal::Upgrade { .. } => {}
@@ -284,7 +286,41 @@ impl App {
             return Vec::new();
         };
         let mut done = false;
+        let mut actions = Vec::new();
         match p {
+            PromptModal::Elicit {
+                elicitation_id,
+                form,
+                input,
+                error,
+                ..
+            } => {
+                let answer = |action, content| Action::AnswerElicitation {
+                    request_id: rid("elicit"),
+                    elicitation_id: elicitation_id.clone(),
+                    action,
+                    content,
+                };
+                if cancel {
+                    actions.push(answer(reasonix_forward::proto::ElicitAction::Decline, None));
+                    done = true;
+                } else if key.code == KeyCode::Enter {
+                    match form.answer(&std::mem::take(&mut **input)) {
+                        Ok(()) => *error = None,
+                        Err(why) => *error = Some(why),
+                    }
+                    if form.current().is_none() {
+                        let content = form.take();
+                        actions.push(answer(
+                            reasonix_forward::proto::ElicitAction::Accept,
+                            Some(content),
+                        ));
+                        done = true;
+                    }
+                } else {
+                    edit_line(input, key.code, ctrl);
+                }
+            }
             PromptModal::HostKey { question, reply } => {
                 let can_accept = question.status == HostKeyStatus::Unknown && reply.is_some();
                 let answer = match key.code {
@@ -362,7 +398,7 @@ impl App {
         if done {
             self.prompts.pop_front();
         }
-        Vec::new()
+        actions
     }
 
     pub(super) fn approval_key(&mut self, key: KeyEvent) -> Vec<Action> {

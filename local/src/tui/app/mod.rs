@@ -117,6 +117,17 @@ pub enum Action {
         /// Deduplication id.
         request_id: String,
     },
+    /// Send `Request::AnswerElicitation`.
+    AnswerElicitation {
+        /// Deduplication id.
+        request_id: String,
+        /// The elicitation answered.
+        elicitation_id: String,
+        /// What the user chose.
+        action: reasonix_forward::proto::ElicitAction,
+        /// With `Accept`: the values.
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+    },
     /// Send `Request::Approve`.
     Approve {
         /// Deduplication id.
@@ -525,6 +536,17 @@ pub(crate) enum PromptModal {
     Upgrade {
         question: UpgradeQuestion,
         reply: Option<oneshot::Sender<UpgradeAnswer>>,
+    },
+    /// An MCP server's form (`elicitation/create`), answered with
+    /// [`Action::AnswerElicitation`].
+    Elicit {
+        elicitation_id: String,
+        server: String,
+        message: String,
+        form: crate::tui::elicit::ElicitForm,
+        input: Zeroizing<String>,
+        /// Why the last answer was not taken.
+        error: Option<String>,
     },
 }
 

@@ -36,6 +36,8 @@ impl App {
             | EventKind::ToolFinished { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalAnswered { .. }
+            | EventKind::ElicitationRequested { .. }
+            | EventKind::ElicitationAnswered { .. }
             | EventKind::Notice { .. }
             | EventKind::Plan(_)
             | EventKind::Goal(_)

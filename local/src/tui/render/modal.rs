@@ -444,6 +444,52 @@ pub(super) fn render_prompt(
                 max_w.min(80),
             );
         }
+        PromptModal::Elicit {
+            server,
+            message,
+            form,
+            input,
+            error,
+            ..
+        } => {
+            let mut lines = Vec::new();
+            lines.extend(kv("Server", server.clone(), iw, 10));
+            if !message.is_empty() {
+                lines.extend(wrap_text(message, iw, theme::text(), &[]));
+            }
+            lines.push(Line::default());
+            let now = form.answered();
+            for (i, f) in form.fields.iter().enumerate() {
+                let value = if i < now {
+                    Span::styled("(answered)", theme::dim())
+                } else if i == now {
+                    Span::raw(format!("{}_", input.as_str()))
+                } else {
+                    Span::raw("")
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(f.label.clone(), theme::text()),
+                    Span::raw(" "),
+                    value,
+                ]));
+            }
+            if let Some(e) = error {
+                lines.push(Line::from(Span::styled(e.clone(), theme::error())));
+            }
+            lines.push(Line::default());
+            lines.push(Line::from(Span::styled(
+                "Enter next (empty = default/skip) · Esc decline",
+                theme::dim(),
+            )));
+            show_modal(
+                frame,
+                area,
+                "An MCP server asks for input",
+                theme::border_active(),
+                lines,
+                max_w.min(80),
+            );
+        }
         PromptModal::Keyboard {
             round,
             answers,

@@ -276,6 +276,23 @@ impl Exec {
             Action::Cancel { request_id } => {
                 self.request("cancel", Request::Cancel { request_id }, |_| None);
             }
+            Action::AnswerElicitation {
+                request_id,
+                elicitation_id,
+                action,
+                content,
+            } => {
+                self.request(
+                    "elicitation answer",
+                    Request::AnswerElicitation {
+                        request_id,
+                        elicitation_id,
+                        action,
+                        content,
+                    },
+                    |_| None,
+                );
+            }
             Action::Approve {
                 request_id,
                 approval_id,
