@@ -1575,6 +1575,20 @@ pub enum EventKind {
         /// The output joins the next user turn's message.
         added_to_context: bool,
     },
+
+    // ---- delegation (issue 33) ----
+    /// An event of a child conversation (`task`, `parallel_tasks`, `fleet`), journaled in the
+    /// session's journal: `event` is what the child's runner recorded, `call_id` the parent's
+    /// tool call that runs the child, `child` the child's id. A grandchild's events are
+    /// wrapped twice. The parent conversation never replays these.
+    Subagent {
+        /// The parent's tool call that runs this child.
+        call_id: String,
+        /// The child's id (`sa-…`).
+        child: String,
+        /// What the child recorded.
+        event: Box<EventKind>,
+    },
 }
 
 #[cfg(test)]

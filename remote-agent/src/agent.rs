@@ -206,7 +206,8 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::Notice { .. }
             | EventKind::ProviderRetry(_)
             | EventKind::Plan(_)
-            | EventKind::Checkpoint { .. } => {}
+            | EventKind::Checkpoint { .. }
+            | EventKind::Subagent { .. } => {}
             EventKind::Compacted {
                 snipped,
                 replaced,
@@ -442,7 +443,8 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. } => {}
+            | EventKind::ShellRan { .. }
+            | EventKind::Subagent { .. } => {}
         }
     }
     pending

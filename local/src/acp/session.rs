@@ -454,7 +454,8 @@ impl Actor {
             | EventKind::Checkpoint { .. }
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. } => {}
+            | EventKind::ShellRan { .. }
+            | EventKind::Subagent { .. } => {}
             EventKind::Compacted {
                 kind,
                 trigger,

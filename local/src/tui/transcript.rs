@@ -222,9 +222,11 @@ impl Transcript {
     /// Apply one journal event. `ts_ms` is its timestamp (ms since the epoch) when known.
     pub(crate) fn apply(&mut self, kind: &EventKind, ts_ms: Option<i64>, turn: u64) {
         match kind {
+            // Children's events (#33) get their own panel, not the parent's transcript.
             EventKind::SessionStarted { .. }
             | EventKind::Checkpoint { .. }
-            | EventKind::Usage { .. } => {}
+            | EventKind::Usage { .. }
+            | EventKind::Subagent { .. } => {}
             EventKind::UserTurn { text, .. } => {
                 self.end_streams();
                 self.push(EntryKind::User {

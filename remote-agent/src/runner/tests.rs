@@ -359,6 +359,7 @@ fn belongs_to(kind: &EventKind, conv: &Conversation) -> bool {
         | EventKind::Compacted { .. }
         | EventKind::Steer { .. }
         | EventKind::SteerInjected { .. }
-        | EventKind::ShellRan { .. } => false,
+        | EventKind::ShellRan { .. }
+        | EventKind::Subagent { .. } => false,
     }
 }

@@ -74,7 +74,8 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::Checkpoint { .. }
                     | EventKind::Compacted { .. }
                     | EventKind::Plan(_)
-                    | EventKind::SteerInjected { .. } => continue,
+                    | EventKind::SteerInjected { .. }
+                    | EventKind::Subagent { .. } => continue,
                     EventKind::Steer { text, .. } => ("user (steer)".to_string(), text.clone()),
                     EventKind::ShellRan {
                         command, output, ..

@@ -528,6 +528,7 @@ fn outline_of(kind: &EventKind) -> Option<String> {
         EventKind::Steer { .. } => "steer".into(),
         EventKind::SteerInjected { .. } => "steer_injected".into(),
         EventKind::ShellRan { .. } => "shell_ran".into(),
+        EventKind::Subagent { child, event, .. } => format!("{child}>{}", outline_of(event)?),
         EventKind::SessionStarted { .. }
         | EventKind::TextDelta { .. }
         | EventKind::ReasoningDelta { .. }

@@ -42,7 +42,8 @@ impl App {
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. } => {}
+            | EventKind::ShellRan { .. }
+            | EventKind::Subagent { .. } => {}
         }
     }
 
