@@ -226,6 +226,12 @@ pub struct AgentConfig {
     /// Reasoning effort chosen for every model (`--effort` sets it too); `None`: each
     /// model's own default.
     pub effort: Option<ReasoningEffort>,
+    /// How deep subagents nest (`task` inside a child's `task`); default 2.
+    pub max_subagent_depth: u32,
+    /// Subagents of one conversation running at once; default 6.
+    pub max_subagents: u32,
+    /// Writing subagents of one conversation running at once; default 3.
+    pub max_subagent_writers: u32,
 }
 
 impl Default for AgentConfig {
@@ -241,6 +247,9 @@ impl Default for AgentConfig {
             provider_retry_seconds: crate::gateway::retry::DEFAULT_BUDGET_SECS,
             prompt_confirm_ratio: 0.25,
             effort: None,
+            max_subagent_depth: 2,
+            max_subagents: 6,
+            max_subagent_writers: 3,
         }
     }
 }
@@ -731,6 +740,21 @@ impl Config {
         );
         set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
         set(&mut self.agent.effort, a.effort.map(Some));
+        set(&mut self.agent.max_subagent_depth, a.max_subagent_depth);
+        set(&mut self.agent.max_subagents, a.max_subagents.map(|n| n.max(1)));
+        set(
+            &mut self.agent.max_subagent_writers,
+            a.max_subagent_writers.map(|n| n.max(1)),
+        );
+    }
+
+    /// The `[agent]` subagent limits, as the host receives them.
+    pub fn delegation_settings(&self) -> reasonix_forward::proto::DelegationSettings {
+        reasonix_forward::proto::DelegationSettings {
+            max_depth: self.agent.max_subagent_depth,
+            max_children: self.agent.max_subagents,
+            max_writers: self.agent.max_subagent_writers,
+        }
     }
 
     /// Apply a trusted (user) file.
@@ -1255,6 +1279,9 @@ struct AgentFile {
     provider_retry_seconds: Option<u64>,
     prompt_confirm_ratio: Option<f64>,
     effort: Option<ReasoningEffort>,
+    max_subagent_depth: Option<u32>,
+    max_subagents: Option<u32>,
+    max_subagent_writers: Option<u32>,
 }
 
 /// Field names that only ever hold secrets.

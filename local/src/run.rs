@@ -79,6 +79,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         context: config.context_settings(opts.model.as_deref()),
         effort: config.session_effort(opts.model.as_deref()),
         memory: crate::memory::session_settings(&config.home, opts.allow_memory_writes),
+        delegation: config.delegation_settings(),
     };
     // Ignored project settings the laptop already printed (local mode reads the same file).
     let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();

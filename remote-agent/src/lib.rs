@@ -10,6 +10,7 @@ pub mod commands;
 pub mod compaction;
 pub mod content;
 pub mod daemon;
+pub mod delegate;
 pub mod delta;
 mod forwarder;
 pub mod hooks;

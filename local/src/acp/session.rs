@@ -170,6 +170,7 @@ pub async fn open(
         context: spec.config.context_settings(spec.model.as_deref()),
         effort: spec.config.session_effort(spec.model.as_deref()),
         memory: crate::memory::session_settings(&spec.config.home, false),
+        delegation: spec.config.delegation_settings(),
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let (opened_tx, opened_rx) = oneshot::channel();

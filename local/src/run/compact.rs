@@ -52,6 +52,7 @@ pub async fn compact(
             context: config.context_settings(opts.model.as_deref()),
             effort: config.session_effort(opts.model.as_deref()),
             memory: crate::memory::session_settings(&config.home, false),
+            delegation: config.delegation_settings(),
         },
     };
     let opened = match client.open_session(open).await {

@@ -358,6 +358,7 @@ impl Session {
             ctx.notices = Arc::new(SessionNotices(Arc::downgrade(&session)));
             ctx.web = Arc::new(web::SessionWeb(session.driver.subscribe()));
             ctx.plan = Arc::new(plan::SessionPlan(Arc::downgrade(&session)));
+            ctx.delegate = Some(crate::delegate::Scope::root(Arc::downgrade(&session)));
         }
         Ok((session, notice))
     }
@@ -595,6 +596,7 @@ impl Session {
                 ctx.notices = Arc::clone(&slot.notices);
                 ctx.web = Arc::clone(&slot.web);
                 ctx.plan = Arc::clone(&slot.plan);
+                ctx.delegate = slot.delegate.clone();
                 // This driver's global facts and write permission over the workspace's store.
                 ctx.memory = ctx
                     .memory
@@ -641,6 +643,35 @@ impl Session {
     /// The tool context of the current policy.
     fn tool_ctx(&self) -> ToolContext {
         self.tool_ctx.lock_or_recover().clone()
+    }
+
+    /// The directory of the session's journal (children archive next to it).
+    pub(crate) fn sessions_dir(&self) -> std::path::PathBuf {
+        self.journal_path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .to_path_buf()
+    }
+
+    /// The workspace the session works in.
+    pub(crate) fn workspace_dir(&self) -> &std::path::Path {
+        &self.workspace
+    }
+
+    /// The driver's subagent limits.
+    pub(crate) fn delegation(&self) -> reasonix_forward::proto::DelegationSettings {
+        self.lock().settings.delegation
+    }
+
+    /// Names of every tool the session has (built-ins, workspace and laptop MCP), sorted.
+    pub(crate) fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tools.names().iter().map(|s| s.to_string()).collect();
+        if let Some(laptop) = self.laptop_tools.lock_or_recover().clone() {
+            names.extend(laptop.names().iter().map(|s| s.to_string()));
+        }
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// The current driver's connection id.

@@ -161,6 +161,12 @@ pub struct ToolContext {
     /// The session's memory (project store, the laptop's global facts); `None` outside a
     /// daemon session.
     pub memory: Option<Arc<crate::memory::Memory>>,
+    /// The delegation scope of the conversation running the tool (`task`, `fleet`, …);
+    /// `None` outside a daemon session.
+    pub delegate: Option<crate::delegate::Scope>,
+    /// A child's `write_paths` (canonical): every writer refuses a path outside them, on
+    /// top of the writable roots. `None`: the writable roots alone.
+    pub write_only: Option<Arc<Vec<PathBuf>>>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -205,6 +211,8 @@ impl ToolContext {
             web: Arc::new(NoWebGateway),
             plan: Arc::new(crate::plan::NoPlan),
             memory: None,
+            delegate: None,
+            write_only: None,
         }
     }
 
@@ -283,6 +291,7 @@ impl ToolRegistry {
             r.register(t);
         }
         crate::memory::register_tools(&mut r);
+        crate::delegate::register_tools(&mut r);
         r
     }
 

@@ -63,6 +63,7 @@ pub(super) fn session_settings(
         laptop_mcp: crate::client::options_for(config).1,
         effort,
         memory: crate::memory::session_settings(&config.home, false),
+        delegation: config.delegation_settings(),
     }
 }
 
