@@ -286,6 +286,23 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                         tally.compactions += 1;
                         out.event(&e.kind);
                     }
+                    // A subagent's model step (#33): its usage is part of this turn's.
+                    EventKind::Subagent { .. } => {
+                        if let Some(u) = subagent_usage(&e.kind) {
+                            usage.prompt_tokens += u.prompt_tokens;
+                            usage.completion_tokens += u.completion_tokens;
+                            usage.cache_hit_tokens += u.cache_hit_tokens;
+                            usage.cache_miss_tokens += u.cache_miss_tokens;
+                            usage.reasoning_tokens += u.reasoning_tokens;
+                            tally.requests += 1;
+                            if let Some(p) = &tally.prices {
+                                tally.cost = Some(
+                                    tally.cost.unwrap_or(0.0) + crate::context::cost_of(u, p),
+                                );
+                            }
+                        }
+                        out.event(&e.kind);
+                    }
                     EventKind::TurnFinished { outcome, detail } => {
                         // Catch-up events may overtake the answer to the re-open; its notice
                         // (e.g. the daemon was killed) explains this very outcome, so print
@@ -606,6 +623,15 @@ impl Printer {
                     "tokens_before": tokens_before, "tokens_after": tokens_after,
                     "snipped": snipped.len(), "summarised": archived.len(),
                     "archive": archive, "cache_reset": true}),
+                // A subagent's event, under its parent's call id; its streamed deltas are
+                // left out (its messages carry the same text).
+                EventKind::Subagent { call_id, child, event } => {
+                    if subagent_delta(event) {
+                        return;
+                    }
+                    json!({"type": "subagent", "call_id": call_id, "child": child,
+                        "event": serde_json::to_value(event.as_ref()).unwrap_or_default()})
+                }
                 _ => return,
             };
             self.line(v);
@@ -863,5 +889,23 @@ fn report_ignored(
             out.warning(&format!("host: {i}"));
             reported.push(i.clone());
         }
+    }
+}
+
+/// The usage of a subagent's model step, however deeply nested (`None`: another event).
+fn subagent_usage(kind: &EventKind) -> Option<&reasonix_forward::proto::Usage> {
+    match kind {
+        EventKind::Usage { usage, .. } => Some(usage),
+        EventKind::Subagent { event, .. } => subagent_usage(event),
+        _ => None,
+    }
+}
+
+/// True for a subagent's streamed delta, however deeply nested.
+fn subagent_delta(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::TextDelta { .. } | EventKind::ReasoningDelta { .. } => true,
+        EventKind::Subagent { event, .. } => subagent_delta(event),
+        _ => false,
     }
 }

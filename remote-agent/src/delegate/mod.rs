@@ -41,6 +41,10 @@ use profile::Profile;
 /// Tools a child never gets: the parent's plan and todo list, and memory writes.
 const NOT_FOR_CHILDREN: &[&str] = &["exit_plan_mode", "todo_write", "remember", "forget"];
 
+/// Delegation tools that start writing children: a read-only child gets `read_only_task`
+/// instead (its children would be read-only anyway; the schema should not suggest writes).
+const WRITING_DELEGATION: &[&str] = &["task", "parallel_tasks", "fleet"];
+
 /// Bytes of a child's answer returned as the tool result (the whole transcript stays in
 /// the journal and `read_subagent_result{transcript: true}`).
 pub const ANSWER_BOUND: usize = 16 * 1024;
@@ -196,7 +200,7 @@ pub(crate) fn prepare(ctx: &ToolContext, spec: ChildSpec) -> Result<Prepared, St
         let Some(tool) = Host::tool(&*session, &name) else {
             continue;
         };
-        if read_only && !tool.read_only() {
+        if read_only && (!tool.read_only() || WRITING_DELEGATION.contains(&name.as_str())) {
             continue;
         }
         if let Some(p) = &profile.allowed_tools {

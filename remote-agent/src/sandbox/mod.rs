@@ -341,7 +341,9 @@ impl Sandbox {
                 };
                 let plan = landlock::Plan {
                     abi: *abi,
-                    tmp_writable: !self.all_read_only,
+                    // Landlock's /tmp grant would cover a workspace under /tmp: a writing
+                    // subagent gets none (bwrap gives every command a private /tmp instead).
+                    tmp_writable: !self.all_read_only && self.write_only.is_none(),
                     writable: &writable,
                     read_only,
                     forbid_read: &self.config.forbid_read,

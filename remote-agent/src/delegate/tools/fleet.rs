@@ -139,7 +139,8 @@ impl Tool for FleetTool {
                     p.append_prompt(&extra);
                 }
                 let cancel = cancel.clone();
-                set.spawn(async move { (i, crate::delegate::run_child(p, cancel).await) });
+                let id = crate::delegate::register(&p);
+                set.spawn(async move { (i, crate::delegate::run_registered(p, id, cancel).await) });
             }
             if schedule.over() {
                 break;

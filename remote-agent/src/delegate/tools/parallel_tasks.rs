@@ -93,8 +93,14 @@ impl Tool for ParallelTasksTool {
         let mut set = tokio::task::JoinSet::new();
         for (i, (description, p)) in prepared.into_iter().enumerate() {
             let cancel = cancel.clone();
+            // Registered here, in order, so the children's ids follow the tasks'.
+            let id = crate::delegate::register(&p);
             set.spawn(async move {
-                (i, description, crate::delegate::run_child(p, cancel).await)
+                (
+                    i,
+                    description,
+                    crate::delegate::run_registered(p, id, cancel).await,
+                )
             });
         }
         let mut results = Vec::new();
