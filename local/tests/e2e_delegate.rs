@@ -122,7 +122,7 @@ async fn a_task_child_runs_a_tool_through_the_laptop_gateway_and_answers_its_par
     .await;
     let env = setup(&mock.base_url(), "");
     std::fs::write(env.ws.join("notes.txt"), "ALPHA-42\n").unwrap();
-    let out = run(&env, &["run", "--json", "ask a subagent what notes.txt says"]).await;
+    let out = run(&env, &["run", "--json", "--full-output", "ask a subagent what notes.txt says"]).await;
     assert!(out.status.success(), "{}", text(&out));
     let ls = lines(&out);
     // The parent's tool result is the child's answer.
@@ -218,7 +218,7 @@ async fn a_fleet_runs_in_topological_order_within_the_configured_concurrency() {
     replies.push(MockReply::text(&["fleet finished"]));
     let mock = MockProvider::start(replies).await;
     let env = setup(&mock.base_url(), "[agent]\nmax_subagents = 2\n");
-    let out = run(&env, &["run", "--json", "run the fleet"]).await;
+    let out = run(&env, &["run", "--json", "--full-output", "run the fleet"]).await;
     assert!(out.status.success(), "{}", text(&out));
     let ls = lines(&out);
     let f = ls
