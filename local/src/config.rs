@@ -741,7 +741,10 @@ impl Config {
         set(&mut self.agent.prompt_confirm_ratio, a.prompt_confirm_ratio);
         set(&mut self.agent.effort, a.effort.map(Some));
         set(&mut self.agent.max_subagent_depth, a.max_subagent_depth);
-        set(&mut self.agent.max_subagents, a.max_subagents.map(|n| n.max(1)));
+        set(
+            &mut self.agent.max_subagents,
+            a.max_subagents.map(|n| n.max(1)),
+        );
         set(
             &mut self.agent.max_subagent_writers,
             a.max_subagent_writers.map(|n| n.max(1)),

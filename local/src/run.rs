@@ -296,9 +296,8 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                             usage.reasoning_tokens += u.reasoning_tokens;
                             tally.requests += 1;
                             if let Some(p) = &tally.prices {
-                                tally.cost = Some(
-                                    tally.cost.unwrap_or(0.0) + crate::context::cost_of(u, p),
-                                );
+                                tally.cost =
+                                    Some(tally.cost.unwrap_or(0.0) + crate::context::cost_of(u, p));
                             }
                         }
                         out.event(&e.kind);
@@ -625,7 +624,11 @@ impl Printer {
                     "archive": archive, "cache_reset": true}),
                 // A subagent's event, under its parent's call id; its streamed deltas are
                 // left out (its messages carry the same text).
-                EventKind::Subagent { call_id, child, event } => {
+                EventKind::Subagent {
+                    call_id,
+                    child,
+                    event,
+                } => {
                     if subagent_delta(event) {
                         return;
                     }

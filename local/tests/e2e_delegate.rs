@@ -122,7 +122,16 @@ async fn a_task_child_runs_a_tool_through_the_laptop_gateway_and_answers_its_par
     .await;
     let env = setup(&mock.base_url(), "");
     std::fs::write(env.ws.join("notes.txt"), "ALPHA-42\n").unwrap();
-    let out = run(&env, &["run", "--json", "--full-output", "ask a subagent what notes.txt says"]).await;
+    let out = run(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--full-output",
+            "ask a subagent what notes.txt says",
+        ],
+    )
+    .await;
     assert!(out.status.success(), "{}", text(&out));
     let ls = lines(&out);
     // The parent's tool result is the child's answer.
@@ -132,7 +141,10 @@ async fn a_task_child_runs_a_tool_through_the_laptop_gateway_and_answers_its_par
         .unwrap_or_else(|| panic!("{}", text(&out)));
     let result = finished["output"].as_str().unwrap();
     assert!(result.contains("notes.txt says ALPHA-42"), "{result}");
-    assert!(result.contains("subagent sa-1 (general) completed; 2 model steps"), "{result}");
+    assert!(
+        result.contains("subagent sa-1 (general) completed; 2 model steps"),
+        "{result}"
+    );
     // The child's events, under the parent's call id: its read_file ran once and saw the file.
     let child: Vec<&Value> = ls
         .iter()
@@ -143,7 +155,10 @@ async fn a_task_child_runs_a_tool_through_the_laptop_gateway_and_answers_its_par
         .filter(|l| l["event"]["type"] == "tool_finished" && l["event"]["call_id"] == "call_c")
         .collect();
     assert_eq!(reads.len(), 1, "{}", text(&out));
-    assert!(reads[0]["event"]["output"].as_str().unwrap().contains("ALPHA-42"));
+    assert!(reads[0]["event"]["output"]
+        .as_str()
+        .unwrap()
+        .contains("ALPHA-42"));
     assert!(child.iter().any(|l| l["event"]["type"] == "turn_finished"));
     // The child's usage is the turn's too: 1000 + 300 + 400 + 1100.
     let end = ls.iter().find(|l| l["type"] == "turn_finished").unwrap();
@@ -154,16 +169,27 @@ async fn a_task_child_runs_a_tool_through_the_laptop_gateway_and_answers_its_par
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 4);
     for r in &reqs {
-        assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
     }
     let (c1, c2) = (reqs[1].messages(), reqs[2].messages());
     let sys = c1[0]["content"].as_str().unwrap();
     assert!(sys.contains("<subagent profile=\"general\">"), "{sys}");
     assert!(!reqs[0].messages()[0].to_string().contains("<subagent"));
     assert_eq!(c1[1]["content"], "What does notes.txt say?");
-    assert_eq!(c2[..c1.len()], c1[..], "the child's second request extends its first");
+    assert_eq!(
+        c2[..c1.len()],
+        c1[..],
+        "the child's second request extends its first"
+    );
     // The parent's second request holds the child's answer, not its transcript.
-    let p2 = reqs[3].messages().iter().map(Value::to_string).collect::<String>();
+    let p2 = reqs[3]
+        .messages()
+        .iter()
+        .map(Value::to_string)
+        .collect::<String>();
     assert!(p2.contains("notes.txt says ALPHA-42") && !p2.contains("call_c"));
 }
 
@@ -183,7 +209,11 @@ fn journal_events(home: &Path) -> Vec<Value> {
             }
         }
     }
-    assert_eq!(found.len(), 1, "one session journal with subagents: {found:?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "one session journal with subagents: {found:?}"
+    );
     std::fs::read_to_string(&found[0])
         .unwrap()
         .lines()
@@ -211,9 +241,8 @@ async fn a_fleet_runs_in_topological_order_within_the_configured_concurrency() {
         3,
     )];
     for _ in 0..6 {
-        replies.push(
-            MockReply::text(&["item ", "done"]).slow(std::time::Duration::from_millis(100)),
-        );
+        replies
+            .push(MockReply::text(&["item ", "done"]).slow(std::time::Duration::from_millis(100)));
     }
     replies.push(MockReply::text(&["fleet finished"]));
     let mock = MockProvider::start(replies).await;
@@ -226,10 +255,17 @@ async fn a_fleet_runs_in_topological_order_within_the_configured_concurrency() {
         .find(|l| l["type"] == "tool_finished" && l["call_id"] == "call_f")
         .unwrap();
     assert!(
-        f["output"].as_str().unwrap().starts_with("6 of 6 fleet items completed."),
+        f["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("6 of 6 fleet items completed."),
         "{f}"
     );
-    assert_eq!(mock.requests().len(), 8, "one request per child, none repeated");
+    assert_eq!(
+        mock.requests().len(),
+        8,
+        "one request per child, none repeated"
+    );
 
     // From the journal: each child's start and end, by item (its task text).
     let events = journal_events(&env.home);
@@ -261,7 +297,10 @@ async fn a_fleet_runs_in_topological_order_within_the_configured_concurrency() {
         }
     }
     assert_eq!(spans.len(), 6, "{spans:?}");
-    assert!(most <= 2, "{most} children ran at once with max_subagents = 2");
+    assert!(
+        most <= 2,
+        "{most} children ran at once with max_subagents = 2"
+    );
     assert_eq!(most, 2, "independent items did run side by side");
     let span = |key: &str| spans.iter().find(|s| s.0.starts_with(key)).unwrap().clone();
     let root = span("start");
@@ -271,5 +310,9 @@ async fn a_fleet_runs_in_topological_order_within_the_configured_concurrency() {
         assert!(s.1 > root.2.unwrap(), "{p} started before root ended");
         assert!(join.1 > s.2.unwrap(), "join started before {p} ended");
     }
-    assert!(join.0.contains("### w1\nitem done"), "the join got its inputs: {}", join.0);
+    assert!(
+        join.0.contains("### w1\nitem done"),
+        "the join got its inputs: {}",
+        join.0
+    );
 }

@@ -47,9 +47,17 @@ async fn only_write_paths_are_writable(bwrap: &str, base: &str) -> String {
     ctx.write_only = Some(Arc::new(write_paths.clone()));
 
     // bash: the write path is writable, nothing else is.
-    let o = call(&ctx, "bash", json!({"command": "echo ok > src/in.txt && cat README.md"})).await;
+    let o = call(
+        &ctx,
+        "bash",
+        json!({"command": "echo ok > src/in.txt && cat README.md"}),
+    )
+    .await;
     assert!(!o.is_error, "{o:?}");
-    assert_eq!(std::fs::read_to_string(root.join("src/in.txt")).unwrap(), "ok\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/in.txt")).unwrap(),
+        "ok\n"
+    );
     let x = extra.path().display();
     for (cmd, path) in [
         ("echo x > docs/a".to_string(), root.join("docs/a")),
@@ -65,7 +73,12 @@ async fn only_write_paths_are_writable(bwrap: &str, base: &str) -> String {
     assert!(root.join("README.md").exists());
 
     // File tools: the same paths by every spelling.
-    let o = call(&ctx, "write_file", json!({"path": "src/new.rs", "content": "x"})).await;
+    let o = call(
+        &ctx,
+        "write_file",
+        json!({"path": "src/new.rs", "content": "x"}),
+    )
+    .await;
     assert!(!o.is_error, "{o:?}");
     let abs_docs = root.join("docs/e").display().to_string();
     for p in [
@@ -94,8 +107,14 @@ async fn only_write_paths_are_writable(bwrap: &str, base: &str) -> String {
 
 #[tokio::test]
 async fn bwrap_makes_only_the_write_paths_writable() {
-    assert_eq!(only_write_paths_are_writable("bwrap", "/tmp").await, "bwrap");
-    assert_eq!(only_write_paths_are_writable("bwrap", "/var/tmp").await, "bwrap");
+    assert_eq!(
+        only_write_paths_are_writable("bwrap", "/tmp").await,
+        "bwrap"
+    );
+    assert_eq!(
+        only_write_paths_are_writable("bwrap", "/var/tmp").await,
+        "bwrap"
+    );
 }
 
 #[tokio::test]

@@ -144,24 +144,44 @@ async fn a_task_child_runs_a_tool_and_its_answer_is_the_tool_result() {
     assert_eq!(reqs.len(), 4, "2 main steps + 2 child steps");
     let kids = requests_of(&rig, "[A]");
     assert_eq!(kids.len(), 2);
-    assert!(kids[0].stream_id.starts_with("s1-sa-1-"), "{}", kids[0].stream_id);
+    assert!(
+        kids[0].stream_id.starts_with("s1-sa-1-"),
+        "{}",
+        kids[0].stream_id
+    );
     let (a, b) = (texts(&kids[0].messages), texts(&kids[1].messages));
-    assert_eq!(b[..a.len()], a[..], "the child's requests extend each other");
+    assert_eq!(
+        b[..a.len()],
+        a[..],
+        "the child's requests extend each other"
+    );
     assert_eq!(kids[0].tools, kids[1].tools);
     assert!(system(&kids[0]).contains("<subagent profile=\"general\">"));
-    assert!(!system(&reqs[0]).contains("<subagent"), "the main prompt is not the child's");
+    assert!(
+        !system(&reqs[0]).contains("<subagent"),
+        "the main prompt is not the child's"
+    );
     let names = tool_names(&kids[0]);
     for absent in ["todo_write", "exit_plan_mode", "remember", "forget"] {
-        assert!(!names.contains(&absent.to_string()), "{absent} in {names:?}");
+        assert!(
+            !names.contains(&absent.to_string()),
+            "{absent} in {names:?}"
+        );
     }
     for present in ["read_file", "write_file", "bash", "task"] {
-        assert!(names.contains(&present.to_string()), "{present} missing: {names:?}");
+        assert!(
+            names.contains(&present.to_string()),
+            "{present} missing: {names:?}"
+        );
     }
     // The parent saw the child's answer as the tool result, not its transcript.
     let last = reqs.last().unwrap();
     let parent_tool = turn_support::tool_result(&last.messages, "t1").unwrap();
     assert!(parent_tool.contains("notes.txt holds alpha"));
-    assert!(!last.messages.iter().any(|m| m.to_string().contains("\"c1\"")));
+    assert!(!last
+        .messages
+        .iter()
+        .any(|m| m.to_string().contains("\"c1\"")));
 }
 
 #[tokio::test]
@@ -187,7 +207,11 @@ async fn a_read_only_child_has_no_writers_and_a_denied_child_tool_is_its_error()
     rig.gateway.route(
         "[R]",
         vec![
-            Reply::call("r1", "write_file", json!({"path": "ro.txt", "content": "x"})),
+            Reply::call(
+                "r1",
+                "write_file",
+                json!({"path": "ro.txt", "content": "x"}),
+            ),
             Reply::answer("I cannot write"),
         ],
     );
@@ -207,9 +231,15 @@ async fn a_read_only_child_has_no_writers_and_a_denied_child_tool_is_its_error()
         "{ro:?}");
     let ro_tools = tool_names(&requests_of(&rig, "[R]")[0]);
     for w in ["write_file", "edit_file", "bash", "task"] {
-        assert!(!ro_tools.contains(&w.to_string()), "{w} given to a read-only child");
+        assert!(
+            !ro_tools.contains(&w.to_string()),
+            "{w} given to a read-only child"
+        );
     }
-    assert!(ro_tools.contains(&"read_file".to_string()) && ro_tools.contains(&"read_only_task".to_string()));
+    assert!(
+        ro_tools.contains(&"read_file".to_string())
+            && ro_tools.contains(&"read_only_task".to_string())
+    );
     // The session's policy (ask, headless) applies inside the child: denied, as a tool error
     // the child reads and answers about.
     let w = child_events(&events, "sa-2");
@@ -226,7 +256,11 @@ async fn children_nest_two_deep_and_the_third_level_is_refused() {
     let rig = Rig::start(
         yolo_unconfined(),
         vec![
-            Reply::call("t1", "task", json!({"prompt": "[D1] delegate", "description": "level 1"})),
+            Reply::call(
+                "t1",
+                "task",
+                json!({"prompt": "[D1] delegate", "description": "level 1"}),
+            ),
             Reply::answer("done"),
         ],
     )
@@ -234,25 +268,49 @@ async fn children_nest_two_deep_and_the_third_level_is_refused() {
     rig.gateway.route(
         "[D1]",
         vec![
-            Reply::call("g1", "task", json!({"prompt": "[D2] delegate again", "description": "level 2"})),
+            Reply::call(
+                "g1",
+                "task",
+                json!({"prompt": "[D2] delegate again", "description": "level 2"}),
+            ),
             Reply::answer("level 1 done"),
         ],
     );
     rig.gateway.route(
         "[D2]",
         vec![
-            Reply::call("g2", "task", json!({"prompt": "[D3] and again", "description": "level 3"})),
+            Reply::call(
+                "g2",
+                "task",
+                json!({"prompt": "[D3] and again", "description": "level 3"}),
+            ),
             Reply::answer("level 2 done"),
         ],
     );
     rig.submit("go");
     assert_eq!(rig.finished(1).await, (TurnOutcome::Completed, None));
     let outline = rig.outline(1);
-    assert!(outline.contains(&"sa-1>sa-2>tool_finished:g2:error".to_string()), "{outline:?}");
+    assert!(
+        outline.contains(&"sa-1>sa-2>tool_finished:g2:error".to_string()),
+        "{outline:?}"
+    );
     let nested = rig.events().into_iter().find_map(|e| match e.kind {
-        EventKind::Subagent { call_id, child, event } if call_id == "t1" && child == "sa-1" => match *event {
-            EventKind::Subagent { call_id, child, event } if call_id == "g1" && child == "sa-2" => match *event {
-                EventKind::ToolFinished { call_id, is_error, output, .. } if call_id == "g2" => Some((is_error, output)),
+        EventKind::Subagent {
+            call_id,
+            child,
+            event,
+        } if call_id == "t1" && child == "sa-1" => match *event {
+            EventKind::Subagent {
+                call_id,
+                child,
+                event,
+            } if call_id == "g1" && child == "sa-2" => match *event {
+                EventKind::ToolFinished {
+                    call_id,
+                    is_error,
+                    output,
+                    ..
+                } if call_id == "g2" => Some((is_error, output)),
                 _ => None,
             },
             _ => None,
@@ -260,8 +318,14 @@ async fn children_nest_two_deep_and_the_third_level_is_refused() {
         _ => None,
     });
     let (is_error, out) = nested.unwrap();
-    assert!(is_error && out.contains("depth 3, past the limit of 2"), "{out}");
-    assert!(requests_of(&rig, "[D3]").is_empty(), "nothing ran at depth 3");
+    assert!(
+        is_error && out.contains("depth 3, past the limit of 2"),
+        "{out}"
+    );
+    assert!(
+        requests_of(&rig, "[D3]").is_empty(),
+        "nothing ran at depth 3"
+    );
     let (_, out) = result_of(&rig, "t1");
     assert!(out.contains("level 1 done"), "{out}");
 }
@@ -284,8 +348,14 @@ async fn a_child_at_its_step_limit_returns_its_partial_answer() {
     rig.gateway.route(
         "[S]",
         vec![
-            Reply::new().text("looking").tool("s1", "read_file", json!({"path": "n.txt"})).done(),
-            Reply::new().text("half way there").tool("s2", "read_file", json!({"path": "n.txt"})).done(),
+            Reply::new()
+                .text("looking")
+                .tool("s1", "read_file", json!({"path": "n.txt"}))
+                .done(),
+            Reply::new()
+                .text("half way there")
+                .tool("s2", "read_file", json!({"path": "n.txt"}))
+                .done(),
             Reply::answer("never asked"),
         ],
     );
@@ -293,9 +363,16 @@ async fn a_child_at_its_step_limit_returns_its_partial_answer() {
     assert_eq!(rig.finished(1).await, (TurnOutcome::Completed, None));
     let (is_error, out) = result_of(&rig, "t1");
     assert!(!is_error, "{out}");
-    assert!(out.contains("stopped at its limit of 2 model steps"), "{out}");
+    assert!(
+        out.contains("stopped at its limit of 2 model steps"),
+        "{out}"
+    );
     assert!(out.contains("half way there"), "{out}");
-    assert_eq!(requests_of(&rig, "[S]").len(), 2, "one request per step, then it stopped");
+    assert_eq!(
+        requests_of(&rig, "[S]").len(),
+        2,
+        "one request per step, then it stopped"
+    );
 }
 
 #[tokio::test]
@@ -318,9 +395,11 @@ async fn parallel_tasks_run_together_but_overlapping_writers_never_do() {
     )
     .await;
     std::fs::create_dir_all(rig.workspace().join("src/x")).unwrap();
-    rig.gateway.route("[PA]", vec![Reply::new().gate(&ga).text("A done").done()]);
+    rig.gateway
+        .route("[PA]", vec![Reply::new().gate(&ga).text("A done").done()]);
     rig.gateway.route("[PB]", vec![Reply::answer("B done")]);
-    rig.gateway.route("[PC]", vec![Reply::new().gate(&gc).text("C done").done()]);
+    rig.gateway
+        .route("[PC]", vec![Reply::new().gate(&gc).text("C done").done()]);
     rig.submit("go");
     // A and C run at the same time (both asked the model before either answered).
     rig.wait_until("A and C to ask", || {
@@ -347,7 +426,10 @@ async fn parallel_tasks_run_together_but_overlapping_writers_never_do() {
         .unwrap()
         .0;
     let b_start = child_events(&events, "sa-2").first().unwrap().0;
-    assert!(b_start > a_end, "B started (seq {b_start}) before A ended (seq {a_end})");
+    assert!(
+        b_start > a_end,
+        "B started (seq {b_start}) before A ended (seq {a_end})"
+    );
     let (is_error, out) = result_of(&rig, "p1");
     assert!(!is_error, "{out}");
     assert!(out.starts_with("3 of 3 tasks completed."), "{out}");
@@ -355,7 +437,10 @@ async fn parallel_tasks_run_together_but_overlapping_writers_never_do() {
     // Two children of one profile share their prefix byte for byte (the provider's cache).
     let (a, b) = (&requests_of(&rig, "[PA]")[0], &requests_of(&rig, "[PB]")[0]);
     assert_eq!(system(a), system(b));
-    assert_eq!(serde_json::to_string(&a.tools).unwrap(), serde_json::to_string(&b.tools).unwrap());
+    assert_eq!(
+        serde_json::to_string(&a.tools).unwrap(),
+        serde_json::to_string(&b.tools).unwrap()
+    );
     let c = &requests_of(&rig, "[PC]")[0];
     assert!(system(c).contains("<subagent profile=\"explore\">"));
 }
@@ -395,7 +480,10 @@ async fn a_fleet_with_a_cycle_is_refused_before_anything_runs() {
     let (err, out) = result_of(&rig, "f2");
     assert!(err && out.contains("unknown id \"nope\""), "{out}");
     let (err, out) = result_of(&rig, "f3");
-    assert!(err && out.contains("unknown subagent profile \"reviewer\"") && out.contains("explore"), "{out}");
+    assert!(
+        err && out.contains("unknown subagent profile \"reviewer\"") && out.contains("explore"),
+        "{out}"
+    );
     assert_eq!(rig.gateway.requests().len(), 4, "no child asked the model");
     assert!(!rig.outline(1).iter().any(|l| l.starts_with("sa-")));
 }
@@ -420,13 +508,18 @@ async fn a_fleet_starts_each_item_after_its_dependencies_with_their_answers() {
     )
     .await;
     for k in ["a", "b", "c", "d"] {
-        rig.gateway
-            .route(&format!("[F{k}]"), vec![Reply::answer(&format!("answer of {k}"))]);
+        rig.gateway.route(
+            &format!("[F{k}]"),
+            vec![Reply::answer(&format!("answer of {k}"))],
+        );
     }
     rig.submit("go");
     assert_eq!(rig.finished(1).await, (TurnOutcome::Completed, None));
     let (err, out) = result_of(&rig, "f1");
-    assert!(!err && out.starts_with("4 of 4 fleet items completed."), "{out}");
+    assert!(
+        !err && out.starts_with("4 of 4 fleet items completed."),
+        "{out}"
+    );
     // Item → child, from the journal.
     let events = rig.events();
     let span = |key: &str| -> (u64, u64) {
@@ -452,7 +545,10 @@ async fn a_fleet_starts_each_item_after_its_dependencies_with_their_answers() {
     assert!(b.0 > a.1 && c.0 > a.1, "b and c start after a ended");
     assert!(d.0 > b.1 && d.0 > c.1, "d starts after b and c ended");
     let d_prompt = requests_of(&rig, "[Fd]")[0].messages[1].to_string();
-    assert!(d_prompt.contains("answer of b") && d_prompt.contains("answer of c"), "{d_prompt}");
+    assert!(
+        d_prompt.contains("answer of b") && d_prompt.contains("answer of c"),
+        "{d_prompt}"
+    );
 }
 
 #[tokio::test]
@@ -474,8 +570,10 @@ async fn a_background_child_is_listed_and_its_result_read_later() {
         ],
     )
     .await;
-    rig.gateway
-        .route("[BG]", vec![Reply::new().gate(&gate).text("background answer").done()]);
+    rig.gateway.route(
+        "[BG]",
+        vec![Reply::new().gate(&gate).text("background answer").done()],
+    );
     rig.submit("go");
     rig.wait_for("the listing", |e| {
         matches!(&e.kind, EventKind::ToolFinished { call_id, .. } if call_id == "r1")
@@ -483,15 +581,27 @@ async fn a_background_child_is_listed_and_its_result_read_later() {
     })
     .await;
     let (_, started) = result_of(&rig, "b1");
-    assert!(started.contains("started subagent sa-1 in the background"), "{started}");
+    assert!(
+        started.contains("started subagent sa-1 in the background"),
+        "{started}"
+    );
     let (_, listing) = result_of(&rig, "l1");
-    assert!(listing.contains("sa-1\trunning\tgeneral") && listing.contains("slow"), "{listing}");
+    assert!(
+        listing.contains("sa-1\trunning\tgeneral") && listing.contains("slow"),
+        "{listing}"
+    );
     gate.open();
     assert_eq!(rig.finished(1).await, (TurnOutcome::Completed, None));
     let (err, out) = result_of(&rig, "r1");
-    assert!(!err && out.contains("background answer") && out.contains("completed"), "{out}");
+    assert!(
+        !err && out.contains("background answer") && out.contains("completed"),
+        "{out}"
+    );
     let (_, out) = result_of(&rig, "r2");
-    assert!(out.contains("[transcript of subagent sa-1") && out.contains("--- user\n[BG] slow work"), "{out}");
+    assert!(
+        out.contains("[transcript of subagent sa-1") && out.contains("--- user\n[BG] slow work"),
+        "{out}"
+    );
     let (err, out) = result_of(&rig, "r3");
     assert!(err && out.contains("no subagent \"sa-9\""), "{out}");
 }
@@ -502,9 +612,11 @@ async fn a_background_child_is_listed_and_its_result_read_later() {
 async fn a_link_drop_in_a_child_repeats_nothing() {
     let rig = Rig::start(
         yolo_unconfined(),
-        vec![
-            Reply::call("t1", "task", json!({"prompt": "[L] count", "description": "count once"})),
-        ],
+        vec![Reply::call(
+            "t1",
+            "task",
+            json!({"prompt": "[L] count", "description": "count once"}),
+        )],
     )
     .await;
     rig.gateway.route(
@@ -516,8 +628,10 @@ async fn a_link_drop_in_a_child_repeats_nothing() {
         ],
     );
     rig.submit("go");
-    rig.wait_until("the driver to be released", || rig.session.driver_id().is_none())
-        .await;
+    rig.wait_until("the driver to be released", || {
+        rig.session.driver_id().is_none()
+    })
+    .await;
     let gw2 = FakeGateway::new(2, vec![Reply::answer("parent done")]);
     gw2.route("[L]", vec![Reply::answer("counted once")]);
     rig.drive(std::sync::Arc::clone(&gw2), yolo_unconfined());
@@ -541,7 +655,11 @@ async fn a_link_drop_in_a_child_repeats_nothing() {
         .collect();
     assert_eq!(again.len(), 1);
     let dropped = requests_of(&rig, "[L]").pop().unwrap();
-    assert_eq!(Value::Array(dropped.messages), again[0], "the same step, asked again");
+    assert_eq!(
+        Value::Array(dropped.messages),
+        again[0],
+        "the same step, asked again"
+    );
     let (_, out) = result_of(&rig, "t1");
     assert!(out.contains("counted once"), "{out}");
 }

@@ -213,9 +213,10 @@ impl Schedule {
                 if self.state[i] != ItemState::Waiting {
                     continue;
                 }
-                if let Some(&bad) = self.deps[i].iter().find(|&&j| {
-                    matches!(self.state[j], ItemState::Failed | ItemState::Skipped(_))
-                }) {
+                if let Some(&bad) = self.deps[i]
+                    .iter()
+                    .find(|&&j| matches!(self.state[j], ItemState::Failed | ItemState::Skipped(_)))
+                {
                     self.state[i] = ItemState::Skipped(format!(
                         "not run: its dependency {:?} did not finish",
                         self.ids[bad]
@@ -230,7 +231,9 @@ impl Schedule {
         let mut out = Vec::new();
         for i in 0..self.state.len() {
             if self.state[i] == ItemState::Waiting
-                && self.deps[i].iter().all(|&j| self.state[j] == ItemState::Done)
+                && self.deps[i]
+                    .iter()
+                    .all(|&j| self.state[j] == ItemState::Done)
             {
                 self.state[i] = ItemState::Running;
                 out.push(i);
@@ -248,7 +251,10 @@ impl Schedule {
             ItemState::Failed
         };
         if !ok && self.fail_fast {
-            let why = format!("not run: item {:?} failed and fail_fast is set", self.ids[i]);
+            let why = format!(
+                "not run: item {:?} failed and fail_fast is set",
+                self.ids[i]
+            );
             for s in &mut self.state {
                 if *s == ItemState::Waiting {
                     *s = ItemState::Skipped(why.clone());
@@ -325,8 +331,11 @@ mod tests {
 
     #[test]
     fn cycles_unknown_ids_and_duplicates_are_refused_by_name() {
-        let err = Schedule::new(&items(&[("a", &["c"]), ("b", &["a"]), ("c", &["b"])]), false)
-            .unwrap_err();
+        let err = Schedule::new(
+            &items(&[("a", &["c"]), ("b", &["a"]), ("c", &["b"])]),
+            false,
+        )
+        .unwrap_err();
         assert!(err.contains("cycle"), "{err}");
         assert!(
             err.contains("a -> c -> b -> a"),
@@ -335,7 +344,10 @@ mod tests {
         let err = Schedule::new(&items(&[("a", &["a"])]), false).unwrap_err();
         assert!(err.contains("a -> a"), "{err}");
         let err = Schedule::new(&items(&[("a", &[]), ("b", &["zz"])]), false).unwrap_err();
-        assert!(err.contains("unknown id \"zz\"") && err.contains("a, b"), "{err}");
+        assert!(
+            err.contains("unknown id \"zz\"") && err.contains("a, b"),
+            "{err}"
+        );
         let err = Schedule::new(&items(&[("a", &[]), ("a", &[])]), false).unwrap_err();
         assert!(err.contains("used twice"), "{err}");
         assert!(Schedule::new(&[], false).is_err());
@@ -344,7 +356,13 @@ mod tests {
     #[test]
     fn items_start_when_dependencies_finish_and_failures_skip_dependents() {
         let mut s = Schedule::new(
-            &items(&[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("d", &["b", "c"]), ("e", &[])]),
+            &items(&[
+                ("a", &[]),
+                ("b", &["a"]),
+                ("c", &["a"]),
+                ("d", &["b", "c"]),
+                ("e", &[]),
+            ]),
             false,
         )
         .unwrap();
@@ -389,7 +407,15 @@ mod tests {
         assert!(a.try_admit(&w("/w/docs"), &limits).is_some());
         assert!(a.try_admit(&w("/w/tests"), &limits).is_some());
         assert!(a.try_admit(&w("/w/bench"), &limits).is_none(), "3 writers");
-        assert!(a.try_admit(&Claim { writer: true, write_paths: None }, &limits).is_none());
+        assert!(a
+            .try_admit(
+                &Claim {
+                    writer: true,
+                    write_paths: None
+                },
+                &limits
+            )
+            .is_none());
         for _ in 0..3 {
             assert!(a.try_admit(&r, &limits).is_some());
         }
@@ -457,7 +483,10 @@ mod tests {
             let start = started_at[i].unwrap();
             for d in deps {
                 let j: usize = d[1..].parse().unwrap();
-                assert!(finished_at[j].unwrap() <= start, "i{i} started before {d} finished");
+                assert!(
+                    finished_at[j].unwrap() <= start,
+                    "i{i} started before {d} finished"
+                );
             }
         }
     }

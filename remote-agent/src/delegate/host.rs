@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-
 use reasonix_forward::proto::{
     ApprovalDecision, ContextSettings, Event, EventKind, ReasoningEffort, ToolCall, TurnState,
 };
@@ -162,10 +161,7 @@ impl Host for ChildHost {
         // call id is made unique in the session (a child's ids may repeat the parent's).
         let mut named = call.clone();
         named.id = format!("{}/{}", self.id, call.id);
-        let reason = format!(
-            "subagent {} ({}): {reason}",
-            self.id, self.description
-        );
+        let reason = format!("subagent {} ({}): {reason}", self.id, self.description);
         Host::ask_approval(&*self.session, &named, args, reason, cancel).await
     }
 

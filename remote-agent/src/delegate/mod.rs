@@ -330,15 +330,22 @@ impl ChildResult {
 
 /// Wrap `kind` in the [`EventKind::Subagent`] layers of `route` (outermost first).
 fn wrap(route: &[(String, String)], kind: EventKind) -> EventKind {
-    route.iter().rev().fold(kind, |event, (call_id, child)| EventKind::Subagent {
-        call_id: call_id.clone(),
-        child: child.clone(),
-        event: Box::new(event),
-    })
+    route
+        .iter()
+        .rev()
+        .fold(kind, |event, (call_id, child)| EventKind::Subagent {
+            call_id: call_id.clone(),
+            child: child.clone(),
+            event: Box::new(event),
+        })
 }
 
 /// The byte-stable system prompt of a child of `profile` in `workspace` with `tools`.
-fn child_prefix(session: &Session, profile: &Profile, tools: &ToolRegistry) -> crate::agent::Prefix {
+fn child_prefix(
+    session: &Session,
+    profile: &Profile,
+    tools: &ToolRegistry,
+) -> crate::agent::Prefix {
     let mut prefix = crate::agent::Prefix::build(session.workspace_dir(), tools.schemas());
     prefix.system.push_str(&format!(
         "\n<subagent profile=\"{}\">\n{}\n</subagent>\n",
@@ -367,17 +374,26 @@ fn first_message(spec: &ChildSpec, write_paths: Option<&[PathBuf]>, read_only: b
 /// conversation, and return its answer. Everything it does is journaled in the session's
 /// journal under the parent's call id.
 pub(crate) async fn run_child(p: Prepared, cancel: CancellationToken) -> ChildResult {
-    let id = p.parent.board.register(&p.spec.description, &p.profile.name, &p.parent.call_id);
+    let id = p
+        .parent
+        .board
+        .register(&p.spec.description, &p.profile.name, &p.parent.call_id);
     run_registered(p, id, cancel).await
 }
 
 /// Register a prepared child on the board (for a background start), returning its id.
 pub(crate) fn register(p: &Prepared) -> String {
-    p.parent.board.register(&p.spec.description, &p.profile.name, &p.parent.call_id)
+    p.parent
+        .board
+        .register(&p.spec.description, &p.profile.name, &p.parent.call_id)
 }
 
 /// [`run_child`] for a child already on the board as `id`.
-pub(crate) async fn run_registered(p: Prepared, id: String, cancel: CancellationToken) -> ChildResult {
+pub(crate) async fn run_registered(
+    p: Prepared,
+    id: String,
+    cancel: CancellationToken,
+) -> ChildResult {
     let board = Arc::clone(&p.parent.board);
     let claim = p.claim();
     let slot = tokio::select! {
@@ -393,7 +409,11 @@ pub(crate) async fn run_registered(p: Prepared, id: String, cancel: Cancellation
     route.push((p.parent.call_id.clone(), id.clone()));
     let session = Arc::clone(&p.session);
     let prefix = child_prefix(&session, &p.profile, &p.tools);
-    let first = first_message(&p.spec, p.write_paths.as_deref().map(|v| v.as_slice()), p.read_only);
+    let first = first_message(
+        &p.spec,
+        p.write_paths.as_deref().map(|v| v.as_slice()),
+        p.read_only,
+    );
     let usage = Arc::new(Mutex::new(UsageSum::default()));
     let tool_names: BTreeSet<String> = p.tools.names().iter().map(|s| s.to_string()).collect();
     let child_scope = Scope {
@@ -410,7 +430,10 @@ pub(crate) async fn run_registered(p: Prepared, id: String, cancel: Cancellation
     };
     let max_steps = {
         let session_max = Host::max_steps(&*session);
-        p.spec.max_steps.unwrap_or(session_max).clamp(1, session_max)
+        p.spec
+            .max_steps
+            .unwrap_or(session_max)
+            .clamp(1, session_max)
     };
     let host = host::ChildHost {
         session: Arc::clone(&session),

@@ -75,6 +75,9 @@ mod tests {
         assert_eq!(lookup(None).unwrap().name, "general");
         assert!(lookup(Some("explore")).unwrap().read_only);
         let err = lookup(Some("reviewer")).unwrap_err();
-        assert!(err.contains("\"reviewer\"") && err.contains("general") && err.contains("explore"), "{err}");
+        assert!(
+            err.contains("\"reviewer\"") && err.contains("general") && err.contains("explore"),
+            "{err}"
+        );
     }
 }

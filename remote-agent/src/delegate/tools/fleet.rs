@@ -94,7 +94,10 @@ impl Tool for FleetTool {
             Err(e) => return e,
         };
         if a.items.len() > MAX_ITEMS {
-            return ToolOutput::err(format!("a fleet holds at most {MAX_ITEMS} items, not {}", a.items.len()));
+            return ToolOutput::err(format!(
+                "a fleet holds at most {MAX_ITEMS} items, not {}",
+                a.items.len()
+            ));
         }
         let graph: Vec<(String, Vec<String>)> = a
             .items
@@ -110,14 +113,19 @@ impl Tool for FleetTool {
         for item in &a.items {
             let spec = ChildSpec {
                 prompt: item.prompt.clone(),
-                description: item.description.clone().unwrap_or_else(|| format!("fleet item {}", item.id)),
+                description: item
+                    .description
+                    .clone()
+                    .unwrap_or_else(|| format!("fleet item {}", item.id)),
                 profile: item.profile.clone(),
                 write_paths: item.write_paths.clone(),
                 ..ChildSpec::default()
             };
             match crate::delegate::prepare(ctx, spec) {
                 Ok(p) => prepared.push(Some(p)),
-                Err(e) => return ToolOutput::err(format!("item {:?}: {e}; nothing was run", item.id)),
+                Err(e) => {
+                    return ToolOutput::err(format!("item {:?}: {e}; nothing was run", item.id))
+                }
             }
         }
         let cancel = CancellationToken::new();
@@ -126,14 +134,19 @@ impl Tool for FleetTool {
         let mut set = tokio::task::JoinSet::new();
         loop {
             for i in schedule.ready() {
-                let Some(mut p) = prepared[i].take() else { continue };
+                let Some(mut p) = prepared[i].take() else {
+                    continue;
+                };
                 let deps = &a.items[i].depends_on;
                 if !deps.is_empty() {
                     let mut extra = String::from("\n\nResults of the tasks this one depends on:");
                     for d in deps {
                         let j = a.items.iter().position(|x| &x.id == d).unwrap_or(0);
                         if let Some(r) = &results[j] {
-                            extra.push_str(&format!("\n\n### {d}\n{}", bound_to(&r.answer, DEP_ANSWER_BOUND)));
+                            extra.push_str(&format!(
+                                "\n\n### {d}\n{}",
+                                bound_to(&r.answer, DEP_ANSWER_BOUND)
+                            ));
                         }
                     }
                     p.append_prompt(&extra);

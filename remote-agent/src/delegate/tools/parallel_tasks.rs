@@ -108,7 +108,9 @@ impl Tool for ParallelTasksTool {
             match done {
                 Ok(r) => results.push(r),
                 Err(e) => {
-                    return ToolOutput::err(format!("internal error: a subagent task panicked: {e}"))
+                    return ToolOutput::err(format!(
+                        "internal error: a subagent task panicked: {e}"
+                    ))
                 }
             }
         }
@@ -116,7 +118,11 @@ impl Tool for ParallelTasksTool {
         let ok = results.iter().filter(|(_, _, r)| r.ok()).count();
         let mut text = format!("{ok} of {} tasks completed.\n", results.len());
         for (i, description, r) in &results {
-            text.push_str(&format!("\n## task {} ({description})\n{}\n", i + 1, r.render()));
+            text.push_str(&format!(
+                "\n## task {} ({description})\n{}\n",
+                i + 1,
+                r.render()
+            ));
         }
         if ok == 0 {
             ToolOutput::err(text)

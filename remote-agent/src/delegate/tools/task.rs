@@ -12,7 +12,12 @@ pub struct TaskTool;
 
 /// Run `args` as a child (`read_only`: `read_only_task`); shared by `task` and
 /// `read_only_task`.
-pub(super) async fn run_task(tool: &str, args: Value, ctx: &ToolContext, read_only: bool) -> ToolOutput {
+pub(super) async fn run_task(
+    tool: &str,
+    args: Value,
+    ctx: &ToolContext,
+    read_only: bool,
+) -> ToolOutput {
     let a: TaskArgs = match parse_args(tool, args) {
         Ok(a) => a,
         Err(e) => return e,
@@ -25,7 +30,11 @@ pub(super) async fn run_task(tool: &str, args: Value, ctx: &ToolContext, read_on
     if background {
         let id = crate::delegate::register(&prepared);
         let cancel = CancellationToken::new();
-        tokio::spawn(crate::delegate::run_registered(prepared, id.clone(), cancel));
+        tokio::spawn(crate::delegate::run_registered(
+            prepared,
+            id.clone(),
+            cancel,
+        ));
         return ToolOutput::ok(format!(
             "started subagent {id} in the background; read its answer with read_subagent_result{{id: \"{id}\"}} (it waits for the end), or see it with list_subagents"
         ));
