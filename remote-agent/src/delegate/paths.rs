@@ -82,7 +82,8 @@ mod tests {
             format!("{}//src/./a/", root.display()),
         ];
         for s in &spellings {
-            let got = canonical_write_paths(&root, std::slice::from_ref(s), std::slice::from_ref(&root));
+            let got =
+                canonical_write_paths(&root, std::slice::from_ref(s), std::slice::from_ref(&root));
             assert_eq!(got, Ok(vec![root.join("src/a")]), "{s}");
         }
     }
@@ -93,7 +94,8 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("out")).unwrap();
         for s in ["../x", "src/../../x", "out/file", "/etc/passwd", "out"] {
-            let err = canonical_write_paths(&root, &[s.to_string()], std::slice::from_ref(&root)).unwrap_err();
+            let err = canonical_write_paths(&root, &[s.to_string()], std::slice::from_ref(&root))
+                .unwrap_err();
             assert!(
                 err.contains("outside what this conversation may write"),
                 "{s}: {err}"

@@ -49,11 +49,8 @@ impl Tool for FleetTool {
     }
 
     fn description(&self) -> &'static str {
-        "Run a graph of subagent tasks: each item starts when the items in its depends_on \
-         finished, and gets their answers with its prompt. Independent items run at the same \
-         time (at most 6 at once, 3 writers, overlapping write_paths never together). A cycle \
-         or an unknown id is refused before anything runs. With fail_fast, the first failure \
-         stops items not yet started; otherwise only its dependents are skipped."
+        "Run a graph of subagent tasks: an item starts when its depends_on items finished and \
+         gets their answers. Cycles and unknown ids are refused."
     }
 
     fn parameters(&self) -> Value {
@@ -62,22 +59,21 @@ impl Tool for FleetTool {
             "properties": {
                 "items": {
                     "type": "array",
-                    "description": "The tasks of the graph (at most 128)",
                     "items": {
                         "type": "object",
                         "properties": {
-                            "id": {"type": "string", "description": "Unique id of the item"},
-                            "prompt": {"type": "string", "description": "The complete task for its subagent"},
-                            "depends_on": {"type": "array", "items": {"type": "string"}, "description": "Ids of the items that must finish first"},
-                            "profile": {"type": "string", "description": "Subagent profile (general, explore)"},
-                            "write_paths": {"type": "array", "items": {"type": "string"}, "description": "The only paths this item's subagent may change"},
-                            "description": {"type": "string", "description": "A few words naming the item (default: its id)"}
+                            "id": {"type": "string"},
+                            "prompt": {"type": "string"},
+                            "depends_on": {"type": "array", "items": {"type": "string"}},
+                            "profile": {"type": "string"},
+                            "write_paths": {"type": "array", "items": {"type": "string"}},
+                            "description": {"type": "string"}
                         },
                         "required": ["id", "prompt"],
                         "additionalProperties": false
                     }
                 },
-                "fail_fast": {"type": "boolean", "description": "Stop starting items after the first failure"}
+                "fail_fast": {"type": "boolean", "description": "Start no more items after a failure"}
             },
             "required": ["items"],
             "additionalProperties": false

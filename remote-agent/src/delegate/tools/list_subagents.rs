@@ -14,8 +14,7 @@ impl Tool for ListSubagentsTool {
     }
 
     fn description(&self) -> &'static str {
-        "List this session's subagents (running and finished): id, status, profile, task, \
-         elapsed time and tokens."
+        "List this session's subagents with status and tokens."
     }
 
     fn parameters(&self) -> Value {

@@ -77,19 +77,19 @@ impl TaskArgs {
 /// `run_in_background`; `writes`: with `write_paths`).
 pub(super) fn task_properties(background: bool, writes: bool) -> Value {
     let mut p = json!({
-        "prompt": {"type": "string", "description": "The complete task for the subagent: it sees nothing of this conversation, so include every detail it needs"},
-        "description": {"type": "string", "description": "A few words naming the task (shown to the user)"},
-        "profile": {"type": "string", "description": "Subagent profile: general (default; may edit and run commands) or explore (read-only research)"},
-        "model": {"type": "string", "description": "Model for the subagent (default: the profile's, else this session's)"},
-        "effort": {"type": "string", "enum": ["low", "medium", "high", "max"], "description": "Reasoning effort for the subagent"},
-        "tools": {"type": "array", "items": {"type": "string"}, "description": "Only these tools (a subset of what the profile allows)"},
-        "max_steps": {"type": "integer", "minimum": 1, "description": "Model steps before the subagent stops with its partial answer (at most the session's limit)"}
+        "prompt": {"type": "string", "description": "The whole task; the subagent sees nothing else"},
+        "description": {"type": "string", "description": "A few words naming it"},
+        "profile": {"type": "string", "description": "general (default) or explore (read-only)"},
+        "model": {"type": "string"},
+        "effort": {"type": "string", "enum": ["low", "medium", "high", "max"]},
+        "tools": {"type": "array", "items": {"type": "string"}, "description": "Only these tools"},
+        "max_steps": {"type": "integer", "minimum": 1}
     });
     if writes {
-        p["write_paths"] = json!({"type": "array", "items": {"type": "string"}, "description": "The only files and directories the subagent may change (its bash sees only these writable); subagents whose write_paths overlap never run at the same time"});
+        p["write_paths"] = json!({"type": "array", "items": {"type": "string"}, "description": "The only paths it may change"});
     }
     if background {
-        p["run_in_background"] = json!({"type": "boolean", "description": "Return at once with the subagent's id; read its answer later with read_subagent_result"});
+        p["run_in_background"] = json!({"type": "boolean", "description": "Return its id at once; see read_subagent_result"});
     }
     p
 }

@@ -27,10 +27,8 @@ impl Tool for ParallelTasksTool {
     }
 
     fn description(&self) -> &'static str {
-        "Run several independent subagent tasks at the same time and return all their answers. \
-         Each entry takes the arguments of task. At most 6 run at once and at most 3 of them \
-         may write; tasks whose write_paths overlap wait for each other. Every task is checked \
-         before any runs."
+        "Run several task entries at once and return all answers (at most 6 at once, 3 \
+         writers; overlapping write_paths wait)."
     }
 
     fn parameters(&self) -> Value {
@@ -39,7 +37,6 @@ impl Tool for ParallelTasksTool {
             "properties": {
                 "tasks": {
                     "type": "array",
-                    "description": "The tasks (at most 32)",
                     "items": {
                         "type": "object",
                         "properties": task_properties(false, true),

@@ -17,9 +17,7 @@ impl Tool for ReadOnlyTaskTool {
     }
 
     fn description(&self) -> &'static str {
-        "Like task, but the subagent gets read-only tools only (reading, listing and searching \
-         files): it cannot change files or run commands. Use it for research and exploration; \
-         its answer is returned here."
+        "Like task, with read-only tools only (for research)."
     }
 
     fn parameters(&self) -> Value {

@@ -30,18 +30,17 @@ impl Tool for ReadSubagentResultTool {
     }
 
     fn description(&self) -> &'static str {
-        "Read a subagent's answer by its id (from task with run_in_background, or any earlier \
-         subagent). Waits for a running one to finish unless wait is false. With transcript, \
-         returns its whole conversation instead."
+        "A subagent's answer by id (waits unless wait is false); transcript: its whole \
+         conversation."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "id": {"type": "string", "description": "The subagent's id (sa-N)"},
-                "wait": {"type": "boolean", "description": "Wait for a running subagent to finish (default true)"},
-                "transcript": {"type": "boolean", "description": "Return the subagent's whole conversation"}
+                "id": {"type": "string"},
+                "wait": {"type": "boolean"},
+                "transcript": {"type": "boolean"}
             },
             "required": ["id"],
             "additionalProperties": false

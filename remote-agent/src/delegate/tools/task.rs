@@ -59,12 +59,9 @@ impl Tool for TaskTool {
     }
 
     fn description(&self) -> &'static str {
-        "Delegate a self-contained task to a subagent: a separate conversation on the host with \
-         its own context and tools, whose final answer is returned here (bounded; the full \
-         transcript stays in the session). Use it for research that would fill your context or \
-         for independent pieces of work. The subagent sees none of this conversation: put \
-         everything it needs in prompt. It follows the session's permissions and can only be \
-         narrowed (profile, tools, write_paths). Subagents nest at most 2 deep."
+        "Delegate a self-contained task to a subagent (a separate conversation with its own \
+         context and tools) and get its final answer. Put everything it needs in prompt. It \
+         follows this session's permissions, narrowed by profile, tools and write_paths."
     }
 
     fn parameters(&self) -> Value {
