@@ -594,6 +594,40 @@ pub struct SessionSettings {
     /// configured. Boxed: most messages carry none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<Box<crate::skills::SkillSettings>>,
+    /// Subagent limits (`[agent] max_subagent_depth`, `max_subagents`,
+    /// `max_subagent_writers`); absent: the defaults (2, 6, 3).
+    #[serde(default, skip_serializing_if = "DelegationSettings::is_default")]
+    pub delegation: DelegationSettings,
+}
+
+/// Limits on subagents (#33): how deep children nest, how many of one conversation run at
+/// once, and how many of those may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DelegationSettings {
+    /// Deepest child (the main conversation is depth 0; its children depth 1).
+    pub max_depth: u32,
+    /// Children of one conversation running at once.
+    pub max_children: u32,
+    /// Writing children of one conversation running at once.
+    pub max_writers: u32,
+}
+
+impl Default for DelegationSettings {
+    fn default() -> Self {
+        DelegationSettings {
+            max_depth: 2,
+            max_children: 6,
+            max_writers: 3,
+        }
+    }
+}
+
+impl DelegationSettings {
+    /// True for the defaults (not sent).
+    pub fn is_default(&self) -> bool {
+        *self == DelegationSettings::default()
+    }
 }
 
 /// What a driving client sends about memory with every session open.
@@ -1745,6 +1779,20 @@ pub enum EventKind {
         output: String,
         /// The output joins the next user turn's message.
         added_to_context: bool,
+    },
+
+    // ---- delegation (issue 33) ----
+    /// An event of a child conversation (`task`, `parallel_tasks`, `fleet`), journaled in the
+    /// session's journal: `event` is what the child's runner recorded, `call_id` the parent's
+    /// tool call that runs the child, `child` the child's id. A grandchild's events are
+    /// wrapped twice. The parent conversation never replays these.
+    Subagent {
+        /// The parent's tool call that runs this child.
+        call_id: String,
+        /// The child's id (`sa-…`).
+        child: String,
+        /// What the child recorded.
+        event: Box<EventKind>,
     },
 }
 

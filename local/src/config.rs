@@ -236,6 +236,12 @@ pub struct AgentConfig {
     /// The planner beside the executor (issue 38 §2): a model label like `default_model`'s.
     /// Set only by the user's file (it decides where prompts go); checked at start-up.
     pub planner_model: Option<String>,
+    /// How deep subagents nest (`task` inside a child's `task`); default 2.
+    pub max_subagent_depth: u32,
+    /// Subagents of one conversation running at once; default 6.
+    pub max_subagents: u32,
+    /// Writing subagents of one conversation running at once; default 3.
+    pub max_subagent_writers: u32,
 }
 
 impl Default for AgentConfig {
@@ -255,6 +261,9 @@ impl Default for AgentConfig {
             goal_cost_budget_usd: None,
             goal_time_budget_minutes: None,
             planner_model: None,
+            max_subagent_depth: 2,
+            max_subagents: 6,
+            max_subagent_writers: 3,
         }
     }
 }
@@ -777,6 +786,24 @@ impl Config {
             &mut self.agent.goal_time_budget_minutes,
             a.goal_time_budget_minutes.map(Some),
         );
+        set(&mut self.agent.max_subagent_depth, a.max_subagent_depth);
+        set(
+            &mut self.agent.max_subagents,
+            a.max_subagents.map(|n| n.max(1)),
+        );
+        set(
+            &mut self.agent.max_subagent_writers,
+            a.max_subagent_writers.map(|n| n.max(1)),
+        );
+    }
+
+    /// The `[agent]` subagent limits, as the host receives them.
+    pub fn delegation_settings(&self) -> reasonix_forward::proto::DelegationSettings {
+        reasonix_forward::proto::DelegationSettings {
+            max_depth: self.agent.max_subagent_depth,
+            max_children: self.agent.max_subagents,
+            max_writers: self.agent.max_subagent_writers,
+        }
     }
 
     /// Apply a trusted (user) file.
@@ -1323,6 +1350,9 @@ struct AgentFile {
     goal_cost_budget_usd: Option<f64>,
     goal_time_budget_minutes: Option<u64>,
     planner_model: Option<String>,
+    max_subagent_depth: Option<u32>,
+    max_subagents: Option<u32>,
+    max_subagent_writers: Option<u32>,
 }
 
 /// Field names that only ever hold secrets.

@@ -85,6 +85,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
         memory: crate::memory::session_settings(&config.home, opts.allow_memory_writes),
         planner_model: config.agent.planner_model.clone(),
         skills: crate::skills::session_settings(config),
+        delegation: config.delegation_settings(),
     };
     // Ignored project settings the laptop already printed (local mode reads the same file).
     let mut reported: Vec<reasonix_forward::policy::Ignored> = config.ignored().to_vec();
@@ -321,6 +322,22 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                     }
                     EventKind::Compacted { .. } => {
                         tally.compactions += 1;
+                        out.event(&e.kind);
+                    }
+                    // A subagent's model step (#33): its usage is part of this turn's.
+                    EventKind::Subagent { .. } => {
+                        if let Some(u) = subagent_usage(&e.kind) {
+                            usage.prompt_tokens += u.prompt_tokens;
+                            usage.completion_tokens += u.completion_tokens;
+                            usage.cache_hit_tokens += u.cache_hit_tokens;
+                            usage.cache_miss_tokens += u.cache_miss_tokens;
+                            usage.reasoning_tokens += u.reasoning_tokens;
+                            tally.requests += 1;
+                            if let Some(p) = &tally.prices {
+                                tally.cost =
+                                    Some(tally.cost.unwrap_or(0.0) + crate::context::cost_of(u, p));
+                            }
+                        }
                         out.event(&e.kind);
                     }
                     EventKind::TurnFinished { outcome, detail } => {
@@ -658,6 +675,19 @@ impl Printer {
                     "tokens_before": tokens_before, "tokens_after": tokens_after,
                     "snipped": snipped.len(), "summarised": archived.len(),
                     "archive": archive, "cache_reset": true}),
+                // A subagent's event, under its parent's call id; its streamed deltas are
+                // left out (its messages carry the same text).
+                EventKind::Subagent {
+                    call_id,
+                    child,
+                    event,
+                } => {
+                    if subagent_delta(event) {
+                        return;
+                    }
+                    json!({"type": "subagent", "call_id": call_id, "child": child,
+                        "event": serde_json::to_value(event.as_ref()).unwrap_or_default()})
+                }
                 _ => return,
             };
             self.line(v);
@@ -941,5 +971,23 @@ fn report_ignored(
             out.warning(&format!("host: {i}"));
             reported.push(i.clone());
         }
+    }
+}
+
+/// The usage of a subagent's model step, however deeply nested (`None`: another event).
+fn subagent_usage(kind: &EventKind) -> Option<&reasonix_forward::proto::Usage> {
+    match kind {
+        EventKind::Usage { usage, .. } => Some(usage),
+        EventKind::Subagent { event, .. } => subagent_usage(event),
+        _ => None,
+    }
+}
+
+/// True for a subagent's streamed delta, however deeply nested.
+fn subagent_delta(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::TextDelta { .. } | EventKind::ReasoningDelta { .. } => true,
+        EventKind::Subagent { event, .. } => subagent_delta(event),
+        _ => false,
     }
 }

@@ -213,7 +213,8 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::ProviderRetry(_)
             | EventKind::Plan(_)
             | EventKind::Goal(_)
-            | EventKind::Checkpoint { .. } => {}
+            | EventKind::Checkpoint { .. }
+            | EventKind::Subagent { .. } => {}
             EventKind::Compacted {
                 snipped,
                 replaced,
@@ -452,7 +453,8 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. } => {}
+            | EventKind::ShellRan { .. }
+            | EventKind::Subagent { .. } => {}
         }
     }
     pending

@@ -219,5 +219,6 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::Steer { .. } => "steer",
         EventKind::SteerInjected { .. } => "steer_injected",
         EventKind::ShellRan { .. } => "shell_ran",
+        EventKind::Subagent { .. } => "subagent",
     }
 }

@@ -12,6 +12,7 @@ pub mod compaction;
 pub mod content;
 pub mod copy;
 pub mod daemon;
+pub mod delegate;
 pub mod delta;
 mod forwarder;
 pub mod goal;

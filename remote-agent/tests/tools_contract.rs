@@ -78,6 +78,12 @@ fn doc_matches_registered_schemas() {
         "remember",
         "forget",
         "memory",
+        "task",
+        "read_only_task",
+        "parallel_tasks",
+        "fleet",
+        "read_subagent_result",
+        "list_subagents",
     ] {
         assert!(
             doc.contains(&format!("### `{name}`")),
@@ -125,7 +131,7 @@ fn schemas_are_sorted_canonical_and_independent_of_registration_order() {
     // Keys sorted at every depth.
     assert!(sa.starts_with(r#"[{"function":{"description":"fake","name":"alpha","parameters":{"properties":{"a":{"type":"integer"},"z":{"type":"string"}},"required":["z"],"type":"object"}},"type":"function"}"#), "{sa}");
     let builtin = ToolRegistry::builtin();
-    assert_eq!(builtin.schemas().len(), 21);
+    assert_eq!(builtin.schemas().len(), 27);
     assert_eq!(
         serde_json::to_string(&builtin.schemas()).unwrap(),
         serde_json::to_string(&ToolRegistry::builtin().schemas()).unwrap()

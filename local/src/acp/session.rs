@@ -173,6 +173,7 @@ pub async fn open(
         memory: crate::memory::session_settings(&spec.config.home, false),
         planner_model: spec.config.agent.planner_model.clone(),
         skills: crate::skills::session_settings(&spec.config),
+        delegation: spec.config.delegation_settings(),
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let (opened_tx, opened_rx) = oneshot::channel();
@@ -475,7 +476,8 @@ impl Actor {
             | EventKind::SteerInjected { .. }
             | EventKind::ElicitationRequested { .. }
             | EventKind::ElicitationAnswered { .. }
-            | EventKind::ShellRan { .. } => {}
+            | EventKind::ShellRan { .. }
+            | EventKind::Subagent { .. } => {}
             EventKind::Compacted {
                 kind,
                 trigger,

@@ -203,7 +203,8 @@ impl Translator {
             | EventKind::Compacted { .. }
             | EventKind::Checkpoint { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. } => Vec::new(),
+            | EventKind::ShellRan { .. }
+            | EventKind::Subagent { .. } => Vec::new(),
             // A steer sent by another client (the TUI) shows as the user's words.
             EventKind::Steer { text, .. } => {
                 vec![acp::SessionUpdate::UserMessageChunk(chunk(text))]

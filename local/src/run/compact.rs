@@ -54,6 +54,7 @@ pub async fn compact(
             memory: crate::memory::session_settings(&config.home, false),
             planner_model: config.agent.planner_model.clone(),
             skills: crate::skills::session_settings(config),
+            delegation: config.delegation_settings(),
         },
     };
     let opened = match client.open_session(open).await {

@@ -222,10 +222,12 @@ impl Transcript {
     /// Apply one journal event. `ts_ms` is its timestamp (ms since the epoch) when known.
     pub(crate) fn apply(&mut self, kind: &EventKind, ts_ms: Option<i64>, turn: u64) {
         match kind {
+            // Children's events (#33) get their own panel, not the parent's transcript.
             EventKind::SessionStarted { .. }
             | EventKind::Checkpoint { .. }
             | EventKind::ElicitationAnswered { .. }
-            | EventKind::Usage { .. } => {}
+            | EventKind::Usage { .. }
+                | EventKind::Subagent { .. } => {}
             EventKind::ElicitationRequested {
                 server, message, ..
             } => {

@@ -362,6 +362,7 @@ fn belongs_to(kind: &EventKind, conv: &Conversation) -> bool {
         | EventKind::SteerInjected { .. }
         | EventKind::ElicitationRequested { .. }
         | EventKind::ElicitationAnswered { .. }
-        | EventKind::ShellRan { .. } => false,
+        | EventKind::ShellRan { .. }
+        | EventKind::Subagent { .. } => false,
     }
 }

@@ -202,7 +202,11 @@ impl<H: Host> Runner<'_, H> {
             return Err(msg);
         }
         let sink = self.host.tool_progress(&call.id);
-        let ctx = self.host.tool_ctx();
+        let mut ctx = self.host.tool_ctx();
+        // Children a delegation tool starts name this call as their parent.
+        if let Some(scope) = ctx.delegate.as_mut() {
+            scope.call_id = call.id.clone();
+        }
         let out = tokio::select! {
             out = crate::mcp::with_progress(sink, tool.run(args.clone(), &ctx)) => out,
             _ = cancel.cancelled() => {

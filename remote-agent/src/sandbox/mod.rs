@@ -129,6 +129,9 @@ pub struct Sandbox {
     /// Plan mode ([`Sandbox::read_only`]): the workspace and every writable root are mounted
     /// read-only, and the host's /tmp is not writable either.
     all_read_only: bool,
+    /// A writing subagent's `write_paths` ([`Sandbox::with_write_paths`]): the writable roots
+    /// are mounted read-only and only these (canonical, existing) paths are writable.
+    write_only: Option<Vec<PathBuf>>,
 }
 
 /// How long the bwrap probe may take.
@@ -212,6 +215,7 @@ impl Sandbox {
             state,
             shell: PathBuf::from(shell),
             all_read_only: false,
+            write_only: None,
         }
     }
 
@@ -223,6 +227,21 @@ impl Sandbox {
         let mut s = self.clone();
         s.all_read_only = true;
         s
+    }
+
+    /// This sandbox with only `paths` writable (a subagent's canonical `write_paths`): under
+    /// bwrap the writable roots are bound read-only and each existing write path is bound
+    /// writable over them; under Landlock only the write paths get write rights. A write path
+    /// that does not exist yet is not writable for bash (the file tools may create it).
+    pub fn with_write_paths(&self, paths: &[PathBuf]) -> Sandbox {
+        let mut s = self.clone();
+        s.write_only = Some(paths.to_vec());
+        s
+    }
+
+    /// The write paths of a [`Sandbox::with_write_paths`] sandbox.
+    pub fn write_paths(&self) -> Option<&[PathBuf]> {
+        self.write_only.as_deref()
     }
 
     /// True for a [`Sandbox::read_only`] sandbox.
@@ -350,12 +369,16 @@ impl Sandbox {
             State::Landlock { abi, .. } => {
                 let writable = if self.all_read_only {
                     Vec::new()
+                } else if let Some(paths) = &self.write_only {
+                    existing(paths)
                 } else {
                     self.writable_roots()
                 };
                 let plan = landlock::Plan {
                     abi: *abi,
-                    tmp_writable: !self.all_read_only,
+                    // Landlock's /tmp grant would cover a workspace under /tmp: a writing
+                    // subagent gets none (bwrap gives every command a private /tmp instead).
+                    tmp_writable: !self.all_read_only && self.write_only.is_none(),
                     writable: &writable,
                     read_only,
                     forbid_read: &self.config.forbid_read,
@@ -409,13 +432,19 @@ impl Sandbox {
         let roots = self.writable_roots();
         // Plan mode binds them read-only: still visible (a root under /tmp would otherwise be
         // hidden by the private /tmp), not writable.
-        let bind = if self.all_read_only {
+        let bind = if self.all_read_only || self.write_only.is_some() {
             "--ro-bind"
         } else {
             "--bind"
         };
         for r in &roots {
             push(&[bind.as_ref(), r.as_os_str(), r.as_os_str()]);
+        }
+        // A writing subagent: only its write paths are writable, over the read-only roots.
+        if let (Some(paths), false) = (&self.write_only, self.all_read_only) {
+            for p in existing(paths) {
+                push(&["--bind".as_ref(), p.as_os_str(), p.as_os_str()]);
+            }
         }
         for r in &roots {
             let git = r.join(".git");
@@ -451,6 +480,19 @@ impl Sandbox {
         push(&["--chdir".as_ref(), cwd.as_os_str()]);
         a
     }
+}
+
+/// The canonical forms of those of `paths` that exist.
+fn existing(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        if let Ok(c) = std::fs::canonicalize(p) {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// After bubblewrap failed for `why`: Landlock when `enforce` allows it and the kernel has

@@ -77,7 +77,8 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::Compacted { .. }
                     | EventKind::Plan(_)
                     | EventKind::Goal(_)
-                    | EventKind::SteerInjected { .. } => continue,
+                    | EventKind::SteerInjected { .. }
+                    | EventKind::Subagent { .. } => continue,
                     EventKind::Steer { text, .. } => ("user (steer)".to_string(), text.clone()),
                     EventKind::ShellRan {
                         command, output, ..

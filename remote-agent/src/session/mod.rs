@@ -385,6 +385,7 @@ impl Session {
             ctx.plan = Arc::new(plan::SessionPlan(Arc::downgrade(&session)));
             ctx.goal = Arc::new(goal::SessionGoal(Arc::downgrade(&session)));
             ctx.elicit = Arc::new(elicit::SessionElicitor(Arc::downgrade(&session)));
+            ctx.delegate = Some(crate::delegate::Scope::root(Arc::downgrade(&session)));
         }
         session.goal_after_open();
         Ok((session, notice))
@@ -626,6 +627,7 @@ impl Session {
                 ctx.plan = Arc::clone(&slot.plan);
                 ctx.goal = Arc::clone(&slot.goal);
                 ctx.elicit = Arc::clone(&slot.elicit);
+                ctx.delegate = slot.delegate.clone();
                 // This driver's global facts and write permission over the workspace's store.
                 ctx.memory = ctx
                     .memory
@@ -672,6 +674,35 @@ impl Session {
     /// The tool context of the current policy.
     fn tool_ctx(&self) -> ToolContext {
         self.tool_ctx.lock_or_recover().clone()
+    }
+
+    /// The directory of the session's journal (children archive next to it).
+    pub(crate) fn sessions_dir(&self) -> std::path::PathBuf {
+        self.journal_path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .to_path_buf()
+    }
+
+    /// The workspace the session works in.
+    pub(crate) fn workspace_dir(&self) -> &std::path::Path {
+        &self.workspace
+    }
+
+    /// The driver's subagent limits.
+    pub(crate) fn delegation(&self) -> reasonix_forward::proto::DelegationSettings {
+        self.lock().settings.delegation
+    }
+
+    /// Names of every tool the session has (built-ins, workspace and laptop MCP), sorted.
+    pub(crate) fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tools.names().iter().map(|s| s.to_string()).collect();
+        if let Some(laptop) = self.laptop_tools.lock_or_recover().clone() {
+            names.extend(laptop.names().iter().map(|s| s.to_string()));
+        }
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// The current driver's connection id.

@@ -50,6 +50,19 @@ pub enum ConfineError {
         /// Where it really points.
         resolved: String,
     },
+    /// The path is inside the writable roots but outside the child's `write_paths`.
+    #[error(
+        "refusing to write {raw}: it resolves to {resolved}, outside this subagent's write_paths ({roots}); \
+         a subagent may only change the paths its task named"
+    )]
+    OutsideWritePaths {
+        /// The path as the model gave it.
+        raw: String,
+        /// Where it really points.
+        resolved: String,
+        /// The write paths, comma separated.
+        roots: RootList,
+    },
     /// The filesystem could not be inspected.
     #[error("cannot resolve {raw}: {error}")]
     Io {
@@ -129,6 +142,7 @@ pub fn confine_write(ctx: &ToolContext, raw: &str) -> Result<WriteTarget, Confin
     let roots = writable_roots(ctx);
     if let Some(root) = roots.iter().find(|r| resolved.starts_with(r)) {
         check_git_internals(root, &resolved, raw)?;
+        check_write_only(ctx, &resolved, raw)?;
         Ok(WriteTarget { path: resolved })
     } else {
         Err(ConfineError::Outside {
@@ -149,6 +163,7 @@ pub(crate) fn unresolved_target(
     let roots = writable_roots(ctx);
     if let Some(root) = roots.iter().find(|r| path.starts_with(r) && path != **r) {
         check_git_internals(root, &path, raw)?;
+        check_write_only(ctx, &path, raw)?;
         Ok(WriteTarget { path })
     } else {
         Err(ConfineError::Outside {
@@ -156,6 +171,21 @@ pub(crate) fn unresolved_target(
             resolved: path.display().to_string(),
             roots: RootList(roots),
         })
+    }
+}
+
+/// Refuses paths outside a subagent's `write_paths` ([`ToolContext::write_only`]), compared
+/// on the resolved path (so `..`, symlinks and absolute spellings cannot widen them).
+fn check_write_only(ctx: &ToolContext, path: &Path, raw: &str) -> Result<(), ConfineError> {
+    match &ctx.write_only {
+        Some(paths) if !crate::delegate::paths::permits(paths, path) => {
+            Err(ConfineError::OutsideWritePaths {
+                raw: raw.to_string(),
+                resolved: path.display().to_string(),
+                roots: RootList(paths.to_vec()),
+            })
+        }
+        _ => Ok(()),
     }
 }
 

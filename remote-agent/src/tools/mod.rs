@@ -168,6 +168,12 @@ pub struct ToolContext {
     /// Who answers an MCP server's `elicitation/create` during one of its tool calls (the
     /// session's user); outside a session every elicitation is declined.
     pub elicit: Arc<dyn crate::mcp::Elicitor>,
+    /// The delegation scope of the conversation running the tool (`task`, `fleet`, …);
+    /// `None` outside a daemon session.
+    pub delegate: Option<crate::delegate::Scope>,
+    /// A child's `write_paths` (canonical): every writer refuses a path outside them, on
+    /// top of the writable roots. `None`: the writable roots alone.
+    pub write_only: Option<Arc<Vec<PathBuf>>>,
 }
 
 /// Which paths a walking reader must skip. Implemented by the permission policy.
@@ -214,6 +220,8 @@ impl ToolContext {
             goal: Arc::new(crate::goal::NoGoal),
             memory: None,
             elicit: Arc::new(crate::mcp::NoElicitor),
+            delegate: None,
+            write_only: None,
         }
     }
 
@@ -293,6 +301,7 @@ impl ToolRegistry {
             r.register(t);
         }
         crate::memory::register_tools(&mut r);
+        crate::delegate::register_tools(&mut r);
         r
     }
 

@@ -153,6 +153,9 @@ impl Reply {
 pub struct FakeGateway {
     id: u64,
     script: Mutex<VecDeque<Reply>>,
+    /// Replies for requests whose first user message contains a key (subagents, which ask
+    /// in no fixed order), checked before `script`.
+    routes: Mutex<Vec<(String, VecDeque<Reply>)>>,
     requests: Mutex<Vec<ProviderRequest>>,
     request_count: watch::Sender<usize>,
     bases: Mutex<Vec<Vec<Value>>>,
@@ -166,6 +169,7 @@ impl FakeGateway {
         Arc::new(FakeGateway {
             id,
             script: Mutex::new(script.into()),
+            routes: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
             request_count: watch::channel(0).0,
             bases: Mutex::new(Vec::new()),
@@ -173,6 +177,15 @@ impl FakeGateway {
             headless: AtomicBool::new(false),
             link: watch::channel(true).0,
         })
+    }
+
+    /// Answer requests whose first user message contains `key` with `replies`, in order
+    /// (a subagent's conversation starts with its task).
+    pub fn route(&self, key: &str, replies: Vec<Reply>) {
+        self.routes
+            .lock()
+            .unwrap()
+            .push((key.to_string(), replies.into()));
     }
 
     /// Queue more replies.
@@ -246,14 +259,31 @@ async fn play(steps: Vec<Step>, tx: mpsc::Sender<ProviderChunk>) {
 
 impl DriverLink for FakeGateway {
     fn start_stream(&self, request: ProviderRequest) -> ProviderStream {
-        self.requests.lock().unwrap().push(request);
-        self.request_count.send_modify(|c| *c += 1);
-        let reply = self.script.lock().unwrap().pop_front().unwrap_or_else(|| {
+        let first_user = request
+            .messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default();
+        let routed = self
+            .routes
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .find(|(k, _)| first_user.contains(k.as_str()))
+            .map(|(_, q)| q.pop_front());
+        let scripted = match routed {
+            Some(r) => r,
+            None => self.script.lock().unwrap().pop_front(),
+        };
+        let reply = scripted.unwrap_or_else(|| {
             Reply::new().error(
                 "fake gateway: no scripted reply left for this request",
                 false,
             )
         });
+        self.requests.lock().unwrap().push(request);
+        self.request_count.send_modify(|c| *c += 1);
         let (tx, rx) = mpsc::channel(PROVIDER_CHUNK_BUFFER);
         tokio::spawn(play(reply.steps, tx));
         let abandoned = Arc::clone(&self.abandoned);
@@ -542,6 +572,7 @@ fn outline_of(kind: &EventKind) -> Option<String> {
         EventKind::ElicitationAnswered { action, .. } => {
             format!("elicitation_answered:{}", action.as_str())
         }
+        EventKind::Subagent { child, event, .. } => format!("{child}>{}", outline_of(event)?),
         EventKind::SessionStarted { .. }
         | EventKind::TextDelta { .. }
         | EventKind::ReasoningDelta { .. }

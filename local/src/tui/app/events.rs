@@ -536,7 +536,8 @@ impl App {
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }
                     | EventKind::SteerInjected { .. }
-                    | EventKind::ShellRan { .. } => {}
+                    | EventKind::ShellRan { .. }
+                    | EventKind::Subagent { .. } => {}
                 }
                 if let EventKind::Compacted { tokens_after, .. } = &e.kind {
                     self.totals.context = Some(*tokens_after);

@@ -45,7 +45,8 @@ impl App {
             | EventKind::Compacted { .. }
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. } => {}
+            | EventKind::ShellRan { .. }
+            | EventKind::Subagent { .. } => {}
         }
     }
 

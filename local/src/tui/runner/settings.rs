@@ -65,6 +65,7 @@ pub(super) fn session_settings(
         memory: crate::memory::session_settings(&config.home, false),
         planner_model: config.agent.planner_model.clone(),
         skills: crate::skills::session_settings(config),
+        delegation: config.delegation_settings(),
     }
 }
 
