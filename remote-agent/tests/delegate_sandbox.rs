@@ -20,6 +20,7 @@ fn config(bwrap: &str, extra: &Path) -> SandboxConfig {
         forbid_read: Vec::new(),
         cache_dirs: Vec::new(),
         bwrap_path: PathBuf::from(bwrap),
+        ssh_agent: false,
     }
 }
 

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::copy::{CopyAccepted, CopyOpen};
 use crate::agent::AgentOpen;
+use crate::copy::{CopyAccepted, CopyOpen};
 use crate::ports::PortOpen;
 use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::pty::{PtyData, PtyOpen};

@@ -227,7 +227,7 @@ impl Transcript {
             | EventKind::Checkpoint { .. }
             | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. }
-                | EventKind::Subagent { .. } => {}
+            | EventKind::Subagent { .. } => {}
             EventKind::ElicitationRequested {
                 server, message, ..
             } => {

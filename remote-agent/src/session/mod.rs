@@ -28,8 +28,8 @@ use crate::tools::{JobTable, ToolContext, ToolRegistry};
 
 mod approval;
 mod context;
-mod goal;
 mod elicit;
+mod goal;
 mod history;
 mod hooks;
 mod host;
