@@ -184,7 +184,13 @@ pub(crate) fn prepare(ctx: &ToolContext, spec: ChildSpec) -> Result<Prepared, St
     if spec.prompt.trim().is_empty() {
         return Err("prompt is empty; say what the subagent should do".into());
     }
-    let profile = profile::lookup(spec.profile.as_deref())?;
+    let skills = match spec.profile.as_deref() {
+        Some(name) if !profile::builtins().iter().any(|p| p.name == name) => {
+            session.skills().skills
+        }
+        _ => Vec::new(),
+    };
+    let profile = profile::lookup_with(spec.profile.as_deref(), &skills, &session.skill_models())?;
     let read_only = spec.read_only || profile.read_only || scope.read_only;
     // The tools: the parent's, minus what children never get, minus writers for a read-only
     // child, narrowed by the profile and then by the call.

@@ -68,7 +68,8 @@ impl Session {
     }
 
     /// The model labels the driver's config names.
-    fn skill_models(&self) -> Vec<String> {
+    /// The model labels the user configured (what a skill may ask for).
+    pub(crate) fn skill_models(&self) -> Vec<String> {
         self.lock()
             .settings
             .skills
