@@ -191,8 +191,9 @@ fn local_size() -> PtySize {
     }
 }
 
-/// Restores the local terminal's mode when dropped (also on panic).
-struct RawMode;
+/// Restores the local terminal's mode when dropped (also on panic). On Windows the console
+/// also delivers keys as VT sequences meanwhile (see `platform::console`).
+struct RawMode(Option<crate::platform::console::VtInput>);
 
 impl RawMode {
     fn enable() -> Result<RawMode, TermError> {
@@ -201,12 +202,14 @@ impl RawMode {
                 "cannot put the local terminal in raw mode: {e}; run `reasonix term` in a terminal"
             ))
         })?;
-        Ok(RawMode)
+        Ok(RawMode(Some(crate::platform::console::VtInput::enable())))
     }
 }
 
 impl Drop for RawMode {
     fn drop(&mut self) {
+        // VT input was switched on after raw mode: undo it first.
+        self.0 = None;
         let _ = crossterm::terminal::disable_raw_mode();
     }
 }

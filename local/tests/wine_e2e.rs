@@ -31,6 +31,12 @@ fn wine_exe() -> PathBuf {
     let exe = std::env::var_os("REASONIX_WINE_EXE").map(PathBuf::from).unwrap_or_else(|| {
         panic!("REASONIX_WINE_EXE is not set: build reasonix.exe with .ci/cross_build.sh and point it there")
     });
+    // A relative path is the workspace root's (where `.ci/run` runs), not this crate's.
+    let exe = if exe.is_relative() {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(exe)
+    } else {
+        exe
+    };
     assert!(exe.is_file(), "no Windows build at {}", exe.display());
     assert!(
         std::env::var_os("WINEPREFIX").is_some(),

@@ -174,8 +174,28 @@ impl Rig {
         extra: &[&str],
         prompt: &str,
     ) -> ClientProc {
-        let mut cmd = self.ns.command(env!("CARGO_BIN_EXE_reasonix"));
-        cmd.args(["run", "--ssh", &self.dest(), "--json", "--yolo"])
+        self.spawn_client_via(
+            &[env!("CARGO_BIN_EXE_reasonix")],
+            port,
+            liveness,
+            extra,
+            prompt,
+        )
+    }
+
+    /// [`Rig::spawn_client`] with another program in front of the arguments (e.g. `wine
+    /// reasonix.exe`: the Windows build).
+    pub fn spawn_client_via(
+        &self,
+        program: &[&str],
+        port: u16,
+        liveness: (u64, u64),
+        extra: &[&str],
+        prompt: &str,
+    ) -> ClientProc {
+        let mut cmd = self.ns.command(program[0]);
+        cmd.args(&program[1..])
+            .args(["run", "--ssh", &self.dest(), "--json", "--yolo"])
             .args(extra)
             .arg(prompt)
             .args(["-p", &port.to_string(), "-F", "none"])
