@@ -153,6 +153,42 @@ pub fn command_name(root: &Path, path: &Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(":"))
 }
 
+/// The prompt of `body` for `args`: `$ARGUMENTS`, `$1`…`$N` (missing ones are empty) and
+/// `$$`; any other `$` stays as it is. Command files on the laptop and skills on the host
+/// use it.
+pub fn expand_args(body: &str, args: &str) -> String {
+    let positional = split_args(args);
+    let mut out = String::with_capacity(body.len() + args.len());
+    let mut rest = body;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            out.push('$');
+            rest = r;
+        } else if let Some(r) = after.strip_prefix("ARGUMENTS") {
+            out.push_str(args.trim());
+            rest = r;
+        } else {
+            let digits = after.chars().take_while(char::is_ascii_digit).count();
+            match after[..digits].parse::<usize>() {
+                Ok(n) if n >= 1 => {
+                    if let Some(a) = positional.get(n - 1) {
+                        out.push_str(a);
+                    }
+                    rest = &after[digits..];
+                }
+                _ => {
+                    out.push('$');
+                    rest = after;
+                }
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Split arguments on whitespace; `"a b"` and `'a b'` are one argument.
 pub fn split_args(args: &str) -> Vec<String> {
     let mut out = Vec::new();

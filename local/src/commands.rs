@@ -144,39 +144,8 @@ fn unquote(v: &str) -> String {
 pub use reasonix_forward::command_files::split_args;
 
 /// The prompt of `body` for `args`: `$ARGUMENTS`, `$1`…`$N` (missing ones are empty) and
-/// `$$`; any other `$` stays as it is.
-pub fn expand(body: &str, args: &str) -> String {
-    let positional = split_args(args);
-    let mut out = String::with_capacity(body.len() + args.len());
-    let mut rest = body;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(r) = after.strip_prefix('$') {
-            out.push('$');
-            rest = r;
-        } else if let Some(r) = after.strip_prefix("ARGUMENTS") {
-            out.push_str(args.trim());
-            rest = r;
-        } else {
-            let digits = after.chars().take_while(char::is_ascii_digit).count();
-            match after[..digits].parse::<usize>() {
-                Ok(n) if n >= 1 => {
-                    if let Some(a) = positional.get(n - 1) {
-                        out.push_str(a);
-                    }
-                    rest = &after[digits..];
-                }
-                _ => {
-                    out.push('$');
-                    rest = after;
-                }
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
+/// `$$`; any other `$` stays as it is (shared with skills on the host).
+pub use reasonix_forward::command_files::expand_args as expand;
 
 /// The commands a client offers, with the files that were skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

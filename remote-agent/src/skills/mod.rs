@@ -326,39 +326,9 @@ pub fn check_model(skill: &SkillProfile, models: &[String]) -> Result<(), String
     ))
 }
 
-/// `$ARGUMENTS` (every argument), `$1`…`$N` (by position), `$$` (a literal `$`).
-pub fn substitute(body: &str, args: &str) -> String {
-    let positional = reasonix_forward::command_files::split_args(args);
-    let mut out = String::with_capacity(body.len() + args.len());
-    let mut rest = body;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(r) = after.strip_prefix('$') {
-            out.push('$');
-            rest = r;
-        } else if let Some(r) = after.strip_prefix("ARGUMENTS") {
-            out.push_str(args.trim());
-            rest = r;
-        } else {
-            let digits = after.chars().take_while(char::is_ascii_digit).count();
-            match after[..digits].parse::<usize>() {
-                Ok(n) if n >= 1 => {
-                    if let Some(a) = positional.get(n - 1) {
-                        out.push_str(a);
-                    }
-                    rest = &after[digits..];
-                }
-                _ => {
-                    out.push('$');
-                    rest = after;
-                }
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
+/// `$ARGUMENTS` (every argument), `$1`…`$N` (by position), `$$` (a literal `$`): the same
+/// expansion as command files.
+pub use reasonix_forward::command_files::expand_args as substitute;
 
 /// The workspace's skill folders, confined to the workspace.
 pub fn read_project(
