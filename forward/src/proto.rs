@@ -1021,6 +1021,18 @@ pub struct ContextReport {
     /// Usage of the session so far, per model (from its usage events), in first-use order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage_by_model: Vec<ModelUsage>,
+    /// What memory recall added to the last user message (#32), when it added anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<RecallReport>,
+}
+
+/// The recalled-memory block of the last user message in a [`ContextReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RecallReport {
+    /// The ids of the facts recalled, in the block's order.
+    pub facts: Vec<String>,
+    /// Estimated tokens of the block.
+    pub tokens: u64,
 }
 
 /// The planner's conversation in a [`ContextReport`].

@@ -378,3 +378,85 @@ fn memory_edit_saves_a_sound_fact_and_refuses_a_malformed_one_keeping_the_old() 
     );
     assert_eq!(std::fs::read_to_string(&path).expect("fact"), saved);
 }
+
+/// Benchmark (`bench/memory_cache.sh`): a session of `BENCH_TURNS` turns (default 50), one
+/// `reasonix run --continue` each, every turn asking about a different fact of the laptop's
+/// global store so recall adds a block to every user message. Checks every request extends
+/// the previous one byte for byte (recall rides the user message, never the prefix) and
+/// prints the share of prompt tokens the caching mock served from cache (the bar: 90 %).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: bench/memory_cache.sh"]
+async fn bench_memory_recall_cache_share() {
+    let turns: usize = std::env::var("BENCH_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(50);
+    let mock = MockProvider::start_with(|_| MockReply::text(&["noted"])).await;
+    mock.enable_prompt_cache(None);
+    let env = setup(&mock.base_url());
+    let store = env.home.join("memory");
+    std::fs::create_dir_all(&store).expect("store");
+    for i in 0..turns {
+        std::fs::write(
+            store.join(format!("g-svc{i}.md")),
+            format!(
+                "---\nid: g-svc{i}\nrevision: 1\ntype: reference\nscope: global\ncreated: 2026-12-01T00:00:00Z\n---\nThe quokka{i} service listens on port {}.\n",
+                7000 + i
+            ),
+        )
+        .expect("fact");
+    }
+    for t in 0..turns {
+        let text = format!("which port does the quokka{t} service listen on?");
+        let mut args = vec!["run"];
+        if t > 0 {
+            args.push("--continue");
+        }
+        args.push(&text);
+        let out = run(&env, &args).await;
+        assert_eq!(out.status.code(), Some(0), "turn {t}: {}", self::text(&out));
+    }
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), turns);
+    for (t, w) in reqs.windows(2).enumerate() {
+        let (a, b) = (w[0].messages(), w[1].messages());
+        assert!(b.len() > a.len(), "turn {}", t + 1);
+        for (i, m) in a.iter().enumerate() {
+            assert_eq!(
+                serde_json::to_string(m).unwrap(),
+                serde_json::to_string(&b[i]).unwrap(),
+                "turn {}: message {i} changed",
+                t + 1
+            );
+        }
+        assert_eq!(w[0].body["tools"], w[1].body["tools"]);
+        assert_eq!(w[0].body["messages"][0], w[1].body["messages"][0]);
+    }
+    let recalled = reqs
+        .iter()
+        .enumerate()
+        .filter(|(t, r)| {
+            let msgs = r.messages();
+            let user = msgs
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user")
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            user.contains("<recalled-memory") && user.contains(&format!("[g-svc{t} ·"))
+        })
+        .count();
+    assert_eq!(recalled, turns, "every turn recalled its fact");
+    let acc = mock.prompt_accounting();
+    let (hit, prompt) = acc.iter().fold((0u64, 0u64), |(h, p), a| {
+        (h + a.hit_tokens, p + a.prompt_tokens)
+    });
+    let share = hit as f64 / prompt.max(1) as f64;
+    println!(
+        "memory cache: {turns} turns with recall, {} requests, {prompt} prompt tokens, {:.1} % from cache",
+        reqs.len(),
+        share * 100.0
+    );
+    assert!(share >= 0.9, "{:.1} % from cache", share * 100.0);
+}

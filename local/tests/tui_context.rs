@@ -7,7 +7,7 @@ mod tui_common;
 use crossterm::event::KeyCode;
 use reasonix_forward::proto::{
     ClientRole, CompactionKind, CompactionTrigger, ContextReport, ContextSettings, EventKind,
-    TurnOutcome, TurnState, Usage,
+    RecallReport, TurnOutcome, TurnState, Usage,
 };
 use reasonix_local::client::ClientEvent;
 use reasonix_local::tui::{Action, App, AppEvent};
@@ -153,7 +153,24 @@ fn context_overlay_loading_then_split() {
     ] {
         assert!(wide.contains(part), "{part} missing:\n{wide}");
     }
+    assert!(
+        wide.contains("nothing recalled into the last message"),
+        "{wide}"
+    );
     snap("overlay_context", &app);
+    // What memory recall added to the last message (#32).
+    app.handle(AppEvent::Context(ContextReport {
+        recall: Some(RecallReport {
+            facts: vec!["p-tabs".into(), "g-editor".into()],
+            tokens: 212,
+        }),
+        ..report()
+    }));
+    let wide = draw(&app, 120, 40);
+    assert!(
+        wide.contains("last message: 2 fact(s), about 212 tokens · p-tabs, g-editor"),
+        "{wide}"
+    );
     // `r` asks again; Esc closes.
     assert_eq!(
         app.handle_key(key(KeyCode::Char('r'))),

@@ -122,8 +122,40 @@ impl Session {
             tokens_per_byte: est.tokens_per_byte(),
             planner: None,
             usage_by_model: usage_by_model(&inner.events),
+            recall: last_recall(&inner.events).map(|(facts, bytes)| {
+                reasonix_forward::proto::RecallReport {
+                    facts,
+                    tokens: est.tokens(bytes),
+                }
+            }),
         }
     }
+}
+
+/// The recalled-memory block of the last user turn in `events`: the fact ids and its size
+/// in bytes (`None`: that turn recalled nothing). The block is journaled with the turn, so
+/// this holds after a daemon restart too.
+fn last_recall(events: &[Event]) -> Option<(Vec<String>, usize)> {
+    let attachments = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::UserTurn { attachments, .. } => Some(attachments),
+        _ => None,
+    })?;
+    let block = attachments
+        .iter()
+        .find(|a| a.path == crate::memory::RECALL_PATH)?;
+    Some((recalled_ids(&block.content), block.content.len()))
+}
+
+/// The fact ids in a recalled-memory block: each fact opens with `[ID · scope · type …]`.
+fn recalled_ids(block: &str) -> Vec<String> {
+    block
+        .lines()
+        .filter_map(|l| {
+            let inner = l.strip_prefix('[')?;
+            let (id, rest) = inner.split_once(" · ")?;
+            (rest.ends_with(']') && !id.is_empty()).then(|| id.to_string())
+        })
+        .collect()
 }
 
 /// Usage per model over `events`, summed, in first-use order.
@@ -160,4 +192,49 @@ fn compaction_count(events: &[Event]) -> usize {
         .iter()
         .filter(|e| matches!(e.kind, EventKind::Compacted { .. }))
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_last_turns_recall_block_names_its_facts() {
+        use reasonix_forward::memory::recall::render_block;
+        let fact = |id: &str, body: &str| {
+            reasonix_forward::memory::Fact::parse(format!(
+                "---\nid: {id}\nrevision: 1\ntype: project\nscope: project\ncreated: 2026-12-01T00:00:00Z\nupdated: 2026-12-02T00:00:00Z\n---\n{body}\n"
+            ).as_bytes())
+            .unwrap()
+        };
+        let (a, b) = (
+            fact("p-tabs", "Tabs, not spaces."),
+            fact("p-db", "[x · y] Postgres 16."),
+        );
+        let block = render_block(&[&a, &b]);
+        assert_eq!(recalled_ids(&block), ["p-tabs", "p-db"]);
+        let turn = |attachments: Vec<reasonix_forward::proto::Attachment>| Event {
+            seq: 1,
+            ts: String::new(),
+            turn: 1,
+            kind: EventKind::UserTurn {
+                request_id: "r".into(),
+                text: "t".into(),
+                attachments,
+            },
+        };
+        let recall = reasonix_forward::proto::Attachment {
+            path: crate::memory::RECALL_PATH.into(),
+            content: block.clone(),
+            truncated: false,
+        };
+        // The last turn counts: one that recalled nothing after one that did says nothing.
+        assert_eq!(
+            last_recall(&[turn(vec![recall.clone()])]),
+            Some((vec!["p-tabs".to_string(), "p-db".to_string()], block.len()))
+        );
+        assert_eq!(last_recall(&[turn(vec![recall]), turn(vec![])]), None);
+        assert_eq!(last_recall(&[]), None);
+    }
 }

@@ -130,6 +130,21 @@ pub(super) fn context_lines(
             iw,
             kw,
         ));
+        // What memory recall added to the last user message (#32).
+        lines.extend(kv(
+            "Recall",
+            match &r.recall {
+                Some(rc) => format!(
+                    "last message: {} fact(s), about {} tokens · {}",
+                    rc.facts.len(),
+                    fmt_tokens(rc.tokens),
+                    rc.facts.join(", ")
+                ),
+                None => "nothing recalled into the last message".to_string(),
+            },
+            iw,
+            kw,
+        ));
         // The planner beside the executor (#38 §2): its conversation, and usage per model.
         if let Some(p) = &r.planner {
             lines.extend(kv(
