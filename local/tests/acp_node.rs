@@ -172,7 +172,8 @@ fn prompt_with_an_approved_edit_streams_updates_in_order_and_changes_the_file() 
     let cmds = position(&log, |v| v["kind"] == "available_commands_update");
     assert_eq!(
         log[cmds]["commands"],
-        json!(["continue", "status", "goal", "rewind"])
+        // Then the built-in skills (#33 §3), listed like command files.
+        json!(["continue", "status", "goal", "rewind", "explore", "init", "review"])
     );
     // The edit: announced with its diff, asked, run, finished — in that order.
     let announced = position(&log, |v| v["kind"] == "tool_call" && v["id"] == "c-edit");
@@ -594,7 +595,18 @@ fn custom_commands_are_advertised_and_expanded_like_in_the_tui() {
                 "Restore files and/or conversation to just before turn N",
                 "turn number, then code | conversation | both"
             ],
+            [
+                "explore",
+                "Read-only research that returns a map of the code it was asked about",
+                null
+            ],
             ["git:commit", "Write a commit message: $ARGUMENTS", null],
+            [
+                "init",
+                "Study the repository and write or update AGENTS.md (or REASONIX.md) for coding agents",
+                null
+            ],
+            // The workspace's command file wins over the built-in skill of the same name.
             ["review", "Review one file", "FILE FOCUS"],
         ]),
         "{log:#?}"
