@@ -467,7 +467,6 @@ pub(crate) async fn run_registered(
         &session.sessions_dir(),
     ));
     let (outcome, detail) = Runner::new(&host, &conversation).run(&cancel, true).await;
-    drop(slot);
     let conv = conversation.lock_or_recover();
     let answer = last_answer(&conv.messages);
     let transcript = transcript_of(&conv.messages);
@@ -481,6 +480,10 @@ pub(crate) async fn run_registered(
         }
     };
     host.record(EventKind::TurnFinished { outcome, detail });
+    // The place is given up only once the end is journaled: a child admitted in its stead
+    // journals its start after this one's end, so the journal never shows more children at
+    // once than the limits allow.
+    drop(slot);
     let usage = *usage.lock_or_recover();
     if let Some(parent) = &p.parent.usage {
         parent.lock_or_recover().add_sum(&usage);
