@@ -484,11 +484,12 @@ async fn upgrade_sends_a_delta_that_the_previous_build_applies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_delta_or_old_base_falls_back_to_a_full_upload() {
     let s = key_setup(env_sshd(), UserOptions::default());
-    // The host's decompressor damages every delta on the way to the base binary
-    // (`tr` flips bytes), and only deltas.
+    // The host's decompressor damages every delta on the way to the base binary, and only
+    // deltas: `tr` adds one to every byte (flipping only some byte values left a delta that
+    // happened not to contain them intact).
     let dec = |tool: &str| {
         format!(
-            "case \"$*\" in *.delta*) /usr/bin/{tool} \"$@\" | tr '\\001\\002' '\\002\\001';; *) exec /usr/bin/{tool} \"$@\";; esac"
+            "case \"$*\" in *.delta*) /usr/bin/{tool} \"$@\" | tr '\\000-\\377' '\\001-\\377\\000';; *) exec /usr/bin/{tool} \"$@\";; esac"
         )
     };
     let (xz, zstd) = (dec("xz"), dec("zstd"));
