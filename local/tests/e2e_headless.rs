@@ -4,69 +4,24 @@
 //! host before exiting, the prompt from stdin, and model text stripped of terminal control
 //! sequences.
 
+mod common;
+
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::{json, Value};
 
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
+use common::{json_lines, LocalRig as Env};
 
 fn setup(base_url: &str) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("rxhome");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_HL_KEY\"\n"
-        ),
-    )
-    .expect("config");
-    Env {
-        _dir: dir,
-        home,
-        ws,
-    }
+    let config = common::mock_config(base_url, "m", "RX_HL_KEY", "");
+    Env::with_config(&config, "RX_HL_KEY", "sk-headless")
 }
 
 fn command(env: &Env, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_reasonix"));
-    c.args(args)
-        .current_dir(&env.ws)
-        .env("REASONIX_HOME", &env.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("RX_HL_KEY", "sk-headless")
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-fn json_lines(out: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    common::headless(env, args, 5)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -18,78 +20,15 @@ use serde_json::{json, Value};
 
 const KEY: &str = "sk-test-MEM-5a4b3c2d1e0f";
 
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
+use common::{text, LocalRig as Env};
 
 fn setup(base_url: &str) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("rxhome");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "default_model = \"mock/mock-model\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"mock-model\"]\ndefault = \"mock-model\"\napi_key_env = \"RX_MEM_KEY\"\n"
-        ),
-    )
-    .expect("config");
-    Env {
-        _dir: dir,
-        home,
-        ws,
-    }
-}
-
-fn reasonix(env: &Env, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .args(args)
-        .current_dir(&env.ws)
-        .env("REASONIX_HOME", &env.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("RX_MEM_KEY", KEY)
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run reasonix")
+    let config = common::mock_config(base_url, "mock-model", "RX_MEM_KEY", "");
+    Env::with_config(&config, "RX_MEM_KEY", KEY)
 }
 
 async fn run(env: &Env, args: &[&str]) -> std::process::Output {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let (home, ws) = (env.home.clone(), env.ws.clone());
-    tokio::task::spawn_blocking(move || {
-        let env = Env {
-            _dir: tempfile::tempdir().expect("tempdir"),
-            home,
-            ws,
-        };
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        reasonix(&env, &refs)
-    })
-    .await
-    .expect("join")
-}
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::run_async(env, args, 60).await
 }
 
 fn daemon_pid(env: &Env) -> Option<i32> {

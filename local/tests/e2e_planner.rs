@@ -8,72 +8,30 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
 
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, RecordedRequest};
-use serde_json::Value;
 
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
+use common::{json_lines, LocalRig as Env};
 
 fn setup(base_url: &str, planner_model: &str) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("rxhome");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(ws.join("README.md"), "the project\n").expect("readme");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "default_model = \"mock/exec\"\n\
-             [agent]\nplanner_model = \"{planner_model}\"\n\
-             [[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"exec\", \"plan\"]\ndefault = \"exec\"\napi_key_env = \"RX_PLANNER_KEY\"\n\
-             [[providers]]\nname = \"keyless\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"k\"]\napi_key_env = \"RX_PLANNER_NO_SUCH_KEY\"\n"
-        ),
-    )
-    .expect("config");
-    Env {
-        _dir: dir,
-        home,
-        ws,
-    }
+    let config = format!(
+        "default_model = \"mock/exec\"\n\
+         [agent]\nplanner_model = \"{planner_model}\"\n\
+         [[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"exec\", \"plan\"]\ndefault = \"exec\"\napi_key_env = \"RX_PLANNER_KEY\"\n\
+         [[providers]]\nname = \"keyless\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"k\"]\napi_key_env = \"RX_PLANNER_NO_SUCH_KEY\"\n"
+    );
+    let env = Env::with_config(&config, "RX_PLANNER_KEY", "sk-planner");
+    std::fs::write(env.ws.join("README.md"), "the project\n").expect("readme");
+    env
 }
 
 fn command(env: &Env, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_reasonix"));
-    c.args(args)
-        .current_dir(&env.ws)
-        .env("REASONIX_HOME", &env.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("RX_PLANNER_KEY", "sk-planner")
-        .env_remove("RX_PLANNER_NO_SUCH_KEY")
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "1")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut c = common::headless(env, args, 1);
+    c.env_remove("RX_PLANNER_NO_SUCH_KEY");
     c
-}
-
-fn json_lines(out: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 fn plan(goal: &str) -> String {

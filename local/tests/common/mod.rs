@@ -113,3 +113,57 @@ pub fn ok(out: &std::process::Output) -> String {
     );
     stdout
 }
+
+/// The `config.toml` of a home whose default model is `mock/<model>` at the scripted mock
+/// provider `base_url`, its key read from `key_env`; `extra` is appended (an `[agent]` table,
+/// more providers).
+pub fn mock_config(base_url: &str, model: &str, key_env: &str, extra: &str) -> String {
+    format!(
+        "default_model = \"mock/{model}\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"{model}\"]\ndefault = \"{model}\"\napi_key_env = \"{key_env}\"\n{extra}"
+    )
+}
+
+impl LocalRig {
+    /// A home whose `config.toml` is `config` and whose `.env` holds `key_env=key`.
+    pub fn with_config(config: &str, key_env: &str, key: &str) -> LocalRig {
+        let rig = LocalRig::new("http://127.0.0.1:9", key_env, key);
+        std::fs::write(rig.home.join("config.toml"), config).expect("config");
+        rig
+    }
+}
+
+/// [`reasonix_command`] through the real host binary with both outputs captured, its daemon
+/// leaving `idle_secs` after the last client.
+pub fn headless(rig: &LocalRig, args: &[&str], idle_secs: u32) -> std::process::Command {
+    let mut c = reasonix_command(rig, &host_bin(), args);
+    c.env("REASONIX_IDLE_TIMEOUT_SECS", idle_secs.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+/// The JSON records among the lines of `out` (`run --json`).
+pub fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Exit code and both outputs of a run, for assertion messages.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// [`headless`] run on a blocking thread, for async tests.
+pub async fn run_async(rig: &LocalRig, args: &[&str], idle_secs: u32) -> std::process::Output {
+    let mut c = headless(rig, args, idle_secs);
+    tokio::task::spawn_blocking(move || c.output().expect("run reasonix"))
+        .await
+        .expect("join")
+}
