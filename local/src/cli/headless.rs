@@ -1,7 +1,6 @@
 //! The headless commands: `reasonix run`, `reasonix rewind`, `reasonix mcp list`.
 
 use std::io::Read;
-use std::sync::Arc;
 
 use reasonix_local::config::{Config, LoadOptions, Overrides, PermissionMode};
 
@@ -174,51 +173,17 @@ pub(super) async fn mcp_list(args: McpListArgs) -> Result<(), CliError> {
     let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
     let (options, laptop) = reasonix_local::client::options_for(&config);
     let laptop_host = options.laptop_mcp.clone();
-    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
-    let (client, mut events) = reasonix_local::client::Client::start(connector, gateway, options);
-    let failed = async {
-        while let Some(ev) = events.recv().await {
-            if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason, .. },
-            ) = ev
-            {
-                return reason;
-            }
-        }
-        "the client stopped".to_string()
-    };
+    let (client, mut events) = super::ask::start(&config, connector, options);
     // Servers start concurrently within their own startup timeouts (30 s by default); the
     // limit here only guards against a host that never answers.
     let limit = std::time::Duration::from_secs(300);
-    let answer = tokio::select! {
-        r = tokio::time::timeout(limit, client.request(Request::McpStatus { laptop })) => r,
-        reason = failed => return Err(CliError::connection(reason)),
-    };
+    let answer = super::ask::ask(&client, &mut events, Request::McpStatus { laptop }, limit).await;
     if let Some(h) = laptop_host {
         h.close_all();
     }
-    let servers = match answer {
-        Ok(Ok(Response::McpServers { servers })) => servers,
-        Ok(Ok(other)) => return Err(CliError::failed(format!("unexpected answer {other:?}"))),
-        Ok(Err(e)) => {
-            // The request can end first when the supervisor gives up; its reason says why.
-            let mut reason = e.to_string();
-            while let Ok(ev) = events.try_recv() {
-                if let reasonix_local::client::ClientEvent::Connection(
-                    reasonix_local::client::ConnState::Failed { reason: r, .. },
-                ) = ev
-                {
-                    reason = r;
-                }
-            }
-            return Err(CliError::connection(reason));
-        }
-        Err(_) => {
-            return Err(CliError::connection(format!(
-                "no answer from the host within {} s",
-                limit.as_secs()
-            )));
-        }
+    let servers = match answer? {
+        Response::McpServers { servers } => servers,
+        other => return Err(super::ask::unexpected(other)),
     };
     if args.json {
         for s in &servers {

@@ -3,7 +3,6 @@
 //! see [`reasonix_local::hooks_trust`]).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use reasonix_forward::hooks::HooksReport;
@@ -114,35 +113,14 @@ async fn fetch(args: &HooksArgs) -> Result<(HooksReport, PathBuf, String), CliEr
         .clone()
         .ok_or_else(|| CliError::failed("cannot name this workspace"))?;
     let (options, _) = reasonix_local::client::options_for(&config);
-    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
-    let (client, mut events) = reasonix_local::client::Client::start(connector, gateway, options);
-    let failed = async {
-        while let Some(ev) = events.recv().await {
-            if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason, .. },
-            ) = ev
-            {
-                return reason;
-            }
-        }
-        "the client stopped".to_string()
-    };
+    let (client, mut events) = super::ask::start(&config, connector, options);
     let limit = std::time::Duration::from_secs(120);
     let request = Request::Hooks {
         hooks: client.hook_settings(),
     };
-    let answer = tokio::select! {
-        r = tokio::time::timeout(limit, client.request(request)) => r,
-        reason = failed => return Err(CliError::connection(reason)),
-    };
-    match answer {
-        Ok(Ok(Response::Hooks(report))) => Ok((report, config.home.clone(), key)),
-        Ok(Ok(other)) => Err(CliError::failed(format!("unexpected answer {other:?}"))),
-        Ok(Err(e)) => Err(CliError::connection(e.to_string())),
-        Err(_) => Err(CliError::connection(format!(
-            "no answer from the host within {} s",
-            limit.as_secs()
-        ))),
+    match super::ask::ask(&client, &mut events, request, limit).await? {
+        Response::Hooks(report) => Ok((report, config.home.clone(), key)),
+        other => Err(super::ask::unexpected(other)),
     }
 }
 

@@ -3,6 +3,7 @@
 //! own output; its error is printed once, by `main`.
 
 mod acp;
+mod ask;
 mod cp;
 mod error;
 mod exec;

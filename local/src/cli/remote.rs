@@ -282,32 +282,20 @@ async fn remote_ping(args: &RemoteArgs) -> Result<(), CliError> {
     };
     let started = std::time::Instant::now();
     let config = reasonix_local::config::Config::defaults(std::env::temp_dir());
-    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
-    let (client, mut events) = reasonix_local::client::Client::start(
+    let (client, mut events) = super::ask::start(
+        &config,
         connector,
-        gateway,
         reasonix_local::client::ClientOptions::default(),
     );
-    let failed = async {
-        while let Some(ev) = events.recv().await {
-            if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason, .. },
-            ) = ev
-            {
-                return reason;
-            }
-        }
-        "the client stopped".to_string()
-    };
-    let status = tokio::select! {
-        r = tokio::time::timeout(
-            std::time::Duration::from_secs(120),
-            client.request(reasonix_forward::proto::Request::Status),
-        ) => r,
-        reason = failed => return Err(CliError::connection(reason)),
-    };
+    let status = super::ask::ask(
+        &client,
+        &mut events,
+        reasonix_forward::proto::Request::Status,
+        std::time::Duration::from_secs(120),
+    )
+    .await?;
     match status {
-        Ok(Ok(reasonix_forward::proto::Response::Status(s))) => {
+        reasonix_forward::proto::Response::Status(s) => {
             println!("attached in {:.3}s", started.elapsed().as_secs_f64());
             println!("build: {}", s.build_id);
             println!("daemon pid: {} (up {}s)", s.pid, s.uptime_secs);
@@ -319,8 +307,6 @@ async fn remote_ping(args: &RemoteArgs) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Ok(Ok(other)) => Err(CliError::failed(format!("unexpected answer {other:?}"))),
-        Ok(Err(e)) => Err(CliError::connection(e)),
-        Err(_) => Err(CliError::connection("no answer from the host within 120 s")),
+        other => Err(super::ask::unexpected(other)),
     }
 }

@@ -1,8 +1,6 @@
 //! `reasonix sessions`: list the workspace's sessions (or its trash), rename, delete (to
 //! the trash), restore and purge them, locally or on a host with `--ssh`.
 
-use std::sync::Arc;
-
 use clap::{Args, Subcommand};
 use reasonix_forward::proto::{Request, Response, SessionInfo, TrashedSession};
 
@@ -178,33 +176,9 @@ async fn ask(target: &SessionsTarget, request: Request) -> Result<Response, CliE
         false,
     )?;
     let (options, _) = reasonix_local::client::options_for(&config);
-    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
-    let (client, mut events) = reasonix_local::client::Client::start(connector, gateway, options);
-    let failed = async {
-        while let Some(ev) = events.recv().await {
-            if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason, .. },
-            ) = ev
-            {
-                return reason;
-            }
-        }
-        "the client stopped".to_string()
-    };
+    let (client, mut events) = super::ask::start(&config, connector, options);
     let limit = std::time::Duration::from_secs(120);
-    let answer = tokio::select! {
-        r = tokio::time::timeout(limit, client.request(request)) => r,
-        reason = failed => return Err(CliError::connection(reason)),
-    };
-    match answer {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(reasonix_forward::rpc::CallError::Remote(e))) => Err(CliError::failed(e.message)),
-        Ok(Err(e)) => Err(CliError::connection(e.to_string())),
-        Err(_) => Err(CliError::connection(format!(
-            "no answer from the host within {} s",
-            limit.as_secs()
-        ))),
-    }
+    super::ask::ask(&client, &mut events, request, limit).await
 }
 
 fn json_lines<T: serde::Serialize>(items: &[T]) -> Result<(), CliError> {

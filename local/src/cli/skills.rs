@@ -4,7 +4,6 @@
 //! skipped skill and why.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use reasonix_forward::proto::{Request, Response};
@@ -59,19 +58,7 @@ async fn fetch(args: &SkillsArgs) -> Result<(Vec<SkillInfo>, Vec<String>), CliEr
     let connector = connector_for(args.ssh.as_deref(), &args.ssh_opts, workspace, false, false)?;
     config.apply_workspace(&connector.describe());
     let (options, _) = reasonix_local::client::options_for(&config);
-    let gateway = Arc::new(reasonix_local::gateway::Gateway::new(&config));
-    let (client, mut events) = reasonix_local::client::Client::start(connector, gateway, options);
-    let failed = async {
-        while let Some(ev) = events.recv().await {
-            if let reasonix_local::client::ClientEvent::Connection(
-                reasonix_local::client::ConnState::Failed { reason, .. },
-            ) = ev
-            {
-                return reason;
-            }
-        }
-        "the client stopped".to_string()
-    };
+    let (client, mut events) = super::ask::start(&config, connector, options);
     let limit = std::time::Duration::from_secs(120);
     let request = Request::ListSkills {
         skills: reasonix_local::skills::settings(
@@ -79,17 +66,8 @@ async fn fetch(args: &SkillsArgs) -> Result<(Vec<SkillInfo>, Vec<String>), CliEr
             reasonix_local::skills::model_labels(&config),
         ),
     };
-    let answer = tokio::select! {
-        r = tokio::time::timeout(limit, client.request(request)) => r,
-        reason = failed => return Err(CliError::connection(reason)),
-    };
-    match answer {
-        Ok(Ok(Response::Skills { skills, notices })) => Ok((skills, notices)),
-        Ok(Ok(other)) => Err(CliError::failed(format!("unexpected answer {other:?}"))),
-        Ok(Err(e)) => Err(CliError::connection(e.to_string())),
-        Err(_) => Err(CliError::connection(format!(
-            "no answer from the host within {} s",
-            limit.as_secs()
-        ))),
+    match super::ask::ask(&client, &mut events, request, limit).await? {
+        Response::Skills { skills, notices } => Ok((skills, notices)),
+        other => Err(super::ask::unexpected(other)),
     }
 }
