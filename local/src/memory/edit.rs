@@ -36,6 +36,11 @@ pub struct Draft<'a> {
 /// Finds fact `id` in either store and writes its file into a fresh private folder.
 pub async fn draft<'a>(stores: &'a Stores, id: &str) -> Result<Draft<'a>, String> {
     let (access, _) = stores.holder(id).await?;
+    draft_in(access, id).await
+}
+
+/// [`draft`] of fact `id` of the store `access`.
+pub async fn draft_in<'a>(access: &'a Access, id: &str) -> Result<Draft<'a>, String> {
     let r = access.run(MemoryOp::Show { id: id.into() }).await?;
     let current = r
         .facts
