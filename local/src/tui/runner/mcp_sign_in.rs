@@ -20,7 +20,16 @@ fn server_url(info: &McpServerInfo) -> Option<String> {
 
 impl Exec {
     pub(super) fn mcp_sign_in(&self, server: String, logout: bool) {
-        let home = self.config().home.clone();
+        let (home, laptop_urls) = {
+            let c = self.config();
+            let urls: Vec<(String, String)> = c
+                .mcp
+                .iter()
+                .filter(|m| m.runs_on() == crate::config::McpRunOn::Laptop)
+                .filter_map(|m| m.url.clone().map(|u| (m.name.clone(), u)))
+                .collect();
+            (c.home.clone(), urls)
+        };
         let client = self.client.clone();
         let tx = self.tx.clone();
         tokio::spawn(async move {
@@ -55,7 +64,12 @@ impl Exec {
                         true,
                     );
                 };
-                let Some(url) = server_url(info) else {
+                // A laptop HTTP server is listed as a channel: its URL is in this config.
+                let laptop_url = laptop_urls
+                    .iter()
+                    .find(|(n, _)| *n == server)
+                    .map(|(_, u)| u.clone());
+                let Some(url) = laptop_url.or_else(|| server_url(info)) else {
                     return say(
                         format!(
                             "/mcp login: `{server}` is reached by {}, not over HTTP; only HTTP MCP servers sign in",
