@@ -4,7 +4,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{
-    Event, EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome, TurnState, Usage,
+    Event, EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome, TurnState,
+    Usage,
 };
 use serde_json::json;
 

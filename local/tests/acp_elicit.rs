@@ -19,7 +19,9 @@ const KEY_ENV: &str = "RX_ACP_ELICIT_KEY";
 const KEY: &str = "sk-acp-elicit-test";
 
 fn sdk_dir(name: &str, package: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(name);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name);
     assert!(
         dir.join("node_modules").join(package).is_dir(),
         "{package} is not installed: run `npm ci --prefix local/tests/{name}` (.ci/run does)"
@@ -48,7 +50,9 @@ fn drive_steps(rig: &LocalRig, steps: &Value) -> Value {
         .lines()
         .last()
         .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no report from the ACP client; stdout: {stdout}\nstderr: {stderr}"));
+        .unwrap_or_else(|| {
+            panic!("no report from the ACP client; stdout: {stdout}\nstderr: {stderr}")
+        });
     assert!(out.status.success(), "{report:#}\nstderr: {stderr}");
     report
 }
@@ -66,9 +70,15 @@ fn an_editor_answers_an_mcp_elicitation_and_the_tool_result_reflects_it() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let server = sdk_dir("mcp_node", "@modelcontextprotocol/sdk").join("server.mjs");
     let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::tool_calls(vec![MockToolCall::new("p1", "mcp__fx__pick_target", "{}")], 3),
+        MockReply::tool_calls(
+            vec![MockToolCall::new("p1", "mcp__fx__pick_target", "{}")],
+            3,
+        ),
         MockReply::text(&["deployed"]),
-        MockReply::tool_calls(vec![MockToolCall::new("p2", "mcp__fx__pick_target", "{}")], 3),
+        MockReply::tool_calls(
+            vec![MockToolCall::new("p2", "mcp__fx__pick_target", "{}")],
+            3,
+        ),
         MockReply::text(&["not deployed"]),
         MockReply::tool_calls(vec![MockToolCall::new("n1", "mcp__fx__ask_name", "{}")], 3),
         MockReply::text(&["nobody greeted"]),
@@ -103,10 +113,17 @@ fn an_editor_answers_an_mcp_elicitation_and_the_tool_result_reflects_it() {
         .iter()
         .filter(|v| v["at"] == "permission")
         .collect();
-    assert_eq!(asked.len(), 3, "one question per elicitation, no tool approvals in yolo: {asked:#?}");
+    assert_eq!(
+        asked.len(),
+        3,
+        "one question per elicitation, no tool approvals in yolo: {asked:#?}"
+    );
     for a in &asked[..2] {
         let title = a["title"].as_str().unwrap_or_default();
-        assert!(title.contains("MCP server `fx` asks: Where should the fixture deploy?"), "{title}");
+        assert!(
+            title.contains("MCP server `fx` asks: Where should the fixture deploy?"),
+            "{title}"
+        );
         assert!(title.contains("fields: target"), "{title}");
         assert_eq!(
             a["options"],
@@ -115,7 +132,10 @@ fn an_editor_answers_an_mcp_elicitation_and_the_tool_result_reflects_it() {
         );
     }
     let title = asked[2]["title"].as_str().unwrap_or_default();
-    assert!(title.contains("Which name should the fixture greet?"), "{title}");
+    assert!(
+        title.contains("Which name should the fixture greet?"),
+        "{title}"
+    );
     assert!(title.contains("answer it in the reasonix TUI"), "{title}");
     assert_eq!(asked[2]["options"], json!(["elicit_decline:reject_once"]));
 

@@ -119,8 +119,11 @@ fn a_laptop_http_server_signs_in_on_the_laptop_and_a_session_uses_it() {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&browser, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        &browser,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let login = common::reasonix_command(&rig, &common::host_bin(), &["mcp", "login", "lx"])
         .env("BROWSER", &browser)
         .output()
@@ -133,12 +136,17 @@ fn a_laptop_http_server_signs_in_on_the_laptop_and_a_session_uses_it() {
         "the browser was opened with the authorization address"
     );
     let store = reasonix_local::gateway::oauth::TokenStore::in_home(&rig.home);
-    let grant = store.get(&url).unwrap().expect("the laptop stored the grant");
+    let grant = store
+        .get(&url)
+        .unwrap()
+        .expect("the laptop stored the grant");
 
     let after = common::reasonix(&rig, &["mcp", "list"]);
     let listed = String::from_utf8_lossy(&after.stdout).to_string();
     assert!(
-        listed.lines().any(|l| l.starts_with("lx") && l.contains("ready") && l.contains("whoami")),
+        listed
+            .lines()
+            .any(|l| l.starts_with("lx") && l.contains("ready") && l.contains("whoami")),
         "{}",
         text(&after)
     );

@@ -74,10 +74,22 @@ fn yolo(rig: &LocalRig) {
 fn reasonix_rewind_offers_to_forget_the_facts_of_the_rewound_turns() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mock = rt.block_on(MockProvider::start(vec![
-        remember("r1", "Deploys go through the heron-staging-41 cluster first.", "project"),
+        remember(
+            "r1",
+            "Deploys go through the heron-staging-41 cluster first.",
+            "project",
+        ),
         MockReply::text(&["noted one"]),
-        remember("r2", "The release branch is named otter-release-77.", "project"),
-        remember("r3", "The user reads diffs in the narwhal-viewer-12 tool.", "global"),
+        remember(
+            "r2",
+            "The release branch is named otter-release-77.",
+            "project",
+        ),
+        remember(
+            "r3",
+            "The user reads diffs in the narwhal-viewer-12 tool.",
+            "global",
+        ),
         MockReply::text(&["noted two"]),
     ]));
     let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
@@ -117,8 +129,9 @@ fn reasonix_rewind_offers_to_forget_the_facts_of_the_rewound_turns() {
     assert!(dry.status.success(), "{}", out_text(&dry));
     let said = String::from_utf8_lossy(&dry.stdout).to_string();
     assert!(
-        said.contains(&format!("remembered 2 fact(s): {branch_fact}, {viewer_fact}"))
-            && said.contains("--forget-memory would archive them"),
+        said.contains(&format!(
+            "remembered 2 fact(s): {branch_fact}, {viewer_fact}"
+        )) && said.contains("--forget-memory would archive them"),
         "{said}"
     );
     assert!(!said.contains(&turn1_fact), "{said}");
@@ -130,7 +143,10 @@ fn reasonix_rewind_offers_to_forget_the_facts_of_the_rewound_turns() {
     let done = run(&["rewind", "--to", "2", "--forget-memory"]);
     assert!(done.status.success(), "{}", out_text(&done));
     let said = String::from_utf8_lossy(&done.stdout).to_string();
-    assert!(said.contains(&branch_fact) && said.contains(&viewer_fact), "{said}");
+    assert!(
+        said.contains(&branch_fact) && said.contains(&viewer_fact),
+        "{said}"
+    );
     assert_eq!(files_with(&project, "otter-release-77"), 0, "{said}");
     assert_eq!(files_with(&global, "narwhal-viewer-12"), 0, "{said}");
     assert_eq!(files_with(&project, "heron-staging-41"), 1, "{said}");
@@ -144,7 +160,11 @@ fn reasonix_rewind_offers_to_forget_the_facts_of_the_rewound_turns() {
 fn reasonix_rewind_without_the_flag_keeps_the_facts_and_lists_them() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mock = rt.block_on(MockProvider::start(vec![
-        remember("k1", "Migrations run with the puffin-migrate-5 tool.", "project"),
+        remember(
+            "k1",
+            "Migrations run with the puffin-migrate-5 tool.",
+            "project",
+        ),
         MockReply::text(&["noted"]),
     ]));
     let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
@@ -218,10 +238,15 @@ fn an_editor_rewind_offers_to_forget_the_facts_of_the_rewound_turns() {
     );
     let log = report["log"].as_array().unwrap();
     let asked: Vec<&Value> = log.iter().filter(|v| v["at"] == "permission").collect();
-    assert_eq!(asked.len(), 1, "only the rewind's offer is asked in yolo: {log:#?}");
+    assert_eq!(
+        asked.len(),
+        1,
+        "only the rewind's offer is asked in yolo: {log:#?}"
+    );
     let title = asked[0]["title"].as_str().unwrap();
     assert!(
-        title.contains("The rewound turns remembered 1 fact(s)") && title.contains("Forget them too?"),
+        title.contains("The rewound turns remembered 1 fact(s)")
+            && title.contains("Forget them too?"),
         "{title}"
     );
     assert_eq!(

@@ -125,9 +125,11 @@ async fn tui_mcp_login_signs_in_and_the_session_uses_the_server_without_restarti
         assert!(s.contains("reasonix mcp login fx"), "{s}");
         t.send_keys(&["Escape"]);
         // A key typed right after Esc would arrive as Alt+key: wait for the overlay to go.
-        t.wait_screen(std::time::Duration::from_secs(10), "the overlay closes", |s| {
-            !s.contains("Esc close")
-        });
+        t.wait_screen(
+            std::time::Duration::from_secs(10),
+            "the overlay closes",
+            |s| !s.contains("Esc close"),
+        );
 
         t.line("/mcp login fx");
         let s = t.wait_for("MCP server `fx` reconnected: ready");

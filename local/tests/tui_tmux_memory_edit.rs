@@ -80,8 +80,7 @@ async fn tui_memory_edit_opens_the_editor_and_writes_back_through_the_store() {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(&mode, "good").unwrap();
 
     let cmd = format!(

@@ -65,10 +65,25 @@ mod tests {
     #[test]
     fn only_successful_remembers_of_the_rewound_turns_count() {
         let events = vec![
-            finished(1, "remember", false, "remembered project fact p-early (new)"),
-            finished(2, "remember", false, "remembered global fact g-2 (new); the laptop keeps it"),
+            finished(
+                1,
+                "remember",
+                false,
+                "remembered project fact p-early (new)",
+            ),
+            finished(
+                2,
+                "remember",
+                false,
+                "remembered global fact g-2 (new); the laptop keeps it",
+            ),
             finished(2, "remember", true, "remembered project fact p-failed (x)"),
-            finished(3, "memory", false, "remembered project fact p-not-a-remember (x)"),
+            finished(
+                3,
+                "memory",
+                false,
+                "remembered project fact p-not-a-remember (x)",
+            ),
             finished(3, "remember", false, "refused: looks like a secret"),
             finished(4, "remember", false, "remembered project fact p-4 (new)"),
             finished(5, "remember", false, "remembered project fact p-4 (again)"),

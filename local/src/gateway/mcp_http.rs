@@ -62,7 +62,10 @@ fn open(
             for (k, v) in &headers {
                 req = req.header(k, v);
             }
-            if !headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+            if !headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"))
+            {
                 match super::oauth::access_token(&store, &url).await {
                     Ok(Some(t)) => req = req.bearer_auth(t),
                     Ok(None) => {}

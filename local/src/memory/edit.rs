@@ -18,7 +18,11 @@ pub fn editor() -> String {
     std::env::var("VISUAL")
         .ok()
         .filter(|e| !e.trim().is_empty())
-        .or_else(|| std::env::var("EDITOR").ok().filter(|e| !e.trim().is_empty()))
+        .or_else(|| {
+            std::env::var("EDITOR")
+                .ok()
+                .filter(|e| !e.trim().is_empty())
+        })
         .unwrap_or_else(|| "vi".into())
 }
 

@@ -38,7 +38,8 @@ impl Actor {
                     text
                 }
                 Ok(other) => {
-                    let e = acp::Error::internal_error().data(format!("unexpected answer {other:?}"));
+                    let e =
+                        acp::Error::internal_error().data(format!("unexpected answer {other:?}"));
                     let _ = done.send(Done::Reply(id, Err(e)));
                     return;
                 }

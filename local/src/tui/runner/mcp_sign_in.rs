@@ -50,7 +50,9 @@ impl Exec {
                     Err(e) => return say(format!("/mcp logout {server}: {e}"), true),
                 }
             } else {
-                let servers = match client.request(Request::McpStatus { laptop: Vec::new() }).await
+                let servers = match client
+                    .request(Request::McpStatus { laptop: Vec::new() })
+                    .await
                 {
                     Ok(Response::McpServers { servers }) => servers,
                     Ok(other) => {
@@ -120,7 +122,10 @@ impl Exec {
                         .unwrap_or_else(|| "not listed".into());
                     say(format!("MCP server `{server}` reconnected: {state}"), false)
                 }
-                Ok(other) => say(format!("reconnecting `{server}`: unexpected answer {other:?}"), true),
+                Ok(other) => say(
+                    format!("reconnecting `{server}`: unexpected answer {other:?}"),
+                    true,
+                ),
                 Err(e) => say(format!("reconnecting `{server}`: {e}"), true),
             }
         });
