@@ -312,6 +312,18 @@ pub enum Request {
         #[serde(default)]
         laptop: Vec<String>,
     },
+    /// Drop the connection to MCP server `server` of the open session (or, without one, of
+    /// the workspace) and connect again now: after `/mcp login` or `/mcp logout` on the
+    /// laptop, so an HTTP server picks up the new sign-in token (asked again by
+    /// [`Request::McpToken`]) without restarting the session. A server whose tools the
+    /// session did not have yet (its start failed for want of a sign-in) adds them, with a
+    /// notice (the tool list is part of the prompt prefix). Answered with
+    /// [`Response::McpServers`] (every server, after the reconnect); `NotFound` for an
+    /// unknown name.
+    McpReconnect {
+        /// The server's name.
+        server: String,
+    },
     /// A chunk of content stored by reference (a [`ContentRef`] in an event, or the
     /// messages of a large [`ProviderRequest`]). Answered with [`Response::Content`].
     FetchContent {

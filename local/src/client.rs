@@ -981,15 +981,34 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
             })
         })
         .collect();
-    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    // HTTP servers of the user's config: the laptop reaches them with its own sign-in token.
+    let http: Vec<&reasonix_forward::policy::McpServerSpec> = config
+        .mcp
+        .iter()
+        .filter(|m| m.runs_on() == crate::config::McpRunOn::Laptop && m.command.is_none())
+        .filter(|m| m.url.is_some())
+        .collect();
+    let mut names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    names.extend(http.iter().map(|m| m.name.clone()));
     let mut opts = ClientOptions {
         config_home: Some(config.home.clone()),
         workspace_key: config.workspace_key.clone(),
         user_hooks: config.hooks.clone(),
         ..ClientOptions::default()
     };
-    if !specs.is_empty() {
-        opts.laptop_mcp = Some(Arc::new(crate::mcp_host::McpHost::new(specs)));
+    if !names.is_empty() {
+        let mut host = crate::mcp_host::McpHost::new(specs);
+        for m in http {
+            let url = m.url.clone().unwrap_or_default();
+            let opener = crate::gateway::mcp_http::opener(
+                &m.name,
+                &url,
+                m.headers.clone(),
+                config.home.clone(),
+            );
+            host = host.with_opener(&m.name, opener);
+        }
+        opts.laptop_mcp = Some(Arc::new(host));
     }
     (opts, names)
 }

@@ -867,10 +867,10 @@ impl Config {
                 ))),
                 Some(McpRunOn::Laptop) | None => m.run_on = Some(McpRunOn::Laptop),
             }
-            if m.command.is_none() {
+            if m.command.is_none() && m.url.is_none() {
                 return Err(invalid(format!(
-                    "[[mcp]] `{}` runs on the laptop, which starts stdio servers only: give it a `command`, or declare the HTTP server (`url`) in the workspace's reasonix.toml so the host reaches it",
-                    m.name
+                    "[[mcp]] `{}` runs on the laptop: give it a `command` (a stdio server the laptop starts) or a `url` (an HTTP server the laptop reaches, signed in with `reasonix mcp login {}` when it needs it)",
+                    m.name, m.name
                 )));
             }
             upsert_mcp(&mut self.mcp, m);

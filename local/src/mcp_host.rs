@@ -43,9 +43,21 @@ pub struct McpHostSpec {
     pub cwd: Option<PathBuf>,
 }
 
+/// Opens a laptop server that is not a process of its own (an HTTP server the laptop
+/// reaches, `crate::gateway::mcp_http`): its line channels, or why not.
+pub type McpOpener = Arc<dyn Fn() -> Result<McpHostChannels, String> + Send + Sync>;
+
 /// Why a laptop server could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum McpHostError {
+    /// An opener ([`McpOpener`]) failed.
+    #[error("laptop MCP server `{server}`: {message}")]
+    Open {
+        /// Server.
+        server: String,
+        /// Why.
+        message: String,
+    },
     /// No server of that name is configured on the laptop.
     #[error("no laptop MCP server named `{0}` is configured")]
     UnknownServer(String),
@@ -100,6 +112,7 @@ pub struct McpHostChannels {
 /// The laptop's MCP servers, at most one running instance each.
 pub struct McpHost {
     specs: BTreeMap<String, McpHostSpec>,
+    openers: BTreeMap<String, McpOpener>,
     running: Mutex<HashMap<String, ProcessGuard>>,
 }
 
@@ -108,18 +121,34 @@ impl McpHost {
     pub fn new(specs: impl IntoIterator<Item = McpHostSpec>) -> Self {
         Self {
             specs: specs.into_iter().map(|s| (s.name.clone(), s)).collect(),
+            openers: BTreeMap::new(),
             running: Mutex::new(HashMap::new()),
         }
     }
 
+    /// Adds server `name`, opened by `opener` instead of a process.
+    pub fn with_opener(mut self, name: &str, opener: McpOpener) -> Self {
+        self.openers.insert(name.to_string(), opener);
+        self
+    }
+
     /// Names of the configured servers, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.specs.keys().cloned().collect()
+        let mut names: Vec<String> = self.specs.keys().cloned().collect();
+        names.extend(self.openers.keys().cloned());
+        names.sort();
+        names
     }
 
     /// Starts `server` (killing a previous instance of it) and returns its channels. Must be
     /// called inside a tokio runtime.
     pub fn open(&self, server: &str) -> Result<McpHostChannels, McpHostError> {
+        if let Some(opener) = self.openers.get(server) {
+            return opener().map_err(|message| McpHostError::Open {
+                server: server.to_string(),
+                message,
+            });
+        }
         let spec = self
             .specs
             .get(server)

@@ -4,7 +4,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use reasonix_forward::proto::{
-    EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome, TurnState, Usage,
+    Event, EventKind, OpenSession, Request, Response, SessionSettings, TurnOutcome, TurnState,
+    Usage,
 };
 use serde_json::json;
 
@@ -906,15 +907,18 @@ pub async fn rewind(
     to_turn: u64,
     scope: reasonix_forward::proto::RewindScope,
     dry_run: bool,
+    forget_memory: bool,
 ) -> RunOutcome {
     let gateway = Arc::new(Gateway::new(config));
-    let (client, _events) = Client::start(connector, gateway, ClientOptions::default());
+    let (client, mut events) = Client::start(connector, gateway, ClientOptions::default());
     let open = OpenSession {
         // Filled in by the client (user hooks and trust records).
         hooks: Default::default(),
         session,
         new: false,
-        since: u64::MAX,
+        // The journal follows the open: the facts the rewound turns remembered are read
+        // from it (#32).
+        since: 0,
         read_only: false,
         takeover: true,
         settings: SessionSettings {
@@ -933,6 +937,7 @@ pub async fn rewind(
         }
         Err(e) => return fail(&mut Printer::default(), e.to_string()),
     };
+    let journal = catch_up(&mut events, opened.last_seq).await;
     let req = Request::Rewind {
         request_id: format!("rewind-{:016x}", rand::random::<u64>()),
         to_turn,
@@ -945,9 +950,28 @@ pub async fn rewind(
             for p in paths {
                 println!("  {p}");
             }
-            RunOutcome {
-                exit: Exit::Completed,
-                reason: None,
+            let offer = crate::memory::rewind::offer(
+                &client,
+                &config.home,
+                &journal,
+                to_turn,
+                dry_run,
+                forget_memory,
+            )
+            .await;
+            match offer {
+                Some((text, true)) => fail(&mut Printer::default(), text),
+                Some((text, false)) => {
+                    println!("{text}");
+                    RunOutcome {
+                        exit: Exit::Completed,
+                        reason: None,
+                    }
+                }
+                None => RunOutcome {
+                    exit: Exit::Completed,
+                    reason: None,
+                },
             }
         }
         Ok(other) => fail(
@@ -955,6 +979,36 @@ pub async fn rewind(
             format!("unexpected answer {other:?}"),
         ),
         Err(e) => fail(&mut Printer::default(), e.to_string()),
+    }
+}
+
+/// The journal events the open sends after its answer, up to `last_seq` (what is there
+/// after 30 s when they stop coming).
+async fn catch_up(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<ClientEvent>,
+    last_seq: u64,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    if last_seq == 0 {
+        return out;
+    }
+    let limit = tokio::time::sleep(std::time::Duration::from_secs(30));
+    tokio::pin!(limit);
+    loop {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ClientEvent::Event(e)) => {
+                    let seq = e.seq;
+                    out.push(e);
+                    if seq >= last_seq {
+                        return out;
+                    }
+                }
+                Some(_) => {}
+                None => return out,
+            },
+            _ = &mut limit => return out,
+        }
     }
 }
 

@@ -598,11 +598,22 @@ fn user_mcp_entries_run_on_the_laptop_or_are_refused_with_the_fix() {
         "{err}"
     );
 
-    // A laptop HTTP server cannot be tunnelled: refused too.
+    // A laptop HTTP server: the laptop reaches it (with its own sign-in token) and offers
+    // it to the host like a stdio one.
     let d = Dirs::new();
     d.user("[[mcp]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9/mcp\"\n");
+    let cfg = d.load().unwrap();
+    assert_eq!(cfg.mcp[0].run_on, Some(McpRunOn::Laptop));
+    assert_eq!(reasonix_local::client::options_for(&cfg).1, ["docs"]);
+
+    // Neither a command nor a url: refused naming both.
+    let d = Dirs::new();
+    d.user("[[mcp]]\nname = \"nothing\"\nargs = [\"x\"]\n");
     let err = d.load().unwrap_err().to_string();
-    assert!(err.contains("`docs`") && err.contains("command"), "{err}");
+    assert!(
+        err.contains("`nothing`") && err.contains("command") && err.contains("url"),
+        "{err}"
+    );
 }
 
 #[test]

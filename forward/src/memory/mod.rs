@@ -9,6 +9,7 @@
 pub mod fact;
 pub mod ops;
 pub mod recall;
+pub mod rewind;
 pub mod secret;
 pub mod store;
 

@@ -29,6 +29,7 @@ use crate::gateway::Gateway;
 
 mod elicit;
 mod plan;
+mod rewind_memory;
 pub(crate) use plan::modes;
 
 /// Everything a session needs to start.
@@ -203,6 +204,8 @@ pub async fn open(
         plan_on: Arc::default(),
         goal: crate::goal::GoalView::default(),
         goal_budgets: spec.config.goal_budgets(spec.model.as_deref()),
+        remembered: Vec::new(),
+        home: home.clone(),
     };
     let plan_on = Arc::clone(&actor.plan_on);
     tokio::spawn(actor.run(events, rx, done_rx));
@@ -248,6 +251,11 @@ struct Actor {
     goal: crate::goal::GoalView,
     /// `[agent]` goal budgets, sent with `/goal OBJECTIVE`.
     goal_budgets: reasonix_forward::proto::GoalBudgets,
+    /// (turn, fact id) of every fact a `remember` of this session wrote, as its events said:
+    /// a `/rewind` offers to forget those of the rewound turns.
+    remembered: Vec<(u64, String)>,
+    /// The laptop's config home (its global memory store).
+    home: std::path::PathBuf,
 }
 
 impl Actor {
@@ -416,6 +424,9 @@ impl Actor {
             self.update(u);
         }
         self.goal.observe(kind);
+        if let Some(fact) = reasonix_forward::memory::rewind::remembered_fact(kind) {
+            self.remembered.push((turn, fact));
+        }
         match kind {
             EventKind::ApprovalRequested {
                 approval_id,
@@ -678,29 +689,7 @@ impl Actor {
                 });
             }
             Command::Goal(arg) => self.goal_command(id, &arg),
-            Command::Rewind { to_turn, scope } => {
-                tokio::spawn(async move {
-                    let req = Request::Rewind {
-                        request_id: format!("acp-rewind-{:016x}", rand::random::<u64>()),
-                        to_turn,
-                        scope,
-                        dry_run: false,
-                    };
-                    let r = match client.request(req).await {
-                        Ok(Response::Rewound { summary, paths }) => {
-                            let mut text = summary;
-                            for p in paths {
-                                text.push_str(&format!("\n- {p}"));
-                            }
-                            Ok(text)
-                        }
-                        Ok(other) => Err(acp::Error::internal_error()
-                            .data(format!("unexpected answer {other:?}"))),
-                        Err(e) => Err(rpc_error(e)),
-                    };
-                    let _ = done.send(Done::Reply(id, r));
-                });
-            }
+            Command::Rewind { to_turn, scope } => self.rewind_command(id, to_turn, scope),
         }
     }
 

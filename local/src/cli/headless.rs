@@ -146,6 +146,7 @@ pub(super) async fn rewind(args: RewindArgs) -> Result<(), CliError> {
         args.to,
         scope,
         args.dry_run,
+        args.forget_memory,
     )
     .await;
     match (out.exit, out.reason) {

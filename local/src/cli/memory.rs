@@ -17,7 +17,6 @@ use reasonix_forward::memory::secret::find_secret;
 use reasonix_forward::memory::{
     project_dir, workspace_key, Fact, FactType, Scope, Store, EXPORT_DIR,
 };
-use reasonix_forward::proto::MemoryFile;
 use reasonix_local::config::reasonix_home;
 use reasonix_local::memory::access::Access;
 use reasonix_local::memory::command::line;
@@ -330,80 +329,13 @@ pub(super) async fn memory(cmd: MemoryCmd) -> Result<(), CliError> {
 /// its next revision when it is still a sound fact of the same id and scope, refused
 /// otherwise (the old fact stays; the edited text is kept in a file named in the error).
 async fn edit(a: &Access, id: &str) -> Result<(), CliError> {
-    let r = run(a, MemoryOp::Show { id: id.into() }).await?;
-    let Some(current) = r.facts.first().cloned() else {
-        return Err(CliError::failed(format!("no fact with id {id:?}")));
-    };
-    let dir = std::env::temp_dir().join(format!(
-        "reasonix-memory-edit-{:016x}",
-        rand::random::<u64>()
-    ));
-    reasonix_forward::private_fs::create_dir_all(&dir)
-        .map_err(|e| CliError::failed(format!("cannot make {}: {e}", dir.display())))?;
-    let result = edit_in(a, id, &current, &dir).await;
-    if result.is_ok() {
-        let _ = std::fs::remove_dir_all(&dir);
+    use reasonix_local::memory::edit;
+    let draft = edit::draft_in(a, id).await.map_err(CliError::failed)?;
+    if let Err(e) = edit::run_editor(&draft.path) {
+        draft.discard();
+        return Err(CliError::failed(format!("{e}; {id} is unchanged")));
     }
-    result
-}
-
-async fn edit_in(
-    a: &Access,
-    id: &str,
-    current: &MemoryFile,
-    dir: &std::path::Path,
-) -> Result<(), CliError> {
-    let path = dir.join(&current.name);
-    std::fs::write(&path, &current.text)
-        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?;
-    let editor = std::env::var("VISUAL")
-        .ok()
-        .filter(|e| !e.trim().is_empty())
-        .or_else(|| {
-            std::env::var("EDITOR")
-                .ok()
-                .filter(|e| !e.trim().is_empty())
-        })
-        .unwrap_or_else(|| "vi".into());
-    // Through the shell, so `EDITOR="code --wait"` works; the path is an argument, never
-    // part of the command text.
-    let status = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{editor} \"$1\""))
-        .arg("sh")
-        .arg(&path)
-        .status()
-        .await
-        .map_err(|e| CliError::failed(format!("cannot run the editor {editor:?}: {e}")))?;
-    if !status.success() {
-        return Err(CliError::failed(format!(
-            "the editor {editor:?} exited with {status}; {id} is unchanged"
-        )));
-    }
-    let text = std::fs::read(&path)
-        .map_err(|e| CliError::failed(format!("cannot read {}: {e}", path.display())))?;
-    let text = String::from_utf8(text).map_err(|_| {
-        CliError::failed(format!(
-            "the edited file is not UTF-8 text; {id} is unchanged"
-        ))
-    })?;
-    if text == current.text {
-        println!("no change to {id}");
-        return Ok(());
-    }
-    let file = MemoryFile {
-        name: current.name.clone(),
-        text,
-    };
-    match a.run(MemoryOp::Replace { file }).await {
-        Ok(r) => {
-            println!("{}", r.message);
-            Ok(())
-        }
-        // The user's edit stays in `path` (the folder is not removed on error).
-        Err(e) => Err(CliError::failed(format!(
-            "{e}\n{id} is unchanged; your edited text is kept in {}",
-            path.display()
-        ))),
-    }
+    let message = draft.save().await.map_err(CliError::failed)?;
+    println!("{message}");
+    Ok(())
 }

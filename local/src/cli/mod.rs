@@ -227,6 +227,10 @@ struct RewindArgs {
     /// Only show what would change.
     #[arg(long)]
     dry_run: bool,
+    /// Also forget (archive) the memory facts the rewound turns remembered; without it they
+    /// are kept and listed.
+    #[arg(long)]
+    forget_memory: bool,
     /// Session id (default: the most recent session of the workspace).
     #[arg(long)]
     session: Option<String>,

@@ -13,6 +13,7 @@
 pub mod anthropic;
 pub mod http;
 pub mod keys;
+pub mod mcp_http;
 pub mod oauth;
 pub mod openai;
 pub mod retry;

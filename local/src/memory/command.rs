@@ -42,7 +42,7 @@ impl Stores {
     }
 
     /// Which store holds active fact `id`.
-    async fn holder(&self, id: &str) -> Result<(&Access, Fact), String> {
+    pub(crate) async fn holder(&self, id: &str) -> Result<(&Access, Fact), String> {
         for (_, a) in self.both() {
             if let Ok(r) = a.run(MemoryOp::Show { id: id.into() }).await {
                 if let Some(f) = r.parsed().into_iter().next() {

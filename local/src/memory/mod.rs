@@ -5,6 +5,8 @@
 
 pub mod access;
 pub mod command;
+pub mod edit;
+pub mod rewind;
 
 use std::path::Path;
 

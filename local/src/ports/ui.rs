@@ -63,9 +63,17 @@ fn list(forwards: &Forwards) -> String {
     text
 }
 
-/// Open `url` with the system's browser opener, detached.
+/// Open `url` with the system's browser opener, detached: `$BROWSER` when set (the first
+/// of its `:`-separated commands, given the address as its argument), else `open` on macOS,
+/// `start` on Windows, `xdg-open` elsewhere.
 pub fn open_browser(url: &str) -> std::io::Result<()> {
-    let mut cmd = if cfg!(target_os = "macos") {
+    let chosen = std::env::var("BROWSER")
+        .ok()
+        .and_then(|b| b.split(':').next().map(str::trim).map(str::to_string))
+        .filter(|b| !b.is_empty());
+    let mut cmd = if let Some(browser) = chosen {
+        std::process::Command::new(browser)
+    } else if cfg!(target_os = "macos") {
         std::process::Command::new("open")
     } else if cfg!(windows) {
         let mut c = std::process::Command::new("cmd");

@@ -3,7 +3,8 @@
 // Rust test asserts on the report and on the files. Any protocol error exits non-zero.
 //
 //   node drive.mjs <scenario> [arg]      scenarios: edit | cancel | load <session-id> | mcp <script-server>
-//                                        | steps <json: [{cwd?, prompt, answer?}]>
+//                                        | steps <json: [{cwd?, prompt, answer?, elicit?}]> (a session each)
+//                                        | prompts <json: [{prompt, answer?, elicit?}]> (one session)
 //
 // Environment: REASONIX_BIN (the binary), WS (the editor's folder), AGENT_ARGV (the
 // arguments, a JSON array, taken from the Zed example in docs/ACP.md), plus whatever the
@@ -28,6 +29,8 @@ let onUpdate = () => {};
 const report = { scenario, log };
 // The option kind a permission request is answered with (`steps` sets it per step).
 let answer = "allow_once";
+// The option kind an MCP elicitation is answered with (`steps`: a step's `elicit`).
+let elicitAnswer = null;
 
 function brief(u) {
   const b = { kind: u.sessionUpdate };
@@ -60,7 +63,10 @@ const app = acp
       options: params.options.map((o) => `${o.optionId}:${o.kind}`),
       content: params.toolCall.content,
     });
-    const allow = params.options.find((o) => o.kind === answer);
+    // An MCP server's elicitation (titled "MCP server `x` asks: …") gets the step's
+    // `elicit` answer when it has one.
+    const kind = params.toolCall.title?.startsWith("MCP server") && elicitAnswer ? elicitAnswer : answer;
+    const allow = params.options.find((o) => o.kind === kind);
     process.stderr.write(`[drive] permission asked for ${params.toolCall.toolCallId}\n`);
     return { outcome: { outcome: "selected", optionId: allow.optionId } };
   });
@@ -147,8 +153,24 @@ async function run(ctx) {
     report.stopReasons = [];
     for (const [n, step] of JSON.parse(arg).entries()) {
       answer = step.answer || "allow_once";
+      elicitAnswer = step.elicit || null;
       const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: step.cwd || ws, mcpServers: [] });
       log.push({ at: "step", n, session: sessionId });
+      const r = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text: step.prompt }],
+      });
+      report.stopReasons.push(r.stopReason);
+    }
+  } else if (scenario === "prompts") {
+    // One session, several prompts in it (arg: [{prompt, answer?, elicit?}]).
+    const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: ws, mcpServers: [] });
+    report.sessionId = sessionId;
+    report.stopReasons = [];
+    for (const [n, step] of JSON.parse(arg).entries()) {
+      answer = step.answer || "allow_once";
+      elicitAnswer = step.elicit || null;
+      log.push({ at: "step", n });
       const r = await ctx.request(acp.methods.agent.session.prompt, {
         sessionId,
         prompt: [{ type: "text", text: step.prompt }],

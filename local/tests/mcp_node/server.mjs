@@ -4,7 +4,7 @@
 //   node server.mjs --transport stdio|sse|http [--oauth] [--token-ttl SECONDS] [--port-file F]
 //
 // Tools: `echo {text}`; `ask_name` (asks the client for a name through a form elicitation and
-// says what came back); `whoami` (the OAuth client the bearer token was issued to).
+// says what came back); `pick_target` (the same with a field that has a default); `whoami` (the OAuth client the bearer token was issued to).
 // HTTP modes listen on 127.0.0.1 (random port) and print one line `LISTENING <url>` (and
 // `AUTH <issuer>` with --oauth) on stdout; with --port-file the lines also go to that file.
 // `GET /evil-sse` is an SSE stream announcing an endpoint on another origin.
@@ -61,6 +61,22 @@ function makeServer() {
     } catch (e) {
       return { content: [{ type: 'text', text: `elicitation failed: ${e.message}` }], isError: true };
     }
+    const content = result.content ? JSON.stringify(result.content) : '';
+    return { content: [{ type: 'text', text: `elicitation ${result.action} ${content}`.trim() }] };
+  });
+  server.tool('pick_target', 'Ask the user where to deploy (a form whose field has a default)', {}, async (_args, extra) => {
+    const result = await server.server.elicitInput(
+      {
+        mode: 'form',
+        message: 'Where should the fixture deploy?',
+        requestedSchema: {
+          type: 'object',
+          properties: { target: { type: 'string', title: 'Target', default: 'staging-7' } },
+          required: ['target'],
+        },
+      },
+      { relatedRequestId: extra.requestId },
+    );
     const content = result.content ? JSON.stringify(result.content) : '';
     return { content: [{ type: 'text', text: `elicitation ${result.action} ${content}`.trim() }] };
   });

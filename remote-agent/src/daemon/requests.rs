@@ -269,6 +269,7 @@ impl Daemon {
                 })
             }
             Request::McpStatus { laptop } => Ok(self.mcp_status(conn, &laptop).await),
+            Request::McpReconnect { server } => self.mcp_reconnect(conn, &server).await,
             Request::Hooks { hooks } => Ok(Response::Hooks(self.hooks_report(conn, hooks))),
             Request::Memory { op } => {
                 let store = reasonix_forward::memory::Store::new(
@@ -405,6 +406,29 @@ impl Daemon {
         };
         servers.extend(laptop_status.iter().map(|s| s.to_info()));
         Response::McpServers { servers }
+    }
+
+    /// `Request::McpReconnect`: in the session this link drives, or (none) the workspace's.
+    async fn mcp_reconnect(&self, conn: &Arc<Conn>, server: &str) -> Result<Response, RpcError> {
+        let open = conn.session.lock_or_recover().is_some();
+        let status = if open {
+            self.driven_session(conn)?
+                .mcp_reconnect(server)
+                .await
+                .map_err(|e| RpcError::new(ErrorCode::NotFound, e))?
+        } else {
+            let manager = self.runtime.mcp.refresh().await.manager;
+            if !manager.reconnect(server).await {
+                return Err(RpcError::new(
+                    ErrorCode::NotFound,
+                    format!("the workspace declares no MCP server named `{server}`"),
+                ));
+            }
+            manager.status()
+        };
+        Ok(Response::McpServers {
+            servers: status.iter().map(|s| s.to_info()).collect(),
+        })
     }
 
     /// The hooks of the session this link drives (adopting `hooks`, the laptop's user hooks

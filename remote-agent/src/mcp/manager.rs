@@ -404,6 +404,19 @@ impl McpManager {
         Some(server.client().await)
     }
 
+    /// Drops the live connection to server `name` and connects again now (an HTTP server
+    /// asks the laptop for its sign-in token anew). `false` when no server has that name; a
+    /// failed connect is the server's listed state.
+    pub async fn reconnect(&self, name: &str) -> bool {
+        let Some(server) = self.servers.iter().find(|s| s.spec.name == name).cloned() else {
+            return false;
+        };
+        *server.slot.lock().await = None;
+        server.set_state(McpServerState::Starting);
+        let _ = server.client().await;
+        true
+    }
+
     /// Every server, sorted by name.
     pub fn status(&self) -> Vec<McpServerStatus> {
         let tools = self.tools();

@@ -102,9 +102,11 @@ impl Host for Session {
 
     fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
         let laptop = self.laptop_tools.lock_or_recover().clone();
+        let late = self.late_tools.lock_or_recover().clone();
         self.tools
             .get(name)
             .or_else(|| laptop.and_then(|r| r.get(name)))
+            .or_else(|| late.and_then(|r| r.get(name)))
     }
 
     fn decide(&self, tool: &str, args: &Value, read_only: bool) -> Decision {

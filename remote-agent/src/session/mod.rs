@@ -34,6 +34,7 @@ mod history;
 mod hooks;
 mod host;
 mod lifecycle;
+mod mcp_signin;
 mod plan;
 mod planner;
 mod provider;
@@ -205,6 +206,9 @@ pub struct Session {
     planner: Mutex<Option<Arc<planner::Planner>>>,
     workspace: std::path::PathBuf,
     laptop_tools: Mutex<Option<Arc<ToolRegistry>>>,
+    /// Tools of workspace MCP servers that joined after the session opened (a server signed
+    /// in by `/mcp login` and reconnected: [`mcp_signin`]).
+    late_tools: Mutex<Option<Arc<ToolRegistry>>>,
     laptop_mcp: tokio::sync::Mutex<Option<Arc<crate::mcp::McpManager>>>,
     /// Built-ins plus the workspace MCP tools as they were when the session was opened in
     /// this daemon: fixed for the session's life, since the tool list is part of its prefix.
@@ -365,6 +369,7 @@ impl Session {
             planner: Mutex::new(None),
             workspace: workspace.to_path_buf(),
             laptop_tools: Mutex::new(None),
+            late_tools: Mutex::new(None),
             laptop_mcp: tokio::sync::Mutex::new(None),
             tools,
             workspace_mcp,
@@ -699,6 +704,9 @@ impl Session {
         let mut names: Vec<String> = self.tools.names().iter().map(|s| s.to_string()).collect();
         if let Some(laptop) = self.laptop_tools.lock_or_recover().clone() {
             names.extend(laptop.names().iter().map(|s| s.to_string()));
+        }
+        if let Some(late) = self.late_tools.lock_or_recover().clone() {
+            names.extend(late.names().iter().map(|s| s.to_string()));
         }
         names.sort();
         names.dedup();

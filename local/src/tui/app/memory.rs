@@ -60,6 +60,18 @@ impl App {
             }));
             return Vec::new();
         }
+        if let ["edit", rest @ ..] = words.as_slice() {
+            return match rest {
+                [id] => {
+                    self.set_hint("editing in $EDITOR…");
+                    vec![Action::MemoryEdit { id: id.to_string() }]
+                }
+                _ => {
+                    self.set_hint("usage: /memory edit ID");
+                    Vec::new()
+                }
+            };
+        }
         vec![Action::Memory(MemoryAction::Command(arg.to_string()))]
     }
 

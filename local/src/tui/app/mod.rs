@@ -163,6 +163,12 @@ pub enum Action {
     Ports(String),
     /// `/memory …`, a confirmed `# note`, a confirmed forget (#32).
     Memory(MemoryAction),
+    /// `/memory edit ID`: open the fact in `$VISUAL`/`$EDITOR` on this laptop (the TUI
+    /// gives the terminal to the editor meanwhile) and write it back through the store.
+    MemoryEdit {
+        /// The fact's id.
+        id: String,
+    },
     /// `/upload ARGS` (`upload`) or `/download ARGS`: a file copy over the link.
     Transfer {
         /// Laptop to host.
@@ -222,6 +228,14 @@ pub enum Action {
     Status,
     /// Send `Request::McpStatus`.
     McpStatus,
+    /// `/mcp login NAME` / `/mcp logout NAME`: sign in to (or out of) an HTTP MCP server on
+    /// this laptop, then have the host reconnect it (`Request::McpReconnect`).
+    McpSignIn {
+        /// Server name.
+        server: String,
+        /// Sign out instead.
+        logout: bool,
+    },
     /// Send `Request::Compact` (`/compact [focus]`).
     Compact {
         /// Deduplication id.

@@ -164,8 +164,8 @@ impl SlashCommand {
             Self::Mcp => (
                 "mcp",
                 &[],
-                "",
-                "MCP servers: where each runs, its state and its tools",
+                "[login NAME|logout NAME]",
+                "MCP servers: where each runs, its state and its tools; login/logout: sign in to an HTTP server (browser on this laptop) and reconnect it",
             ),
             Self::Hooks => (
                 "hooks",
@@ -550,6 +550,27 @@ impl App {
             SlashCommand::Skills => {
                 self.show_skills();
                 Vec::new()
+            }
+            SlashCommand::Mcp if !arg.trim().is_empty() => {
+                let words: Vec<&str> = arg.split_whitespace().collect();
+                match words.as_slice() {
+                    [verb @ ("login" | "logout"), server] => {
+                        let logout = *verb == "logout";
+                        self.set_hint(if logout {
+                            "signing out…"
+                        } else {
+                            "signing in…"
+                        });
+                        vec![Action::McpSignIn {
+                            server: server.to_string(),
+                            logout,
+                        }]
+                    }
+                    _ => {
+                        self.set_hint("usage: /mcp [login NAME | logout NAME]");
+                        Vec::new()
+                    }
+                }
             }
             SlashCommand::Mcp => {
                 self.overlay_max_scroll.set(usize::MAX);

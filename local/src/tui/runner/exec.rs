@@ -561,6 +561,9 @@ impl Exec {
             Action::Permissions { remove } => self.permissions(remove),
             Action::Hooks { trust, path } => self.hooks(trust, path),
             Action::Memory(a) => self.memory(a),
+            // Run by the event loop, which owns the terminal (`editor::edit_memory`).
+            Action::MemoryEdit { .. } => {}
+            Action::McpSignIn { server, logout } => self.mcp_sign_in(server, logout),
             Action::Ports(arg) => {
                 let (ports, tx, arg) = (Arc::clone(&self.ports), self.tx.clone(), arg.clone());
                 tokio::spawn(async move {

@@ -28,7 +28,9 @@ use crate::config::Config;
 use crate::connect::Connector;
 use crate::gateway::Gateway;
 
+mod editor;
 mod exec;
+mod mcp_sign_in;
 mod settings;
 mod terminal;
 
@@ -143,7 +145,8 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
 
     let stop = Arc::new(AtomicBool::new(false));
     let (input_tx, mut input_rx) = mpsc::unbounded_channel();
-    spawn_input(input_tx, Arc::clone(&stop));
+    let input_paused = Arc::new(AtomicBool::new(false));
+    spawn_input(input_tx, Arc::clone(&stop), Arc::clone(&input_paused));
 
     let ctx = Exec {
         pty: super::term_link::spawn(client.clone(), app_tx.clone()),
@@ -229,6 +232,19 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         }
         if clear {
             let _ = terminal.clear();
+        }
+        // `/memory edit ID` hands the terminal to the editor; everything else goes to `ctx`.
+        let (edits, actions): (Vec<Action>, Vec<Action>) = actions
+            .into_iter()
+            .partition(|a| matches!(a, Action::MemoryEdit { .. }));
+        for a in edits {
+            if let Action::MemoryEdit { id } = a {
+                let suspend = editor::Suspend {
+                    enhanced,
+                    input_paused: &input_paused,
+                };
+                editor::edit_memory(&ctx, &mut terminal, &suspend, &id).await;
+            }
         }
         quit = ctx.run_all(actions) || app.should_quit();
     }

@@ -42,10 +42,19 @@ pub(super) enum Input {
     Failed(String),
 }
 
-/// Read terminal input on a thread (crossterm's reader blocks); stops when `stop` is set.
-pub(super) fn spawn_input(tx: mpsc::UnboundedSender<Input>, stop: Arc<AtomicBool>) {
+/// Read terminal input on a thread (crossterm's reader blocks); stops when `stop` is set,
+/// reads nothing while `paused` is (an editor has the terminal).
+pub(super) fn spawn_input(
+    tx: mpsc::UnboundedSender<Input>,
+    stop: Arc<AtomicBool>,
+    paused: Arc<AtomicBool>,
+) {
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
+            if paused.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
             match crossterm::event::poll(Duration::from_millis(50)) {
                 Ok(true) => match crossterm::event::read() {
                     Ok(ev) => {
