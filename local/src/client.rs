@@ -510,6 +510,7 @@ impl Supervisor {
                     link_id: id.clone(),
                     received: link.received(),
                 }),
+                bytes_frames: true,
             };
             let transport = match self.connector.connect(&hello).await {
                 Ok(t) => t,
@@ -687,6 +688,9 @@ impl Supervisor {
                     link
                 }
             };
+            if welcome.bytes_frames {
+                link.enable_bytes_frames();
+            }
             *self.last_contact.lock_or_recover() = Instant::now();
             self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));
             if let Some(text) = transport.notice.clone() {
