@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use reasonix_forward::agent::{
     allowed, failure, kind_name, message_kind, read_message, AgentOffer, AgentOpen, Frames,
-    AGENT_WINDOW,
+    AGENT_WINDOW, SSH_AGENTC_SIGN_REQUEST,
 };
 use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelData, Offer};
 use reasonix_forward::proto::{ErrorCode, Event, EventKind, PtyBytes, Request, Response, RpcError};
@@ -22,6 +22,7 @@ use reasonix_forward::rpc::Rpc;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
+use crate::agent_confirm::{allow_sign, AgentConfirm};
 use crate::client::ClientEvent;
 
 /// Offer the agent at `agent` on a new link and tell the user where the host's processes
@@ -53,7 +54,13 @@ pub(crate) async fn offer(
 
 /// An agent channel the host opened: connect it to the laptop's agent, or refuse saying why
 /// (this laptop does not forward its agent, or the agent does not answer).
-pub(crate) fn serve(agent: Option<Arc<PathBuf>>, open: AgentOpen, offer: Offer) {
+pub(crate) fn serve(
+    agent: Option<Arc<PathBuf>>,
+    confirm: Arc<AgentConfirm>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    open: AgentOpen,
+    offer: Offer,
+) {
     tokio::spawn(async move {
         let Some(agent) = agent else {
             let e = RpcError::new(
@@ -84,19 +91,39 @@ pub(crate) fn serve(agent: Option<Arc<PathBuf>>, open: AgentOpen, offer: Offer) 
                 return;
             }
         };
-        if let Err(e) = relay(stream, channel, &open, &agent).await {
+        let ctx = Relay {
+            open: &open,
+            addr: &agent,
+            confirm: &confirm,
+            events: &events,
+        };
+        if let Err(e) = relay(stream, channel, ctx).await {
             tracing::info!(pid = open.pid, command = %open.command, "agent channel ended: {e}");
         }
     });
 }
 
-/// Requests from the host, one at a time, to the agent; its answers back.
+/// What a relay needs besides its two ends.
+struct Relay<'a> {
+    open: &'a AgentOpen,
+    addr: &'a Path,
+    confirm: &'a AgentConfirm,
+    events: &'a mpsc::UnboundedSender<ClientEvent>,
+}
+
+/// Requests from the host, one at a time, to the agent; its answers back. In `confirm` mode
+/// a signing request first asks the user ([`crate::agent_confirm`]).
 async fn relay(
     mut agent: Box<dyn crate::platform::agent::AgentStream>,
     channel: Channel,
-    open: &AgentOpen,
-    addr: &Path,
+    ctx: Relay<'_>,
 ) -> Result<(), String> {
+    let Relay {
+        open,
+        addr,
+        confirm,
+        events,
+    } = ctx;
     let Channel { tx, mut rx } = channel;
     let mut frames = Frames::new();
     loop {
@@ -120,7 +147,10 @@ async fn relay(
             "host agent request: {}",
             kind_name(kind)
         );
-        let reply = if allowed(kind) {
+        let asked = kind == SSH_AGENTC_SIGN_REQUEST && confirm.confirm;
+        let ok = allowed(kind)
+            && (!asked || allow_sign(confirm, &msg, open, &mut agent, events).await);
+        let reply = if ok {
             agent
                 .write_all(&msg)
                 .await
