@@ -191,6 +191,50 @@ mod tests {
         .session_policy()
     }
 
+    fn config_with(user: &str, project: Option<&str>) -> Result<Config, String> {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), user).unwrap();
+        if let Some(p) = project {
+            std::fs::write(ws.path().join("reasonix.toml"), p).unwrap();
+        }
+        Config::load(&LoadOptions {
+            home: Some(home.path().to_path_buf()),
+            project_dir: Some(ws.path().to_path_buf()),
+            ..LoadOptions::default()
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// `ssh_agent = "confirm"`: the agent for the bash tool, and the question for every
+    /// signature; a project may add the question, never the agent or a pre-approval.
+    #[test]
+    fn confirm_is_on_with_a_question_and_only_the_user_pre_approves() {
+        let c = config_with(
+            "[sandbox]\nssh_agent = \"confirm\"\nssh_agent_approved = [\"SHA256:x\"]\n",
+            None,
+        )
+        .unwrap();
+        assert!(c.sandbox.ssh_agent && c.sandbox.ssh_agent_confirm);
+        assert_eq!(c.sandbox.ssh_agent_approved, vec!["SHA256:x".to_string()]);
+        assert!(c.session_policy().sandbox.ssh_agent);
+        let c = config_with("[sandbox]\nssh_agent = true\n", None).unwrap();
+        assert!(c.sandbox.ssh_agent && !c.sandbox.ssh_agent_confirm);
+        let c = config_with(
+            "[sandbox]\nssh_agent = true\n",
+            Some("[sandbox]\nssh_agent = \"confirm\"\n"),
+        )
+        .unwrap();
+        assert!(c.sandbox.ssh_agent_confirm, "a project adds the question");
+        let c = config_with("", Some("[sandbox]\nssh_agent = \"confirm\"\n")).unwrap();
+        assert!(!c.sandbox.ssh_agent && !c.sandbox.ssh_agent_confirm);
+        let c = config_with("", Some("[sandbox]\nssh_agent_approved = [\"SHA256:x\"]\n"))
+            .unwrap();
+        assert!(c.sandbox.ssh_agent_approved.is_empty());
+        let bad = config_with("[sandbox]\nssh_agent = \"ask\"\n", None).unwrap_err();
+        assert!(bad.contains("confirm"), "{bad}");
+    }
+
     /// `[sandbox] ssh_agent` is the user's to turn on; off by default; a project file may
     /// turn it off, never on.
     #[test]
