@@ -649,7 +649,8 @@ mod tests {
                 forbid_read: Some(vec!["secrets".into()]),
                 bash: Some(BashSandbox::Off),
                 network: Some(true),
-                ssh_agent: Some(true),
+                ssh_agent: Some(crate::agent::AgentSetting::On),
+                ssh_agent_approved: None,
             },
             tools: ToolsLayer {
                 enabled: None,
@@ -804,7 +805,7 @@ mod tests {
             sandbox: SandboxLayer {
                 bash: Some(BashSandbox::Enforce),
                 network: Some(false),
-                ssh_agent: Some(false),
+                ssh_agent: Some(crate::agent::AgentSetting::Off),
                 ..SandboxLayer::default()
             },
             tools: ToolsLayer {

@@ -225,7 +225,10 @@ mod tests {
         ids.extend(string(b"not this"));
         ids.extend(string(&blob));
         ids.extend(string(b"me@laptop"));
-        assert_eq!(comment_in(&frame(&ids), &blob).as_deref(), Some("me@laptop"));
+        assert_eq!(
+            comment_in(&frame(&ids), &blob).as_deref(),
+            Some("me@laptop")
+        );
         assert_eq!(sign_key_blob(&frame(&[13, 0, 0])), None, "truncated");
     }
 

@@ -148,8 +148,8 @@ async fn relay(
             kind_name(kind)
         );
         let asked = kind == SSH_AGENTC_SIGN_REQUEST && confirm.confirm;
-        let ok = allowed(kind)
-            && (!asked || allow_sign(confirm, &msg, open, &mut agent, events).await);
+        let ok =
+            allowed(kind) && (!asked || allow_sign(confirm, &msg, open, &mut agent, events).await);
         let reply = if ok {
             agent
                 .write_all(&msg)
@@ -228,8 +228,7 @@ mod tests {
         assert!(c.sandbox.ssh_agent_confirm, "a project adds the question");
         let c = config_with("", Some("[sandbox]\nssh_agent = \"confirm\"\n")).unwrap();
         assert!(!c.sandbox.ssh_agent && !c.sandbox.ssh_agent_confirm);
-        let c = config_with("", Some("[sandbox]\nssh_agent_approved = [\"SHA256:x\"]\n"))
-            .unwrap();
+        let c = config_with("", Some("[sandbox]\nssh_agent_approved = [\"SHA256:x\"]\n")).unwrap();
         assert!(c.sandbox.ssh_agent_approved.is_empty());
         let bad = config_with("[sandbox]\nssh_agent = \"ask\"\n", None).unwrap_err();
         assert!(bad.contains("confirm"), "{bad}");

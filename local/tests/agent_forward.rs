@@ -466,11 +466,16 @@ fn confirm_mode_asks_before_each_signature() {
         let public_file = keys.path().join("id_confirm.pub");
         let fp = fingerprint(&public_file);
         let agent = LaptopAgent::start(keys.path());
-        assert!(agent.ssh_add(&[key.private.to_str().unwrap()]).status.success());
+        assert!(agent
+            .ssh_add(&[key.private.to_str().unwrap()])
+            .status
+            .success());
         std::fs::remove_file(&key.private).unwrap();
         let public = std::fs::read_to_string(&public_file).unwrap();
         rig.user.write_file("ws/key.pub", &public, 0o644).unwrap();
-        rig.user.write_file("ws/msg.txt", "sign me\n", 0o644).unwrap();
+        rig.user
+            .write_file("ws/msg.txt", "sign me\n", 0o644)
+            .unwrap();
         let (pubkey, msg) = (rig.host_file("key.pub"), rig.host_file("msg.txt"));
         let sign = format!(
             "rm -f {m}.sig; ssh-keygen -Y sign -n test -f {k} {m}",
@@ -571,6 +576,9 @@ fn confirm_mode_asks_before_each_signature() {
         let mut term = Term::open(&client).await;
         let (out, rc) = term.run(&sign).await;
         assert_eq!(rc, 0, "a pre-approved key did not sign: {out}");
-        assert!(questions.try_recv().is_err(), "a pre-approved key was asked about");
+        assert!(
+            questions.try_recv().is_err(),
+            "a pre-approved key was asked about"
+        );
     });
 }

@@ -51,8 +51,8 @@ pub fn shape(ns: &NetNs, proxy_ports: &[u16]) {
         "tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "20",
     ]);
     run(&[
-        "tc", "class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate",
-        &rate, "ceil", &rate,
+        "tc", "class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate", &rate,
+        "ceil", &rate,
     ]);
     run(&[
         "tc", "class", "add", "dev", "lo", "parent", "1:", "classid", "1:20", "htb", "rate",

@@ -25,7 +25,11 @@ impl Actor {
                 "Allow once",
                 acp::PermissionOptionKind::AllowOnce,
             ),
-            acp::PermissionOption::new(SIGN_REJECT, "Reject", acp::PermissionOptionKind::RejectOnce),
+            acp::PermissionOption::new(
+                SIGN_REJECT,
+                "Reject",
+                acp::PermissionOptionKind::RejectOnce,
+            ),
         ];
         let request = acp::RequestPermissionRequest::new(session, call, options);
         let peer = self.peer.clone();
