@@ -60,6 +60,54 @@ pub struct AgentForwarding {
     pub socket: String,
 }
 
+/// `[sandbox] ssh_agent` as written: `false`, `true`, or `"confirm"` (true, and every
+/// signing request is put to the user on the laptop first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentSetting {
+    /// `false`: the bash tool does not get the agent.
+    Off,
+    /// `true`: it does.
+    On,
+    /// `"confirm"`: it does, and each signing request asks the user on the laptop.
+    Confirm,
+}
+
+impl AgentSetting {
+    /// Whether the bash tool gets the agent.
+    pub fn on(self) -> bool {
+        self != AgentSetting::Off
+    }
+}
+
+impl Serialize for AgentSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AgentSetting::Off => s.serialize_bool(false),
+            AgentSetting::On => s.serialize_bool(true),
+            AgentSetting::Confirm => s.serialize_str("confirm"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(false) => Ok(AgentSetting::Off),
+            Raw::Bool(true) => Ok(AgentSetting::On),
+            Raw::Text(t) if t == "confirm" => Ok(AgentSetting::Confirm),
+            Raw::Text(t) => Err(serde::de::Error::custom(format!(
+                "ssh_agent is true, false or \"confirm\", not \"{t}\""
+            ))),
+        }
+    }
+}
+
 /// The answer `SSH_AGENT_FAILURE`, framed.
 pub fn failure() -> Vec<u8> {
     frame(&[SSH_AGENT_FAILURE])

@@ -38,6 +38,9 @@ pub enum FrameKind {
     Pong = 6,
     /// The sender closes the link for good; payload = UTF-8 reason.
     Close = 7,
+    /// One envelope that is a piece of channel bytes, without JSON: payload = `u64 ch` and
+    /// the raw bytes ([`crate::payload`]); numbered like `Data`, in the same sequence.
+    Bytes = 8,
 }
 
 impl FrameKind {
@@ -51,6 +54,7 @@ impl FrameKind {
             5 => FrameKind::Ping,
             6 => FrameKind::Pong,
             7 => FrameKind::Close,
+            8 => FrameKind::Bytes,
             _ => return None,
         })
     }
@@ -65,6 +69,7 @@ impl FrameKind {
             FrameKind::Ping => "ping",
             FrameKind::Pong => "pong",
             FrameKind::Close => "close",
+            FrameKind::Bytes => "bytes",
         }
     }
 }

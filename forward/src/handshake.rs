@@ -318,6 +318,7 @@ where
                 "protocol mismatch: host speaks {PROTOCOL_VERSION}, client speaks {}",
                 hello.protocol
             )),
+            bytes_frames: false,
         };
         // Best effort: the client learns our version; our error is what matters here.
         let _ = server_welcome(writer, &refusal).await;

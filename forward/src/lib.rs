@@ -32,6 +32,7 @@ pub mod handshake;
 pub mod hooks;
 pub mod link;
 pub mod memory;
+pub mod payload;
 pub mod plan;
 pub mod policy;
 pub mod ports;

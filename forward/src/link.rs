@@ -132,8 +132,9 @@ pub struct LinkStats {
 struct State {
     /// `seq` the next `send` gets.
     next_seq: u64,
-    /// Payloads (envelope JSON) of seq `front_seq .. next_seq`, unacknowledged.
-    buffer: VecDeque<Bytes>,
+    /// Frame kinds and payloads ([`crate::payload`]) of seq `front_seq .. next_seq`,
+    /// unacknowledged.
+    buffer: VecDeque<(FrameKind, Bytes)>,
     /// `seq` of `buffer[0]`; everything before it is acknowledged by the peer.
     front_seq: u64,
     buffered_bytes: usize,
@@ -167,6 +168,8 @@ struct Shared {
     generation: watch::Sender<u64>,
     /// The running transport's writer queue (None while disconnected).
     wire: Mutex<Option<Arc<Wire>>>,
+    /// The peer reads `Bytes` frames (it said so in the handshake): channel bytes go raw.
+    bytes_frames: AtomicBool,
 }
 
 /// One end of a resumable link. Cheap to clone; all clones share the same state.
@@ -212,6 +215,7 @@ impl Link {
             closed: watch::channel(false).0,
             generation: watch::channel(0).0,
             wire: Mutex::new(None),
+            bytes_frames: AtomicBool::new(false),
         };
         (
             Link {
@@ -224,6 +228,18 @@ impl Link {
     /// The configuration this link was made with.
     pub fn config(&self) -> &LinkConfig {
         &self.shared.config
+    }
+
+    /// The peer said in the handshake that it reads `Bytes` frames: from now on channel
+    /// bytes are sent raw instead of as base64 in JSON ([`crate::payload`]). A link's peer
+    /// is one process for the link's whole life, so this never needs turning off.
+    pub fn enable_bytes_frames(&self) {
+        self.shared.bytes_frames.store(true, Ordering::Release);
+    }
+
+    /// Whether channel bytes go out as `Bytes` frames.
+    pub fn bytes_frames(&self) -> bool {
+        self.shared.bytes_frames.load(Ordering::Acquire)
     }
 
     /// Queue an envelope. Works while no transport is attached (it waits in the replay
@@ -239,12 +255,13 @@ impl Link {
     /// [`Link::send`], giving an envelope too big for one frame back with the error, so the
     /// caller can send its content another way (by reference) without keeping a copy.
     pub async fn try_send(&self, envelope: Envelope) -> Result<(), (LinkError, Option<Envelope>)> {
-        let payload = serde_json::to_vec(&envelope).map_err(|e| {
-            (
-                LinkError::Malformed(format!("cannot encode an envelope: {e}")),
-                None,
-            )
-        })?;
+        let (kind, payload) =
+            crate::payload::encode(&envelope, self.bytes_frames()).map_err(|e| {
+                (
+                    LinkError::Malformed(format!("cannot encode an envelope: {e}")),
+                    None,
+                )
+            })?;
         let size = payload.len() + HEADER_LEN;
         if size > self.shared.config.max_frame_bytes {
             let e = LinkError::Oversized {
@@ -269,7 +286,7 @@ impl Link {
                     st.buffered_bytes + payload.len() <= self.shared.config.replay_limit_bytes;
                 if fits || st.buffer.is_empty() {
                     st.buffered_bytes += payload.len();
-                    st.buffer.push_back(payload);
+                    st.buffer.push_back((kind, payload));
                     st.stats.sent_seq = st.next_seq;
                     st.next_seq += 1;
                     drop(st);
@@ -587,7 +604,7 @@ fn trim(st: &mut State, ack: u64) -> bool {
     let mut freed = false;
     while st.front_seq <= ack {
         match st.buffer.pop_front() {
-            Some(p) => {
+            Some((_, p)) => {
                 st.buffered_bytes -= p.len();
                 st.front_seq += 1;
                 freed = true;
@@ -729,7 +746,7 @@ impl Transport {
             }
         }
         match frame.kind {
-            FrameKind::Data => {
+            FrameKind::Data | FrameKind::Bytes => {
                 let received = self.shared.received.load(Ordering::Acquire);
                 if frame.seq == 0 {
                     return Err(LinkError::Malformed("data frame with seq 0".into()));
@@ -745,9 +762,10 @@ impl Transport {
                         frame.seq
                     )));
                 }
-                let envelope: Envelope = serde_json::from_slice(&frame.payload).map_err(|e| {
+                let envelope = crate::payload::decode(frame.kind, &frame.payload).map_err(|e| {
                     LinkError::Malformed(format!(
-                        "data frame {} does not hold a valid envelope: {e}",
+                        "{} frame {} does not hold a valid envelope: {e}",
+                        frame.kind.name(),
                         frame.seq
                     ))
                 })?;
@@ -793,7 +811,7 @@ impl Transport {
     async fn write_loop<W: AsyncWrite + Unpin>(&self, mut writer: W, start_seq: u64) -> LinkError {
         let mut cursor = start_seq;
         let mut out = BytesMut::with_capacity(BATCH_BYTES + 1024);
-        let mut batch: Vec<(u64, Bytes)> = Vec::with_capacity(BATCH_FRAMES);
+        let mut batch: Vec<(u64, FrameKind, Bytes)> = Vec::with_capacity(BATCH_FRAMES);
         let mut ack_pending_since: Option<Instant> = None;
         loop {
             // The wake permit is consumed here; anything that happens after this point
@@ -824,13 +842,13 @@ impl Transport {
                     {
                         // Index is in range: front_seq <= cursor < next_seq.
                         let idx = (cursor - st.front_seq) as usize;
-                        if let Some(p) = st.buffer.get(idx) {
+                        if let Some((kind, p)) = st.buffer.get(idx) {
                             bytes += p.len();
-                            batch.push((cursor, p.clone()));
+                            batch.push((cursor, *kind, p.clone()));
                         }
                         cursor += 1;
                     }
-                    if let Some((last, _)) = batch.last() {
+                    if let Some((last, _, _)) = batch.last() {
                         let first = batch[0].0;
                         if first <= st.high_written {
                             st.stats.resent_frames += st.high_written.min(*last) - first + 1;
@@ -847,8 +865,8 @@ impl Transport {
                 let _ = writer.shutdown().await;
                 return LinkError::Closed;
             }
-            for (seq, payload) in batch.drain(..) {
-                encode_parts(FrameKind::Data, seq, received, &payload, &mut out);
+            for (seq, kind, payload) in batch.drain(..) {
+                encode_parts(kind, seq, received, &payload, &mut out);
             }
             if self.wire.ack_ping_due.swap(false, Ordering::AcqRel) {
                 encode_parts(FrameKind::Ping, 0, received, &[], &mut out);

@@ -414,9 +414,13 @@ pub struct SandboxLayer {
     pub bash: Option<BashSandbox>,
     /// `network`.
     pub network: Option<bool>,
-    /// `ssh_agent`.
+    /// `ssh_agent` (`true`, `false` or `"confirm"`).
     #[serde(default)]
-    pub ssh_agent: Option<bool>,
+    pub ssh_agent: Option<crate::agent::AgentSetting>,
+    /// `ssh_agent_approved`: key fingerprints that sign without a question in `confirm`
+    /// mode (a laptop setting of the user's; a project file cannot set it).
+    #[serde(default)]
+    pub ssh_agent_approved: Option<Vec<String>>,
 }
 
 /// `[tools]` of one config file as written (every key optional).
@@ -544,13 +548,24 @@ pub fn tighten(base: &SessionPolicy, project: &ProjectLayer) -> Tightened {
         Some(true) | None => {}
     }
     match sb.ssh_agent {
-        Some(false) => p.sandbox.ssh_agent = false,
-        Some(true) if !p.sandbox.ssh_agent => refuse(
+        Some(crate::agent::AgentSetting::Off) => p.sandbox.ssh_agent = false,
+        Some(s) if !p.sandbox.ssh_agent => refuse(
             "sandbox.ssh_agent",
-            "true".into(),
+            if s == crate::agent::AgentSetting::Confirm {
+                "\"confirm\"".into()
+            } else {
+                "true".into()
+            },
             "a project file cannot give the bash tool the forwarded ssh-agent".into(),
         ),
-        Some(true) | None => {}
+        Some(_) | None => {}
+    }
+    if sb.ssh_agent_approved.is_some() {
+        refuse(
+            "sandbox.ssh_agent_approved",
+            "[…]".into(),
+            "a project file cannot pre-approve ssh-agent keys".into(),
+        );
     }
     for w in sb.allow_write.iter().flatten() {
         // Inside the workspace an entry adds nothing (it is writable already) except
@@ -634,7 +649,8 @@ mod tests {
                 forbid_read: Some(vec!["secrets".into()]),
                 bash: Some(BashSandbox::Off),
                 network: Some(true),
-                ssh_agent: Some(true),
+                ssh_agent: Some(crate::agent::AgentSetting::On),
+                ssh_agent_approved: None,
             },
             tools: ToolsLayer {
                 enabled: None,
@@ -789,7 +805,7 @@ mod tests {
             sandbox: SandboxLayer {
                 bash: Some(BashSandbox::Enforce),
                 network: Some(false),
-                ssh_agent: Some(false),
+                ssh_agent: Some(crate::agent::AgentSetting::Off),
                 ..SandboxLayer::default()
             },
             tools: ToolsLayer {

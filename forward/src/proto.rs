@@ -35,6 +35,10 @@ pub struct Hello {
     pub client_id: String,
     /// Present when the client wants to resume an existing link after a transport drop.
     pub resume: Option<ResumeRequest>,
+    /// The client reads `Bytes` frames (channel bytes without JSON, [`crate::payload`]).
+    /// Absent (false) from clients that predate them: the daemon then sends JSON only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bytes_frames: bool,
 }
 
 /// Resume part of a [`Hello`].
@@ -62,6 +66,10 @@ pub struct Welcome {
     pub received: u64,
     /// Why a requested resume was not possible, if it was not.
     pub resume_refused: Option<String>,
+    /// The daemon reads `Bytes` frames ([`crate::payload`]); absent (false) from daemons
+    /// that predate them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bytes_frames: bool,
 }
 
 /// The payload of every data frame: requests, responses and notifications multiplexed on

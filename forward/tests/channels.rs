@@ -602,10 +602,19 @@ async fn one_scenario(seed: u64) -> u64 {
         ..LinkConfig::default()
     };
     let e = ends(config);
+    // Channel bytes as raw `Bytes` frames on either side, both, or neither (JSON with base64,
+    // what a peer that predates them gets): the same exactly-once either way.
+    let raw = (rng.gen_bool(0.5), rng.gen_bool(0.5));
+    if raw.0 {
+        e.a_link.enable_bytes_frames();
+    }
+    if raw.1 {
+        e.b_link.enable_bytes_frames();
+    }
     let plans: Vec<Plan> = (0..rng.gen_range(1..7))
         .map(|t| plan(&mut rng, t + 1))
         .collect();
-    let trace = format!("seed {seed}: limit {replay_limit}, plans {plans:?}");
+    let trace = format!("seed {seed}: limit {replay_limit}, raw bytes {raw:?}, plans {plans:?}");
     // Each side accepts what the other opens, finding the plan by the label; `accepted`
     // counts the accepting sides that checked everything.
     let accepted = Arc::new(tokio::sync::watch::channel(0usize).0);

@@ -20,6 +20,7 @@ fn hello(protocol: u32) -> Hello {
         build_id: "b".into(),
         client_id: "c".into(),
         resume: None,
+        bytes_frames: false,
     }
 }
 
@@ -31,6 +32,7 @@ fn welcome(protocol: u32) -> Welcome {
         resumed: false,
         received: 0,
         resume_refused: None,
+        bytes_frames: false,
     }
 }
 

@@ -385,6 +385,7 @@ fn hello(resume: Option<ResumeRequest>) -> Hello {
         build_id: "build-client".into(),
         client_id: "c1".into(),
         resume,
+        bytes_frames: false,
     }
 }
 
@@ -407,6 +408,7 @@ async fn serve_once(
         resumed,
         received: server_link.received(),
         resume_refused: None,
+        bytes_frames: false,
     };
     server_welcome(&mut w, &welcome).await?;
     let peer_received = hello.resume.as_ref().map_or(0, |r| r.received);

@@ -69,6 +69,15 @@ pub fn frame(data: &[u8]) {
                     round_trips(&w);
                 }
             }
+            FrameKind::Bytes => {
+                // Channel bytes: decoded, re-encoded raw, the same payload again.
+                if let Ok(env) = reasonix_forward::payload::decode(f.kind, &f.payload) {
+                    let again = reasonix_forward::payload::encode(&env, true)
+                        .unwrap_or_else(|e| panic!("cannot re-encode: {e}"));
+                    assert_eq!(again, (FrameKind::Bytes, f.payload.to_vec()));
+                    round_trips(&env);
+                }
+            }
             FrameKind::Ack | FrameKind::Ping | FrameKind::Pong | FrameKind::Close => {}
         }
     }
@@ -95,6 +104,7 @@ fn hello() -> Hello {
         build_id: "fuzz".into(),
         client_id: "fuzz-client".into(),
         resume: None,
+        bytes_frames: true,
     }
 }
 

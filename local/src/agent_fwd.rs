@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use reasonix_forward::agent::{
     allowed, failure, kind_name, message_kind, read_message, AgentOffer, AgentOpen, Frames,
-    AGENT_WINDOW,
+    AGENT_WINDOW, SSH_AGENTC_SIGN_REQUEST,
 };
 use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelData, Offer};
 use reasonix_forward::proto::{ErrorCode, Event, EventKind, PtyBytes, Request, Response, RpcError};
@@ -22,6 +22,7 @@ use reasonix_forward::rpc::Rpc;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
+use crate::agent_confirm::{allow_sign, AgentConfirm};
 use crate::client::ClientEvent;
 
 /// Offer the agent at `agent` on a new link and tell the user where the host's processes
@@ -53,7 +54,13 @@ pub(crate) async fn offer(
 
 /// An agent channel the host opened: connect it to the laptop's agent, or refuse saying why
 /// (this laptop does not forward its agent, or the agent does not answer).
-pub(crate) fn serve(agent: Option<Arc<PathBuf>>, open: AgentOpen, offer: Offer) {
+pub(crate) fn serve(
+    agent: Option<Arc<PathBuf>>,
+    confirm: Arc<AgentConfirm>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    open: AgentOpen,
+    offer: Offer,
+) {
     tokio::spawn(async move {
         let Some(agent) = agent else {
             let e = RpcError::new(
@@ -84,19 +91,39 @@ pub(crate) fn serve(agent: Option<Arc<PathBuf>>, open: AgentOpen, offer: Offer) 
                 return;
             }
         };
-        if let Err(e) = relay(stream, channel, &open, &agent).await {
+        let ctx = Relay {
+            open: &open,
+            addr: &agent,
+            confirm: &confirm,
+            events: &events,
+        };
+        if let Err(e) = relay(stream, channel, ctx).await {
             tracing::info!(pid = open.pid, command = %open.command, "agent channel ended: {e}");
         }
     });
 }
 
-/// Requests from the host, one at a time, to the agent; its answers back.
+/// What a relay needs besides its two ends.
+struct Relay<'a> {
+    open: &'a AgentOpen,
+    addr: &'a Path,
+    confirm: &'a AgentConfirm,
+    events: &'a mpsc::UnboundedSender<ClientEvent>,
+}
+
+/// Requests from the host, one at a time, to the agent; its answers back. In `confirm` mode
+/// a signing request first asks the user ([`crate::agent_confirm`]).
 async fn relay(
     mut agent: Box<dyn crate::platform::agent::AgentStream>,
     channel: Channel,
-    open: &AgentOpen,
-    addr: &Path,
+    ctx: Relay<'_>,
 ) -> Result<(), String> {
+    let Relay {
+        open,
+        addr,
+        confirm,
+        events,
+    } = ctx;
     let Channel { tx, mut rx } = channel;
     let mut frames = Frames::new();
     loop {
@@ -120,7 +147,10 @@ async fn relay(
             "host agent request: {}",
             kind_name(kind)
         );
-        let reply = if allowed(kind) {
+        let asked = kind == SSH_AGENTC_SIGN_REQUEST && confirm.confirm;
+        let ok =
+            allowed(kind) && (!asked || allow_sign(confirm, &msg, open, &mut agent, events).await);
+        let reply = if ok {
             agent
                 .write_all(&msg)
                 .await
@@ -159,6 +189,49 @@ mod tests {
         })
         .unwrap()
         .session_policy()
+    }
+
+    fn config_with(user: &str, project: Option<&str>) -> Result<Config, String> {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), user).unwrap();
+        if let Some(p) = project {
+            std::fs::write(ws.path().join("reasonix.toml"), p).unwrap();
+        }
+        Config::load(&LoadOptions {
+            home: Some(home.path().to_path_buf()),
+            project_dir: Some(ws.path().to_path_buf()),
+            ..LoadOptions::default()
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// `ssh_agent = "confirm"`: the agent for the bash tool, and the question for every
+    /// signature; a project may add the question, never the agent or a pre-approval.
+    #[test]
+    fn confirm_is_on_with_a_question_and_only_the_user_pre_approves() {
+        let c = config_with(
+            "[sandbox]\nssh_agent = \"confirm\"\nssh_agent_approved = [\"SHA256:x\"]\n",
+            None,
+        )
+        .unwrap();
+        assert!(c.sandbox.ssh_agent && c.sandbox.ssh_agent_confirm);
+        assert_eq!(c.sandbox.ssh_agent_approved, vec!["SHA256:x".to_string()]);
+        assert!(c.session_policy().sandbox.ssh_agent);
+        let c = config_with("[sandbox]\nssh_agent = true\n", None).unwrap();
+        assert!(c.sandbox.ssh_agent && !c.sandbox.ssh_agent_confirm);
+        let c = config_with(
+            "[sandbox]\nssh_agent = true\n",
+            Some("[sandbox]\nssh_agent = \"confirm\"\n"),
+        )
+        .unwrap();
+        assert!(c.sandbox.ssh_agent_confirm, "a project adds the question");
+        let c = config_with("", Some("[sandbox]\nssh_agent = \"confirm\"\n")).unwrap();
+        assert!(!c.sandbox.ssh_agent && !c.sandbox.ssh_agent_confirm);
+        let c = config_with("", Some("[sandbox]\nssh_agent_approved = [\"SHA256:x\"]\n")).unwrap();
+        assert!(c.sandbox.ssh_agent_approved.is_empty());
+        let bad = config_with("[sandbox]\nssh_agent = \"ask\"\n", None).unwrap_err();
+        assert!(bad.contains("confirm"), "{bad}");
     }
 
     /// `[sandbox] ssh_agent` is the user's to turn on; off by default; a project file may

@@ -59,6 +59,10 @@ pub enum ClientEvent {
     Connection(ConnState),
     /// A journal event of the open session.
     Event(Event),
+    /// A host process asks the forwarded ssh-agent to sign, and `[sandbox] ssh_agent =
+    /// "confirm"`: the front end asks the user and answers ([`crate::agent_confirm`]). Not
+    /// answering refuses.
+    AgentSign(crate::agent_confirm::AgentSignAsk),
     /// The session's turn state changed.
     State {
         /// New state.
@@ -112,6 +116,9 @@ pub struct ClientOptions {
     /// Forward the host's ports (#36 §1): every new link watches the workspace's ports and
     /// these forwards follow the announcements; notices arrive as `Notice` events.
     pub ports: Option<Arc<crate::ports::Forwards>>,
+    /// `[sandbox] ssh_agent = "confirm"` and the pre-approved keys: signing requests on the
+    /// forwarded agent ask the front end first ([`ClientEvent::AgentSign`]).
+    pub agent_confirm: crate::agent_confirm::AgentConfirm,
 }
 
 impl Default for ClientOptions {
@@ -133,6 +140,7 @@ impl Default for ClientOptions {
             offer_mkdir: false,
             user_hooks: Vec::new(),
             ports: None,
+            agent_confirm: Default::default(),
         }
     }
 }
@@ -510,6 +518,7 @@ impl Supervisor {
                     link_id: id.clone(),
                     received: link.received(),
                 }),
+                bytes_frames: true,
             };
             let transport = match self.connector.connect(&hello).await {
                 Ok(t) => t,
@@ -670,6 +679,7 @@ impl Supervisor {
                         self.options.ports.clone(),
                         Arc::new(crate::hooks_laptop::laptop_hooks(&self.options.user_hooks)),
                         agent.clone(),
+                        Arc::new(self.options.agent_confirm.clone()),
                     ));
                     if let Some(ports) = self.options.ports.clone() {
                         tokio::spawn(crate::ports::watch(rpc, ports, self.events.clone()));
@@ -687,6 +697,9 @@ impl Supervisor {
                     link
                 }
             };
+            if welcome.bytes_frames {
+                link.enable_bytes_frames();
+            }
             *self.last_contact.lock_or_recover() = Instant::now();
             self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));
             if let Some(text) = transport.notice.clone() {
@@ -759,6 +772,7 @@ async fn serve_incoming(
     ports: Option<Arc<crate::ports::Forwards>>,
     laptop_hooks: Arc<Vec<reasonix_forward::hooks::HookDecl>>,
     agent: Option<Arc<std::path::PathBuf>>,
+    agent_confirm: Arc<crate::agent_confirm::AgentConfirm>,
 ) {
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
@@ -855,7 +869,13 @@ async fn serve_incoming(
                 ChannelOpen::Mcp { server } => {
                     crate::laptop_channels::open_laptop_mcp(laptop_mcp.as_ref(), &server, offer);
                 }
-                ChannelOpen::Agent(open) => crate::agent_fwd::serve(agent.clone(), open, offer),
+                ChannelOpen::Agent(open) => crate::agent_fwd::serve(
+                    agent.clone(),
+                    Arc::clone(&agent_confirm),
+                    notices.clone(),
+                    open,
+                    offer,
+                ),
                 other => {
                     let refusal = reasonix_forward::proto::RpcError::new(
                         ErrorCode::BadRequest,
@@ -994,6 +1014,10 @@ pub fn options_for(config: &crate::config::Config) -> (ClientOptions, Vec<String
         config_home: Some(config.home.clone()),
         workspace_key: config.workspace_key.clone(),
         user_hooks: config.hooks.clone(),
+        agent_confirm: crate::agent_confirm::AgentConfirm {
+            confirm: config.sandbox.ssh_agent_confirm,
+            approved: config.sandbox.ssh_agent_approved.clone(),
+        },
         ..ClientOptions::default()
     };
     if !names.is_empty() {

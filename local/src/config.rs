@@ -349,6 +349,11 @@ pub struct SandboxSettings {
     pub network: bool,
     /// Whether the bash tool gets the forwarded ssh-agent (`[sandbox] ssh_agent`, #36 §2).
     pub ssh_agent: bool,
+    /// `[sandbox] ssh_agent = "confirm"`: every signing request on the forwarded agent asks
+    /// the user on the laptop (`crate::agent_confirm`).
+    pub ssh_agent_confirm: bool,
+    /// `[sandbox] ssh_agent_approved`: key fingerprints that sign without a question.
+    pub ssh_agent_approved: Vec<String>,
 }
 
 impl Default for SandboxSettings {
@@ -360,6 +365,8 @@ impl Default for SandboxSettings {
             bash: BashSandbox::Enforce,
             network: true,
             ssh_agent: false,
+            ssh_agent_confirm: false,
+            ssh_agent_approved: Vec::new(),
         }
     }
 }
@@ -853,7 +860,13 @@ impl Config {
             .extend(s.forbid_read.unwrap_or_default());
         set(&mut self.sandbox.bash, s.bash);
         set(&mut self.sandbox.network, s.network);
-        set(&mut self.sandbox.ssh_agent, s.ssh_agent);
+        if let Some(a) = s.ssh_agent {
+            self.sandbox.ssh_agent = a.on();
+            self.sandbox.ssh_agent_confirm = a == reasonix_forward::agent::AgentSetting::Confirm;
+        }
+        if let Some(keys) = s.ssh_agent_approved {
+            self.sandbox.ssh_agent_approved = keys;
+        }
         for mut m in file.mcp {
             let invalid = |message: String| ConfigError::Invalid {
                 source_name: Some(src.clone()),
@@ -1064,6 +1077,9 @@ impl Config {
             }
         }
 
+        // A project may add the question to an agent the user gave the bash tool.
+        let project_confirms =
+            file.sandbox.ssh_agent == Some(reasonix_forward::agent::AgentSetting::Confirm);
         // The security settings: the one tighten-only merge the host applies too.
         let layer = ProjectLayer {
             permissions: file.permissions,
@@ -1085,6 +1101,9 @@ impl Config {
         self.sandbox.bash = p.sandbox.bash;
         self.sandbox.network = p.sandbox.network;
         self.sandbox.ssh_agent = p.sandbox.ssh_agent;
+        if project_confirms && self.sandbox.ssh_agent {
+            self.sandbox.ssh_agent_confirm = true;
+        }
         self.sandbox.allow_write = p.sandbox.allow_write;
         self.sandbox.forbid_read = p.sandbox.forbid_read;
         self.tools.bash_timeout_seconds = p.timeouts.bash_seconds;

@@ -2,6 +2,7 @@
 //! holds an API key) and the client that keeps the link to the host alive.
 
 pub mod acp;
+pub mod agent_confirm;
 mod agent_fwd;
 pub mod always_scope;
 mod by_ref;

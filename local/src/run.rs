@@ -244,6 +244,14 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 return fail_with(&mut out, Exit::Connection, reason)
             }
             ClientEvent::Connection(state) => out.connection(&state),
+            ClientEvent::AgentSign(ask) => {
+                // Nobody to ask in a headless run: refused (pre-approved keys never get here).
+                out.notice(&format!(
+                    "refused: {}; a headless run cannot ask (list the key in [sandbox] ssh_agent_approved to allow it)",
+                    ask.question()
+                ));
+                ask.answer.answer(false);
+            }
             ClientEvent::Reattached { reason } => {
                 out.notice(&format!("{reason}; re-attaching to the session"));
                 need_open = true;

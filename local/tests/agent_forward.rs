@@ -447,3 +447,138 @@ fn the_laptop_agent_serves_the_host_workspace_through_drops_and_only_where_allow
         client.leave().await;
     });
 }
+
+/// `[sandbox] ssh_agent = "confirm"`: every signing request from the host is put to the
+/// front end first, naming the key (fingerprint and the agent's comment) and the host
+/// process; a refusal reaches the host process as a failed signature, an approval signs,
+/// listing keys asks nothing, and a pre-approved key signs without a question.
+#[test]
+fn confirm_mode_asks_before_each_signature() {
+    in_netns(|ns| async move {
+        let rig = Rig::new_with_sshd(
+            Arc::clone(&ns),
+            vec![],
+            vec!["AllowAgentForwarding no".into()],
+        )
+        .await;
+        let keys = tempfile::tempdir().unwrap();
+        let key = ClientKey::generate(keys.path(), "id_confirm", None).expect("key");
+        let public_file = keys.path().join("id_confirm.pub");
+        let fp = fingerprint(&public_file);
+        let agent = LaptopAgent::start(keys.path());
+        assert!(agent
+            .ssh_add(&[key.private.to_str().unwrap()])
+            .status
+            .success());
+        std::fs::remove_file(&key.private).unwrap();
+        let public = std::fs::read_to_string(&public_file).unwrap();
+        rig.user.write_file("ws/key.pub", &public, 0o644).unwrap();
+        rig.user
+            .write_file("ws/msg.txt", "sign me\n", 0o644)
+            .unwrap();
+        let (pubkey, msg) = (rig.host_file("key.pub"), rig.host_file("msg.txt"));
+        let sign = format!(
+            "rm -f {m}.sig; ssh-keygen -Y sign -n test -f {k} {m}",
+            m = msg.display(),
+            k = pubkey.display()
+        );
+
+        let forward = format!("ForwardAgent={}", agent.sock.display());
+        let confirm = |approved: Vec<String>| ClientOptions {
+            agent_confirm: reasonix_local::agent_confirm::AgentConfirm {
+                confirm: true,
+                approved,
+            },
+            ..ClientOptions::default()
+        };
+        let (client, mut events) =
+            rig.library_client_ssh(rig.sshd.port(), SHORT, confirm(vec![]), &[forward.as_str()]);
+        let opened = tokio::time::timeout(SETUP_GUARD, client.request(session(false)))
+            .await
+            .expect("open in time")
+            .expect("open");
+        assert!(matches!(opened, Response::SessionOpened(_)), "{opened:?}");
+        notice(&mut events, "ssh-agent forwarded").await;
+        // The front end: answers the questions from `answers`, reports each question.
+        let answers = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        {
+            let answers = Arc::clone(&answers);
+            tokio::spawn(async move {
+                while let Some(ev) = events.recv().await {
+                    if let ClientEvent::AgentSign(ask) = ev {
+                        let allow = answers.lock().unwrap().pop_front().unwrap_or(false);
+                        let _ = asked_tx.send((ask.question(), ask.fingerprint.clone()));
+                        ask.answer.answer(allow);
+                    }
+                }
+            });
+        }
+        let mut term = Term::open(&client).await;
+
+        // Listing asks nothing.
+        let (out, rc) = term.run("ssh-add -l").await;
+        assert_eq!(rc, 0, "{out}");
+        assert!(out.contains(&fp), "{out}");
+        assert!(asked.try_recv().is_err(), "listing keys asked the user");
+
+        // Refused: the host process's signature fails, and the question named it all.
+        answers.lock().unwrap().push_back(false);
+        let (out, rc) = term.run(&sign).await;
+        assert_ne!(rc, 0, "signed although refused: {out}");
+        assert!(!Path::new(&format!("{}.sig", msg.display())).exists());
+        let (question, got_fp) = asked.try_recv().expect("the refusal was asked");
+        assert_eq!(got_fp, fp);
+        assert!(question.contains("ssh-keygen"), "{question}");
+        assert!(question.contains(&fp), "{question}");
+        assert!(question.contains("ED25519"), "{question}");
+
+        // Approved: the signature is made, and verifies against the key.
+        answers.lock().unwrap().push_back(true);
+        let (out, rc) = term.run(&sign).await;
+        assert_eq!(rc, 0, "not signed although approved: {out}");
+        assert!(asked.try_recv().is_ok(), "the approval was not asked");
+        let sig = std::fs::read_to_string(format!("{}.sig", msg.display())).unwrap();
+        assert!(sig.contains("BEGIN SSH SIGNATURE"), "{sig}");
+        let (out, rc) = term
+            .run(&format!(
+                "printf 'me %s\\n' \"$(cat {k})\" > {k}.allowed; ssh-keygen -Y verify -f {k}.allowed -I me -n test -s {m}.sig < {m}",
+                k = pubkey.display(),
+                m = msg.display()
+            ))
+            .await;
+        assert_eq!(rc, 0, "the signature does not verify: {out}");
+        drop(term);
+        drop(client);
+
+        // Pre-approved (`ssh_agent_approved`): no question at all.
+        let (client, mut events) = rig.library_client_ssh(
+            rig.sshd.port(),
+            SHORT,
+            confirm(vec![fp.clone()]),
+            &[forward.as_str()],
+        );
+        let opened = tokio::time::timeout(SETUP_GUARD, client.request(session(false)))
+            .await
+            .expect("open in time")
+            .expect("open");
+        assert!(matches!(opened, Response::SessionOpened(_)), "{opened:?}");
+        notice(&mut events, "ssh-agent forwarded").await;
+        let (q_tx, mut questions) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                if let ClientEvent::AgentSign(ask) = ev {
+                    let _ = q_tx.send(ask.question());
+                    ask.answer.answer(false);
+                }
+            }
+        });
+        let mut term = Term::open(&client).await;
+        let (out, rc) = term.run(&sign).await;
+        assert_eq!(rc, 0, "a pre-approved key did not sign: {out}");
+        assert!(
+            questions.try_recv().is_err(),
+            "a pre-approved key was asked about"
+        );
+    });
+}

@@ -1,11 +1,13 @@
 //! `reasonix cp` against `scp`, both to the same host user over the same real sshd behind
-//! the testkit delay proxy (50 ms round trip by default): the time to copy a 50 MB file up
-//! and down (best of 3 each, as MB/s; each run is a whole command, connection included, and
-//! `reasonix cp` has its daemon warm from a first small copy, as it has after a session).
-//! Run by `bench/cp_throughput.sh` (ignored in the normal test run: it is a measurement).
-//! The link is delayed, not rate-limited (no `tc netem` here).
+//! the testkit delay proxy, on a 20 Mbit/s, 50 ms link by default (`bench_link`:
+//! `BENCH_RATE=none` for unshaped, `BENCH_DELAY_MS`): the time to copy a 50 MB file up and
+//! down (best of `BENCH_RUNS`, default 3, each, as MB/s; each run is a whole command,
+//! connection included, and `reasonix cp` has its daemon warm from a first small copy, as it
+//! has after a session). Run by `bench/cp_throughput.sh` (ignored in the normal test run: it
+//! is a measurement).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bench_link;
 mod reconnect_common;
 
 use std::path::Path;
@@ -19,7 +21,7 @@ const BIG: usize = 50 * 1024 * 1024;
 
 fn best_of_3(mut run: impl FnMut() -> bool) -> f64 {
     let mut best = f64::MAX;
-    for _ in 0..3 {
+    for _ in 0..bench_link::runs() {
         let t0 = Instant::now();
         assert!(run(), "a copy failed");
         best = best.min(t0.elapsed().as_secs_f64());
@@ -38,10 +40,7 @@ fn ok(mut c: Command) -> bool {
 #[test]
 #[ignore = "benchmark: run by bench/cp_throughput.sh"]
 fn reasonix_cp_against_scp() {
-    let delay_ms: u64 = std::env::var("BENCH_DELAY_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(25);
+    let delay_ms = bench_link::delay_ms();
     in_netns(|ns| async move {
         let rig = Rig::new(ns, vec![]).await;
         let target = format!("127.0.0.1:{}", rig.sshd.port()).parse().unwrap();
@@ -49,6 +48,7 @@ fn reasonix_cp_against_scp() {
             .await
             .expect("proxy");
         rig.trust_port(proxy.port());
+        bench_link::shape(&rig.ns, &[proxy.port()]);
         let key = rig.key.private.display().to_string();
         let port = proxy.port().to_string();
         let lap = rig.laptop.path().to_path_buf();
@@ -70,7 +70,7 @@ fn reasonix_cp_against_scp() {
 
         let (rig_ref, key_ref, port_ref) = (&rig, &key, &port);
         let reasonix = |args: &[&str]| {
-            let mut c = rig_ref.ns.command(env!("CARGO_BIN_EXE_reasonix"));
+            let mut c = rig_ref.ns.command(bench_link::reasonix_bin());
             c.args(["cp", "--ssh", &rig_ref.dest()])
                 .args(["-p", port_ref, "-F", "none", "-i", key_ref])
                 .args(["-o", "IdentityAgent=none"])
@@ -80,7 +80,7 @@ fn reasonix_cp_against_scp() {
                 .env("REASONIX_HOME", rig_ref.rx_home())
                 .env(
                     "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
-                    musl_host_binary(),
+                    bench_link::host_bin(),
                 )
                 .env("REASONIX_IDLE_TIMEOUT_SECS", "120")
                 .env_remove("SSH_AUTH_SOCK")
@@ -116,8 +116,9 @@ fn reasonix_cp_against_scp() {
         });
         assert_eq!(std::fs::read(lap.join("down/big.bin")).unwrap(), big);
         println!(
-            "RESULT cp_throughput: rtt {} ms, 50 MB best of 3: up scp {scp_up:.1} MB/s, reasonix cp {rx_up:.1} MB/s (ratio {:.2}); down scp {scp_down:.1} MB/s, reasonix cp {rx_down:.1} MB/s (ratio {:.2})",
-            2 * delay_ms,
+            "RESULT cp_throughput: {}, 50 MB best of {}: up scp {scp_up:.1} MB/s, reasonix cp {rx_up:.1} MB/s (ratio {:.2}); down scp {scp_down:.1} MB/s, reasonix cp {rx_down:.1} MB/s (ratio {:.2})",
+            bench_link::describe(),
+            bench_link::runs(),
             rx_up / scp_up,
             rx_down / scp_down
         );

@@ -1,11 +1,12 @@
 //! Forwarded HTTP through `reasonix ports` against `ssh -L`, both to the same host user over
-//! a real sshd behind the testkit delay proxy (50 ms round trip by default): the time to
-//! download a 20 MB file (best of 3, as MB/s) and the median time of 50 small requests.
-//! Run by `bench/ports_throughput.sh` (ignored in the normal test run: it is a measurement).
-//! The link is delayed, not rate-limited (no `tc netem` here), so the throughput figure is
-//! bounded by the round trip and the windows, not by a 20 Mbit/s cap.
+//! a real sshd behind the testkit delay proxy, on a 20 Mbit/s, 50 ms link by default
+//! (`bench_link`: `BENCH_RATE=none` for unshaped, `BENCH_DELAY_MS`): the time to download a
+//! 20 MB file (best of `BENCH_RUNS`, default 3, as MB/s) and the median time of 50 small
+//! requests. Run by `bench/ports_throughput.sh` (ignored in the normal test run: it is a
+//! measurement).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bench_link;
 mod reconnect_common;
 
 use std::time::{Duration, Instant};
@@ -56,7 +57,7 @@ async fn wait_served(port: u16) {
 /// (best MB/s of 3 downloads of BIG, median ms of `n` small requests)
 async fn measure(port: u16, n: usize) -> (f64, f64) {
     let mut best = f64::MAX;
-    for _ in 0..3 {
+    for _ in 0..bench_link::runs() {
         let t0 = Instant::now();
         let r = get(port, "/big").await;
         assert!(r.len() > BIG, "short download: {}", r.len());
@@ -76,10 +77,7 @@ async fn measure(port: u16, n: usize) -> (f64, f64) {
 #[test]
 #[ignore = "benchmark: run by bench/ports_throughput.sh"]
 fn forwarded_http_against_ssh_l() {
-    let delay_ms: u64 = std::env::var("BENCH_DELAY_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(25);
+    let delay_ms = bench_link::delay_ms();
     in_netns(|ns| async move {
         let rig = Rig::new(ns, vec![]).await;
         // The served files, and the server (a plain process: `--add` forwards any port).
@@ -112,7 +110,7 @@ fn forwarded_http_against_ssh_l() {
         let key = rig.key.private.display().to_string();
         let mut ours = rig
             .ns
-            .command(env!("CARGO_BIN_EXE_reasonix"))
+            .command(bench_link::reasonix_bin())
             .args(["ports", "--ssh", &rig.dest(), "--no-auto"])
             .args(["--add", &format!("{HOST_PORT}={REASONIX_LOCAL}")])
             .args(["-p", &proxy.port().to_string(), "-F", "none", "-i", &key])
@@ -122,7 +120,7 @@ fn forwarded_http_against_ssh_l() {
             .env("REASONIX_HOME", rig.rx_home())
             .env(
                 "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
-                musl_host_binary(),
+                bench_link::host_bin(),
             )
             .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
             .env_remove("SSH_AUTH_SOCK")
@@ -168,6 +166,7 @@ fn forwarded_http_against_ssh_l() {
             .spawn()
             .expect("ssh -L");
 
+        bench_link::shape(&rig.ns, &[proxy.port(), proxy2.port()]);
         wait_served(REASONIX_LOCAL).await;
         wait_served(SSH_LOCAL).await;
         let (ssh_mbs, ssh_ms) = measure(SSH_LOCAL, 50).await;
@@ -178,8 +177,9 @@ fn forwarded_http_against_ssh_l() {
         }
         drop(sshd2);
         println!(
-            "RESULT ports_throughput: rtt {} ms, 20 MB best of 3: ssh -L {ssh_mbs:.1} MB/s, reasonix ports {rx_mbs:.1} MB/s (ratio {:.2}); small request median: ssh -L {ssh_ms:.1} ms, reasonix ports {rx_ms:.1} ms (difference {:+.1} ms)",
-            2 * delay_ms,
+            "RESULT ports_throughput: {}, 20 MB best of {}: ssh -L {ssh_mbs:.1} MB/s, reasonix ports {rx_mbs:.1} MB/s (ratio {:.2}); small request median: ssh -L {ssh_ms:.1} ms, reasonix ports {rx_ms:.1} ms (difference {:+.1} ms)",
+            bench_link::describe(),
+            bench_link::runs(),
             rx_mbs / ssh_mbs,
             rx_ms - ssh_ms
         );

@@ -138,6 +138,7 @@ fn hello(rng: &mut Rng) -> Vec<u8> {
         build_id: reasonix_forward::build_id().to_string(),
         client_id: format!("hostile-{:x}", rng.next()),
         resume: None,
+        bytes_frames: rng.next() & 1 == 0,
     };
     frame(
         FrameKind::Hello,

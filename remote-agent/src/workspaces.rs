@@ -93,6 +93,7 @@ pub async fn query(socket: &Path) -> Result<DaemonReport, WorkspacesError> {
             build_id: reasonix_forward::build_id().to_string(),
             client_id: format!("query-{:012x}", rand::random::<u64>() >> 16),
             resume: None,
+            bytes_frames: false,
         };
         let (reader, welcome) = client_handshake(reader, &mut writer, &hello, 4096)
             .await

@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::connect::Connector;
 use crate::gateway::Gateway;
 
+mod agent_sign;
 mod elicit;
 mod plan;
 mod rewind_memory;
@@ -376,6 +377,7 @@ impl Actor {
                 self.notice(&format!("{reason}; re-attaching to the session"));
                 self.open();
             }
+            ClientEvent::AgentSign(ask) => self.ask_agent_sign(ask),
             ClientEvent::State { state, detail } => match state {
                 TurnState::WaitingForLaptop => {
                     self.notice(detail.as_deref().unwrap_or("waiting for the laptop"))

@@ -151,6 +151,13 @@ fn print_event(
 ) {
     match ev {
         ClientEvent::Connection(state) => out.connection(&state),
+        ClientEvent::AgentSign(ask) => {
+            out.notice(&format!(
+                "refused: {}; a headless run cannot ask (list the key in [sandbox] ssh_agent_approved to allow it)",
+                ask.question()
+            ));
+            ask.answer.answer(false);
+        }
         ClientEvent::Event(e) if e.seq > 0 && e.seq <= seen => {}
         ClientEvent::Event(e) => match &e.kind {
             EventKind::Usage { usage: u, .. } => {

@@ -52,7 +52,11 @@ impl Daemon {
             resumed,
             received: conn.link.received(),
             resume_refused: refused,
+            bytes_frames: true,
         };
+        if hello.bytes_frames {
+            conn.link.enable_bytes_frames();
+        }
         server_welcome(&mut writer, &welcome)
             .await
             .map_err(|e| e.to_string())?;

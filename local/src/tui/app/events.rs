@@ -289,6 +289,10 @@ impl App {
 
     pub(super) fn client_event(&mut self, ev: ClientEvent) -> Vec<Action> {
         match ev {
+            ClientEvent::AgentSign(ask) => {
+                self.prompts.push_back(PromptModal::AgentSign { ask });
+                Vec::new()
+            }
             ClientEvent::Connection(state) => {
                 match state {
                     ConnState::Connecting => self.conn = ConnView::Connecting,

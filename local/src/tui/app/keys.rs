@@ -85,7 +85,9 @@ impl App {
                 | PromptModal::Elicit { input, .. } => {
                     input.push_str(text.trim_end_matches(['\r', '\n']));
                 }
-                PromptModal::HostKey { .. } | PromptModal::Upgrade { .. } => {}
+                PromptModal::HostKey { .. }
+                | PromptModal::Upgrade { .. }
+                | PromptModal::AgentSign { .. } => {}
             }
             return Vec::new();
         }
@@ -376,6 +378,18 @@ impl App {
                     }
                 } else {
                     edit_line(input, key.code, ctrl);
+                }
+            }
+            PromptModal::AgentSign { ask } => {
+                let answer = match key.code {
+                    KeyCode::Char('1') | KeyCode::Char('y') => Some(true),
+                    KeyCode::Char('2') | KeyCode::Char('n') | KeyCode::Esc => Some(false),
+                    KeyCode::Char('c') if ctrl => Some(false),
+                    _ => None,
+                };
+                if let Some(allow) = answer {
+                    ask.answer.answer(allow);
+                    done = true;
                 }
             }
             PromptModal::Upgrade { reply, .. } => {

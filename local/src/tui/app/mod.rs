@@ -562,6 +562,11 @@ pub(crate) enum PromptModal {
         /// Why the last answer was not taken.
         error: Option<String>,
     },
+    /// A host process asks the forwarded ssh-agent to sign (`[sandbox] ssh_agent =
+    /// "confirm"`); dropped unanswered, it refuses.
+    AgentSign {
+        ask: crate::agent_confirm::AgentSignAsk,
+    },
 }
 
 /// Connection/bootstrap progress shown until the first connection.

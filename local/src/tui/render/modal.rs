@@ -407,6 +407,30 @@ pub(super) fn render_prompt(
                 max_w.min(72),
             );
         }
+        PromptModal::AgentSign { ask } => {
+            let mut lines = Vec::new();
+            lines.extend(wrap_text(&ask.question(), iw, theme::text(), &[]));
+            lines.push(Line::default());
+            lines.extend(kv("key", ask.key.clone(), iw, 10));
+            let process = match ask.pid {
+                Some(pid) => format!("{} (pid {pid})", ask.command),
+                None => ask.command.clone(),
+            };
+            lines.extend(kv("process", process, iw, 10));
+            lines.push(Line::default());
+            lines.extend(options(
+                &[("1 y", "allow this signature"), ("2 n", "refuse (Esc)")],
+                None,
+            ));
+            show_modal(
+                frame,
+                area,
+                "ssh-agent: sign?",
+                theme::border_active(),
+                lines,
+                max_w.min(80),
+            );
+        }
         PromptModal::Upgrade { question: q, .. } => {
             let mut lines = Vec::new();
             lines.extend(wrap_text(
