@@ -255,6 +255,16 @@ pub enum Request {
         #[serde(default)]
         read_only: bool,
     },
+    /// Cancel one running subagent of the open session (the workbench's child view): it
+    /// stops, and its parent call gets it as cancelled (the turn goes on). Only the driving
+    /// client may send it. Answered [`Response::Ok`] (or [`Response::Duplicate`]); the error
+    /// `not_found` names the known children, or says it already ended.
+    CancelSubagent {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// The child's id (`sa-N`, the `child` of its [`EventKind::Subagent`] events).
+        child: String,
+    },
     /// Continue a turn that paused at its step limit.
     ContinueTurn {
         /// Client-chosen id for deduplication.

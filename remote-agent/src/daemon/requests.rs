@@ -101,6 +101,14 @@ impl Daemon {
                     Err(e) => Err(e.into()),
                 }
             }
+            Request::CancelSubagent { request_id, child } => {
+                let session = self.driven_session(conn)?;
+                match session.cancel_subagent(&request_id, &child) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(RpcError::new(ErrorCode::NotFound, e)),
+                }
+            }
             Request::ContinueTurn { request_id } => {
                 let session = self.driven_session(conn)?;
                 match session.continue_turn(&request_id) {

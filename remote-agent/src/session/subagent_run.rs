@@ -53,6 +53,27 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Cancel running child `child` (the workbench's child view). Deduplicated by
+    /// `request_id` (`Ok(false)` for a repeat); `Err` says why nothing was cancelled.
+    pub fn cancel_subagent(&self, request_id: &str, child: &str) -> Result<bool, String> {
+        if !self.lock().seen_requests.insert(request_id.to_string()) {
+            return Ok(false);
+        }
+        let board = self
+            .tool_ctx()
+            .delegate
+            .as_ref()
+            .map(|s| Arc::clone(s.board()))
+            .ok_or_else(|| "this session runs no subagents".to_string())?;
+        board.cancel(child)?;
+        self.record(EventKind::Notice {
+            text: format!("subagent {child} cancelled by the user"),
+        });
+        Ok(true)
+    }
+}
+
 /// A few words naming the task: its first line, at most 60 characters.
 fn description_of(task: &str) -> String {
     let line = task
