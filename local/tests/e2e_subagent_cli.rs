@@ -8,6 +8,8 @@
 //! - `run general --auto`: a writing child changes the workspace; the next `run --continue`
 //!   holds the task and the answer in the conversation (a valid replayed history).
 //! - An unknown profile is refused before anything runs, listing the known ones.
+//! - A child's writes (file tools and bash) belong to the parent turn's checkpoint:
+//!   `reasonix rewind` undoes them, a `task` child's and a `subagent run` child's.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
@@ -297,4 +299,97 @@ async fn an_unknown_profile_is_refused_listing_the_known_ones() {
         assert!(err.contains(known), "{known} not listed: {err}");
     }
     assert_eq!(mock.requests().len(), 0, "nothing ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_writes_are_undone_by_rewinding_the_parent_turn() {
+    let mock = MockProvider::start(vec![
+        // Turn 1: the parent delegates; the child edits, creates and runs bash.
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_t",
+                "task",
+                &json!({"prompt": "rework the notes", "description": "rework"}).to_string(),
+            )],
+            2,
+        ),
+        MockReply::tool_calls(
+            vec![
+                MockToolCall::new(
+                    "c_w",
+                    "write_file",
+                    &json!({"path": "notes.txt", "content": "rewritten by the child\n"})
+                        .to_string(),
+                ),
+                MockToolCall::new(
+                    "c_b",
+                    "bash",
+                    &json!({"command": "echo generated > gen.txt && rm old.txt"}).to_string(),
+                ),
+            ],
+            3,
+        ),
+        MockReply::text(&["reworked"]),
+        MockReply::text(&["the child reworked the notes"]),
+        // Turn 2: `subagent run` writes too.
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "c_w2",
+                "write_file",
+                &json!({"path": "second.txt", "content": "by subagent run\n"}).to_string(),
+            )],
+            1,
+        ),
+        MockReply::text(&["wrote second.txt"]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    std::fs::write(env.ws.join("notes.txt"), "original notes\n").unwrap();
+    std::fs::write(env.ws.join("old.txt"), "old\n").unwrap();
+    let out = reasonix(&env, &["run", "--yolo", "rework the notes with a subagent"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("notes.txt")).unwrap(),
+        "rewritten by the child\n"
+    );
+    assert!(env.ws.join("gen.txt").exists() && !env.ws.join("old.txt").exists());
+    let out = reasonix(
+        &env,
+        &[
+            "subagent",
+            "run",
+            "general",
+            "--continue",
+            "--yolo",
+            "write second.txt",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(env.ws.join("second.txt").exists());
+
+    // Rewinding to before turn 2 undoes the `subagent run` child's write only.
+    let rw = reasonix(&env, &["rewind", "--to", "2", "--scope", "code"]).await;
+    assert!(rw.status.success(), "{}", text(&rw));
+    assert!(!env.ws.join("second.txt").exists(), "{}", text(&rw));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("notes.txt")).unwrap(),
+        "rewritten by the child\n"
+    );
+    // Rewinding to before turn 1 undoes the `task` child's writes, bash's too.
+    let rw = reasonix(&env, &["rewind", "--to", "1", "--scope", "both"]).await;
+    assert!(rw.status.success(), "{}", text(&rw));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("notes.txt")).unwrap(),
+        "original notes\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("old.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(
+        !env.ws.join("gen.txt").exists(),
+        "a file the child's bash made stays"
+    );
+    assert_eq!(mock.requests().len(), 6);
 }
