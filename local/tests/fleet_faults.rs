@@ -2,7 +2,8 @@
 //! mock provider run inside a private network namespace (see `reconnect_faults.rs`); a
 //! fleet of two writers (disjoint `write_paths`, each running a slow bash command) and two
 //! readers is started with `run --ssh --json`, the SSH traffic is blackholed while the
-//! writers' commands run, then let through again. The client resumes and the turn
+//! writers' commands run (one ends inside the blackhole, so its next model step waits for
+//! the laptop), then let through again. The client resumes and the turn
 //! completes; exact-once counts from the mock provider's request log (two requests per
 //! child, one per step, none repeated) and from the host's journal (each child's tool call
 //! started and finished once; each command ran once, by the files it appended to).
@@ -56,11 +57,13 @@ fn reply(r: &RecordedRequest) -> MockReply {
         None => MockReply::text(&["the fleet is done"]),
         Some(item) if steps_done == 0 => {
             let call = if let Some(n) = item.strip_prefix("writer-") {
-                let dir = if n == "1" { "a" } else { "b" };
+                // Writer 2's command ends inside the blackhole (its next model step waits
+                // for the laptop); writer 1's after it.
+                let (dir, secs) = if n == "1" { ("a", 8) } else { ("b", 2) };
                 MockToolCall::new(
                     &format!("c_{item}"),
                     "bash",
-                    &json!({"command": format!("echo run >> {dir}/runs; sleep 8; echo {item}-slept")})
+                    &json!({"command": format!("echo run >> {dir}/runs; sleep {secs}; echo {item}-slept")})
                         .to_string(),
                 )
             } else {
@@ -120,7 +123,8 @@ fn a_fleet_through_a_blackhole_runs_each_step_and_each_tool_call_once() {
             .await;
         tokio::time::sleep_until((fault.since() + BLACKHOLE).into()).await;
         fault.lift().expect("lift");
-        c.wait_for(j, GUARD, "connected (resumed)", is_resumed).await;
+        c.wait_for(j, GUARD, "connected (resumed)", is_resumed)
+            .await;
         let status = c.wait_exit(Duration::from_secs(60)).await;
         let transcript = c.transcript();
         assert!(status.success(), "{transcript}");
@@ -130,7 +134,7 @@ fn a_fleet_through_a_blackhole_runs_each_step_and_each_tool_call_once() {
             .find(|v| v["type"] == "tool_finished" && v["call_id"] == "call_f")
             .unwrap_or_else(|| panic!("no fleet result: {transcript}"));
         assert!(
-            fleet["output"]
+            fleet["summary"]
                 .as_str()
                 .unwrap_or_default()
                 .starts_with("4 of 4 fleet items completed."),
