@@ -4,6 +4,8 @@
 //! content names its steps (its read and the result, its answer) and whose end completes it;
 //! the parent's `task` call completes with the child's answer.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod common;
 
 use std::sync::{Arc, Mutex};

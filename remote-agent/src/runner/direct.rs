@@ -25,8 +25,12 @@ impl<H: Host> Runner<'_, H> {
                 tool_calls: vec![call.clone()],
                 provider_replay: None,
             });
-            conv.messages
-                .push(agent::assistant_message("", None, &[call.clone()], None));
+            conv.messages.push(agent::assistant_message(
+                "",
+                None,
+                std::slice::from_ref(&call),
+                None,
+            ));
         }
         if let Err(msg) = self.run_tool(&call, cancel).await {
             return (TurnOutcome::Failed, Some(msg));

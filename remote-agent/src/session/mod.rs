@@ -799,6 +799,7 @@ impl Session {
 
     /// [`Session::submit_with`], journaling `plan` events first, in the new turn (so a rewind
     /// to before this turn takes them back too).
+    #[allow(clippy::too_many_arguments)] // the parts of one user turn; skill and direct are its kind
     fn submit_inner(
         self: &Arc<Self>,
         request_id: &str,

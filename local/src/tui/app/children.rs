@@ -177,10 +177,10 @@ impl App {
                 let child = id.clone();
                 let running = self.children.get(&child).is_some_and(|c| c.ended.is_none());
                 if !running {
-                    self.set_hint(&format!("subagent {child} already ended"));
+                    self.set_hint(format!("subagent {child} already ended"));
                     return Vec::new();
                 }
-                self.set_hint(&format!("cancelling subagent {child}…"));
+                self.set_hint(format!("cancelling subagent {child}…"));
                 return vec![Action::CancelSubagent {
                     request_id: rid("cancel-child"),
                     child,
