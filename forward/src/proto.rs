@@ -245,6 +245,34 @@ pub enum Request {
         /// The user's text.
         text: String,
     },
+    /// Run one subagent as a turn of the session this link has open (`reasonix subagent run
+    /// PROFILE "task"`, #33): the turn's user message names the profile and the task, the
+    /// host runs the `task` tool itself (`read_only_task` when `read_only`) with a call id
+    /// `sub-<request_id>` (no model step of the parent), journals the child's events as
+    /// [`EventKind::Subagent`] under that call, and the child's answer is the turn's answer.
+    /// Deduplicated by `request_id`; an unknown profile is refused (`invalid`) naming the
+    /// known ones, before any turn starts.
+    RunSubagent {
+        /// Client-chosen id; a repeat with the same id is answered without a second turn.
+        request_id: String,
+        /// A built-in profile (`general`, `explore`) or a skill's name.
+        profile: String,
+        /// The task: the child's first user message.
+        task: String,
+        /// Run the child read-only (`reasonix subagent try`).
+        #[serde(default)]
+        read_only: bool,
+    },
+    /// Cancel one running subagent of the open session (the workbench's child view): it
+    /// stops, and its parent call gets it as cancelled (the turn goes on). Only the driving
+    /// client may send it. Answered [`Response::Ok`] (or [`Response::Duplicate`]); the error
+    /// `not_found` names the known children, or says it already ended.
+    CancelSubagent {
+        /// Client-chosen id for deduplication.
+        request_id: String,
+        /// The child's id (`sa-N`, the `child` of its [`EventKind::Subagent`] events).
+        child: String,
+    },
     /// Continue a turn that paused at its step limit.
     ContinueTurn {
         /// Client-chosen id for deduplication.

@@ -17,6 +17,7 @@ use crate::gateway::Gateway;
 
 mod compact;
 mod goal;
+mod subagent;
 pub use compact::compact_command;
 
 /// Options of a headless run.
@@ -44,6 +45,18 @@ pub struct RunOptions {
     /// `--goal`: a goal request (start with its budgets, resume, pause, clear) instead of a
     /// prompt; the run returns when the goal ends or pauses.
     pub goal: Option<reasonix_forward::proto::GoalAction>,
+    /// `reasonix subagent run|try`: the prompt is the task of one child of this profile,
+    /// run by the host as the turn ([`Request::RunSubagent`]).
+    pub subagent: Option<SubagentRun>,
+}
+
+/// The child of `reasonix subagent run|try`.
+#[derive(Debug, Clone)]
+pub struct SubagentRun {
+    /// The profile (a built-in or a skill).
+    pub profile: String,
+    /// `try`: read-only.
+    pub read_only: bool,
 }
 
 /// How a run ended.
@@ -132,6 +145,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             let home = config.home.clone();
             let (plan, approve_plan) = (opts.plan, opts.approve_plan);
             let goal = opts.goal.clone();
+            let subagent = opts.subagent.clone();
             // Open and submit on a task so connection events keep flowing meanwhile.
             let tx = opened_tx.clone();
             open_pending = true;
@@ -153,6 +167,12 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 let _ = tx.send(Ok(Ok(opened)));
                 if let Some(action) = goal {
                     if let Err(e) = c.goal_request(&rid, action).await {
+                        let _ = tx.send(Err(e));
+                    }
+                    return;
+                }
+                if let Some(sub) = subagent {
+                    if let Err(e) = subagent::submit(&c, &rid, &sub, &prompt).await {
                         let _ = tx.send(Err(e));
                     }
                     return;

@@ -6,6 +6,7 @@
 //! the laptop gateway, and the editor never sees a key. See `docs/ACP.md` for every method
 //! and capability, implemented or declined.
 
+mod children;
 pub mod commands;
 pub mod launch;
 pub mod rpc;

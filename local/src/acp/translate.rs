@@ -24,6 +24,8 @@ pub struct Translator {
     /// Absolute workspace root on the host: ACP paths must be absolute.
     workspace: PathBuf,
     calls: HashMap<String, CallInfo>,
+    /// Subagents, each a tool call of its own (#33 §2).
+    children: super::children::Children,
 }
 
 impl Translator {
@@ -32,6 +34,7 @@ impl Translator {
         Self {
             workspace,
             calls: HashMap::new(),
+            children: Default::default(),
         }
     }
 
@@ -203,8 +206,12 @@ impl Translator {
             | EventKind::Compacted { .. }
             | EventKind::Checkpoint { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. }
-            | EventKind::Subagent { .. } => Vec::new(),
+            | EventKind::ShellRan { .. } => Vec::new(),
+            EventKind::Subagent {
+                call_id,
+                child,
+                event,
+            } => self.children.event(call_id, child, event),
             // A steer sent by another client (the TUI) shows as the user's words.
             EventKind::Steer { text, .. } => {
                 vec![acp::SessionUpdate::UserMessageChunk(chunk(text))]

@@ -25,6 +25,15 @@ fn prompt_text(arg: String) -> Result<String, CliError> {
 
 /// `reasonix run PROMPT`: one turn, headless.
 pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
+    run_with(args, None).await
+}
+
+/// [`run`], or with `subagent` the turn of `reasonix subagent run|try` (the prompt is the
+/// child's task).
+pub(super) async fn run_with(
+    args: RunArgs,
+    subagent: Option<reasonix_local::run::SubagentRun>,
+) -> Result<(), CliError> {
     let workspace = super::workspace_or_cwd(args.workspace.clone())?;
     let mode = if args.yolo {
         Some(PermissionMode::Yolo)
@@ -112,6 +121,7 @@ pub(super) async fn run(args: RunArgs) -> Result<(), CliError> {
             approve_plan: args.approve_plan,
             allow_memory_writes: args.allow_memory_writes,
             goal,
+            subagent,
         },
     )
     .await;

@@ -15,6 +15,7 @@ mod ports;
 mod remote;
 mod sessions;
 mod skills;
+mod subagent;
 mod term;
 mod tui;
 
@@ -154,6 +155,13 @@ enum Cmd {
     Skills {
         #[command(subcommand)]
         action: skills::SkillsCmd,
+    },
+    /// Subagents headless: `run PROFILE "task"` runs one child of a profile (`general`,
+    /// `explore` or a skill) and prints its answer; `try` runs it read-only.
+    #[command(after_help = Exit::HELP)]
+    Subagent {
+        #[command(subcommand)]
+        action: subagent::SubagentCmd,
     },
     /// MCP servers: where each runs, its state and its tools.
     Mcp {
@@ -535,6 +543,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         }) => mcp_auth::logout(args).await,
         Some(Cmd::Hooks { action }) => hooks::hooks(action).await,
         Some(Cmd::Skills { action }) => skills::skills(action).await,
+        Some(Cmd::Subagent { action }) => subagent::subagent(action).await,
         Some(Cmd::Ssh {
             dest,
             ssh,

@@ -79,6 +79,36 @@ impl Daemon {
                     Err(e) => Err(e.into()),
                 }
             }
+            Request::RunSubagent {
+                request_id,
+                profile,
+                task,
+                read_only,
+            } => {
+                let session = self.driven_session(conn)?;
+                if task.trim().is_empty() {
+                    return Err(RpcError::new(
+                        ErrorCode::Invalid,
+                        "the task is empty; say what the subagent should do",
+                    ));
+                }
+                session
+                    .check_subagent_profile(&profile)
+                    .map_err(|e| RpcError::new(ErrorCode::Invalid, e))?;
+                match session.submit_subagent(&request_id, &profile, &task, read_only) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Request::CancelSubagent { request_id, child } => {
+                let session = self.driven_session(conn)?;
+                match session.cancel_subagent(&request_id, &child) {
+                    Ok(true) => Ok(Response::Ok),
+                    Ok(false) => Ok(Response::Duplicate),
+                    Err(e) => Err(RpcError::new(ErrorCode::NotFound, e)),
+                }
+            }
             Request::ContinueTurn { request_id } => {
                 let session = self.driven_session(conn)?;
                 match session.continue_turn(&request_id) {

@@ -59,6 +59,8 @@ struct Entry {
     result: Option<ChildResult>,
     transcript: Option<String>,
     done: watch::Sender<bool>,
+    /// Cancels this child alone (set once it runs).
+    cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// The session's children.
@@ -108,6 +110,7 @@ impl Board {
                 result: None,
                 transcript: None,
                 done,
+                cancel: None,
             },
         );
         id
@@ -118,6 +121,47 @@ impl Board {
         if let Some(e) = self.children.lock_or_recover().get_mut(id) {
             e.status = status;
         }
+    }
+
+    /// The token that cancels child `id` alone (the user's cancel of one child).
+    pub fn set_cancel(&self, id: &str, cancel: tokio_util::sync::CancellationToken) {
+        if let Some(e) = self.children.lock_or_recover().get_mut(id) {
+            e.cancel = Some(cancel);
+        }
+    }
+
+    /// Cancel child `id` (and its own children): it stops at once and its parent call gets
+    /// its partial answer as cancelled. `Err` names the known children when there is no
+    /// such child, or says it already ended.
+    pub fn cancel(&self, id: &str) -> Result<(), String> {
+        let children = self.children.lock_or_recover();
+        let Some(e) = children.get(id) else {
+            let known: Vec<&str> = children.keys().map(String::as_str).collect();
+            return Err(format!(
+                "no subagent {id:?} in this session (known: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        if e.status.ended() {
+            return Err(format!(
+                "subagent {id} already ended ({})",
+                e.status.label()
+            ));
+        }
+        match &e.cancel {
+            Some(c) => c.cancel(),
+            // Queued: it is cancelled as soon as it would start.
+            None => {
+                return Err(format!(
+                    "subagent {id} is still queued; cancel the turn to stop it"
+                ))
+            }
+        }
+        Ok(())
     }
 
     /// A child ended with `result`.

@@ -401,6 +401,9 @@ pub(crate) async fn run_registered(
     cancel: CancellationToken,
 ) -> ChildResult {
     let board = Arc::clone(&p.parent.board);
+    // The user may cancel this child alone (`Request::CancelSubagent`).
+    let cancel = cancel.child_token();
+    board.set_cancel(&id, cancel.clone());
     let claim = p.claim();
     let slot = tokio::select! {
         s = p.parent.slots.acquire(&claim, &p.limits) => s,

@@ -31,6 +31,7 @@ use crate::tools::{Tool, ToolContext};
 
 mod compact;
 mod conversation;
+mod direct;
 mod tool_call;
 mod turn;
 

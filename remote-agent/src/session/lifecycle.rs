@@ -78,6 +78,11 @@ impl Session {
                 );
             }
             self.checkpoint_turn().await;
+            // `reasonix subagent run`: the child is the turn (no model step of its own).
+            let direct = self.lock().direct.take();
+            if let Some(call) = direct {
+                return self.runner().run_direct(call, cancel).await;
+            }
         }
         // With a planner model, a routed turn is planned first (#38 §2).
         let routed = self.lock().route.take();

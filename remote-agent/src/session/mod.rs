@@ -41,6 +41,7 @@ mod provider;
 mod rewind;
 mod skills;
 mod steer;
+mod subagent_run;
 mod web;
 
 pub use hooks::HOOK_PREFIX;
@@ -178,6 +179,9 @@ struct Inner {
     route: Option<(crate::plan::route::Decision, String)>,
     /// The skill the current turn runs (`/<name>`), until the next user turn.
     skill: Option<crate::skills::SkillTurn>,
+    /// The tool call a `RunSubagent` turn runs instead of a model step, until the turn
+    /// takes it ([`subagent_run`]).
+    direct: Option<reasonix_forward::proto::ToolCall>,
 }
 
 /// Shared, per-daemon things a session needs to run tools.
@@ -362,6 +366,7 @@ impl Session {
                 goal: goal_state,
                 route: None,
                 skill: None,
+                direct: None,
             }),
             live,
             driver,
@@ -776,7 +781,7 @@ impl Session {
         extra: Vec<reasonix_forward::proto::Attachment>,
         notices: Vec<String>,
     ) -> Result<bool, SessionError> {
-        self.submit_inner(request_id, text, extra, notices, Vec::new(), None)
+        self.submit_inner(request_id, text, extra, notices, Vec::new(), None, None)
     }
 
     /// [`Session::submit_with`] for a skill's turn: `skill` narrows what the turn may do
@@ -789,11 +794,20 @@ impl Session {
         notices: Vec<String>,
         skill: crate::skills::SkillTurn,
     ) -> Result<bool, SessionError> {
-        self.submit_inner(request_id, text, extra, notices, Vec::new(), Some(skill))
+        self.submit_inner(
+            request_id,
+            text,
+            extra,
+            notices,
+            Vec::new(),
+            Some(skill),
+            None,
+        )
     }
 
     /// [`Session::submit_with`], journaling `plan` events first, in the new turn (so a rewind
     /// to before this turn takes them back too).
+    #[allow(clippy::too_many_arguments)] // the parts of one user turn; skill and direct are its kind
     fn submit_inner(
         self: &Arc<Self>,
         request_id: &str,
@@ -802,6 +816,7 @@ impl Session {
         notices: Vec<String>,
         plan: Vec<reasonix_forward::proto::PlanEvent>,
         skill: Option<crate::skills::SkillTurn>,
+        direct: Option<reasonix_forward::proto::ToolCall>,
     ) -> Result<bool, SessionError> {
         let cancel = CancellationToken::new();
         let admitted;
@@ -824,9 +839,14 @@ impl Session {
                 return Err(SessionError::Busy);
             }
             inner.seen_requests.insert(request_id.to_string());
-            let route = Self::route_turn(&inner, text, attachments.len(), &plan);
+            // A subagent run is never planned: the child is the whole turn.
+            let route = match direct {
+                Some(_) => None,
+                None => Self::route_turn(&inner, text, attachments.len(), &plan),
+            };
             inner.turn += 1;
             inner.skill = skill;
+            inner.direct = direct;
             if inner.title.is_empty() {
                 inner.title = crate::journal::title_of(text);
             }

@@ -178,6 +178,7 @@ impl Session {
                     Vec::new(),
                     vec![decided],
                     None,
+                    None,
                 )?;
             }
         }

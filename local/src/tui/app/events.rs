@@ -540,8 +540,15 @@ impl App {
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }
                     | EventKind::SteerInjected { .. }
-                    | EventKind::ShellRan { .. }
-                    | EventKind::Subagent { .. } => {}
+                    | EventKind::ShellRan { .. } => {}
+                    EventKind::Subagent {
+                        call_id,
+                        child,
+                        event,
+                    } => {
+                        let ts = parse_ts(&e.ts).unwrap_or(self.wall_ms);
+                        self.children.observe(call_id, child, event, ts);
+                    }
                 }
                 if let EventKind::Compacted { tokens_after, .. } = &e.kind {
                     self.totals.context = Some(*tokens_after);
@@ -555,6 +562,7 @@ impl App {
     fn session_opened(&mut self, o: SessionOpened) -> Vec<Action> {
         let changed = self.session.as_deref() != Some(o.session.as_str());
         if changed {
+            self.children.clear();
             let what = if o.created {
                 "new session"
             } else {

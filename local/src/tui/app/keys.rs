@@ -42,6 +42,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ("Home / End", "top / bottom of the transcript (input empty)"),
     ("Ctrl-Home / Ctrl-End", "top / bottom of the transcript"),
     ("Ctrl-O", "show / hide reasoning"),
+    (
+        "Ctrl-G",
+        "subagents: a child's transcript (Tab next child, x cancel it, Esc close)",
+    ),
     ("Ctrl-Y", "copy the last answer to the clipboard (OSC 52)"),
     ("Ctrl-L", "redraw the screen"),
     (
@@ -203,6 +207,7 @@ impl App {
                 self.show_reasoning = !self.show_reasoning;
                 return Vec::new();
             }
+            KeyCode::Char('g') if ctrl => return self.open_child_view(),
             KeyCode::Char('y') if ctrl => return self.copy(false),
             _ => {}
         }
@@ -472,6 +477,7 @@ impl App {
         }
         match ov {
             Overlay::Memory(_) => self.memory_key(key),
+            Overlay::Child { .. } => self.child_key(key),
             Overlay::Help { scroll } => {
                 match key.code {
                     KeyCode::Up | KeyCode::Char('k') => {

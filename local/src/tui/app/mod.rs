@@ -2,6 +2,7 @@
 //! key presses. It performs no I/O; what should happen outside (requests to the host, the
 //! clipboard, quitting) comes back as [`Action`]s for the runner to execute on tasks.
 
+mod children;
 mod completion;
 mod context;
 mod effort;
@@ -35,6 +36,7 @@ use super::transcript::{LayoutCtx, Level, Scroll, Transcript};
 use crate::client::{ClientEvent, ConnState};
 use crate::config::Prices;
 
+pub(crate) use children::ChildView;
 pub(crate) use completion::{CompKind, Completion};
 pub use effort::ModelEfforts;
 pub(crate) use keys::KEYS;
@@ -235,6 +237,13 @@ pub enum Action {
         server: String,
         /// Sign out instead.
         logout: bool,
+    },
+    /// Send `Request::CancelSubagent` (the child view's `x`).
+    CancelSubagent {
+        /// Deduplication id.
+        request_id: String,
+        /// The child (`sa-N`).
+        child: String,
     },
     /// Send `Request::Compact` (`/compact [focus]`).
     Compact {
@@ -527,6 +536,11 @@ pub(crate) enum Overlay {
     },
     /// A memory write waiting for the user (`# note`, forget).
     Memory(MemoryAsk),
+    /// `Ctrl-G`: one subagent's transcript (Tab: the next child, `x`: cancel it).
+    Child {
+        id: String,
+        scroll: usize,
+    },
 }
 
 /// A question put to the user by the SSH code.
@@ -671,6 +685,8 @@ pub struct App {
     pub(crate) retry: Option<retry::RetryView>,
     /// Facts the turns of the rewind in flight remembered (offered to forget after it).
     rewind_remembered: Vec<String>,
+    /// The session's subagents (#33 §2), from their events.
+    pub(crate) children: children::Children,
 }
 
 fn rid(prefix: &str) -> String {
@@ -774,6 +790,7 @@ impl App {
             terms: terminal::Terms::default(),
             retry: None,
             rewind_remembered: Vec::new(),
+            children: children::Children::default(),
         }
     }
 

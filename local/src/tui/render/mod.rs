@@ -1,6 +1,7 @@
 //! Drawing the [`App`] into a ratatui frame. Pure: reads the state, writes cells.
 
 mod always;
+mod children;
 mod composer;
 mod context;
 mod modal;
@@ -51,12 +52,24 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     };
     let status_h = 1u16;
     let activity_h = 1u16;
+    // The running subagents, beside the conversation (never more than a third of it).
+    let children_h = if modal {
+        0
+    } else {
+        children::panel_height(app).min(area.height / 3)
+    };
     let transcript_h = area
         .height
-        .saturating_sub(status_h + activity_h + composer_rows)
+        .saturating_sub(status_h + activity_h + composer_rows + children_h)
         .max(1);
     let transcript = Rect::new(area.x, area.y, area.width, transcript_h);
-    let activity = Rect::new(area.x, area.y + transcript_h, area.width, activity_h);
+    let panel = Rect::new(area.x, area.y + transcript_h, area.width, children_h);
+    let activity = Rect::new(
+        area.x,
+        area.y + transcript_h + children_h,
+        area.width,
+        activity_h,
+    );
     let composer = Rect::new(area.x, activity.y + activity_h, area.width, composer_rows);
     let status = Rect::new(
         area.x,
@@ -66,6 +79,7 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     );
 
     render_transcript(app, frame, transcript);
+    children::render_panel(app, frame, panel);
     render_activity(app, frame, activity);
     if !modal {
         render_composer(app, frame, composer);

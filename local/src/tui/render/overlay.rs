@@ -334,6 +334,9 @@ pub(super) fn render_overlay(
             );
         }
         Overlay::Memory(ask) => render_memory_ask(ask, frame, area, max_w, iw),
+        Overlay::Child { id, scroll } => {
+            super::children::render_child(app, id, *scroll, frame, area, max_w, iw)
+        }
         Overlay::ConfirmSend { tokens, window } => {
             let kw = 16usize;
             let mut lines = Vec::new();

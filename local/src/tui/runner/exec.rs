@@ -474,6 +474,13 @@ impl Exec {
                     }),
                 });
             }
+            Action::CancelSubagent { request_id, child } => {
+                self.request(
+                    "cancel subagent",
+                    Request::CancelSubagent { request_id, child },
+                    |_| None,
+                );
+            }
             Action::Compact { request_id, focus } => {
                 self.request(
                     "compact",

@@ -1,0 +1,175 @@
+//! Subagents over ACP (#33 §2), driven by the client side of the `agent-client-protocol`
+//! crate against the real `reasonix acp` and host: a `task` child is a tool call of its own
+//! (`<parent call>/<child>`), in progress from its first event, whose `tool_call_update`
+//! content names its steps (its read and the result, its answer) and whose end completes it;
+//! the parent's `task` call completes with the child's answer.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest, SessionNotification,
+    SessionUpdate, StopReason, TextContent, ToolCallStatus,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use common::{host_bin, LocalRig};
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use serde_json::json;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_shows_a_child_as_a_tool_call_with_its_steps() {
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_t",
+                "task",
+                &json!({"prompt": "What does notes.txt say?", "description": "read the notes"})
+                    .to_string(),
+            )],
+            5,
+        ),
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_c",
+                "read_file",
+                &json!({"path": "notes.txt"}).to_string(),
+            )],
+            3,
+        ),
+        MockReply::text(&["notes.txt says ", "ALPHA-42"]),
+        MockReply::text(&["The child found ALPHA-42."]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_ACP_SUB_KEY", "sk-acp-sub");
+    std::fs::write(rig.ws.join("notes.txt"), "ALPHA-42\n").expect("notes");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .arg("acp")
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn reasonix acp");
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
+    let u = Arc::clone(&updates);
+    let ws = rig.ws.clone();
+    let stop = tokio::time::timeout(
+        Duration::from_secs(120),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    u.lock().expect("updates").push(n.update);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(
+                transport,
+                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
+                    cx.send_request(InitializeRequest::new(
+                        agent_client_protocol::schema::ProtocolVersion::V1,
+                    ))
+                    .block_task()
+                    .await?;
+                    let session = cx
+                        .send_request(NewSessionRequest::new(ws))
+                        .block_task()
+                        .await?;
+                    let r = cx
+                        .send_request(PromptRequest::new(
+                            session.session_id,
+                            vec![ContentBlock::Text(TextContent::new("ask a subagent"))],
+                        ))
+                        .block_task()
+                        .await?;
+                    Ok(r.stop_reason)
+                },
+            ),
+    )
+    .await
+    .expect("the prompt ends within 120 s")
+    .expect("ACP exchange");
+    assert_eq!(stop, StopReason::EndTurn);
+    assert_eq!(mock.request_count(), 4);
+    let updates = updates.lock().expect("updates");
+    let id_of = |u: &SessionUpdate| -> Option<String> {
+        match u {
+            SessionUpdate::ToolCall(t) => Some(t.tool_call_id.0.to_string()),
+            SessionUpdate::ToolCallUpdate(t) => Some(t.tool_call_id.0.to_string()),
+            _ => None,
+        }
+    };
+    let pos = |pred: &dyn Fn(&SessionUpdate) -> bool| updates.iter().position(pred);
+    // The child's own tool call, opened once, after the parent's `task` call.
+    let opened: Vec<_> = updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::ToolCall(t) if t.tool_call_id.0.as_ref() == "call_t/sa-1" => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened.len(), 1, "{updates:#?}");
+    assert_eq!(opened[0].title, "Subagent sa-1: What does notes.txt say?");
+    assert_eq!(opened[0].status, ToolCallStatus::InProgress);
+    let parent_open =
+        pos(&|u| matches!(u, SessionUpdate::ToolCall(t) if t.tool_call_id.0.as_ref() == "call_t"))
+            .expect("the task call");
+    let child_open = pos(
+        &|u| matches!(u, SessionUpdate::ToolCall(t) if t.tool_call_id.0.as_ref() == "call_t/sa-1"),
+    )
+    .unwrap();
+    assert!(parent_open < child_open);
+    // Its updates name its steps, in order, and the last completes it.
+    let child_updates: Vec<String> = updates
+        .iter()
+        .filter(|u| {
+            matches!(u, SessionUpdate::ToolCallUpdate(_))
+                && id_of(u).as_deref() == Some("call_t/sa-1")
+        })
+        .map(|u| serde_json::to_string(u).expect("json"))
+        .collect();
+    assert!(child_updates.len() >= 3, "{child_updates:#?}");
+    let last = child_updates.last().unwrap();
+    for step in [
+        "→ read_file notes.txt",
+        "← read_file ok: 1→ALPHA-42",
+        "answer: notes.txt says ALPHA-42",
+        "■ completed",
+    ] {
+        assert!(last.contains(step), "{step} missing: {last}");
+    }
+    assert!(last.contains("\"status\":\"completed\""), "{last}");
+    // The child's calls are not shown as calls of the parent.
+    assert!(
+        !updates
+            .iter()
+            .any(|u| id_of(u).as_deref() == Some("call_c")),
+        "the child's read leaked into the parent's calls"
+    );
+    // The parent's `task` call completes with the child's answer, after the child did.
+    let parent_done = updates
+        .iter()
+        .rposition(|u| {
+            matches!(u, SessionUpdate::ToolCallUpdate(t) if t.tool_call_id.0.as_ref() == "call_t"
+                && t.fields.status == Some(ToolCallStatus::Completed))
+        })
+        .expect("the task call completed");
+    let child_done = updates
+        .iter()
+        .rposition(|u| id_of(u).as_deref() == Some("call_t/sa-1"))
+        .unwrap();
+    assert!(child_done < parent_done);
+}
