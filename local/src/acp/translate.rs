@@ -204,7 +204,8 @@ impl Translator {
             | EventKind::Checkpoint { .. }
             | EventKind::SteerInjected { .. }
             | EventKind::ShellRan { .. }
-            | EventKind::Subagent { .. } => Vec::new(),
+            | EventKind::Subagent { .. }
+            | EventKind::Planner { .. } => Vec::new(),
             // A steer sent by another client (the TUI) shows as the user's words.
             EventKind::Steer { text, .. } => {
                 vec![acp::SessionUpdate::UserMessageChunk(chunk(text))]

@@ -227,7 +227,8 @@ impl Transcript {
             | EventKind::Checkpoint { .. }
             | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. }
-            | EventKind::Subagent { .. } => {}
+            | EventKind::Subagent { .. }
+            | EventKind::Planner { .. } => {}
             EventKind::ElicitationRequested {
                 server, message, ..
             } => {

@@ -537,7 +537,8 @@ impl App {
                     | EventKind::Steer { .. }
                     | EventKind::SteerInjected { .. }
                     | EventKind::ShellRan { .. }
-                    | EventKind::Subagent { .. } => {}
+                    | EventKind::Subagent { .. }
+                    | EventKind::Planner { .. } => {}
                 }
                 if let EventKind::Compacted { tokens_after, .. } = &e.kind {
                     self.totals.context = Some(*tokens_after);
