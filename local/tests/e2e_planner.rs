@@ -282,13 +282,19 @@ async fn the_planners_conversation_survives_a_daemon_restart_byte_for_byte() {
     };
     run(&["run", "--json", "add a hello section to the readme file"]);
     let pid = daemon_pid(&env).expect("daemon pid");
-    assert!(alive(pid), "the daemon outlives the client (idle timeout 60 s)");
+    assert!(
+        alive(pid),
+        "the daemon outlives the client (idle timeout 60 s)"
+    );
     unsafe {
         libc::kill(pid, libc::SIGKILL);
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while alive(pid) {
-        assert!(std::time::Instant::now() < deadline, "daemon {pid} still runs");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "daemon {pid} still runs"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     run(&[
@@ -341,7 +347,9 @@ async fn the_planners_conversation_survives_a_daemon_restart_byte_for_byte() {
     assert_eq!(planner_reads, 1, "the planner's read ran once");
     for r in [&reqs[2], &reqs[4]] {
         assert!(
-            !serde_json::to_string(&r.messages()).unwrap().contains("call_read"),
+            !serde_json::to_string(&r.messages())
+                .unwrap()
+                .contains("call_read"),
             "the executor never sees the planner's calls"
         );
     }

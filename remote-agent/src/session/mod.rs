@@ -266,8 +266,7 @@ impl Session {
                     .any(|e| e.turn == turn && matches!(e.kind, EventKind::TurnFinished { .. }));
             if open_turn {
                 // The planner's calls first (its conversation is journaled apart, #38 §2).
-                for (call, started) in agent::unfinished_calls(&planner::planner_events(&events))
-                {
+                for (call, started) in agent::unfinished_calls(&planner::planner_events(&events)) {
                     events.push(journal.append(
                         turn,
                         EventKind::Planner {
