@@ -6,6 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a session says while a running goal waits at a model step with no laptop attached
+/// (the model is reached through a laptop's gateway, where the key is); the goal goes on by
+/// itself when a client attaches. The host's state detail; `reasonix sessions` prints it.
+pub const WAITING_FOR_LAPTOP: &str = "goal waiting for a laptop (the model key is on the laptop)";
+
 /// The budgets of one goal (`[agent] goal_token_budget`, `goal_cost_budget_usd`,
 /// `goal_time_budget_minutes`). Reaching one pauses the goal; `/goal resume` gives it the
 /// same budgets again, counted from the resume.

@@ -1854,6 +1854,17 @@ pub enum EventKind {
         /// What the child recorded.
         event: Box<EventKind>,
     },
+
+    // ---- the planner beside the executor (issue 38 §2) ----
+    /// An event of the planner's conversation (its turn's user message, its assistant
+    /// messages, its tool calls and results), journaled in the session's journal so the
+    /// planner's conversation is rebuilt byte for byte after a daemon restart or a rewind.
+    /// The executor's conversation never replays these; the planner's streamed deltas are
+    /// not journaled.
+    Planner {
+        /// What the planner's runner recorded.
+        event: Box<EventKind>,
+    },
 }
 
 #[cfg(test)]

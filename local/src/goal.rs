@@ -62,6 +62,11 @@ impl GoalView {
         }
     }
 
+    /// The status bar's segment: `goal running`, `goal paused`, … (`None`: no goal).
+    pub fn bar(&self) -> Option<String> {
+        self.status.map(|s| format!("goal {}", s.as_str()))
+    }
+
     /// One line for `/goal status`.
     pub fn line(&self) -> String {
         match self.status {

@@ -22,6 +22,7 @@ mod laptop_channels;
 pub mod mcp_host;
 pub mod memory;
 pub mod permissions;
+pub mod plan_lines;
 pub mod platform;
 pub mod ports;
 pub mod remote_status;

@@ -176,3 +176,112 @@ async fn acp_plan_mode_permission_then_execute() {
     assert_eq!(plan.entries.len(), 2);
     assert_eq!(plan.entries[0].content, "Write done.txt");
 }
+
+/// With a planner model, the turn's route (route, depth, reason — never the user's text)
+/// reaches the ACP client as an agent thought, and the executor's answer as the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_shows_the_planners_route_as_a_thought() {
+    const HANDOFF_PLAN: &str = "## Goal\nSay hello in the README.\n\n## Steps\n1. Edit README.md\n2. Check it\n\n## Touch points\n- README.md: the text\n\n## Verification\n- cat README.md\n";
+    let mock = MockProvider::start(vec![
+        MockReply::text(&[HANDOFF_PLAN]),
+        MockReply::text(&["executor-done"]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_ACP_ROUTE_KEY", "sk-acp-route");
+    let config = rig.home.join("config.toml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str("[agent]\nplanner_model = \"mock/m\"\n");
+    std::fs::write(&config, text).expect("config");
+    std::fs::write(rig.ws.join("README.md"), "the project\n").expect("readme");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .arg("acp")
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn reasonix acp");
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
+    let u = Arc::clone(&updates);
+    let ws = rig.ws.clone();
+    let stop = tokio::time::timeout(
+        Duration::from_secs(120),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    u.lock().expect("updates").push(n.update);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(
+                transport,
+                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
+                    cx.send_request(InitializeRequest::new(
+                        agent_client_protocol::schema::ProtocolVersion::V1,
+                    ))
+                    .block_task()
+                    .await?;
+                    let session = cx
+                        .send_request(NewSessionRequest::new(ws))
+                        .block_task()
+                        .await?;
+                    let r = cx
+                        .send_request(PromptRequest::new(
+                            session.session_id,
+                            vec![ContentBlock::Text(TextContent::new(
+                                "add a hello section to the readme file",
+                            ))],
+                        ))
+                        .block_task()
+                        .await?;
+                    Ok(r.stop_reason)
+                },
+            ),
+    )
+    .await
+    .expect("the prompt ends within 120 s")
+    .expect("ACP exchange");
+    assert_eq!(stop, StopReason::EndTurn);
+    assert_eq!(mock.request_count(), 2, "the planner, then the executor");
+    let updates = updates.lock().expect("updates");
+    let text_of = |c: &agent_client_protocol::v1::schema::ContentChunk| match &c.content {
+        ContentBlock::Text(t) => t.text.clone(),
+        _ => String::new(),
+    };
+    let thoughts: String = updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentThoughtChunk(c) => Some(text_of(c)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        thoughts.contains("route: plan (plan depth light; bounded_work)"),
+        "{thoughts}"
+    );
+    assert!(
+        !thoughts.contains("hello section"),
+        "the route never carries the user's text: {thoughts}"
+    );
+    let answer: String = updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentMessageChunk(c) => Some(text_of(c)),
+            _ => None,
+        })
+        .collect();
+    assert!(answer.contains("executor-done"), "{answer}");
+    assert!(
+        !answer.contains("route:"),
+        "the route is not in the answer: {answer}"
+    );
+}

@@ -2,9 +2,11 @@
 //! `reasonix-remote` installed over SFTP, the scripted mock provider): `run --goal` starts it,
 //! the client is killed with SIGKILL while the goal's bash command runs; the command finishes
 //! on the host with no client attached and the goal waits for a laptop to reach the model
-//! (`reasonix sessions` shows it running); a later client attaches
-//! (`run --continue --goal resume`) and the goal completes; `reasonix sessions` then shows it
-//! complete. Exactly one provider request per step, the command ran once.
+//! (`reasonix sessions` shows it running and says "goal waiting for a laptop (the model key
+//! is on the laptop)"); a later client attaches (`run --continue --goal resume`: the goal is
+//! still running, the attach alone lets its parked step go on) and the goal completes;
+//! `reasonix sessions` then shows it complete. Exactly one provider request per step, the
+//! command ran once.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
@@ -200,9 +202,25 @@ async fn a_goal_goes_on_after_the_client_is_killed_and_a_later_client_finds_it_c
             std::thread::sleep(Duration::from_millis(200));
         }
     });
-    let row = tokio::task::block_in_place(|| listed(&l, &dest));
+    let row = tokio::task::block_in_place(|| loop {
+        let row = listed(&l, &dest);
+        if row["state"] == "waiting_for_laptop" || killed_at.elapsed() > Duration::from_secs(60) {
+            return row;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    assert_eq!(row["state"], "waiting_for_laptop", "{row}");
     assert_eq!(row["goal"]["status"], "running", "{row}");
     assert_eq!(row["goal"]["objective"], "write runs.txt once", "{row}");
+    // The listing says why it waits and where the key is.
+    let out =
+        tokio::task::block_in_place(|| l.command(&["sessions", "--ssh", &dest]).output().unwrap());
+    assert!(out.status.success(), "{}", output(&out));
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        table.contains("goal waiting for a laptop (the model key is on the laptop)"),
+        "{table}"
+    );
     // The first step's request only: the rest waits for a laptop.
     assert_eq!(mock.request_count(), 1);
 

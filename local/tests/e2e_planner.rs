@@ -12,7 +12,8 @@ mod common;
 
 use std::process::Command;
 
-use reasonix_testkit::mock_provider::{MockProvider, MockReply, RecordedRequest};
+use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall, RecordedRequest};
+use serde_json::Value;
 
 use common::{json_lines, LocalRig as Env};
 
@@ -162,6 +163,153 @@ async fn the_planner_plans_the_executor_executes_each_on_its_own_cached_prefix()
             "{who}: {:?} then {:?}",
             acc[first],
             acc[second]
+        );
+    }
+}
+
+/// The daemon's pid from its marker in the sessions directory.
+fn daemon_pid(env: &Env) -> Option<i32> {
+    for e in std::fs::read_dir(env.home.join("sessions")).ok()?.flatten() {
+        if let Ok(b) = std::fs::read(e.path().join("daemon.json")) {
+            let v: Value = serde_json::from_slice(&b).ok()?;
+            return v["pid"].as_i64().map(|p| p as i32);
+        }
+    }
+    None
+}
+
+/// True while `pid` runs (a zombie waiting for its reaper counts as gone).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            let state = s.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        })
+        .unwrap_or(false)
+}
+
+/// Every journal line of the session, as JSON.
+fn journal_lines(env: &Env) -> Vec<Value> {
+    let mut lines = Vec::new();
+    let mut stack = vec![env.home.join("sessions")];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else if p.extension().is_some_and(|e| e == "jsonl") {
+            lines.extend(json_lines(&std::fs::read(&p).unwrap()));
+        }
+    }
+    lines
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_planners_conversation_survives_a_daemon_restart_byte_for_byte() {
+    // Turn 1: the planner reads README.md, then plans; the executor does it. The daemon is
+    // killed. Turn 2 (a new daemon): the planner's request extends its last one byte for
+    // byte (its conversation rebuilt from the journal) and hits its cache; nothing of turn
+    // 1 is planned or run again.
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_read",
+                "read_file",
+                &serde_json::json!({"path": "README.md"}).to_string(),
+            )],
+            3,
+        )
+        .with_model("plan"),
+        MockReply::text(&[plan("Say hello in the README.")]).with_model("plan"),
+        MockReply::text(&["done: hello"]).with_model("exec"),
+        MockReply::text(&[plan("Say goodbye in the README.")]).with_model("plan"),
+        MockReply::text(&["done: goodbye"]).with_model("exec"),
+    ])
+    .await;
+    mock.enable_prompt_cache(None);
+    let env = setup(&mock.base_url(), "mock/plan");
+    let run = |args: &[&str]| {
+        let out = command(&env, args)
+            .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["run", "--json", "add a hello section to the readme file"]);
+    let pid = daemon_pid(&env).expect("daemon pid");
+    assert!(
+        alive(pid),
+        "the daemon outlives the client (idle timeout 60 s)"
+    );
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "daemon {pid} still runs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    run(&[
+        "run",
+        "--continue",
+        "--json",
+        "add a goodbye section to the readme file",
+    ]);
+    let new_pid = daemon_pid(&env).expect("daemon pid");
+    assert_ne!(new_pid, pid, "a new daemon served the second turn");
+
+    let reqs = mock.requests();
+    let models: Vec<String> = reqs.iter().map(model).collect();
+    assert_eq!(
+        models,
+        ["plan", "plan", "exec", "plan", "exec"],
+        "one planner step per reply, nothing planned twice"
+    );
+    // The planner's turn-2 request is its turn-1 request, the tool result, its plan and
+    // the new task: its last request extended byte for byte, across the restart.
+    assert_extends(&reqs[0], &reqs[1], "planner within turn 1");
+    assert_extends(&reqs[1], &reqs[3], "planner across the restart");
+    let p3 = reqs[3].messages();
+    assert_eq!(
+        p3[reqs[1].messages().len()]["role"],
+        "assistant",
+        "the planner's plan of turn 1 is in its conversation"
+    );
+    assert!(last_user(&reqs[3]).contains("add a goodbye section"));
+    assert_extends(&reqs[2], &reqs[4], "executor across the restart");
+    // Its cache keeps hitting: at least the whole previous request.
+    let acc = mock.prompt_accounting();
+    assert!(
+        acc[3].hit_tokens >= acc[1].prompt_tokens / 2,
+        "planner: {:?} then {:?}",
+        acc[1],
+        acc[3]
+    );
+    // The journal holds the planner's conversation apart from the executor's: its read
+    // ran once, and the executor's messages never carry the planner's.
+    let journal = journal_lines(&env);
+    let planner_reads = journal
+        .iter()
+        .filter(|l| {
+            l["type"] == "planner"
+                && l["event"]["type"] == "tool_finished"
+                && l["event"]["call_id"] == "call_read"
+        })
+        .count();
+    assert_eq!(planner_reads, 1, "the planner's read ran once");
+    for r in [&reqs[2], &reqs[4]] {
+        assert!(
+            !serde_json::to_string(&r.messages())
+                .unwrap()
+                .contains("call_read"),
+            "the executor never sees the planner's calls"
         );
     }
 }

@@ -214,7 +214,8 @@ pub fn messages_from_events(events: &[Event]) -> Vec<Value> {
             | EventKind::Plan(_)
             | EventKind::Goal(_)
             | EventKind::Checkpoint { .. }
-            | EventKind::Subagent { .. } => {}
+            | EventKind::Subagent { .. }
+            | EventKind::Planner { .. } => {}
             EventKind::Compacted {
                 snipped,
                 replaced,
@@ -454,7 +455,8 @@ pub fn unfinished_calls(events: &[Event]) -> Vec<(ToolCall, bool)> {
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
             | EventKind::ShellRan { .. }
-            | EventKind::Subagent { .. } => {}
+            | EventKind::Subagent { .. }
+            | EventKind::Planner { .. } => {}
         }
     }
     pending

@@ -220,5 +220,6 @@ fn event_type(kind: &EventKind) -> &'static str {
         EventKind::SteerInjected { .. } => "steer_injected",
         EventKind::ShellRan { .. } => "shell_ran",
         EventKind::Subagent { .. } => "subagent",
+        EventKind::Planner { .. } => "planner",
     }
 }

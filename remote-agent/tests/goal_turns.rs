@@ -223,6 +223,13 @@ async fn a_daemon_restart_resumes_the_goal_without_running_a_tool_again() {
         copy.state() == TurnState::WaitingForLaptop
     })
     .await;
+    // Whoever attaches (or lists the sessions) is told why, and that it goes on by itself.
+    let (_, _, state, detail) = copy.subscribe(0);
+    assert_eq!(state, TurnState::WaitingForLaptop);
+    assert_eq!(
+        detail.as_deref(),
+        Some(reasonix_forward::goal::WAITING_FOR_LAPTOP)
+    );
     let gateway = FakeGateway::new(
         7,
         vec![

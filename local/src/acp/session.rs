@@ -490,7 +490,8 @@ impl Actor {
             | EventKind::ElicitationRequested { .. }
             | EventKind::ElicitationAnswered { .. }
             | EventKind::ShellRan { .. }
-            | EventKind::Subagent { .. } => {}
+            | EventKind::Subagent { .. }
+            | EventKind::Planner { .. } => {}
             EventKind::Compacted {
                 kind,
                 trigger,

@@ -190,6 +190,23 @@ impl Translator {
                     .map(|p| vec![acp::SessionUpdate::Plan(p)])
                     .unwrap_or_default()
             }
+            // The planner's route (#38 §2): route, depth and reason, never the user's text;
+            // a thought, not part of the answer.
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::Routed {
+                route,
+                depth,
+                reason,
+            }) => vec![acp::SessionUpdate::AgentThoughtChunk(chunk(&format!(
+                "[reasonix] {}\n",
+                crate::plan_lines::route_line(route, depth, reason)
+            )))],
+            EventKind::Plan(reasonix_forward::proto::PlanEvent::PlannerFailed {
+                reason,
+                handed_over,
+            }) => vec![acp::SessionUpdate::AgentThoughtChunk(chunk(&format!(
+                "[reasonix] {}\n",
+                crate::plan_lines::planner_failed_line(reason, *handed_over)
+            )))],
             EventKind::Plan(_) => Vec::new(),
             EventKind::Goal(g) => vec![acp::SessionUpdate::AgentMessageChunk(chunk(&format!(
                 "\n[reasonix] {}\n",
@@ -206,7 +223,8 @@ impl Translator {
             | EventKind::Compacted { .. }
             | EventKind::Checkpoint { .. }
             | EventKind::SteerInjected { .. }
-            | EventKind::ShellRan { .. } => Vec::new(),
+            | EventKind::ShellRan { .. }
+            | EventKind::Planner { .. } => Vec::new(),
             EventKind::Subagent {
                 call_id,
                 child,

@@ -232,6 +232,11 @@ fn print_sessions(sessions: &[SessionInfo], json: bool) -> Result<(), CliError> 
         );
         if let Some(g) = &s.goal {
             println!("{:<20} {}", "", reasonix_local::goal::summary_line(g));
+            if g.status == reasonix_forward::proto::GoalStatus::Running
+                && s.state == reasonix_forward::proto::TurnState::WaitingForLaptop
+            {
+                println!("{:<20} {}", "", reasonix_forward::goal::WAITING_FOR_LAPTOP);
+            }
         }
     }
     Ok(())

@@ -227,7 +227,8 @@ impl Transcript {
             | EventKind::Checkpoint { .. }
             | EventKind::ElicitationAnswered { .. }
             | EventKind::Usage { .. }
-            | EventKind::Subagent { .. } => {}
+            | EventKind::Subagent { .. }
+            | EventKind::Planner { .. } => {}
             EventKind::ElicitationRequested {
                 server, message, ..
             } => {
@@ -522,7 +523,7 @@ impl Transcript {
                         depth,
                         reason,
                     } => self.notice(
-                        format!("route: {route} (plan depth {depth}; {reason})"),
+                        crate::plan_lines::route_line(route, depth, reason),
                         Level::Info,
                     ),
                     PlanEvent::Handoff { model, text } => {
@@ -536,14 +537,7 @@ impl Transcript {
                         reason,
                         handed_over,
                     } => self.notice(
-                        format!(
-                            "{reason}{}",
-                            if *handed_over {
-                                "; the executor takes the task"
-                            } else {
-                                ""
-                            }
-                        ),
+                        crate::plan_lines::planner_failed_line(reason, *handed_over),
                         Level::Warn,
                     ),
                     PlanEvent::Decided {

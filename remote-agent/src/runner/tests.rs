@@ -363,6 +363,7 @@ fn belongs_to(kind: &EventKind, conv: &Conversation) -> bool {
         | EventKind::ElicitationRequested { .. }
         | EventKind::ElicitationAnswered { .. }
         | EventKind::ShellRan { .. }
-        | EventKind::Subagent { .. } => false,
+        | EventKind::Subagent { .. }
+        | EventKind::Planner { .. } => false,
     }
 }

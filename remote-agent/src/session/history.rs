@@ -78,7 +78,8 @@ impl compaction::history::HistorySource for SessionHistory {
                     | EventKind::Plan(_)
                     | EventKind::Goal(_)
                     | EventKind::SteerInjected { .. }
-                    | EventKind::Subagent { .. } => continue,
+                    | EventKind::Subagent { .. }
+                    | EventKind::Planner { .. } => continue,
                     EventKind::Steer { text, .. } => ("user (steer)".to_string(), text.clone()),
                     EventKind::ShellRan {
                         command, output, ..

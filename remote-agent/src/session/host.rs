@@ -77,10 +77,14 @@ impl Host for Session {
             if let Some(g) = rx.borrow_and_update().clone() {
                 return Some(g);
             }
-            self.set_state(
-                TurnState::WaitingForLaptop,
-                Some("waiting for laptop: the model is reached through a client's gateway".into()),
-            );
+            // A goal runs with no client (#38 §3): say why it stopped and that it goes on
+            // by itself when a laptop attaches.
+            let detail = if self.goal_running() {
+                reasonix_forward::goal::WAITING_FOR_LAPTOP
+            } else {
+                "waiting for laptop: the model is reached through a client's gateway"
+            };
+            self.set_state(TurnState::WaitingForLaptop, Some(detail.into()));
             tokio::select! {
                 _ = cancel.cancelled() => return None,
                 r = rx.changed() => if r.is_err() { return None; },

@@ -101,3 +101,13 @@ impl Session {
         Runner::new(self, &self.main)
     }
 }
+
+/// The result a tool call left unfinished by a daemon that stopped is given at the next open
+/// (`started`: it had started; it is never run again).
+pub(super) fn interrupted_output(started: bool) -> &'static str {
+    if started {
+        "interrupted: the host daemon stopped while this tool was running; it was not run again. Check its effects before retrying."
+    } else {
+        "not run: the host daemon stopped before this tool started."
+    }
+}

@@ -273,12 +273,25 @@ impl Session {
                     .rev()
                     .any(|e| e.turn == turn && matches!(e.kind, EventKind::TurnFinished { .. }));
             if open_turn {
+                // The planner's calls first (its conversation is journaled apart, #38 §2).
+                for (call, started) in agent::unfinished_calls(&planner::planner_events(&events)) {
+                    events.push(journal.append(
+                        turn,
+                        EventKind::Planner {
+                            event: Box::new(EventKind::ToolFinished {
+                                call_id: call.id,
+                                name: call.name,
+                                is_error: true,
+                                output: lifecycle::interrupted_output(started).into(),
+                                output_ref: None,
+                                denied: None,
+                                context_bytes: None,
+                            }),
+                        },
+                    )?);
+                }
                 for (call, started) in agent::unfinished_calls(&events) {
-                    let output = if started {
-                        "interrupted: the host daemon stopped while this tool was running; it was not run again. Check its effects before retrying."
-                    } else {
-                        "not run: the host daemon stopped before this tool started."
-                    };
+                    let output = lifecycle::interrupted_output(started);
                     events.push(journal.append(
                         turn,
                         EventKind::ToolFinished {

@@ -3,11 +3,12 @@
 //! The pure part (routing, the planner's prompt and tools, the handoff) is in
 //! [`crate::plan::route`] and [`crate::plan::coordinator`].
 //!
-//! The planner's conversation lives in the daemon's memory: its own events (its messages,
-//! tool calls and deltas) are not journaled as the main conversation's, so a replay of the
-//! journal rebuilds the executor's conversation byte for byte (with the handoff, which is
-//! journaled). After a daemon restart the planner starts a fresh conversation under the same
-//! prefix.
+//! The planner's own events (its turn's user message, its assistant messages, its tool calls
+//! and results) are journaled wrapped in [`EventKind::Planner`], so a replay of the journal
+//! rebuilds the executor's conversation byte for byte (with the handoff, which is journaled
+//! as a plan event) and, separately, the planner's: after a daemon restart or a rewind the
+//! planner's next request extends its previous one byte for byte (its provider cache keeps
+//! hitting). Its streamed deltas are not journaled.
 
 use super::*;
 use crate::plan::coordinator::{self, Handoff};
@@ -77,11 +78,19 @@ impl Session {
         };
         let planner = self.planner();
         let start = {
+            // Lock order: the conversation before the session; the message and its event
+            // together, so a replay puts it at the same place.
             let mut conv = planner.conversation.lock_or_recover();
-            conv.messages.push(agent::user_message(
-                &coordinator::planner_turn_text(task, &decision),
-                &[],
-            ));
+            let text = coordinator::planner_turn_text(task, &decision);
+            conv.messages.push(agent::user_message(&text, &[]));
+            let turn = Host::turn(self);
+            self.record(EventKind::Planner {
+                event: Box::new(EventKind::UserTurn {
+                    request_id: format!("planner-{turn}"),
+                    text,
+                    attachments: Vec::new(),
+                }),
+            });
             conv.messages.len()
         };
         let host = PlannerHost {
@@ -160,8 +169,9 @@ impl Session {
         Ok(true)
     }
 
-    /// The planner, made at its first turn: its prefix is its role in front of the
-    /// executor's system prompt, with plan mode's read-only tools.
+    /// The planner, made at its first turn after the session opened (or was rewound): its
+    /// prefix is its role in front of the executor's system prompt, with plan mode's
+    /// read-only tools; its messages are rebuilt from its journaled events.
     fn planner(&self) -> Arc<Planner> {
         let mut slot = self.planner.lock_or_recover();
         if let Some(p) = slot.as_ref() {
@@ -180,11 +190,12 @@ impl Session {
             system,
             tools: schemas,
         };
+        let messages = agent::messages_from_events(&planner_events(&self.lock().events));
         let p = Arc::new(Planner {
             conversation: Mutex::new(Conversation::new(
                 &format!("{}-planner", self.id),
                 prefix,
-                Vec::new(),
+                messages,
                 self.journal_path
                     .parent()
                     .unwrap_or(std::path::Path::new(".")),
@@ -209,6 +220,21 @@ impl Session {
             tokens,
         })
     }
+}
+
+/// The planner's own events in `events` (the session's), unwrapped: its conversation is
+/// `agent::messages_from_events` of them.
+pub(super) fn planner_events(events: &[Event]) -> Vec<Event> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Planner { event } => Some(Event {
+                kind: (**event).clone(),
+                ..e.clone()
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The planner's last answer in `messages` (this turn's) and the paths its calls opened.
@@ -247,19 +273,30 @@ struct PlannerHost<'a> {
 }
 
 impl PlannerHost<'_> {
-    /// Events of the planner's conversation are not the executor's: they are not journaled
-    /// (a replay would put them in the executor's conversation); a tool call is shown as a
-    /// notice. Usage, retries and notices are the session's.
+    /// Events of the planner's conversation are not the executor's: they are journaled
+    /// wrapped in [`EventKind::Planner`] (a replay of the executor's conversation skips
+    /// them); its deltas are not journaled. A tool call is also shown as a notice. Usage,
+    /// retries and notices are the session's.
     fn keep(&self, kind: EventKind) -> Option<EventKind> {
         match kind {
-            EventKind::AssistantMessage { .. }
-            | EventKind::TextDelta { .. }
+            EventKind::TextDelta { .. }
             | EventKind::ReasoningDelta { .. }
-            | EventKind::ToolFinished { .. }
-            | EventKind::UserTurn { .. }
             | EventKind::Compacted { .. } => None,
-            EventKind::ToolStarted { name, .. } => Some(EventKind::Notice {
-                text: format!("planner: {name}"),
+            EventKind::ToolStarted { ref name, .. } => {
+                Session::record(
+                    self.session,
+                    EventKind::Notice {
+                        text: format!("planner: {name}"),
+                    },
+                );
+                Some(EventKind::Planner {
+                    event: Box::new(kind),
+                })
+            }
+            EventKind::AssistantMessage { .. }
+            | EventKind::ToolFinished { .. }
+            | EventKind::UserTurn { .. } => Some(EventKind::Planner {
+                event: Box::new(kind),
             }),
             other => Some(other),
         }

@@ -162,6 +162,10 @@ impl Session {
         inner.events = events;
         inner.state = TurnState::Idle;
         inner.cancel = None;
+        drop(inner);
+        drop(conv);
+        // The planner's conversation is rebuilt from the kept events at its next turn.
+        *self.planner.lock_or_recover() = None;
         Ok(())
     }
 }

@@ -573,6 +573,7 @@ fn outline_of(kind: &EventKind) -> Option<String> {
             format!("elicitation_answered:{}", action.as_str())
         }
         EventKind::Subagent { child, event, .. } => format!("{child}>{}", outline_of(event)?),
+        EventKind::Planner { event } => format!("planner>{}", outline_of(event)?),
         EventKind::SessionStarted { .. }
         | EventKind::TextDelta { .. }
         | EventKind::ReasoningDelta { .. }

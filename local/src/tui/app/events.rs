@@ -540,7 +540,8 @@ impl App {
                     | EventKind::Compacted { .. }
                     | EventKind::Steer { .. }
                     | EventKind::SteerInjected { .. }
-                    | EventKind::ShellRan { .. } => {}
+                    | EventKind::ShellRan { .. }
+                    | EventKind::Planner { .. } => {}
                     EventKind::Subagent {
                         call_id,
                         child,

@@ -46,7 +46,8 @@ impl App {
             | EventKind::Steer { .. }
             | EventKind::SteerInjected { .. }
             | EventKind::ShellRan { .. }
-            | EventKind::Subagent { .. } => {}
+            | EventKind::Subagent { .. }
+            | EventKind::Planner { .. } => {}
         }
     }
 

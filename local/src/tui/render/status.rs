@@ -100,6 +100,10 @@ pub(super) fn render_status(app: &App, frame: &mut Frame<'_>, area: Rect) {
     } else if let Some(step) = app.plan.step_in_progress() {
         segs.insert(2, (1, step, theme::text()));
     }
+    // The session's goal (#38 §3): it runs on the host with or without this client.
+    if let Some(g) = app.goal.bar() {
+        segs.insert(2, (1, g, theme::text()));
+    }
     if let Some(p) = app.context_pct() {
         let style = if p >= 80.0 {
             theme::warn()
