@@ -73,7 +73,7 @@ pub enum AttachError {
 }
 
 /// What to do when the daemon on the workspace socket is of another build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OtherBuild {
     /// Replace it when no turn runs; otherwise report [`AttachReport::Busy`] and exit.
     Ask,
@@ -81,6 +81,18 @@ pub enum OtherBuild {
     Replace,
     /// Leave it running and bridge to it (the client attaches read-only).
     Attach,
+}
+
+impl OtherBuild {
+    /// The value of `--other-build` (`ask`, `replace`, `attach`).
+    pub fn from_flag(s: &str) -> Option<Self> {
+        match s {
+            "ask" => Some(Self::Ask),
+            "replace" => Some(Self::Replace),
+            "attach" => Some(Self::Attach),
+            _ => None,
+        }
+    }
 }
 
 /// Options of one attach.

@@ -5,112 +5,30 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+mod cli;
 
-#[derive(Parser)]
-#[command(
-    name = "reasonix-remote",
-    about = "Reasonix host process",
-    disable_version_flag = true
-)]
-struct Cli {
-    /// Print the build id and exit.
-    #[arg(long = "version", short = 'V')]
-    version: bool,
-    #[command(subcommand)]
-    command: Option<Cmd>,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Run the workspace daemon in the foreground.
-    Daemon(DaemonArgs),
-    /// Start the daemon if needed and bridge stdin/stdout to it.
-    Attach(AttachArgs),
-    /// List every workspace daemon of this user with its sessions and their states.
-    Status {
-        /// One JSON object per line (what `reasonix remote status` reads).
-        #[arg(long)]
-        json: bool,
-    },
-    /// Stop the daemon of one workspace (or of all of them with --all).
-    Stop {
-        /// Workspace whose daemon to stop.
-        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
-        workspace: Option<PathBuf>,
-        /// Stop every workspace daemon of this user.
-        #[arg(long)]
-        all: bool,
-    },
-    /// Print what this build can do for the installer (one `key=value` per line).
-    #[command(hide = true)]
-    Capabilities,
-    /// Build the next host binary from this one plus a delta read on stdin (used by the
-    /// installer; see docs/REMOTE.md "Delta upgrades").
-    #[command(hide = true)]
-    ApplyDelta(ApplyDeltaArgs),
-}
-
-#[derive(Args, Clone)]
-struct AttachArgs {
-    #[command(flatten)]
-    daemon: DaemonArgs,
-    /// Read the client's pipelined Hello frame (hex text) from this descriptor.
-    #[arg(long, value_name = "FD")]
-    hello_fd: Option<i32>,
-    /// Token of the client's report lines (`REASONIX-ATTACH/1 <tag> ...` on stdout).
-    #[arg(long)]
-    tag: Option<String>,
-    /// What to do about a running daemon of another build.
-    #[arg(long, value_enum, default_value = "ask")]
-    other_build: reasonix_remote::attach::OtherBuild,
-    /// Create the workspace folder (and its parents) when it does not exist.
-    #[arg(long)]
-    mkdir: bool,
-}
-
-#[derive(Args)]
-struct ApplyDeltaArgs {
-    /// The binary the delta was made against.
-    #[arg(long)]
-    base: PathBuf,
-    /// Where to write the result (must not exist; written 0600).
-    #[arg(long)]
-    out: PathBuf,
-}
-
-#[derive(Args, Clone)]
-struct DaemonArgs {
-    /// Workspace directory.
-    #[arg(long, default_value = ".")]
-    workspace: PathBuf,
-    /// Exit after this many seconds with no client and no running work.
-    #[arg(long, env = "REASONIX_IDLE_TIMEOUT_SECS", default_value_t = 1800)]
-    idle_timeout: u64,
-    /// Keep a disconnected client's link this many seconds for a resume.
-    #[arg(long, env = "REASONIX_LINK_GRACE_SECS", default_value_t = 1800)]
-    link_grace: u64,
-    /// Heartbeat interval in milliseconds.
-    #[arg(long, env = "REASONIX_HEARTBEAT_MS", default_value_t = 5000)]
-    heartbeat_ms: u64,
-    /// Declare a silent transport dead after this many milliseconds.
-    #[arg(long, env = "REASONIX_DEAD_AFTER_MS", default_value_t = 15000)]
-    dead_after_ms: u64,
-}
-
-impl DaemonArgs {
-    fn passthrough(&self) -> Vec<String> {
-        vec![
-            format!("--idle-timeout={}", self.idle_timeout),
-            format!("--link-grace={}", self.link_grace),
-            format!("--heartbeat-ms={}", self.heartbeat_ms),
-            format!("--dead-after-ms={}", self.dead_after_ms),
-        ]
-    }
-}
+use cli::{Cmd, DaemonArgs, Exit};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let Some(args) = std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string().ok())
+        .collect::<Option<Vec<String>>>()
+    else {
+        eprintln!("error: invalid UTF-8 was detected in one or more arguments");
+        return ExitCode::from(2);
+    };
+    let cli = match cli::parse(args) {
+        Ok(cli) => cli,
+        Err(Exit::Help(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(Exit::Usage(text)) => {
+            eprint!("{text}");
+            return ExitCode::from(2);
+        }
+    };
     if cli.version {
         println!("reasonix-remote {}", reasonix_forward::build_id());
         return ExitCode::SUCCESS;
