@@ -34,7 +34,21 @@ fn wine_exe() -> PathBuf {
         exe
     };
     assert!(exe.is_file(), "no Windows build at {}", exe.display());
+    wine_prefix();
+    no_other_wineserver();
     std::fs::canonicalize(exe).expect("absolute path")
+}
+
+/// Waits until no wineserver runs for the prefix. Wine makes and connects sockets in its
+/// wineserver, one per prefix shared by every wine process: a server left (for its few
+/// seconds of idle life) by a test in another network namespace would make this test's
+/// connections in that namespace.
+fn no_other_wineserver() {
+    let status = std::process::Command::new("wineserver")
+        .arg("-w")
+        .status()
+        .expect("run wineserver -w (wine is installed with .ci/cross_build.sh)");
+    assert!(status.success(), "wineserver -w: {status}");
 }
 
 fn wine_prefix() -> PathBuf {
