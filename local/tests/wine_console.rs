@@ -69,7 +69,7 @@ fn musl_host_binary() -> PathBuf {
 
 /// Hang guard for one screen (the first wine start in a prefix and the first upload are
 /// slow).
-const GUARD: Duration = Duration::from_secs(180);
+const GUARD: Duration = Duration::from_secs(90);
 
 /// A real sshd, a host user with `~/ws`, the mock provider and a laptop folder (home,
 /// `REASONIX_HOME`).
@@ -116,8 +116,9 @@ impl ConsoleRig {
     }
 
     /// A shell line for tmux running `reasonix.exe ARGS... -p PORT -F none -o
-    /// UserKnownHostsFile=… EXTRA...` under wine in the laptop folder, then printing its exit
-    /// code as `EXIT=N`.
+    /// UserKnownHostsFile=… EXTRA...` under wine in the laptop folder, then writing its exit
+    /// code to `exit.code` there (not to the screen: wine's console can clear the terminal
+    /// after the program ends, as the workbench leaves its alternate screen).
     fn wine_line(&self, args: &[&str], extra: &[&str]) -> String {
         let mut argv: Vec<String> = args.iter().map(|a| sh_quote(a)).collect();
         argv.extend(["-p".into(), self.sshd.port().to_string()]);
@@ -129,7 +130,7 @@ impl ConsoleRig {
         )));
         argv.extend(extra.iter().map(|a| sh_quote(a)));
         format!(
-            "cd {dir} && env -u SSH_AUTH_SOCK -u DISPLAY WINEDEBUG=-all WINEPREFIX={prefix} HOME={home} REASONIX_HOME={rx} REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL={host} REASONIX_IDLE_TIMEOUT_SECS=120 wine {exe} {argv}; echo EXIT=$?",
+            "cd {dir} && env -u SSH_AUTH_SOCK -u DISPLAY WINEDEBUG=-all WINEPREFIX={prefix} HOME={home} REASONIX_HOME={rx} REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL={host} REASONIX_IDLE_TIMEOUT_SECS=120 wine {exe} {argv}; echo $? > exit.code",
             dir = sh_quote(&self.dir.path().display().to_string()),
             prefix = sh_quote(&wine_prefix().display().to_string()),
             home = sh_quote(&self.dir.path().join("home").display().to_string()),
@@ -150,17 +151,23 @@ fn wait(t: &Tmux, needle: &str) -> String {
     t.wait_screen(GUARD, needle, |s| s.contains(needle))
 }
 
-/// Wait for the `EXIT=N` line the tmux command prints and return the screen and the code.
-fn wait_exit(t: &Tmux) -> (String, i32) {
-    let s = t.wait_screen(GUARD, "the program's exit", |s| {
-        s.lines().any(|l| l.trim().starts_with("EXIT="))
-    });
-    let code = s
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("EXIT="))
-        .and_then(|c| c.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no exit code on the screen:\n{s}"));
-    (s, code)
+/// Wait for the exit code the tmux command writes (hang guard [`GUARD`]).
+fn wait_exit(t: &Tmux, dir: &Path) -> i32 {
+    let path = dir.join("exit.code");
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if text.ends_with('\n') {
+                return text.trim().parse().expect("an exit code");
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program did not end; screen:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,12 +194,13 @@ async fn windows_console_passphrase_typed_wrong_then_right() {
         ],
     );
     let t = Tmux::tui(&line);
-    let (screen, code) = tokio::task::block_in_place(|| {
+    let code = tokio::task::block_in_place(|| {
         wait(&t, "Enter passphrase for key");
         t.line(WRONG);
         wait(&t, "Bad passphrase, try again");
         t.line(PASS);
-        wait_exit(&t)
+        wait(&t, "The passphrase worked.");
+        wait_exit(&t, rig.dir.path())
     });
     let all = t.everything();
     assert_eq!(code, 0, "{all}");
@@ -202,7 +210,7 @@ async fn windows_console_passphrase_typed_wrong_then_right() {
         !all.contains(WRONG),
         "the wrong passphrase was echoed:\n{all}"
     );
-    assert_eq!(rig.mock.request_count(), 1, "{screen}");
+    assert_eq!(rig.mock.request_count(), 1, "{all}");
     assert_eq!(
         rig.sshd.log().matches("Accepted publickey").count(),
         1,
@@ -236,11 +244,11 @@ async fn windows_console_host_key_question_and_password() {
         t.line("yes");
         wait(&t, "'s password:");
         t.line(PW);
-        wait_exit(&t).1
+        wait(&t, "Logged in by password.");
+        wait_exit(&t, rig.dir.path())
     });
     let all = t.everything();
     assert_eq!(code, 0, "{all}");
-    assert!(all.contains("Logged in by password."), "{all}");
     assert!(!all.contains(PW), "the password was echoed:\n{all}");
     let kh = std::fs::read_to_string(rig.known_hosts()).expect("known_hosts written");
     let key_b64 = rig
@@ -283,11 +291,11 @@ async fn windows_console_keyboard_interactive() {
         // PAM's own prompt, relayed as a keyboard-interactive round.
         wait(&t, "Password:");
         t.line(PW);
-        wait_exit(&t).1
+        wait(&t, "Keyboard-interactive done.");
+        wait_exit(&t, rig.dir.path())
     });
     let all = t.everything();
     assert_eq!(code, 0, "{all}");
-    assert!(all.contains("Keyboard-interactive done."), "{all}");
     assert!(!all.contains(PW), "the answer was echoed:\n{all}");
     assert!(
         rig.sshd.log().contains("Accepted keyboard-interactive"),
@@ -324,7 +332,7 @@ async fn windows_workbench_prompt_answer_quit() {
         t.enter();
         let answer = wait(&t, "Windows workbench.");
         t.line("/quit");
-        (answer, wait_exit(&t).1)
+        (answer, wait_exit(&t, rig.dir.path()))
     });
     assert!(
         screen.contains("Hello from the Windows workbench."),
@@ -334,6 +342,6 @@ async fn windows_workbench_prompt_answer_quit() {
         screen.contains("127.0.0.1:ws"),
         "status bar shows host:path\n{screen}"
     );
-    assert_eq!(code, 0, "{}", t.everything());
+    assert_eq!(code, 0, "the workbench quit cleanly");
     assert_eq!(rig.mock.request_count(), 1);
 }
