@@ -42,7 +42,20 @@ fn wine_exe() -> PathBuf {
         std::env::var_os("WINEPREFIX").is_some(),
         "set WINEPREFIX to a prefix prepared by .ci/cross_build.sh"
     );
+    no_other_wineserver();
     std::fs::canonicalize(exe).expect("absolute path")
+}
+
+/// Waits until no wineserver runs for the prefix. Wine makes and connects sockets in its
+/// wineserver, one per prefix shared by every wine process: a server left (for its few
+/// seconds of idle life) by a test in another network namespace would make this test's
+/// connections in that namespace.
+fn no_other_wineserver() {
+    let status = std::process::Command::new("wineserver")
+        .arg("-w")
+        .status()
+        .expect("run wineserver -w (wine is installed with .ci/cross_build.sh)");
+    assert!(status.success(), "wineserver -w: {status}");
 }
 
 /// A shell wrapper that runs the Windows build under wine: for programs that take one

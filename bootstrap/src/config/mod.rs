@@ -342,7 +342,7 @@ impl SshOptions {
     }
 
     /// Resolve every setting for `dest` the way `ssh -G` does: command line, then the `-F`
-    /// file (or `~/.ssh/config` and `/etc/ssh/ssh_config`), a final pass when asked for,
+    /// file (or `~/.ssh/config` and `/etc/ssh/ssh_config`, `%ProgramData%\ssh\ssh_config` on Windows), a final pass when asked for,
     /// then defaults and token expansion.
     pub fn resolve(&self, dest: &Destination) -> Result<ResolvedHost, ConfigError> {
         let home = self.home.clone().unwrap_or_else(default_home);
@@ -542,10 +542,10 @@ impl SshOptions {
         let global_known_hosts_files: Vec<PathBuf> = match &s.global_known_hosts {
             Some(l) if l.len() == 1 && l[0].eq_ignore_ascii_case("none") => Vec::new(),
             Some(l) => l.iter().map(PathBuf::from).collect(),
-            None => vec![
-                PathBuf::from("/etc/ssh/ssh_known_hosts"),
-                PathBuf::from("/etc/ssh/ssh_known_hosts2"),
-            ],
+            None => {
+                let dir = crate::platform::system_ssh_dir_here();
+                vec![dir.join("ssh_known_hosts"), dir.join("ssh_known_hosts2")]
+            }
         };
         let proxy_jump = match &s.proxy_jump {
             Some(v) => parse_jumps(v)?,

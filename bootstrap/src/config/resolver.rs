@@ -178,12 +178,18 @@ impl Resolver {
                 format!("bad include path {pattern} ('~' only in user configs)"),
             ));
         }
-        let anchored = if pattern.starts_with('/') || pattern.starts_with('~') {
+        let anchored = if pattern.starts_with('/')
+            || Path::new(pattern).is_absolute()
+            || pattern.starts_with('~')
+        {
             pattern.to_string()
         } else if flags.user_conf {
             format!("~/.ssh/{pattern}")
         } else {
-            format!("/etc/ssh/{pattern}")
+            format!(
+                "{}/{pattern}",
+                crate::platform::system_ssh_dir_here().display()
+            )
         };
         let full = tilde_expand(&anchored, &self.home).map_err(|r| syntax(origin, r))?;
         Ok(glob_paths(&full))
@@ -367,7 +373,7 @@ impl Resolver {
                     never_match: false,
                 };
                 self.read_file(
-                    Path::new("/etc/ssh/ssh_config"),
+                    &crate::platform::system_ssh_dir_here().join("ssh_config"),
                     pass,
                     system,
                     &mut active,

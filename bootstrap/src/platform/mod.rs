@@ -57,6 +57,27 @@ pub fn default_agent(os: Os, ssh_auth_sock: Option<OsString>) -> Option<PathBuf>
     }
 }
 
+/// The folder of the system-wide SSH files (`ssh_config`, `ssh_known_hosts`): `/etc/ssh` on
+/// Unix; on Windows `%ProgramData%\ssh` (OpenSSH for Windows' `__PROGRAMDATA__\ssh`, by
+/// default `C:\ProgramData\ssh`), `program_data` being the `ProgramData` variable.
+pub fn system_ssh_dir(os: Os, program_data: Option<OsString>) -> PathBuf {
+    match os {
+        Os::Unix => PathBuf::from("/etc/ssh"),
+        Os::Windows => {
+            let base = program_data
+                .filter(|v| !v.is_empty())
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_else(|| r"C:\ProgramData".to_string());
+            PathBuf::from(format!(r"{}\ssh", base.trim_end_matches(['\\', '/'])))
+        }
+    }
+}
+
+/// [`system_ssh_dir`] for this system.
+pub fn system_ssh_dir_here() -> PathBuf {
+    system_ssh_dir(Os::THIS, std::env::var_os("ProgramData"))
+}
+
 /// The signal that ended a process, where the system has signals (Unix); `None` elsewhere
 /// or when it exited with a code.
 pub fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
@@ -92,6 +113,27 @@ mod tests {
         assert_eq!(
             default_agent(Os::Windows, Some(OsString::from(r"\\.\pipe\mine"))),
             Some(PathBuf::from(r"\\.\pipe\mine"))
+        );
+    }
+
+    #[test]
+    fn system_ssh_files_per_system() {
+        assert_eq!(system_ssh_dir(Os::Unix, None), PathBuf::from("/etc/ssh"));
+        assert_eq!(
+            system_ssh_dir(Os::Unix, Some(OsString::from(r"C:\ProgramData"))),
+            PathBuf::from("/etc/ssh")
+        );
+        assert_eq!(
+            system_ssh_dir(Os::Windows, None),
+            PathBuf::from(r"C:\ProgramData\ssh")
+        );
+        assert_eq!(
+            system_ssh_dir(Os::Windows, Some(OsString::from(r"D:\PD\"))),
+            PathBuf::from(r"D:\PD\ssh")
+        );
+        assert_eq!(
+            system_ssh_dir(Os::Windows, Some(OsString::new())),
+            PathBuf::from(r"C:\ProgramData\ssh")
         );
     }
 

@@ -1,0 +1,347 @@
+//! The Windows laptop build (`reasonix.exe`) in a Windows console (issue 39): wine's console
+//! on a tmux pane (wine gives a program started on a Unix terminal a console whose screen is
+//! that terminal), with keys typed into it as a user types them.
+//!
+//! - The prompts `reasonix.exe run --ssh` asks on the console (`CONIN$`/`CONOUT$`, echo off
+//!   through `SetConsoleMode`): a key's passphrase (a wrong one first, asked again), the
+//!   host-key question and a password, and keyboard-interactive rounds from PAM. The secrets
+//!   never show on the screen, and the run completes with the mock provider's answer.
+//! - The workbench (`reasonix.exe ssh`): a prompt typed, the mock answer shown, `/quit`.
+//!
+//! Like `wine_e2e`, these need the Windows build and are `#[ignore]`d in the workspace run;
+//! `.ci/run` runs them after `.ci/cross_build.sh` with `REASONIX_WINE_EXE` and `WINEPREFIX`.
+//! By hand: `REASONIX_WINE_EXE=target/cross/x86_64-pc-windows-gnu/debug/reasonix.exe
+//! WINEPREFIX=$PWD/target/wineprefix cargo nextest run -p reasonix --test wine_console
+//! --run-ignored ignored-only`.
+
+mod term_common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reasonix_testkit::mock_provider::{MockProvider, MockReply};
+use reasonix_testkit::sshd::{ClientKey, Sshd, SshdConfig, TestUser, UserOptions};
+use term_common::{sh_quote, write_mock_config, Tmux};
+
+/// The Windows build; the run fails (never skips) when it is not there.
+fn wine_exe() -> PathBuf {
+    let exe = std::env::var_os("REASONIX_WINE_EXE").map(PathBuf::from).unwrap_or_else(|| {
+        panic!("REASONIX_WINE_EXE is not set: build reasonix.exe with .ci/cross_build.sh and point it there")
+    });
+    let exe = if exe.is_relative() {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(exe)
+    } else {
+        exe
+    };
+    assert!(exe.is_file(), "no Windows build at {}", exe.display());
+    wine_prefix();
+    no_other_wineserver();
+    std::fs::canonicalize(exe).expect("absolute path")
+}
+
+/// Waits until no wineserver runs for the prefix. Wine makes and connects sockets in its
+/// wineserver, one per prefix shared by every wine process: a server left (for its few
+/// seconds of idle life) by a test in another network namespace would make this test's
+/// connections in that namespace.
+fn no_other_wineserver() {
+    let status = std::process::Command::new("wineserver")
+        .arg("-w")
+        .status()
+        .expect("run wineserver -w (wine is installed with .ci/cross_build.sh)");
+    assert!(status.success(), "wineserver -w: {status}");
+}
+
+fn wine_prefix() -> PathBuf {
+    std::env::var_os("WINEPREFIX")
+        .map(PathBuf::from)
+        .expect("set WINEPREFIX to a prefix prepared by .ci/cross_build.sh")
+}
+
+fn musl_host_binary() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/x86_64-unknown-linux-musl/debug/reasonix-remote");
+    assert!(
+        p.is_file(),
+        "no static host binary: run `cargo build -p reasonix-remote --target x86_64-unknown-linux-musl`"
+    );
+    p
+}
+
+/// Hang guard for one screen (the first wine start in a prefix and the first upload are
+/// slow).
+const GUARD: Duration = Duration::from_secs(90);
+
+/// A real sshd, a host user with `~/ws`, the mock provider and a laptop folder (home,
+/// `REASONIX_HOME`).
+struct ConsoleRig {
+    mock: MockProvider,
+    user: TestUser,
+    sshd: Sshd,
+    dir: tempfile::TempDir,
+}
+
+impl ConsoleRig {
+    async fn new(config: SshdConfig, user: UserOptions, script: Vec<MockReply>) -> ConsoleRig {
+        let sshd = Sshd::start(config).expect("sshd");
+        let user = TestUser::create(&user).expect("user");
+        user.write_file("ws/README.md", "# console workspace\n", 0o644)
+            .expect("workspace");
+        let mock = MockProvider::start(script).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("home/.ssh")).expect("ssh dir");
+        write_mock_config(
+            &dir.path().join("rxhome"),
+            &mock.base_url(),
+            "RX_WINE_KEY",
+            "",
+        );
+        ConsoleRig {
+            mock,
+            user,
+            sshd,
+            dir,
+        }
+    }
+
+    fn ssh_dir(&self) -> PathBuf {
+        self.dir.path().join("home/.ssh")
+    }
+
+    fn known_hosts(&self) -> PathBuf {
+        self.ssh_dir().join("known_hosts")
+    }
+
+    fn trust(&self) {
+        std::fs::write(self.known_hosts(), self.sshd.known_hosts_line()).expect("known_hosts");
+    }
+
+    /// A shell line for tmux running `reasonix.exe ARGS... -p PORT -F none -o
+    /// UserKnownHostsFile=… EXTRA...` under wine in the laptop folder, then writing its exit
+    /// code to `exit.code` there (not to the screen: wine's console can clear the terminal
+    /// after the program ends, as the workbench leaves its alternate screen).
+    fn wine_line(&self, args: &[&str], extra: &[&str]) -> String {
+        let mut argv: Vec<String> = args.iter().map(|a| sh_quote(a)).collect();
+        argv.extend(["-p".into(), self.sshd.port().to_string()]);
+        argv.extend(["-F".into(), "none".into()]);
+        argv.push("-o".into());
+        argv.push(sh_quote(&format!(
+            "UserKnownHostsFile={}",
+            self.known_hosts().display()
+        )));
+        argv.extend(extra.iter().map(|a| sh_quote(a)));
+        format!(
+            "cd {dir} && env -u SSH_AUTH_SOCK -u DISPLAY WINEDEBUG=-all WINEPREFIX={prefix} HOME={home} REASONIX_HOME={rx} REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL={host} REASONIX_IDLE_TIMEOUT_SECS=120 wine {exe} {argv}; echo $? > exit.code",
+            dir = sh_quote(&self.dir.path().display().to_string()),
+            prefix = sh_quote(&wine_prefix().display().to_string()),
+            home = sh_quote(&self.dir.path().join("home").display().to_string()),
+            rx = sh_quote(&self.dir.path().join("rxhome").display().to_string()),
+            host = sh_quote(&musl_host_binary().display().to_string()),
+            exe = sh_quote(&wine_exe().display().to_string()),
+            argv = argv.join(" "),
+        )
+    }
+
+    fn dest(&self) -> String {
+        format!("{}@127.0.0.1:ws", self.user.name)
+    }
+}
+
+/// Wait for `needle` on the screen (hang guard [`GUARD`]).
+fn wait(t: &Tmux, needle: &str) -> String {
+    t.wait_screen(GUARD, needle, |s| s.contains(needle))
+}
+
+/// Wait for the exit code the tmux command writes (hang guard [`GUARD`]).
+fn wait_exit(t: &Tmux, dir: &Path) -> i32 {
+    let path = dir.join("exit.code");
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if text.ends_with('\n') {
+                return text.trim().parse().expect("an exit code");
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program did not end; screen:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_console_passphrase_typed_wrong_then_right() {
+    const PASS: &str = "Winter-Passphrase-7";
+    const WRONG: &str = "not-it-3";
+    let rig = ConsoleRig::new(
+        SshdConfig::default(),
+        UserOptions::default(),
+        vec![MockReply::text(&["The passphrase ", "worked."])],
+    )
+    .await;
+    rig.trust();
+    let key = ClientKey::generate(&rig.ssh_dir(), "id_locked", Some(PASS)).expect("key");
+    rig.user.authorize(&key.public).expect("authorize");
+    let line = rig.wine_line(
+        &["run", "--ssh", &rig.dest(), "say hello"],
+        &[
+            "-i",
+            &key.private.display().to_string(),
+            "-o",
+            "IdentityAgent=none",
+        ],
+    );
+    let t = Tmux::tui(&line);
+    let code = tokio::task::block_in_place(|| {
+        wait(&t, "Enter passphrase for key");
+        t.line(WRONG);
+        wait(&t, "Bad passphrase, try again");
+        t.line(PASS);
+        wait(&t, "The passphrase worked.");
+        wait_exit(&t, rig.dir.path())
+    });
+    let all = t.everything();
+    assert_eq!(code, 0, "{all}");
+    assert!(all.contains("The passphrase worked."), "{all}");
+    assert!(!all.contains(PASS), "the passphrase was echoed:\n{all}");
+    assert!(
+        !all.contains(WRONG),
+        "the wrong passphrase was echoed:\n{all}"
+    );
+    assert_eq!(rig.mock.request_count(), 1, "{all}");
+    assert_eq!(
+        rig.sshd.log().matches("Accepted publickey").count(),
+        1,
+        "one login with the decrypted key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_console_host_key_question_and_password() {
+    const PW: &str = "pw-Console-4";
+    let rig = ConsoleRig::new(
+        SshdConfig {
+            password_auth: true,
+            use_pam: true,
+            pubkey_auth: false,
+            ..Default::default()
+        },
+        UserOptions {
+            password: Some(PW.into()),
+            ..Default::default()
+        },
+        vec![MockReply::text(&["Logged in ", "by password."])],
+    )
+    .await;
+    // No known_hosts entry: the host-key question comes first, answered on the console.
+    let line = rig.wine_line(&["run", "--ssh", &rig.dest(), "say hello"], &[]);
+    let t = Tmux::tui(&line);
+    let code = tokio::task::block_in_place(|| {
+        wait(&t, "Are you sure you want to continue connecting");
+        t.line("yes");
+        wait(&t, "'s password:");
+        t.line(PW);
+        wait(&t, "Logged in by password.");
+        wait_exit(&t, rig.dir.path())
+    });
+    let all = t.everything();
+    assert_eq!(code, 0, "{all}");
+    assert!(!all.contains(PW), "the password was echoed:\n{all}");
+    let kh = std::fs::read_to_string(rig.known_hosts()).expect("known_hosts written");
+    let key_b64 = rig
+        .sshd
+        .host_public_key()
+        .split_whitespace()
+        .nth(1)
+        .expect("key");
+    assert!(kh.contains(key_b64), "the accepted key was recorded: {kh}");
+    assert_eq!(
+        rig.sshd.log().matches("Accepted password").count(),
+        1,
+        "{}",
+        rig.sshd.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_console_keyboard_interactive() {
+    const PW: &str = "kbd-Console-5";
+    let rig = ConsoleRig::new(
+        SshdConfig {
+            kbd_interactive: true,
+            use_pam: true,
+            pubkey_auth: false,
+            ..Default::default()
+        },
+        UserOptions {
+            password: Some(PW.into()),
+            ..Default::default()
+        },
+        vec![MockReply::text(&["Keyboard-interactive ", "done."])],
+    )
+    .await;
+    rig.trust();
+    let line = rig.wine_line(&["run", "--ssh", &rig.dest(), "say hello"], &[]);
+    let t = Tmux::tui(&line);
+    let code = tokio::task::block_in_place(|| {
+        // PAM's own prompt, relayed as a keyboard-interactive round.
+        wait(&t, "Password:");
+        t.line(PW);
+        wait(&t, "Keyboard-interactive done.");
+        wait_exit(&t, rig.dir.path())
+    });
+    let all = t.everything();
+    assert_eq!(code, 0, "{all}");
+    assert!(!all.contains(PW), "the answer was echoed:\n{all}");
+    assert!(
+        rig.sshd.log().contains("Accepted keyboard-interactive"),
+        "{}",
+        rig.sshd.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_workbench_prompt_answer_quit() {
+    let rig = ConsoleRig::new(
+        SshdConfig::default(),
+        UserOptions::default(),
+        vec![MockReply::text(&["Hello from the ", "Windows workbench."])],
+    )
+    .await;
+    rig.trust();
+    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
+    rig.user.authorize(&key.public).expect("authorize");
+    let line = rig.wine_line(
+        &["ssh", &rig.dest()],
+        &[
+            "-i",
+            &key.private.display().to_string(),
+            "-o",
+            "IdentityAgent=none",
+        ],
+    );
+    let t = Tmux::tui(&line);
+    let (screen, code) = tokio::task::block_in_place(|| {
+        wait(&t, "connected");
+        t.type_text("hello there");
+        t.enter();
+        let answer = wait(&t, "Windows workbench.");
+        t.line("/quit");
+        (answer, wait_exit(&t, rig.dir.path()))
+    });
+    assert!(
+        screen.contains("Hello from the Windows workbench."),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("127.0.0.1:ws"),
+        "status bar shows host:path\n{screen}"
+    );
+    assert_eq!(code, 0, "the workbench quit cleanly");
+    assert_eq!(rig.mock.request_count(), 1);
+}
