@@ -183,5 +183,10 @@ pub fn link(data: &[u8]) {
 /// may deliver from it).
 fn count_data_frames(stream: &[u8]) -> u64 {
     let (frames, _) = decode_all(stream, stream.len());
-    frames.iter().filter(|f| f.kind == FrameKind::Data).count() as u64
+    // `Bytes` frames (channel bytes without JSON) are numbered in the same sequence as
+    // `Data` frames and delivered as envelopes too.
+    frames
+        .iter()
+        .filter(|f| matches!(f.kind, FrameKind::Data | FrameKind::Bytes))
+        .count() as u64
 }
