@@ -328,7 +328,14 @@ async fn a_dropped_exec_link_mid_tool_is_a_link_drop_and_the_turn_completes() {
     wait_for("the bash call to start", 120, || {
         ctr.read("/work/repo/counter.txt").is_some()
     });
-    let link = link_process(root, &ctr.name).expect("the link's podman exec process");
+    // Polled: on a loaded machine the link may be between two `podman exec` processes (a
+    // reconnect after missed heartbeats) at the moment the call starts.
+    let mut link = None;
+    wait_for("the link's podman exec process", 60, || {
+        link = link_process(root, &ctr.name);
+        link.is_some()
+    });
+    let link = link.expect("found");
     // Like a dropped `kubectl exec` connection: the local end of the link dies.
     unsafe {
         libc::kill(link, libc::SIGKILL);
