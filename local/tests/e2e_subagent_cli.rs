@@ -13,76 +13,22 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::{json, Value};
 
 const KEY: &str = "sk-test-SUBCLI-1a2b3c4d5e6f";
 
-struct Env {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-fn host_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"))
-        .parent()
-        .expect("bin dir")
-        .join("reasonix-remote");
-    assert!(p.is_file(), "build the workspace binaries first");
-    p
-}
+use common::{text, LocalRig as Env};
 
 fn setup(base_url: &str) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("rxhome");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "default_model = \"mock/mock-model\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"mock-model\"]\ndefault = \"mock-model\"\napi_key_env = \"RX_SUBCLI_KEY\"\n"
-        ),
-    )
-    .expect("config");
-    Env {
-        _dir: dir,
-        home,
-        ws,
-    }
+    let config = common::mock_config(base_url, "mock-model", "RX_SUBCLI_KEY", "");
+    Env::with_config(&config, "RX_SUBCLI_KEY", KEY)
 }
 
 async fn reasonix(env: &Env, args: &[&str]) -> std::process::Output {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let (home, ws) = (env.home.clone(), env.ws.clone());
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_reasonix"))
-            .args(&args)
-            .current_dir(&ws)
-            .env("REASONIX_HOME", &home)
-            .env("REASONIX_REMOTE_BIN", host_bin())
-            .env("RX_SUBCLI_KEY", KEY)
-            .env("REASONIX_IDLE_TIMEOUT_SECS", "30")
-            .env_remove("XDG_RUNTIME_DIR")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run reasonix")
-    })
-    .await
-    .expect("join")
-}
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::run_async(env, args, 30).await
 }
 
 fn lines(out: &std::process::Output) -> Vec<Value> {
