@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{
     SelectedPermissionOutcome, StopReason, TextContent,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use common::{host_bin, LocalRig};
+use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
@@ -56,18 +56,7 @@ async fn acp_memory_write_asks_even_in_yolo_reject_then_allow() {
     let mut text = std::fs::read_to_string(&cfg).expect("config");
     text.push_str("[permissions]\nmode = \"yolo\"\n");
     std::fs::write(&cfg, text).expect("config");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .arg("acp")
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn reasonix acp");
+    let mut child = common::spawn_acp(&rig);
     let stdin = child.stdin.take().expect("stdin");
     let stdout = child.stdout.take().expect("stdout");
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());

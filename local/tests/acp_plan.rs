@@ -17,7 +17,7 @@ use agent_client_protocol::v1::schema::{
     StopReason, TextContent,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use common::{host_bin, LocalRig};
+use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
@@ -53,18 +53,7 @@ async fn acp_plan_mode_permission_then_execute() {
     ])
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_PLAN_KEY", "sk-acp-plan");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .arg("acp")
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn reasonix acp");
+    let mut child = common::spawn_acp(&rig);
     let stdin = child.stdin.take().expect("stdin");
     let stdout = child.stdout.take().expect("stdout");
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
@@ -193,18 +182,7 @@ async fn acp_shows_the_planners_route_as_a_thought() {
     text.push_str("[agent]\nplanner_model = \"mock/m\"\n");
     std::fs::write(&config, text).expect("config");
     std::fs::write(rig.ws.join("README.md"), "the project\n").expect("readme");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .arg("acp")
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn reasonix acp");
+    let mut child = common::spawn_acp(&rig);
     let stdin = child.stdin.take().expect("stdin");
     let stdout = child.stdout.take().expect("stdout");
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());

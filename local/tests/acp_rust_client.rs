@@ -13,25 +13,14 @@ use agent_client_protocol::v1::schema::{
     ToolCallContent, ToolCallStatus,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use common::{host_bin, LocalRig};
+use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 fn agent(rig: &LocalRig) -> tokio::process::Child {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .arg("acp")
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn reasonix acp")
+    common::spawn_acp(rig)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, StopReason, TextContent, ToolCallStatus,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use common::{host_bin, LocalRig};
+use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
@@ -47,18 +47,7 @@ async fn acp_shows_a_child_as_a_tool_call_with_its_steps() {
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_SUB_KEY", "sk-acp-sub");
     std::fs::write(rig.ws.join("notes.txt"), "ALPHA-42\n").expect("notes");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .arg("acp")
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn reasonix acp");
+    let mut child = common::spawn_acp(&rig);
     let stdin = child.stdin.take().expect("stdin");
     let stdout = child.stdout.take().expect("stdout");
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());

@@ -167,3 +167,20 @@ pub async fn run_async(rig: &LocalRig, args: &[&str], idle_secs: u32) -> std::pr
         .await
         .expect("join")
 }
+
+/// `reasonix acp` in the rig's workspace with its stdin and stdout piped (an editor's end),
+/// killed when dropped.
+pub fn spawn_acp(rig: &LocalRig) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_reasonix"))
+        .arg("acp")
+        .current_dir(&rig.ws)
+        .env("REASONIX_HOME", &rig.home)
+        .env("REASONIX_REMOTE_BIN", host_bin())
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn reasonix acp")
+}
