@@ -331,18 +331,11 @@ impl Client {
     /// (e.g. one left by a client that was killed, finishing through this gateway) the host
     /// answers `busy`: wait and resubmit; the same request id makes the retries safe.
     pub async fn submit_turn(&self, request_id: &str, text: &str) -> Result<Response, CallError> {
-        loop {
-            let submit = Request::SubmitTurn {
-                request_id: request_id.to_string(),
-                text: text.to_string(),
-            };
-            match self.request(submit).await {
-                Err(CallError::Remote(e)) if e.code == ErrorCode::Busy => {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                }
-                other => return other,
-            }
-        }
+        self.request_while_busy(|| Request::SubmitTurn {
+            request_id: request_id.to_string(),
+            text: text.to_string(),
+        })
+        .await
     }
 
     /// Send a plan-mode request ([`Request::Plan`]); like [`Client::submit_turn`], waits while
@@ -352,18 +345,11 @@ impl Client {
         request_id: &str,
         action: reasonix_forward::proto::PlanAction,
     ) -> Result<Response, CallError> {
-        loop {
-            let req = Request::Plan {
-                request_id: request_id.to_string(),
-                action: action.clone(),
-            };
-            match self.request(req).await {
-                Err(CallError::Remote(e)) if e.code == ErrorCode::Busy => {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                }
-                other => return other,
-            }
-        }
+        self.request_while_busy(|| Request::Plan {
+            request_id: request_id.to_string(),
+            action: action.clone(),
+        })
+        .await
     }
 
     /// Send a goal request ([`Request::Goal`]); like [`Client::submit_turn`], waits while the
@@ -373,12 +359,18 @@ impl Client {
         request_id: &str,
         action: reasonix_forward::proto::GoalAction,
     ) -> Result<Response, CallError> {
+        self.request_while_busy(|| Request::Goal {
+            request_id: request_id.to_string(),
+            action: action.clone(),
+        })
+        .await
+    }
+
+    /// Sends the request `make` builds, again every 300 ms while the host answers `busy`
+    /// (the requests carry a request id, so a retry is never a second turn).
+    async fn request_while_busy(&self, make: impl Fn() -> Request) -> Result<Response, CallError> {
         loop {
-            let req = Request::Goal {
-                request_id: request_id.to_string(),
-                action: action.clone(),
-            };
-            match self.request(req).await {
+            match self.request(make()).await {
                 Err(CallError::Remote(e)) if e.code == ErrorCode::Busy => {
                     tokio::time::sleep(Duration::from_millis(300)).await;
                 }
