@@ -315,6 +315,159 @@ async fn the_planners_conversation_survives_a_daemon_restart_byte_for_byte() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planner_request_cut_by_a_daemon_kill_leaves_the_turn_interrupted_and_nothing_run_twice(
+) {
+    // Turn 1: the planner reads README.md, then its second request is held in flight by the
+    // mock (it streams the start of a plan and goes silent) and the daemon is SIGKILLed.
+    // The client reconnects to a new daemon and reports the turn interrupted. Turn 2: the
+    // planner's request extends the last request it made (the one cut) byte for byte and
+    // hits its cache; the executor never ran for turn 1's plan, which was never handed
+    // over; the planner's read ran once.
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_read",
+                "read_file",
+                &serde_json::json!({"path": "README.md"}).to_string(),
+            )],
+            3,
+        )
+        .with_model("plan"),
+        MockReply::Hang {
+            chunks: vec!["## Goal\nSay hello".into()],
+        }
+        .with_model("plan"),
+        MockReply::text(&[plan("Say goodbye in the README.")]).with_model("plan"),
+        MockReply::text(&["done: goodbye"]).with_model("exec"),
+    ])
+    .await;
+    mock.enable_prompt_cache(None);
+    let env = setup(&mock.base_url(), "mock/plan");
+    let first = command(&env, &["run", "--json", "add a hello section to the readme file"])
+        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+        .spawn()
+        .expect("run");
+    let first = std::thread::spawn(move || first.wait_with_output().expect("wait"));
+    // The planner's second request is in flight: kill the daemon hard.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while mock.request_count() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the planner's second request never came: {:?}",
+            mock.requests().iter().map(model).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let pid = daemon_pid(&env).expect("daemon pid");
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let first = first.join().expect("join");
+    let first_out = String::from_utf8_lossy(&first.stdout).to_string();
+    assert!(
+        !first.status.success(),
+        "an interrupted turn is not a success:\n{first_out}\n{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        json_lines(&first.stdout).iter().any(|v| v["type"] == "turn_finished"
+            && v["outcome"] == "interrupted"),
+        "{first_out}"
+    );
+    assert_eq!(mock.request_count(), 2, "nothing was asked again");
+
+    let out = command(
+        &env,
+        &[
+            "run",
+            "--continue",
+            "--json",
+            "add a goodbye section to the readme file",
+        ],
+    )
+    .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
+    .output()
+    .expect("run --continue");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let new_pid = daemon_pid(&env).expect("daemon pid");
+    assert_ne!(new_pid, pid, "a new daemon served the second turn");
+
+    let reqs = mock.requests();
+    let models: Vec<String> = reqs.iter().map(model).collect();
+    assert_eq!(
+        models,
+        ["plan", "plan", "plan", "exec"],
+        "the cut request was not re-issued; the executor ran only for turn 2"
+    );
+    // The planner's turn-2 request extends the request that was cut, byte for byte: the
+    // half-streamed plan is in neither (its deltas are not the planner's conversation).
+    assert_extends(&reqs[0], &reqs[1], "planner within turn 1");
+    assert_extends(&reqs[1], &reqs[2], "planner across the kill");
+    let p2 = reqs[2].messages();
+    assert_eq!(p2.len(), reqs[1].messages().len() + 1, "only the new task");
+    assert!(last_user(&reqs[2]).contains("add a goodbye section"));
+    assert!(!serde_json::to_string(&p2).unwrap().contains("Say hello"));
+    let acc = mock.prompt_accounting();
+    assert!(
+        acc[2].hit_tokens >= acc[1].prompt_tokens / 2,
+        "planner: {:?} then {:?}",
+        acc[1],
+        acc[2]
+    );
+    // The executor's only request carries turn 2's handoff and no handoff of turn 1.
+    let exec = serde_json::to_string(&reqs[3].messages()).unwrap();
+    assert_eq!(exec.matches("[planner handoff]").count(), 1, "{exec}");
+    assert!(exec.contains("Say goodbye in the README."), "{exec}");
+
+    // The journal: turn 1 is interrupted, with no handoff and no executor step or tool
+    // call; the planner's read started and finished once.
+    let journal = journal_lines(&env);
+    let turn1: Vec<&Value> = journal.iter().filter(|l| l["turn"] == 1).collect();
+    assert!(
+        turn1
+            .iter()
+            .any(|l| l["type"] == "turn_finished" && l["outcome"] == "interrupted"),
+        "{turn1:#?}"
+    );
+    for l in &turn1 {
+        assert!(
+            !matches!(
+                l["type"].as_str(),
+                Some("assistant_message" | "tool_started" | "tool_finished")
+            ),
+            "the executor did nothing in turn 1: {l}"
+        );
+        assert!(
+            !(l["type"] == "plan" && l["event"] == "handoff"),
+            "no handoff in turn 1: {l}"
+        );
+    }
+    for ty in ["tool_started", "tool_finished"] {
+        let n = journal
+            .iter()
+            .filter(|l| {
+                l["type"] == "planner" && l["event"]["type"] == ty && l["event"]["call_id"] == "call_read"
+            })
+            .count();
+        assert_eq!(n, 1, "the planner's read: one {ty}");
+    }
+    assert!(
+        !journal.iter().any(|l| l["type"] == "planner"
+            && l["event"]["type"] == "assistant_message"
+            && l["event"]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("Say hello"))),
+        "the cut answer was not journaled"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_or_keyless_planner_model_is_refused_at_start_up_naming_it() {
     let mock = MockProvider::start(vec![]).await;
     for (label, says) in [

@@ -222,6 +222,10 @@ impl Transcript {
     /// Apply one journal event. `ts_ms` is its timestamp (ms since the epoch) when known.
     pub(crate) fn apply(&mut self, kind: &EventKind, ts_ms: Option<i64>, turn: u64) {
         match kind {
+            // A steer the planner took (#38 §2) was given to a model like the executor's.
+            EventKind::Planner { event } if matches!(**event, EventKind::SteerInjected { .. }) => {
+                self.apply(event, ts_ms, turn)
+            }
             // Children's events (#33) get their own panel, not the parent's transcript.
             EventKind::SessionStarted { .. }
             | EventKind::Checkpoint { .. }
