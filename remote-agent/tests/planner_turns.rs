@@ -356,7 +356,10 @@ async fn a_steer_typed_while_the_planner_works_reaches_its_next_step_and_the_han
         )
         .await;
     assert!(copy
-        .submit("r-after", "implement retry with backoff for the web fetch tool")
+        .submit(
+            "r-after",
+            "implement retry with backoff for the web fetch tool"
+        )
         .unwrap());
     gw.wait_requests(2).await;
     let after = gw.requests();
@@ -525,7 +528,10 @@ async fn hooks_fire_for_the_planners_tool_calls_naming_the_planner() {
         )
         .await;
     assert!(copy
-        .submit("r-after", "implement retry with backoff for the web fetch tool")
+        .submit(
+            "r-after",
+            "implement retry with backoff for the web fetch tool"
+        )
         .unwrap());
     gw.wait_requests(1).await;
     assert_extends(

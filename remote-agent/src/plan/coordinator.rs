@@ -282,7 +282,9 @@ mod tests {
         let m = h.message("p", &light());
         assert!(m.starts_with(&plain), "the steers come last: {m}");
         assert!(
-            m.ends_with(&format!("{STEERS_HEADING}\nuse tabs\n\nand keep it short\n")),
+            m.ends_with(&format!(
+                "{STEERS_HEADING}\nuse tabs\n\nand keep it short\n"
+            )),
             "{m}"
         );
         assert!(h.plan_markdown("p", &light()).contains("and keep it short"));

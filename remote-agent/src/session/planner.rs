@@ -413,9 +413,9 @@ impl Host for PlannerHost<'_> {
     fn inject_steers(&self, estimator: &crate::compaction::Estimator) -> Option<Value> {
         // A steer typed while the planner works is the planner's next step's (then handed
         // over with the plan); its injection is journaled as the planner's.
-        let (msg, steers) = self.session.take_steers(estimator, |k| EventKind::Planner {
-            event: Box::new(k),
-        })?;
+        let (msg, steers) = self
+            .session
+            .take_steers(estimator, |k| EventKind::Planner { event: Box::new(k) })?;
         self.steered.lock_or_recover().extend(steers);
         Some(msg)
     }
