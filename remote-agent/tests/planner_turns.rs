@@ -621,3 +621,43 @@ async fn a_rewind_to_before_a_planned_turn_rebuilds_both_conversations_to_that_p
     assert!(last_user(&last[8]).starts_with(one) && last_user(&last[8]).contains("Add a flag."));
     assert_eq!(last[8].tools, before[2].tools);
 }
+
+#[tokio::test]
+async fn a_steer_during_the_planners_last_budget_step_gets_one_more_step() {
+    // A light plan may take 6 steps: five research steps, then a plan written while the
+    // user steers. The steer is not lost with a paused planner: one step more reads it.
+    let gate = Gate::new();
+    let mut script: Vec<Reply> = (0..5)
+        .map(|i| Reply::call(&format!("p{i}"), "ls", json!({"path": "."})))
+        .collect();
+    script.push(
+        Reply::new()
+            .gate(&gate)
+            .text(&plan_answer("Add a quiet flag."))
+            .done(),
+    );
+    script.push(Reply::answer(&plan_answer("Add a quiet flag, in tabs.")));
+    script.push(Reply::answer("done: quiet flag"));
+    let rig = Rig::start(with_planner(), script).await;
+    rig.submit("add a --quiet flag to the run command");
+    rig.gateway.wait_requests(6).await;
+    assert!(rig.session.steer("steer-1", "use tabs").await.unwrap());
+    gate.open();
+    assert_eq!(
+        rig.finished(1).await,
+        (TurnOutcome::Completed, None),
+        "{}",
+        rig.dump()
+    );
+    let all = rig.gateway.requests();
+    let planner = by_model(&all, PLANNER);
+    assert_eq!(planner.len(), 7, "{}", rig.dump());
+    assert_extends(&planner, "planner");
+    assert_eq!(planner[6].messages.last().unwrap()["content"], "use tabs");
+    assert!(!rig.outline(1).iter().any(|o| o.contains("PlannerFailed")));
+    let handed = last_user(&by_model(&all, EXECUTOR)[0]);
+    assert!(
+        handed.contains("Add a quiet flag, in tabs.") && handed.ends_with("\nuse tabs\n"),
+        "{handed}"
+    );
+}

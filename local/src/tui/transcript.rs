@@ -1289,6 +1289,49 @@ mod tests {
     }
 
     #[test]
+    fn a_steer_the_planner_took_is_shown_given_to_the_model() {
+        let mut t = Transcript::default();
+        t.apply(
+            &EventKind::Steer {
+                request_id: "s1".into(),
+                text: "use tabs".into(),
+            },
+            None,
+            1,
+        );
+        let delivered = |t: &Transcript| {
+            t.entries.iter().any(|e| {
+                matches!(e.kind, EntryKind::Steer { delivered: true, ref request_id, .. } if request_id == "s1")
+            })
+        };
+        assert!(!delivered(&t));
+        // Another planner event changes nothing in the transcript.
+        t.apply(
+            &EventKind::Planner {
+                event: Box::new(EventKind::ToolStarted {
+                    call_id: "p1".into(),
+                    name: "read_file".into(),
+                    arguments: "{}".into(),
+                }),
+            },
+            None,
+            1,
+        );
+        assert!(!delivered(&t));
+        t.apply(
+            &EventKind::Planner {
+                event: Box::new(EventKind::SteerInjected {
+                    request_ids: vec!["s1".into()],
+                    est_tokens: 3,
+                }),
+            },
+            None,
+            1,
+        );
+        assert!(delivered(&t));
+    }
+
+    #[test]
     fn stream_then_message_then_tools() {
         let mut t = Transcript::default();
         t.apply(
