@@ -315,6 +315,343 @@ async fn the_planners_conversation_survives_a_daemon_restart_byte_for_byte() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planner_request_cut_by_a_daemon_kill_leaves_the_turn_interrupted_and_nothing_run_twice()
+{
+    // Turn 1: the planner reads README.md, then its second request is held in flight by the
+    // mock (it streams the start of a plan and goes silent) and the daemon is SIGKILLed.
+    // The client reconnects to a new daemon and reports the turn interrupted. Turn 2: the
+    // planner's request extends the last request it made (the one cut) byte for byte and
+    // hits its cache; the executor never ran for turn 1's plan, which was never handed
+    // over; the planner's read ran once.
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_read",
+                "read_file",
+                &serde_json::json!({"path": "README.md"}).to_string(),
+            )],
+            3,
+        )
+        .with_model("plan"),
+        MockReply::Hang {
+            chunks: vec!["## Goal\nSay hello".into()],
+        }
+        .with_model("plan"),
+        MockReply::text(&[plan("Say goodbye in the README.")]).with_model("plan"),
+        MockReply::text(&["done: goodbye"]).with_model("exec"),
+    ])
+    .await;
+    mock.enable_prompt_cache(None);
+    let env = setup(&mock.base_url(), "mock/plan");
+    let first = command(
+        &env,
+        &["run", "--json", "add a hello section to the readme file"],
+    )
+    .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
+    .spawn()
+    .expect("run");
+    let first = std::thread::spawn(move || first.wait_with_output().expect("wait"));
+    // The planner's second request is in flight: kill the daemon hard.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while mock.request_count() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the planner's second request never came: {:?}",
+            mock.requests().iter().map(model).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let pid = daemon_pid(&env).expect("daemon pid");
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let first = first.join().expect("join");
+    let first_out = String::from_utf8_lossy(&first.stdout).to_string();
+    assert!(
+        !first.status.success(),
+        "an interrupted turn is not a success:\n{first_out}\n{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        json_lines(&first.stdout)
+            .iter()
+            .any(|v| v["type"] == "turn_finished" && v["outcome"] == "interrupted"),
+        "{first_out}"
+    );
+    assert_eq!(mock.request_count(), 2, "nothing was asked again");
+
+    let out = command(
+        &env,
+        &[
+            "run",
+            "--continue",
+            "--json",
+            "add a goodbye section to the readme file",
+        ],
+    )
+    .env("REASONIX_IDLE_TIMEOUT_SECS", "5")
+    .output()
+    .expect("run --continue");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let new_pid = daemon_pid(&env).expect("daemon pid");
+    assert_ne!(new_pid, pid, "a new daemon served the second turn");
+
+    let reqs = mock.requests();
+    let models: Vec<String> = reqs.iter().map(model).collect();
+    assert_eq!(
+        models,
+        ["plan", "plan", "plan", "exec"],
+        "the cut request was not re-issued; the executor ran only for turn 2"
+    );
+    // The planner's turn-2 request extends the request that was cut, byte for byte: the
+    // half-streamed plan is in neither (its deltas are not the planner's conversation).
+    assert_extends(&reqs[0], &reqs[1], "planner within turn 1");
+    assert_extends(&reqs[1], &reqs[2], "planner across the kill");
+    let p2 = reqs[2].messages();
+    assert_eq!(p2.len(), reqs[1].messages().len() + 1, "only the new task");
+    assert!(last_user(&reqs[2]).contains("add a goodbye section"));
+    assert!(!serde_json::to_string(&p2).unwrap().contains("Say hello"));
+    let acc = mock.prompt_accounting();
+    assert!(
+        acc[2].hit_tokens >= acc[1].prompt_tokens / 2,
+        "planner: {:?} then {:?}",
+        acc[1],
+        acc[2]
+    );
+    // The executor's only request carries turn 2's handoff and no handoff of turn 1.
+    let exec = serde_json::to_string(&reqs[3].messages()).unwrap();
+    assert_eq!(exec.matches("[planner handoff]").count(), 1, "{exec}");
+    assert!(exec.contains("Say goodbye in the README."), "{exec}");
+
+    // The journal: turn 1 is interrupted, with no handoff and no executor step or tool
+    // call; the planner's read started and finished once.
+    let journal = journal_lines(&env);
+    let turn1: Vec<&Value> = journal.iter().filter(|l| l["turn"] == 1).collect();
+    assert!(
+        turn1
+            .iter()
+            .any(|l| l["type"] == "turn_finished" && l["outcome"] == "interrupted"),
+        "{turn1:#?}"
+    );
+    for l in &turn1 {
+        assert!(
+            !matches!(
+                l["type"].as_str(),
+                Some("assistant_message" | "tool_started" | "tool_finished")
+            ),
+            "the executor did nothing in turn 1: {l}"
+        );
+        assert!(
+            !(l["type"] == "plan" && l["event"] == "handoff"),
+            "no handoff in turn 1: {l}"
+        );
+    }
+    for ty in ["tool_started", "tool_finished"] {
+        let n = journal
+            .iter()
+            .filter(|l| {
+                l["type"] == "planner"
+                    && l["event"]["type"] == ty
+                    && l["event"]["call_id"] == "call_read"
+            })
+            .count();
+        assert_eq!(n, 1, "the planner's read: one {ty}");
+    }
+    assert!(
+        !journal.iter().any(|l| l["type"] == "planner"
+            && l["event"]["type"] == "assistant_message"
+            && l["event"]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("Say hello"))),
+        "the cut answer was not journaled"
+    );
+}
+
+/// A library client of `env`'s workspace, opening a session driven with the planner set
+/// and `hooks` (the user's), in `yolo`.
+async fn open_client(
+    env: &Env,
+    new: bool,
+    hooks: reasonix_forward::hooks::HookSettings,
+) -> (
+    reasonix_local::client::Client,
+    tokio::sync::mpsc::UnboundedReceiver<reasonix_local::client::ClientEvent>,
+) {
+    use reasonix_forward::policy::{PermissionMode, SessionPolicy};
+    use reasonix_forward::proto::{OpenSession, Request, Response, SessionSettings};
+    let config = env.config();
+    let (client, events) = env.client(&config);
+    let opened = client
+        .request(Request::OpenSession(OpenSession {
+            new,
+            settings: SessionSettings {
+                model: Some("mock/exec".into()),
+                planner_model: Some("mock/plan".into()),
+                policy: SessionPolicy {
+                    mode: PermissionMode::Yolo,
+                    ..Default::default()
+                },
+                headless: false,
+                ..SessionSettings::default()
+            },
+            hooks,
+            ..OpenSession::default()
+        }))
+        .await
+        .expect("open");
+    assert!(matches!(opened, Response::SessionOpened(_)), "{opened:?}");
+    (client, events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steer_and_the_hooks_reach_the_planner_through_the_daemon() {
+    use reasonix_forward::hooks::{HookDecl, HookSettings};
+    use reasonix_forward::proto::{EventKind, Request, Response};
+    use reasonix_local::client::ClientEvent;
+    // The user's PreToolUse hook on `read_file` holds the planner's call until the test
+    // creates `go`, and records its stdin: the steer is sent while the planner certainly
+    // works, before its next step.
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_read",
+                "read_file",
+                &serde_json::json!({"path": "README.md"}).to_string(),
+            )],
+            3,
+        )
+        .with_model("plan"),
+        MockReply::text(&[plan("Say hello in the README, with tabs.")]).with_model("plan"),
+        MockReply::text(&["done: hello"]).with_model("exec"),
+        MockReply::text(&[plan("Say goodbye in the README.")]).with_model("plan"),
+        MockReply::text(&["done: goodbye"]).with_model("exec"),
+    ])
+    .await;
+    let env = setup(&mock.base_url(), "mock/plan");
+    let hooks = HookSettings {
+        user: vec![HookDecl {
+            event: "PreToolUse".into(),
+            matcher: Some("read_file".into()),
+            command: "while [ ! -e go ]; do sleep 0.05; done; cat >> hook-pre.jsonl; echo >> hook-pre.jsonl".into(),
+            timeout_ms: Some(60_000),
+            fail: None,
+            run_on: None,
+        }],
+        trusted: Vec::new(),
+    };
+    let (client, mut events) = open_client(&env, true, hooks.clone()).await;
+    assert_eq!(
+        client
+            .submit_turn("t1", "add a hello section to the readme file")
+            .await
+            .expect("submit"),
+        Response::Ok
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while mock.request_count() < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the planner never asked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        client
+            .request(Request::Steer {
+                request_id: "s1".into(),
+                text: "use tabs, not spaces".into(),
+            })
+            .await
+            .expect("steer"),
+        Response::Ok
+    );
+    std::fs::write(env.ws.join("go"), "").expect("open the gate");
+    let mut planner_took_it = false;
+    loop {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(60), events.recv())
+            .await
+            .expect("an event within 60 s")
+            .expect("client alive");
+        if let ClientEvent::Event(e) = ev {
+            match e.kind {
+                EventKind::Planner { event } => {
+                    planner_took_it |= matches!(*event, EventKind::SteerInjected { ref request_ids, .. } if request_ids == &["s1".to_string()]);
+                }
+                EventKind::SteerInjected { .. } => panic!("the steer was the planner's"),
+                EventKind::TurnFinished { .. } => break,
+                _ => {}
+            }
+        }
+    }
+    assert!(planner_took_it, "the client saw the planner take the steer");
+    let reqs = mock.requests();
+    let models: Vec<String> = reqs.iter().map(model).collect();
+    assert_eq!(models, ["plan", "plan", "exec"]);
+    // The planner's next step had the steer, after its tool result; the executor got it in
+    // the handoff.
+    assert_extends(&reqs[0], &reqs[1], "planner");
+    let p1 = reqs[1].messages();
+    assert_eq!(p1[p1.len() - 2]["role"], "tool");
+    assert_eq!(p1[p1.len() - 1]["content"], "use tabs, not spaces");
+    let handed = last_user(&reqs[2]);
+    assert!(
+        handed.contains("[planner handoff]")
+            && handed.contains("while the planner worked")
+            && handed.ends_with("\nuse tabs, not spaces\n"),
+        "{handed}"
+    );
+    // The hook saw the planner's call, named.
+    let pre = std::fs::read_to_string(env.ws.join("hook-pre.jsonl")).expect("hook ran");
+    let pre: Vec<Value> = json_lines(pre.as_bytes());
+    assert_eq!(pre.len(), 1, "{pre:?}");
+    assert_eq!(pre[0]["agent"], "planner");
+    assert_eq!(pre[0]["tool_name"], "read_file");
+    assert_eq!(pre[0]["tool_input"]["path"], "README.md");
+    drop(client);
+
+    // A new daemon: the planner's conversation is rebuilt with the steer where it was.
+    let pid = daemon_pid(&env).expect("daemon pid");
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    while alive(pid) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (client, mut events) = open_client(&env, false, HookSettings::default()).await;
+    client
+        .submit_turn("t2", "add a goodbye section to the readme file")
+        .await
+        .expect("submit 2");
+    loop {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(60), events.recv())
+            .await
+            .expect("an event within 60 s")
+            .expect("client alive");
+        if let ClientEvent::Event(e) = ev {
+            if e.turn == 2 && matches!(e.kind, EventKind::TurnFinished { .. }) {
+                break;
+            }
+        }
+    }
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 5);
+    assert_extends(&reqs[1], &reqs[3], "planner across the restart");
+    assert_extends(&reqs[2], &reqs[4], "executor across the restart");
+    drop(client);
+    if let Some(pid) = daemon_pid(&env) {
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_or_keyless_planner_model_is_refused_at_start_up_naming_it() {
     let mock = MockProvider::start(vec![]).await;
     for (label, says) in [

@@ -222,6 +222,10 @@ impl Transcript {
     /// Apply one journal event. `ts_ms` is its timestamp (ms since the epoch) when known.
     pub(crate) fn apply(&mut self, kind: &EventKind, ts_ms: Option<i64>, turn: u64) {
         match kind {
+            // A steer the planner took (#38 §2) was given to a model like the executor's.
+            EventKind::Planner { event } if matches!(**event, EventKind::SteerInjected { .. }) => {
+                self.apply(event, ts_ms, turn)
+            }
             // Children's events (#33) get their own panel, not the parent's transcript.
             EventKind::SessionStarted { .. }
             | EventKind::Checkpoint { .. }
@@ -1282,6 +1286,49 @@ mod tests {
             t.scroll_up(&c, 5, up, 1000),
             Scroll::Anchor { entry: 0, line: 0 }
         );
+    }
+
+    #[test]
+    fn a_steer_the_planner_took_is_shown_given_to_the_model() {
+        let mut t = Transcript::default();
+        t.apply(
+            &EventKind::Steer {
+                request_id: "s1".into(),
+                text: "use tabs".into(),
+            },
+            None,
+            1,
+        );
+        let delivered = |t: &Transcript| {
+            t.entries.iter().any(|e| {
+                matches!(e.kind, EntryKind::Steer { delivered: true, ref request_id, .. } if request_id == "s1")
+            })
+        };
+        assert!(!delivered(&t));
+        // Another planner event changes nothing in the transcript.
+        t.apply(
+            &EventKind::Planner {
+                event: Box::new(EventKind::ToolStarted {
+                    call_id: "p1".into(),
+                    name: "read_file".into(),
+                    arguments: "{}".into(),
+                }),
+            },
+            None,
+            1,
+        );
+        assert!(!delivered(&t));
+        t.apply(
+            &EventKind::Planner {
+                event: Box::new(EventKind::SteerInjected {
+                    request_ids: vec!["s1".into()],
+                    est_tokens: 3,
+                }),
+            },
+            None,
+            1,
+        );
+        assert!(delivered(&t));
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub struct Handoff {
     pub verification: Vec<String>,
     /// The sections of a full plan (risks, acceptance criteria, rollback), as written.
     pub extra: Vec<(String, String)>,
+    /// What the user steered while the planner worked (given to the planner at its next
+    /// step, in arrival order): handed over with the plan, so the executor reads the
+    /// user's own words too.
+    pub steers: Vec<String>,
 }
 
 impl Handoff {
@@ -141,6 +145,7 @@ impl Handoff {
             candidate,
             verification,
             extra,
+            steers: Vec::new(),
         })
     }
 
@@ -164,6 +169,12 @@ impl Handoff {
         for (h, b) in &self.extra {
             out.push_str(&format!("\n## {h}\n{b}\n"));
         }
+        if !self.steers.is_empty() {
+            out.push_str(STEERS_HEADING);
+            for s in &self.steers {
+                out.push_str(&format!("\n{}\n", s.trim_end()));
+            }
+        }
         out
     }
 
@@ -175,6 +186,11 @@ impl Handoff {
             .unwrap_or_default()
     }
 }
+
+/// The handoff's section with the user's steers (the planner saw them; the plan takes
+/// them into account).
+pub const STEERS_HEADING: &str =
+    "\n## The user's messages while the planner worked (the plan already takes them into account)\n";
 
 fn list(out: &mut String, items: &[String]) {
     if items.is_empty() {
@@ -255,6 +271,23 @@ mod tests {
         // A claim of "(verified)" without having read the file is only a candidate.
         let h = Handoff::read(ANSWER, &[]).unwrap();
         assert!(h.verified.is_empty() && h.candidate.len() == 2);
+    }
+
+    #[test]
+    fn steers_given_to_the_planner_are_handed_over_in_the_users_words() {
+        let mut h = Handoff::read(ANSWER, &[]).unwrap();
+        let plain = h.message("p", &light());
+        assert!(!plain.contains(STEERS_HEADING.trim()));
+        h.steers = vec!["use tabs\n".into(), "and keep it short".into()];
+        let m = h.message("p", &light());
+        assert!(m.starts_with(&plain), "the steers come last: {m}");
+        assert!(
+            m.ends_with(&format!(
+                "{STEERS_HEADING}\nuse tabs\n\nand keep it short\n"
+            )),
+            "{m}"
+        );
+        assert!(h.plan_markdown("p", &light()).contains("and keep it short"));
     }
 
     #[test]

@@ -9,6 +9,13 @@
 //! as a plan event) and, separately, the planner's: after a daemon restart or a rewind the
 //! planner's next request extends its previous one byte for byte (its provider cache keeps
 //! hitting). Its streamed deltas are not journaled.
+//!
+//! What the user does while the planner works reaches it as it reaches the executor: a
+//! steer is injected before the planner's next model step (its `steer_injected` journaled
+//! as the planner's, so a replay puts it at the same place in the planner's conversation)
+//! and handed over with the plan; the hooks fire for the planner's tool calls with
+//! `"agent": "planner"` on stdin; the turn's attachments (files, hook context, recall) ride
+//! the planner's user message too.
 
 use super::*;
 use crate::plan::coordinator::{self, Handoff};
@@ -77,31 +84,55 @@ impl Session {
             return Ok(true);
         };
         let planner = self.planner();
+        // The turn's attachments (mentioned files, `UserPromptSubmit`/`SessionStart` hook
+        // context, recall) are the planner's too: the hooks ran once, for the prompt.
+        let attachments = self
+            .lock()
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.kind {
+                EventKind::UserTurn { attachments, .. } => Some(attachments.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
         let start = {
             // Lock order: the conversation before the session; the message and its event
             // together, so a replay puts it at the same place.
             let mut conv = planner.conversation.lock_or_recover();
             let text = coordinator::planner_turn_text(task, &decision);
-            conv.messages.push(agent::user_message(&text, &[]));
+            conv.messages.push(agent::user_message(&text, &attachments));
             let turn = Host::turn(self);
             self.record(EventKind::Planner {
                 event: Box::new(EventKind::UserTurn {
                     request_id: format!("planner-{turn}"),
                     text,
-                    attachments: Vec::new(),
+                    attachments,
                 }),
             });
             conv.messages.len()
         };
+        let steered = Mutex::new(Vec::new());
         let host = PlannerHost {
             session: self,
             planner: &planner,
             model: model.clone(),
             budget: decision.depth.budget().max(1),
+            steered: &steered,
         };
-        let (outcome, detail) = Runner::new(&host, &planner.conversation)
+        let (mut outcome, mut detail) = Runner::new(&host, &planner.conversation)
             .run(cancel, true)
             .await;
+        if outcome == TurnOutcome::Paused && self.steers_pending() {
+            // The user steered during the planner's last step of its budget: one more step,
+            // so the steer reaches the planner (as a final answer with a steer pending takes
+            // one more step in any runner).
+            let last = PlannerHost { budget: 1, ..host };
+            (outcome, detail) = Runner::new(&last, &planner.conversation)
+                .run(cancel, false)
+                .await;
+        }
+        let steered = std::mem::take(&mut *steered.lock_or_recover());
         if outcome == TurnOutcome::Cancelled {
             return Err((outcome, detail));
         }
@@ -112,7 +143,7 @@ impl Session {
                 Handoff::read(&answer, &opened)
             })
             .flatten();
-        let Some(handoff) = handoff else {
+        let Some(mut handoff) = handoff else {
             let reason = match outcome {
                 TurnOutcome::Completed => {
                     "the planner answered without a plan (no goal or steps)".to_string()
@@ -127,18 +158,29 @@ impl Session {
                 ),
             };
             let handed_over = coordinator::hand_over_on_failure(decision.route);
-            self.record(EventKind::Plan(PlanEvent::PlannerFailed {
-                reason: reason.clone(),
-                handed_over,
-            }));
+            let mut inner = self.lock();
+            self.emit(
+                &mut inner,
+                EventKind::Plan(PlanEvent::PlannerFailed {
+                    reason: reason.clone(),
+                    handed_over,
+                }),
+            );
             if handed_over {
+                // The executor takes the original task: the steers the planner read go to
+                // it too, first, at its first step (journaled as injected there, so a
+                // replay of the executor's conversation puts them at the same place).
+                let later = std::mem::take(&mut inner.pending.steers);
+                inner.pending.steers = steered.into_iter().chain(later).collect();
                 return Ok(true);
             }
+            drop(inner);
             return Err((
                 TurnOutcome::Failed,
                 Some(format!("{reason}; nothing was executed (the turn asked for a plan only, or for your approval first)")),
             ));
         };
+        handoff.steers = steered.into_iter().map(|(_, text)| text).collect();
         if decision.route.fail_closed() {
             // The §1 card: plan mode holds every writer until the user answers.
             let mut inner = self.lock();
@@ -222,8 +264,9 @@ impl Session {
     }
 }
 
-/// The planner's own events in `events` (the session's), unwrapped: its conversation is
-/// `agent::messages_from_events` of them.
+/// The planner's own events in `events` (the session's), unwrapped, with the session's
+/// `steer` events (their text; only the planner's own `steer_injected` puts one in its
+/// conversation): its conversation is `agent::messages_from_events` of them.
 pub(super) fn planner_events(events: &[Event]) -> Vec<Event> {
     events
         .iter()
@@ -232,6 +275,7 @@ pub(super) fn planner_events(events: &[Event]) -> Vec<Event> {
                 kind: (**event).clone(),
                 ..e.clone()
             }),
+            EventKind::Steer { .. } => Some(e.clone()),
             _ => None,
         })
         .collect()
@@ -270,6 +314,8 @@ struct PlannerHost<'a> {
     planner: &'a Planner,
     model: String,
     budget: u32,
+    /// The steers given to the planner in this turn, (request id, text).
+    steered: &'a Mutex<Vec<(String, String)>>,
 }
 
 impl PlannerHost<'_> {
@@ -295,6 +341,7 @@ impl PlannerHost<'_> {
             }
             EventKind::AssistantMessage { .. }
             | EventKind::ToolFinished { .. }
+            | EventKind::SteerInjected { .. }
             | EventKind::UserTurn { .. } => Some(EventKind::Planner {
                 event: Box::new(kind),
             }),
@@ -363,12 +410,17 @@ impl Host for PlannerHost<'_> {
     fn release_driver(&self, conn_id: u64) {
         self.session.release_driver(conn_id)
     }
-    fn inject_steers(&self, _estimator: &crate::compaction::Estimator) -> Option<Value> {
-        // Steers are the executor's: it runs right after the planner.
-        None
+    fn inject_steers(&self, estimator: &crate::compaction::Estimator) -> Option<Value> {
+        // A steer typed while the planner works is the planner's next step's (then handed
+        // over with the plan); its injection is journaled as the planner's.
+        let (msg, steers) = self
+            .session
+            .take_steers(estimator, |k| EventKind::Planner { event: Box::new(k) })?;
+        self.steered.lock_or_recover().extend(steers);
+        Some(msg)
     }
     fn steers_pending(&self) -> bool {
-        false
+        self.session.steers_pending()
     }
     fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.planner.tools.get(name)
@@ -404,4 +456,14 @@ impl Host for PlannerHost<'_> {
     fn content_store(&self) -> ContentStore {
         self.session.content_store()
     }
+    async fn hooks(&self, input: crate::hooks::Input) -> crate::hooks::Verdict {
+        // The session's hooks, told the call is the planner's (a hook may tell the two
+        // apart; its `match` is on the tool name as for any call).
+        self.session
+            .fire_hooks(input.with("agent", json!(PLANNER_AGENT)))
+            .await
+    }
 }
+
+/// `agent` on a hook's stdin for the planner's tool calls (#38 §2).
+pub const PLANNER_AGENT: &str = "planner";

@@ -84,6 +84,17 @@ impl Session {
     /// the last message, announced with [`EventKind::SteerInjected`] (its size estimated with
     /// `estimator`). Called before each model step, under the conversation's lock.
     pub(super) fn inject_steers(&self, estimator: &crate::compaction::Estimator) -> Option<Value> {
+        self.take_steers(estimator, |k| k).map(|(msg, _)| msg)
+    }
+
+    /// [`inject_steers`](Self::inject_steers) for any conversation of the session: the
+    /// `steer_injected` event goes through `wrap` (the planner's is journaled as its own,
+    /// #38 §2); also returns the steers taken, (request id, text) in arrival order.
+    pub(super) fn take_steers(
+        &self,
+        estimator: &crate::compaction::Estimator,
+        wrap: impl FnOnce(EventKind) -> EventKind,
+    ) -> Option<(Value, Vec<(String, String)>)> {
         let mut inner = self.lock();
         if inner.pending.steers.is_empty() {
             return None;
@@ -93,15 +104,15 @@ impl Session {
         let msg = crate::steer::steer_message(&texts);
         let bytes = msg["content"].as_str().map(str::len).unwrap_or(0);
         let est_tokens = estimator.tokens(bytes);
-        let request_ids = steers.into_iter().map(|(id, _)| id).collect();
+        let request_ids = steers.iter().map(|(id, _)| id.clone()).collect();
         self.emit(
             &mut inner,
-            EventKind::SteerInjected {
+            wrap(EventKind::SteerInjected {
                 request_ids,
                 est_tokens,
-            },
+            }),
         );
-        Some(msg)
+        Some((msg, steers))
     }
 
     /// The turn ended without another model step: steers still pending were not delivered;
