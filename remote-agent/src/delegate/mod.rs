@@ -447,6 +447,7 @@ pub(crate) async fn run_registered(
     let host = host::ChildHost {
         session: Arc::clone(&session),
         id: id.clone(),
+        profile: p.profile.name.clone(),
         description: p.spec.description.clone(),
         route,
         tools: p.tools,
