@@ -2,7 +2,8 @@
 //! means"): in `ask` mode the parent delegates with `task`, the child's step calls bash,
 //! and the approval card names the child (its id, profile and task). Approved, the command
 //! runs once and the child's answer reaches the parent; denied, the child gets a tool error
-//! (not a crash), answers anyway, and the parent's turn finishes.
+//! (not a crash), answers anyway, and the parent's turn finishes. And `/<name> args` of a
+//! `run-as: subagent` skill typed in the workbench runs one child of that profile (#33 §3).
 
 mod term_common;
 
@@ -168,4 +169,49 @@ async fn a_denied_child_tool_is_a_tool_error_for_the_child_and_the_parent_finish
         "{answer}"
     );
     quit(t, &rig.home);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_skill_typed_as_a_slash_command_runs_as_a_child() {
+    let mock = MockProvider::start(vec![MockReply::text(&["the kid found ", "KID-ANSWER-7"])]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    let skill = ws.join(".reasonix/skills/kid");
+    std::fs::create_dir_all(&skill).expect("skill dir");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\ndescription: Map things\nrun-as: subagent\nread-only: true\n---\nKID-SKILL-BODY: map what you are asked about.\n",
+    )
+    .expect("SKILL.md");
+    let home = dir.path().join("rxhome");
+    write_mock_config(&home, &mock.base_url(), "RX_TUI_KEY", "");
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reasonix"));
+    let host = bin.parent().expect("bin dir").join("reasonix-remote");
+    let cmd = format!(
+        "cd {} && env -u XDG_RUNTIME_DIR HOME={} REASONIX_HOME={} REASONIX_REMOTE_BIN={} {}",
+        ws.display(),
+        dir.path().display(),
+        home.display(),
+        host.display(),
+        bin.display()
+    );
+    let t = Tmux::tui(&cmd);
+    tokio::task::block_in_place(|| {
+        t.wait_for("connected");
+        t.type_text("/kid the parser");
+        t.send_keys(&["Enter"]);
+        t.wait_for("KID-ANSWER-7");
+    });
+    let reqs = wait_requests(&mock, 1);
+    assert_eq!(reqs.len(), 1, "one step, the child's; no step of the parent");
+    let msgs = reqs[0].messages();
+    let system = msgs[0]["content"].to_string();
+    assert!(system.contains("KID-SKILL-BODY"), "the skill is the child's profile: {system}");
+    let user = msgs.last().expect("a message")["content"].to_string();
+    assert!(user.contains("the parser"), "the arguments are its task: {user}");
+    assert!(
+        !reqs[0].body["tools"].to_string().contains("\"write_file\""),
+        "its read-only profile gives it no writer"
+    );
+    quit(&t, &home);
 }
