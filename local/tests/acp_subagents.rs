@@ -232,7 +232,9 @@ async fn acp_cancels_one_child_by_its_tool_call() {
                     let sid = session.session_id.0.to_string();
                     let prompt = cx.send_request(PromptRequest::new(
                         session.session_id,
-                        vec![ContentBlock::Text(TextContent::new("delegate the gatekeeper"))],
+                        vec![ContentBlock::Text(TextContent::new(
+                            "delegate the gatekeeper",
+                        ))],
                     ));
                     // Wait until the child's tool call shows it running its bash.
                     loop {
@@ -274,16 +276,20 @@ async fn acp_cancels_one_child_by_its_tool_call() {
     // The child's bash was killed: opening the gate now finishes nothing.
     std::fs::write(rig.ws.join("go"), "").expect("gate");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!rig.ws.join("finished").exists(), "the cancelled child's bash ran on");
+    assert!(
+        !rig.ws.join("finished").exists(),
+        "the cancelled child's bash ran on"
+    );
     // Its tool call ended cancelled; the parent's call got it as cancelled.
     let updates = updates.lock().expect("updates");
     let last_child = updates
         .iter()
+        .rev()
         .filter(|u| {
             matches!(u, SessionUpdate::ToolCallUpdate(t) if t.tool_call_id.0.as_ref() == "call_t/sa-1")
         })
         .map(|u| serde_json::to_string(u).expect("json"))
-        .last()
+        .next()
         .expect("the child's updates");
     assert!(last_child.contains("■ cancelled"), "{last_child}");
     let reqs = mock.requests();

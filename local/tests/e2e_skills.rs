@@ -315,9 +315,8 @@ async fn a_subagent_skill_runs_as_a_child_from_its_slash_command() {
         "---\ndescription: Map things\nrun-as: subagent\nread-only: true\n---\nKID-SKILL-BODY: map what you are asked about.\n",
     );
     std::fs::write(env.ws.join("map.txt"), "KILO-42\n").expect("map");
-    let out = tokio::task::block_in_place(|| {
-        reasonix(&env, &["run", "--json", "/kid the map file"])
-    });
+    let out =
+        tokio::task::block_in_place(|| reasonix(&env, &["run", "--json", "/kid the map file"]));
     let stdout = ok(&out);
     let lines: Vec<Value> = stdout
         .lines()
@@ -350,7 +349,10 @@ async fn a_subagent_skill_runs_as_a_child_from_its_slash_command() {
         .filter(|l| l["type"] == "text")
         .filter_map(|l| l["text"].as_str())
         .collect();
-    assert!(said.contains("KILO-42"), "the child's answer is the turn's: {stdout}");
+    assert!(
+        said.contains("KILO-42"),
+        "the child's answer is the turn's: {stdout}"
+    );
     // Both provider requests are the child's: the skill's text is its system prompt, the
     // arguments its task; its read-only profile gives it no writing tool.
     let reqs = mock.requests();

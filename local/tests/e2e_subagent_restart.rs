@@ -87,7 +87,11 @@ async fn a_child_running_when_the_daemon_is_killed_is_reported_interrupted_and_n
     .await;
     let env = LocalRig::new(&mock.base_url(), "RX_SARESTART_KEY", "sk-sarestart");
     let counter = env.ws.join("counter.txt");
-    let mut first = headless(&env, &["run", "--json", "--yolo", "delegate the counter"], 60);
+    let mut first = headless(
+        &env,
+        &["run", "--json", "--yolo", "delegate the counter"],
+        60,
+    );
     let first = std::thread::spawn(move || first.output().expect("run reasonix"));
     // The child's command is running on the host: kill the daemon hard.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -157,7 +161,9 @@ async fn a_child_running_when_the_daemon_is_killed_is_reported_interrupted_and_n
     assert!(result.contains("interrupted"), "{result}");
     assert!(
         last.iter().any(|m| m["role"] == "user"
-            && m["content"].as_str().is_some_and(|c| c.contains("carry on"))),
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("carry on"))),
         "{last:?}"
     );
 

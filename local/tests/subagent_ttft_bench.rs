@@ -89,7 +89,10 @@ fn six_children_ttft_vs_a_lone_child() {
                 )],
                 64,
             ));
-            script.push(MockReply::text(&[format!("lone answer {r} "), "more".into()]));
+            script.push(MockReply::text(&[
+                format!("lone answer {r} "),
+                "more".into(),
+            ]));
             script.push(MockReply::text(&["parent done"]));
             let tasks: Vec<_> = (0..CHILDREN)
                 .map(|i| json!({"prompt": format!("child {i} of round {r}"), "description": format!("c{i}")}))
@@ -116,12 +119,8 @@ fn six_children_ttft_vs_a_lone_child() {
             let rig = &rig;
             let port = proxy.port();
             async move {
-                let mut c = rig.spawn_client(
-                    port,
-                    (HEARTBEAT_MS * 10, DEAD_AFTER_MS * 10),
-                    &[],
-                    &prompt,
-                );
+                let mut c =
+                    rig.spawn_client(port, (HEARTBEAT_MS * 10, DEAD_AFTER_MS * 10), &[], &prompt);
                 let st = c.wait_exit(Duration::from_secs(180)).await;
                 assert!(st.success(), "{prompt} failed:\n{}", c.transcript());
             }
@@ -163,7 +162,10 @@ fn six_children_ttft_vs_a_lone_child() {
             .collect();
         let six_median = median(&all);
         let max_median = median(&per_round_max);
-        let within = all.iter().filter(|&&t| t - lone_median <= rtt + 10.0).count();
+        let within = all
+            .iter()
+            .filter(|&&t| t - lone_median <= rtt + 10.0)
+            .count();
         println!(
             "RESULT subagent ttft: rounds={rounds} rtt={rtt:.0}ms lone_median={lone_median:.1}ms \
              six_median={six_median:.1}ms (x{:.2}) slowest_of_six_median={max_median:.1}ms (x{:.2}, +{:.1}ms) \

@@ -92,7 +92,10 @@ fn child_card(t: &Tmux) -> String {
     card
 }
 
-fn wait_requests(mock: &MockProvider, n: usize) -> Vec<reasonix_testkit::mock_provider::RecordedRequest> {
+fn wait_requests(
+    mock: &MockProvider,
+    n: usize,
+) -> Vec<reasonix_testkit::mock_provider::RecordedRequest> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while mock.request_count() < n && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -135,7 +138,10 @@ async fn a_childs_approval_is_answered_in_the_workbench_and_its_command_runs_onc
     let reqs = wait_requests(&rig.mock, 4);
     assert_eq!(reqs.len(), 4, "one request per step, none repeated");
     let out = tool_result(&reqs[2].messages(), "call_w");
-    assert!(!out.to_lowercase().contains("denied"), "the child's bash ran: {out}");
+    assert!(
+        !out.to_lowercase().contains("denied"),
+        "the child's bash ran: {out}"
+    );
     let answer = tool_result(&reqs[3].messages(), "call_t");
     assert!(
         answer.contains("completed") && answer.contains("scribe says it is recorded"),
@@ -173,7 +179,8 @@ async fn a_denied_child_tool_is_a_tool_error_for_the_child_and_the_parent_finish
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subagent_skill_typed_as_a_slash_command_runs_as_a_child() {
-    let mock = MockProvider::start(vec![MockReply::text(&["the kid found ", "KID-ANSWER-7"])]).await;
+    let mock =
+        MockProvider::start(vec![MockReply::text(&["the kid found ", "KID-ANSWER-7"])]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     let skill = ws.join(".reasonix/skills/kid");
@@ -203,12 +210,22 @@ async fn a_subagent_skill_typed_as_a_slash_command_runs_as_a_child() {
         t.wait_for("KID-ANSWER-7");
     });
     let reqs = wait_requests(&mock, 1);
-    assert_eq!(reqs.len(), 1, "one step, the child's; no step of the parent");
+    assert_eq!(
+        reqs.len(),
+        1,
+        "one step, the child's; no step of the parent"
+    );
     let msgs = reqs[0].messages();
     let system = msgs[0]["content"].to_string();
-    assert!(system.contains("KID-SKILL-BODY"), "the skill is the child's profile: {system}");
+    assert!(
+        system.contains("KID-SKILL-BODY"),
+        "the skill is the child's profile: {system}"
+    );
     let user = msgs.last().expect("a message")["content"].to_string();
-    assert!(user.contains("the parser"), "the arguments are its task: {user}");
+    assert!(
+        user.contains("the parser"),
+        "the arguments are its task: {user}"
+    );
     assert!(
         !reqs[0].body["tools"].to_string().contains("\"write_file\""),
         "its read-only profile gives it no writer"
