@@ -192,6 +192,29 @@ async fn a_child_running_when_the_daemon_is_killed_is_reported_interrupted_and_n
         "{:?}",
         task_ends[0]
     );
+    // The child itself is closed in the journal (replays show it ended, not running): its
+    // bash finished as interrupted, then its own turn.
+    let child_ends: Vec<&Value> = journal
+        .iter()
+        .filter(|l| l["type"] == "subagent" && l["child"] == "sa-1")
+        .filter(|l| {
+            matches!(
+                l["event"]["type"].as_str(),
+                Some("tool_finished" | "turn_finished")
+            )
+        })
+        .collect();
+    assert_eq!(child_ends.len(), 2, "{child_ends:#?}");
+    assert_eq!(child_ends[0]["event"]["call_id"], "call_b");
+    assert_eq!(child_ends[0]["event"]["is_error"], true);
+    assert!(child_ends[0]["event"]["output"]
+        .as_str()
+        .is_some_and(|o| o.contains("interrupted") && o.contains("not run again")));
+    assert_eq!(child_ends[1]["event"]["outcome"], "interrupted");
+    assert!(
+        child_ends[1]["seq"].as_u64() < task_ends[0]["seq"].as_u64(),
+        "the child ends before its parent's call"
+    );
     assert!(
         journal.iter().any(|l| l["type"] == "turn_finished"
             && l["outcome"] == "interrupted"
