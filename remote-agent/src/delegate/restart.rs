@@ -10,6 +10,9 @@ use reasonix_forward::proto::{Event, EventKind, TurnOutcome};
 
 use super::wrap;
 
+/// A child's route (`(parent call, child)` layers, its own last).
+type Route = Vec<(String, String)>;
+
 /// What closes the children of turn `turn` that `events` show started and not ended,
 /// deepest first; `interrupted_output(started)` is the text of an unfinished call.
 pub(crate) fn close_interrupted_children(
@@ -18,7 +21,7 @@ pub(crate) fn close_interrupted_children(
     interrupted_output: fn(bool) -> &'static str,
 ) -> Vec<EventKind> {
     // Each child's own events, by route, in the order the children started.
-    let mut routes: Vec<(Vec<(String, String)>, Vec<Event>)> = Vec::new();
+    let mut routes: Vec<(Route, Vec<Event>)> = Vec::new();
     for e in events.iter().filter(|e| e.turn == turn) {
         let mut route = Vec::new();
         let mut kind = &e.kind;
@@ -43,7 +46,7 @@ pub(crate) fn close_interrupted_children(
             None => routes.push((route, vec![inner])),
         }
     }
-    let mut open: Vec<&(Vec<(String, String)>, Vec<Event>)> = routes
+    let mut open: Vec<&(Route, Vec<Event>)> = routes
         .iter()
         .filter(|(_, evs)| {
             evs.iter()
