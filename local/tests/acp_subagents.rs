@@ -2,7 +2,9 @@
 //! crate against the real `reasonix acp` and host: a `task` child is a tool call of its own
 //! (`<parent call>/<child>`), in progress from its first event, whose `tool_call_update`
 //! content names its steps (its read and the result, its answer) and whose end completes it;
-//! the parent's `task` call completes with the child's answer.
+//! the parent's `task` call completes with the child's answer. `_reasonix/cancel_subagent`
+//! names a child by that tool call and cancels it alone: its bash is killed, the parent's
+//! call gets it as cancelled and the prompt ends normally.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
@@ -161,4 +163,142 @@ async fn acp_shows_a_child_as_a_tool_call_with_its_steps() {
         .rposition(|u| id_of(u).as_deref() == Some("call_t/sa-1"))
         .unwrap();
     assert!(child_done < parent_done);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_cancels_one_child_by_its_tool_call() {
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_t",
+                "task",
+                &json!({"prompt": "wait for the gate then touch finished", "description": "gatekeeper"})
+                    .to_string(),
+            )],
+            4,
+        ),
+        MockReply::tool_calls(
+            vec![MockToolCall::new(
+                "call_slow",
+                "bash",
+                &json!({"command": "while [ ! -e go ]; do sleep 0.05; done; touch finished"})
+                    .to_string(),
+            )],
+            4,
+        ),
+        MockReply::text(&["parent-after-cancel"]),
+    ])
+    .await;
+    let rig = LocalRig::new(&mock.base_url(), "RX_ACP_SUB_KEY", "sk-acp-sub");
+    std::fs::write(
+        rig.home.join("config.toml"),
+        format!(
+            "{}[permissions]\nmode = \"yolo\"\n",
+            std::fs::read_to_string(rig.home.join("config.toml")).expect("config")
+        ),
+    )
+    .expect("config");
+    let mut child = common::spawn_acp(&rig);
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
+    let u = Arc::clone(&updates);
+    let seen = Arc::clone(&updates);
+    let ws = rig.ws.clone();
+    let (stop, refused) = tokio::time::timeout(
+        Duration::from_secs(120),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    u.lock().expect("updates").push(n.update);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(
+                transport,
+                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
+                    cx.send_request(InitializeRequest::new(
+                        agent_client_protocol::schema::ProtocolVersion::V1,
+                    ))
+                    .block_task()
+                    .await?;
+                    let session = cx
+                        .send_request(NewSessionRequest::new(ws))
+                        .block_task()
+                        .await?;
+                    let sid = session.session_id.0.to_string();
+                    let prompt = cx.send_request(PromptRequest::new(
+                        session.session_id,
+                        vec![ContentBlock::Text(TextContent::new(
+                            "delegate the gatekeeper",
+                        ))],
+                    ));
+                    // Wait until the child's tool call shows it running its bash.
+                    loop {
+                        let running = seen.lock().expect("updates").iter().any(|u| {
+                            matches!(u, SessionUpdate::ToolCallUpdate(t)
+                                if t.tool_call_id.0.as_ref() == "call_t/sa-1")
+                                && serde_json::to_string(u).is_ok_and(|s| s.contains("→ bash"))
+                        });
+                        if running {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    // The parent's own call is not a child's: refused, naming the form.
+                    let refused = cx
+                        .send_request(agent_client_protocol::UntypedMessage::new(
+                            "_reasonix/cancel_subagent",
+                            json!({"sessionId": sid, "toolCallId": "call_t"}),
+                        )?)
+                        .block_task()
+                        .await
+                        .expect_err("not a child's call");
+                    cx.send_request(agent_client_protocol::UntypedMessage::new(
+                        "_reasonix/cancel_subagent",
+                        json!({"sessionId": sid, "toolCallId": "call_t/sa-1"}),
+                    )?)
+                    .block_task()
+                    .await?;
+                    let r = prompt.block_task().await?;
+                    Ok((r.stop_reason, format!("{refused:?}")))
+                },
+            ),
+    )
+    .await
+    .expect("the prompt ends within 120 s")
+    .expect("ACP exchange");
+    assert_eq!(stop, StopReason::EndTurn, "the parent's turn went on");
+    assert!(refused.contains("sa-N"), "{refused}");
+    // The child's bash was killed: opening the gate now finishes nothing.
+    std::fs::write(rig.ws.join("go"), "").expect("gate");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !rig.ws.join("finished").exists(),
+        "the cancelled child's bash ran on"
+    );
+    // Its tool call ended cancelled; the parent's call got it as cancelled.
+    let updates = updates.lock().expect("updates");
+    let last_child = updates
+        .iter()
+        .rev()
+        .filter(|u| {
+            matches!(u, SessionUpdate::ToolCallUpdate(t) if t.tool_call_id.0.as_ref() == "call_t/sa-1")
+        })
+        .map(|u| serde_json::to_string(u).expect("json"))
+        .next()
+        .expect("the child's updates");
+    assert!(last_child.contains("■ cancelled"), "{last_child}");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3, "parent, the child's one step, parent again");
+    let out = reqs[2]
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_t")
+        .and_then(|m| m["content"].as_str().map(String::from))
+        .expect("the task's result");
+    assert!(out.contains("cancelled"), "{out}");
 }

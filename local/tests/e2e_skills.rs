@@ -278,15 +278,8 @@ async fn skills_list_user_skills_and_refusals() {
         "{sent}"
     );
 
-    // A subagent skill says it needs subagents; a model the user did not configure is
-    // refused naming the configured ones. Neither reaches the provider.
-    let out = tokio::task::block_in_place(|| reasonix(&env, &["run", "/kid go"]));
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("runs as a subagent") && stderr.contains("not available"),
-        "{stderr}"
-    );
+    // A model the user did not configure is refused naming the configured ones; it does
+    // not reach the provider.
     let out = tokio::task::block_in_place(|| reasonix(&env, &["run", "/pricey"]));
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -295,6 +288,82 @@ async fn skills_list_user_skills_and_refusals() {
         "{stderr}"
     );
     assert_eq!(mock.requests().len(), 1);
+}
+
+/// `/<name> args` of a `run-as: subagent` skill runs one child of that profile on the
+/// arguments (#33 §3): every provider request is the child's (the skill's text in its
+/// system prompt, the arguments as its task, no step of the parent), its tool runs once
+/// under the turn's call, and its answer is the turn's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_skill_runs_as_a_child_from_its_slash_command() {
+    let mock = MockProvider::start(vec![
+        MockReply::tool_calls(
+            vec![call(
+                "call_kr",
+                "read_file",
+                serde_json::json!({"path": "map.txt"}),
+            )],
+            2,
+        ),
+        MockReply::text(&["the kid mapped ", "KILO-42"]),
+    ])
+    .await;
+    let env = setup(&mock.base_url());
+    write_skill(
+        &env.ws.join(".reasonix/skills"),
+        "kid",
+        "---\ndescription: Map things\nrun-as: subagent\nread-only: true\n---\nKID-SKILL-BODY: map what you are asked about.\n",
+    );
+    std::fs::write(env.ws.join("map.txt"), "KILO-42\n").expect("map");
+    let out =
+        tokio::task::block_in_place(|| reasonix(&env, &["run", "--json", "/kid the map file"]));
+    let stdout = ok(&out);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    // The turn runs the host's own `task` call with the skill as the profile.
+    let started = lines
+        .iter()
+        .find(|l| l["type"] == "tool_started")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(started["name"], "task", "{started}");
+    let call_id = started["call_id"].as_str().expect("call id");
+    let args: Value =
+        serde_json::from_str(started["arguments"].as_str().expect("args")).expect("json");
+    assert_eq!(args["profile"], "kid");
+    assert_eq!(args["prompt"], "the map file");
+    // The child's read ran once, under that call.
+    let reads = lines
+        .iter()
+        .filter(|l| {
+            l["type"] == "subagent"
+                && l["call_id"] == call_id
+                && l["event"]["type"] == "tool_finished"
+                && l["event"]["call_id"] == "call_kr"
+        })
+        .count();
+    assert_eq!(reads, 1, "{stdout}");
+    let said: String = lines
+        .iter()
+        .filter(|l| l["type"] == "text")
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert!(
+        said.contains("KILO-42"),
+        "the child's answer is the turn's: {stdout}"
+    );
+    // Both provider requests are the child's: the skill's text is its system prompt, the
+    // arguments its task; its read-only profile gives it no writing tool.
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2, "no step of the parent, none repeated");
+    for r in &reqs {
+        let system = r.messages()[0]["content"].to_string();
+        assert!(system.contains("KID-SKILL-BODY"), "{system}");
+        let tools = r.body["tools"].to_string();
+        assert!(!tools.contains("\"write_file\""), "{tools}");
+    }
+    assert!(last_user(&mock, 0).contains("the map file"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

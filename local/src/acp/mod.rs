@@ -172,6 +172,30 @@ where
                             Err(e) => peer.respond(id, Err(e)),
                         }
                     }
+                    // Our extension (ACP's `_` prefix): cancel one child, named by the tool
+                    // call it is shown as (`session/cancel` cancels the whole turn).
+                    "_reasonix/cancel_subagent" => {
+                        let r = parse::<CancelSubagentParams>(params).and_then(|p| {
+                            sessions
+                                .lock_or_recover()
+                                .get(&p.session_id)
+                                .cloned()
+                                .ok_or_else(|| acp::Error::session_not_found(p.session_id.clone()))
+                                .map(|h| (h, p.tool_call_id))
+                        });
+                        match r {
+                            Ok((handle, call)) => {
+                                tokio::spawn(async move {
+                                    let r = handle
+                                        .cancel_subagent(&call)
+                                        .await
+                                        .map(|()| serde_json::json!({}));
+                                    peer.respond(id, r);
+                                });
+                            }
+                            Err(e) => peer.respond(id, Err(e)),
+                        }
+                    }
                     _ => peer.respond(
                         id,
                         Err(acp::Error::method_not_found()
@@ -195,6 +219,15 @@ where
         }
     }
     0
+}
+
+/// The params of `_reasonix/cancel_subagent`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelSubagentParams {
+    session_id: String,
+    /// The child's tool call id as the session's updates showed it (`<parent call>/sa-N`).
+    tool_call_id: String,
 }
 
 fn parse<T: DeserializeOwned>(params: Value) -> Result<T, acp::Error> {

@@ -28,6 +28,7 @@ use crate::connect::Connector;
 use crate::gateway::Gateway;
 
 mod agent_sign;
+mod cancel_child;
 mod elicit;
 mod plan;
 mod rewind_memory;

@@ -52,6 +52,19 @@ impl Daemon {
                     Some(Err(e)) => return Err(RpcError::new(ErrorCode::McpPrompt, e)),
                 };
                 screens.extend(resources);
+                // `/<skill> args` of a `run-as: subagent` skill: one child of that profile
+                // runs the arguments as its task, the turn's answer its answer (as
+                // `reasonix subagent run`).
+                if let Some((profile, task)) = session.subagent_skill(&text) {
+                    session
+                        .check_subagent_profile(&profile)
+                        .map_err(|e| RpcError::new(ErrorCode::Invalid, e))?;
+                    return match session.submit_subagent(&request_id, &profile, &task, false) {
+                        Ok(true) => Ok(Response::Ok),
+                        Ok(false) => Ok(Response::Duplicate),
+                        Err(e) => Err(e.into()),
+                    };
+                }
                 // `/<skill> args`: the skill's instructions are the turn, and it narrows
                 // what the turn may do (`crate::skills`).
                 let (text, skill) = match session.expand_skill(&text) {

@@ -25,6 +25,8 @@ use crate::tools::{Tool, ToolContext, ToolRegistry};
 pub(crate) struct ChildHost {
     pub(super) session: Arc<Session>,
     pub(super) id: String,
+    /// The profile it runs as (`general`, `explore` or a skill's name).
+    pub(super) profile: String,
     pub(super) description: String,
     /// `(parent call, child)` layers its events are wrapped in, this child's last.
     pub(super) route: Vec<(String, String)>,
@@ -161,7 +163,10 @@ impl Host for ChildHost {
         // call id is made unique in the session (a child's ids may repeat the parent's).
         let mut named = call.clone();
         named.id = format!("{}/{}", self.id, call.id);
-        let reason = format!("subagent {} ({}): {reason}", self.id, self.description);
+        let reason = format!(
+            "subagent {} ({}: {}): {reason}",
+            self.id, self.profile, self.description
+        );
         Host::ask_approval(&*self.session, &named, args, reason, cancel).await
     }
 

@@ -32,11 +32,13 @@ pub mod fleet;
 mod host;
 pub mod paths;
 pub mod profile;
+mod restart;
 pub(crate) mod tools;
 
 pub use board::{Board, ChildStatus};
 use fleet::{Claim, Limits, Slots};
 use profile::Profile;
+pub(crate) use restart::close_interrupted_children;
 
 /// Tools a child never gets: the parent's plan and todo list, and memory writes.
 const NOT_FOR_CHILDREN: &[&str] = &["exit_plan_mode", "todo_write", "remember", "forget"];
@@ -447,6 +449,7 @@ pub(crate) async fn run_registered(
     let host = host::ChildHost {
         session: Arc::clone(&session),
         id: id.clone(),
+        profile: p.profile.name.clone(),
         description: p.spec.description.clone(),
         route,
         tools: p.tools,

@@ -273,6 +273,14 @@ impl Session {
                     .rev()
                     .any(|e| e.turn == turn && matches!(e.kind, EventKind::TurnFinished { .. }));
             if open_turn {
+                // Children that were running end first, as their own events (#33 §1).
+                for kind in crate::delegate::close_interrupted_children(
+                    &events,
+                    turn,
+                    lifecycle::interrupted_output,
+                ) {
+                    events.push(journal.append(turn, kind)?);
+                }
                 // The planner's calls first (its conversation is journaled apart, #38 §2).
                 for (call, started) in agent::unfinished_calls(&planner::planner_events(&events)) {
                     events.push(journal.append(

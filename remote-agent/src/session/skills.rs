@@ -24,6 +24,15 @@ impl Session {
         self.skills().profile(name).cloned()
     }
 
+    /// A `/<name> args` line naming a `run-as: subagent` skill: `(profile, task)` of the
+    /// child that runs it ([`Session::submit_subagent`]).
+    pub fn subagent_skill(&self, line: &str) -> Option<(String, String)> {
+        if !line.trim_start().starts_with('/') {
+            return None;
+        }
+        self.skills().subagent_line(line)
+    }
+
     /// A `/<name> args` line naming a skill: its turn text and gate, or why it cannot run.
     /// `None`: not a skill.
     pub fn expand_skill(&self, line: &str) -> Option<Result<Expansion, String>> {

@@ -232,15 +232,36 @@ impl Skills {
         let skill = self.profile(name)?;
         Some(expand(skill, args, models))
     }
+
+    /// For a line `/name args` naming a `run-as: subagent` skill: the child's profile (the
+    /// skill's name) and task (the arguments, or a line asking it to do its work). The
+    /// session runs it as one child, as `reasonix subagent run name "args"` does.
+    pub fn subagent_line(&self, line: &str) -> Option<(String, String)> {
+        let rest = line.trim_start().strip_prefix('/')?;
+        let (name, args) = match rest.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a.trim()),
+            None => (rest, ""),
+        };
+        let skill = self.profile(name)?;
+        if skill.run_as != RunAs::Subagent {
+            return None;
+        }
+        let task = if args.is_empty() {
+            format!("Do what the skill /{name} is for.")
+        } else {
+            args.to_string()
+        };
+        Some((skill.name.clone(), task))
+    }
 }
 
 /// The turn of `skill` run with `args`.
 pub fn expand(skill: &SkillProfile, args: &str, models: &[String]) -> Result<Expansion, String> {
     if skill.run_as == RunAs::Subagent {
         return Err(format!(
-            "the skill /{} runs as a subagent (`run-as: subagent` in {}), and subagents are not available in this build yet; \
-             set `run-as: inline` to run it in this conversation",
-            skill.name, skill.path
+            "the skill /{} runs as a subagent (`run-as: subagent` in {}), not inline in this conversation; \
+             run it with `/{} args`, `task{{profile}}` or `reasonix subagent run`",
+            skill.name, skill.path, skill.name
         ));
     }
     check_model(skill, models)?;

@@ -128,6 +128,15 @@ fn expand_inline_subagent_and_models() {
         .expect("skill")
         .expect_err("subagent");
     assert!(kid.contains("subagent"), "{kid}");
+    // `/kid args` runs it as a child of its profile; inline skills are not children.
+    assert_eq!(
+        set.subagent_line("/kid  map the parser "),
+        Some(("kid".to_string(), "map the parser".to_string()))
+    );
+    let (_, task) = set.subagent_line("/kid").expect("a subagent skill");
+    assert!(task.contains("/kid"), "{task}");
+    assert!(set.subagent_line("/fix x").is_none());
+    assert!(set.subagent_line("/nope x").is_none());
     assert!(set.expand_line("/nope x", &models).is_none());
     assert!(set.expand_line("plain text", &models).is_none());
     // Args with no placeholder are appended; project files are named by path.
