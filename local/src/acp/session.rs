@@ -309,6 +309,7 @@ impl Actor {
             read_only: false,
             takeover: false,
             settings: self.settings.clone(),
+            keeper: false,
         };
         let client = self.client.clone();
         let done = self.done.clone();

@@ -44,6 +44,11 @@ impl Daemon {
                 Some(s) => {
                     let mut info = s.info();
                     (info.driver_attached, info.clients) = self.attachment(s);
+                    info.keeper_attached = s.standby_live();
+                    // The keeper is no client a person uses: not counted in the listing.
+                    if info.keeper_attached {
+                        info.clients = info.clients.saturating_sub(1);
+                    }
                     if let Some(t) = catalog.title(&id) {
                         info.title = t;
                     }
@@ -74,6 +79,7 @@ impl Daemon {
                                 driver_attached: false,
                                 clients: 0,
                                 goal: None,
+                                keeper_attached: false,
                             },
                         )),
                         Err(e) => {
@@ -194,6 +200,7 @@ impl Daemon {
                             driver_attached: false,
                             clients: 0,
                             goal: None,
+                            keeper_attached: false,
                         },
                         deleted: rfc(e.deleted),
                         purge_after: rfc(e.deleted + TRASH_KEEP_DAYS * 86_400),

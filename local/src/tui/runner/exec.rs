@@ -258,6 +258,7 @@ impl Exec {
                     read_only: false,
                     takeover,
                     settings: session_settings(&self.config(), model, effort),
+                    keeper: false,
                 };
                 self.request("open session", Request::OpenSession(open), |r| match r {
                     Response::SessionOpened(o) => Some(AppEvent::SessionOpened(o)),
