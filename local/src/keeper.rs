@@ -218,7 +218,19 @@ pub async fn run(
         ..ClientOptions::default()
     };
     let (client, mut events) = Client::start(connector, gateway, options);
-    let mut open_task = Some(open(&client, session));
+    let ended = keep(&client, &mut events, session).await;
+    // Let go of the session at once (the host then lists no keeper), not when the link
+    // expires.
+    client.leave().await;
+    ended
+}
+
+async fn keep(
+    client: &Client,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<ClientEvent>,
+    session: &str,
+) -> Result<String, String> {
+    let mut open_task = Some(open(client, session));
     loop {
         let opened = async {
             match open_task.as_mut() {
@@ -256,7 +268,7 @@ pub async fn run(
                     // A fresh link (the daemon restarted or the link expired): attach again
                     // and look at the goal as it is now.
                     eprintln!("reasonix keep: {reason}");
-                    open_task = Some(open(&client, session));
+                    open_task = Some(open(client, session));
                 }
                 Some(ClientEvent::Connection(ConnState::Failed { reason, .. })) => {
                     return Err(format!("the connection failed: {reason}"));
