@@ -105,3 +105,47 @@ pub(super) async fn keep(args: KeepArgs) -> Result<(), CliError> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keeper_reconnects_with_the_same_destination_and_options_only() {
+        let ssh = SshArgs {
+            port: Some(2222),
+            identity: vec![PathBuf::from("/k/id_ed25519")],
+            config_file: Some(PathBuf::from("none")),
+            option: vec!["IdentityAgent=none".into()],
+            forward_agent: true,
+            ..SshArgs::default()
+        };
+        let a = origin(Some("me@box:/repo"), &ssh, std::path::Path::new("/w")).unwrap();
+        assert_eq!(
+            a,
+            [
+                "--ssh",
+                "me@box:/repo",
+                "-p",
+                "2222",
+                "-i",
+                "/k/id_ed25519",
+                "-F",
+                "none",
+                "-o",
+                "IdentityAgent=none",
+                "-A"
+            ]
+        );
+        // Local mode: the workspace, made absolute (the keeper may start elsewhere).
+        let a = origin(None, &SshArgs::default(), std::path::Path::new("/w/repo")).unwrap();
+        assert_eq!(a, ["--workspace", "/w/repo"]);
+        // A container on the SSH host: no keeper.
+        let c = SshArgs {
+            container: Some("ctr:/work".into()),
+            ..SshArgs::default()
+        };
+        assert_eq!(origin(Some("me@box"), &c, std::path::Path::new(".")), None);
+    }
+}
