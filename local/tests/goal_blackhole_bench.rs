@@ -99,7 +99,10 @@ fn goal_across_a_blackhole() {
                 if runs.lines().count() as u64 >= turns && !kept {
                     break;
                 }
-                assert!(Instant::now() < deadline, "the kept goal did not end: {runs}");
+                assert!(
+                    Instant::now() < deadline,
+                    "the kept goal did not end: {runs}"
+                );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             // Exit 0 stands for "the keeper ended the goal complete"; checked below by the
