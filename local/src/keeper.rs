@@ -167,24 +167,32 @@ impl PidFile {
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
         let me = std::process::id();
+        // Written whole under a name of its own, then linked into place (which fails when the
+        // file exists): nobody ever reads a half-written pid.
+        let tmp = path.with_extension(format!("{me}.tmp"));
+        std::fs::write(&tmp, me.to_string())
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        let claimed = Self::link(&tmp, &path, home, session, me);
+        let _ = std::fs::remove_file(&tmp);
+        claimed
+    }
+
+    fn link(
+        tmp: &Path,
+        path: &Path,
+        home: &Path,
+        session: &str,
+        me: u32,
+    ) -> Result<PidFile, String> {
         for _ in 0..2 {
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(mut f) => {
-                    use std::io::Write;
-                    f.write_all(me.to_string().as_bytes())
-                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                    return Ok(PidFile(path));
-                }
+            match std::fs::hard_link(tmp, path) {
+                Ok(()) => return Ok(PidFile(path.to_path_buf())),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     if let Some(pid) = running(home, session).filter(|p| *p != me) {
                         return Err(format!("session {session} is kept already (pid {pid})"));
                     }
                     // A keeper that ended without cleaning up: its file is stale.
-                    let _ = std::fs::remove_file(&path);
+                    let _ = std::fs::remove_file(path);
                 }
                 Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
             }

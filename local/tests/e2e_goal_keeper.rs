@@ -208,10 +208,24 @@ async fn a_kept_goal_completes_with_no_client_attached_after_the_client_is_kille
         .find_map(|v| v["session"].as_str().map(str::to_string))
         .expect("the session id was printed");
     let pid_file = rx.join("keepers").join(format!("{session}.pid"));
-    assert_eq!(
-        std::fs::read_to_string(&pid_file).unwrap().trim(),
-        pid.to_string()
-    );
+    // The keeper claims the session as it starts (the notice comes when it was spawned).
+    let claimed = tokio::task::block_in_place(|| {
+        let t = Instant::now();
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&pid_file) {
+                if !text.is_empty() {
+                    return text;
+                }
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "the keeper never wrote {}",
+                pid_file.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    assert_eq!(claimed.trim(), pid.to_string());
 
     // 2. With no client attached (the listing opens no session), the goal completes through
     //    the keeper.

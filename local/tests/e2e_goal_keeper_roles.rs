@@ -2,7 +2,8 @@
 //! provider): the keeper ([`reasonix_local::keeper::run`], in this process with its own key
 //! so the mock can tell its requests from the driver's) attaches while a driver runs a goal;
 //! the driver keeps its role and serves the model requests; the keeper can neither take
-//! over, submit nor answer an approval; once the driver leaves, the keeper serves the rest of
+//! over, submit nor answer an approval (nor does a second keeper's link, whose leaving keeps
+//! the first); once the driver leaves, the keeper serves the rest of
 //! the goal's requests (exactly one per step) and exits when the goal completes.
 
 mod common;
@@ -108,7 +109,38 @@ async fn a_driver_keeps_its_role_beside_the_keeper_which_serves_the_goal_once_it
         .await
         .expect("goal");
 
-    // A keeper's link can neither take over, submit nor answer an approval.
+    // The keeper, with a key of its own (the same laptop would have the same key; a second
+    // one lets the mock say who asked).
+    std::env::set_var("RX_KEEPER_OWN_KEY", "sk-keeper");
+    let mut keeper_config = config.clone();
+    for p in &mut keeper_config.providers {
+        p.api_key_env = "RX_KEEPER_OWN_KEY".into();
+    }
+    let connector = Arc::new(LocalConnector::new(common::host_bin(), rig.ws.clone()));
+    let keeper_session = session.clone();
+    let keeper = tokio::spawn(async move {
+        reasonix_local::keeper::run(&keeper_config, connector, &keeper_session).await
+    });
+    let t = Instant::now();
+    loop {
+        let r = row(&driver, &session).await;
+        if r.keeper_attached {
+            assert!(r.driver_attached, "{r:?}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the keeper never attached"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        reasonix_local::keeper::running(&rig.home, &session).is_some(),
+        "the keeper's pid file"
+    );
+
+    // Another keeper link (as from a second laptop) comes and goes: it can neither take
+    // over, submit nor answer an approval, and the first keeper stays.
     let (probe, _probe_events) = rig.client(&config);
     let o = probe
         .open_session(OpenSession {
@@ -142,36 +174,6 @@ async fn a_driver_keeps_its_role_beside_the_keeper_which_serves_the_goal_once_it
         .expect_err("submit");
     assert!(err.to_string().contains("read-only"), "{err}");
     probe.leave().await;
-
-    // The keeper, with a key of its own (the same laptop would have the same key; a second
-    // one lets the mock say who asked).
-    std::env::set_var("RX_KEEPER_OWN_KEY", "sk-keeper");
-    let mut keeper_config = config.clone();
-    for p in &mut keeper_config.providers {
-        p.api_key_env = "RX_KEEPER_OWN_KEY".into();
-    }
-    let connector = Arc::new(LocalConnector::new(common::host_bin(), rig.ws.clone()));
-    let keeper_session = session.clone();
-    let keeper = tokio::spawn(async move {
-        reasonix_local::keeper::run(&keeper_config, connector, &keeper_session).await
-    });
-    let t = Instant::now();
-    loop {
-        let r = row(&driver, &session).await;
-        if r.keeper_attached {
-            assert!(r.driver_attached, "{r:?}");
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the keeper never attached"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        reasonix_local::keeper::running(&rig.home, &session).is_some(),
-        "the keeper's pid file"
-    );
 
     // The next step is asked with both attached: the driver serves it.
     std::fs::write(rig.ws.join("go1"), "").expect("go1");

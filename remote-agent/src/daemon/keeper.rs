@@ -1,6 +1,6 @@
 //! The laptop's goal keeper on the daemon side (issue 38 §3): a link that opened its session
 //! with [`reasonix_forward::proto::OpenSession::keeper`] becomes the session's standby
-//! gateway ([`crate::session::Session::set_standby`]), never its driver. When the driver's
+//! gateway ([`crate::session::Session::add_standby`]), never its driver. When the driver's
 //! client is gone (killed, its terminal closed) while a model reply streams through it, the
 //! reply would wait for that link's resume until the link expires (30 minutes by default):
 //! once the keeper's link is up and the driver's has stayed down for a dead-after interval,
@@ -18,7 +18,7 @@ use crate::session::Session;
 impl Daemon {
     /// Make `conn` the keeper of `session`.
     pub(super) fn make_keeper(self: &Arc<Self>, conn: &Arc<Conn>, session: &Arc<Session>) {
-        session.set_standby(Some(Arc::new(ConnLink(Arc::clone(conn)))));
+        session.add_standby(Arc::new(ConnLink(Arc::clone(conn))));
         tracing::info!(session = %session.id, conn = conn.id, "goal keeper attached");
         self.keeper_check_later(session);
     }
@@ -32,10 +32,7 @@ impl Daemon {
             .as_ref()
             .map(|(s, _)| Arc::clone(s));
         let Some(session) = session else { return };
-        if session.standby_id().is_none() {
-            return;
-        }
-        if session.driver_id() == Some(conn.id) || session.standby_id() == Some(conn.id) {
+        if session.driver_id() == Some(conn.id) || session.is_standby(conn.id) {
             self.keeper_check_later(&session);
         }
     }

@@ -182,7 +182,7 @@ impl Daemon {
                     .map(|(s, _)| Arc::clone(s))
                     .ok_or_else(no_session)?;
                 // The laptop's goal keeper stands in for a driver; it never becomes one.
-                if session.standby_id() == Some(conn.id) {
+                if session.is_standby(conn.id) {
                     return Err(RpcError::new(
                         ErrorCode::ReadOnly,
                         "a goal keeper never drives a session; open it from the workbench or `reasonix run` to take it over",

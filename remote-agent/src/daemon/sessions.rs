@@ -44,11 +44,10 @@ impl Daemon {
                 Some(s) => {
                     let mut info = s.info();
                     (info.driver_attached, info.clients) = self.attachment(s);
-                    info.keeper_attached = s.standby_live();
-                    // The keeper is no client a person uses: not counted in the listing.
-                    if info.keeper_attached {
-                        info.clients = info.clients.saturating_sub(1);
-                    }
+                    let keepers = s.standby_live_count();
+                    info.keeper_attached = keepers > 0;
+                    // A keeper is no client a person uses: not counted in the listing.
+                    info.clients = info.clients.saturating_sub(keepers);
                     if let Some(t) = catalog.title(&id) {
                         info.title = t;
                     }

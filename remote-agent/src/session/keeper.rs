@@ -29,30 +29,61 @@ fn with_state(g: Option<Arc<dyn DriverLink>>) -> Option<(Arc<dyn DriverLink>, bo
 }
 
 impl Session {
-    /// Install (or clear) the laptop's goal keeper: a gateway used only while no driver with
-    /// a live link is attached ([`pick`]).
-    pub fn set_standby(&self, gateway: Option<Arc<dyn DriverLink>>) {
-        self.standby.send_replace(gateway);
+    /// Add a laptop's goal keeper: a gateway used only while no driver with a live link is
+    /// attached ([`pick`]). The latest keeper comes first; an earlier one (another laptop's)
+    /// stays as a fallback until its link is released.
+    pub fn add_standby(&self, gateway: Arc<dyn DriverLink>) {
+        let id = gateway.conn_id();
+        self.standby.send_modify(|list| {
+            list.retain(|g| g.conn_id() != id);
+            list.insert(0, gateway);
+        });
     }
 
-    /// The connection id of the attached keeper.
-    pub fn standby_id(&self) -> Option<u64> {
-        self.standby.borrow().as_ref().map(|g| g.conn_id())
+    /// Drop the keeper of `conn_id`, if it is one.
+    pub(super) fn release_standby(&self, conn_id: u64) {
+        self.standby.send_if_modified(|list| {
+            let before = list.len();
+            list.retain(|g| g.conn_id() != conn_id);
+            list.len() != before
+        });
     }
 
-    /// True when a keeper is attached and its link is up.
+    /// True when the link `conn_id` is one of the session's keepers.
+    pub fn is_standby(&self, conn_id: u64) -> bool {
+        self.standby.borrow().iter().any(|g| g.conn_id() == conn_id)
+    }
+
+    /// True when a keeper is attached with its link up.
     pub fn standby_live(&self) -> bool {
-        self.standby
+        self.standby_live_count() > 0
+    }
+
+    /// How many keepers are attached with their link up.
+    pub fn standby_live_count(&self) -> u32 {
+        let n = self
+            .standby
             .borrow()
-            .as_ref()
-            .is_some_and(|g| *g.link_state().borrow())
+            .iter()
+            .filter(|g| *g.link_state().borrow())
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// The keeper to use: the first whose link is up, else the latest.
+    fn standby_gateway(&self) -> Option<(Arc<dyn DriverLink>, bool)> {
+        let list = self.standby.borrow().clone();
+        let live = list.iter().find(|g| *g.link_state().borrow()).cloned();
+        match live {
+            Some(g) => Some((g, true)),
+            None => list.first().cloned().map(|g| (g, false)),
+        }
     }
 
     /// The gateway a model request goes through now ([`pick`]).
     pub(super) fn current_gateway(&self) -> Option<Arc<dyn DriverLink>> {
         let driver = with_state(self.driver.borrow().clone());
-        let standby = with_state(self.standby.borrow().clone());
-        pick(driver, standby)
+        pick(driver, self.standby_gateway())
     }
 
     /// Wait for a gateway ([`pick`]); woken when a driver or keeper comes or goes, and when

@@ -204,9 +204,9 @@ pub struct Session {
     inner: Mutex<Inner>,
     live: broadcast::Sender<Notification>,
     driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
-    /// The laptop's goal keeper: a standby gateway used only while no driver with a live
-    /// link is attached ([`keeper`]).
-    standby: watch::Sender<Option<Arc<dyn DriverLink>>>,
+    /// The laptops' goal keepers (normally one), latest first: standby gateways used only
+    /// while no driver with a live link is attached ([`keeper`]).
+    standby: watch::Sender<Vec<Arc<dyn DriverLink>>>,
     /// The main conversation (the one the journal rebuilds), driven by the session's
     /// runner ([`Session::runner`]). Lock order: this lock before `inner`, never after.
     main: Mutex<Conversation>,
@@ -361,7 +361,7 @@ impl Session {
         }
         let (live, _) = broadcast::channel(4096);
         let (driver, _) = watch::channel(None);
-        let (standby, _) = watch::channel(None);
+        let (standby, _) = watch::channel(Vec::new());
         let session = Arc::new(Session {
             id: id.to_string(),
             inner: Mutex::new(Inner {
@@ -743,18 +743,17 @@ impl Session {
         self.driver.borrow().as_ref().map(|g| g.conn_id())
     }
 
-    /// Drop the driver (or the goal keeper) if it is `conn_id` (its link is gone).
+    /// Drop the driver (or a goal keeper) if it is `conn_id` (its link is gone).
     pub fn release_driver(&self, conn_id: u64) {
-        for slot in [&self.driver, &self.standby] {
-            slot.send_if_modified(|d| {
-                if d.as_ref().map(|g| g.conn_id()) == Some(conn_id) {
-                    *d = None;
-                    true
-                } else {
-                    false
-                }
-            });
-        }
+        self.driver.send_if_modified(|d| {
+            if d.as_ref().map(|g| g.conn_id()) == Some(conn_id) {
+                *d = None;
+                true
+            } else {
+                false
+            }
+        });
+        self.release_standby(conn_id);
     }
 
     /// Number, keep and broadcast an event and queue it for the journal writer. No I/O
