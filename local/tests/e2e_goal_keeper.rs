@@ -226,6 +226,14 @@ async fn a_kept_goal_completes_with_no_client_attached_after_the_client_is_kille
         }
     });
     assert_eq!(claimed.trim(), pid.to_string());
+    // Its arguments hold the destination and SSH options, never the key.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    assert!(
+        cmdline.contains(&format!("keep --session {session} --ssh {dest}")),
+        "{cmdline}"
+    );
+    assert!(!cmdline.contains("sk-goal-ssh"), "{cmdline}");
 
     // 2. With no client attached (the listing opens no session), the goal completes through
     //    the keeper.
