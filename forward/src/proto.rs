@@ -596,6 +596,13 @@ pub struct OpenSession {
     /// client fills it in for every open.
     #[serde(default, skip_serializing_if = "crate::hooks::HookSettings::is_empty")]
     pub hooks: crate::hooks::HookSettings,
+    /// Attach as the laptop's goal keeper (a standby gateway, issue 38 §3): never the driver,
+    /// never answers approvals, and serves the session's model requests only while no
+    /// driver with a live link is attached. The host answers with the spectator role and
+    /// lists the session with `keeper_attached`; a host that predates keepers ignores the
+    /// field and lists `keeper_attached: false`, which tells the keeper to give up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keeper: bool,
 }
 
 /// Settings a driving client hands to its session. Every open (and every takeover) replaces
@@ -1234,6 +1241,10 @@ pub struct SessionInfo {
     /// The session's goal, if it has had one (issue 38 §3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal: Option<GoalSummary>,
+    /// True when a laptop's goal keeper (a standby gateway, [`OpenSession::keeper`]) is
+    /// attached with its link up: the goal's model requests go through it while no driver is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keeper_attached: bool,
 }
 
 /// Answer to [`Request::OpenSession`].

@@ -233,6 +233,11 @@ pub struct AgentConfig {
     pub goal_cost_budget_usd: Option<f64>,
     /// A goal pauses after this many minutes of running; `None`: no time budget.
     pub goal_time_budget_minutes: Option<u64>,
+    /// Start a goal keeper when a goal starts or resumes from this laptop: a background
+    /// `reasonix keep` that serves the goal's model requests while no client is attached
+    /// ([`crate::keeper`]). Default true; false: the goal waits for a laptop at its next
+    /// model step.
+    pub goal_keeper: bool,
     /// The planner beside the executor (issue 38 §2): a model label like `default_model`'s.
     /// Set only by the user's file (it decides where prompts go); checked at start-up.
     pub planner_model: Option<String>,
@@ -260,6 +265,7 @@ impl Default for AgentConfig {
             goal_token_budget: None,
             goal_cost_budget_usd: None,
             goal_time_budget_minutes: None,
+            goal_keeper: true,
             planner_model: None,
             max_subagent_depth: 2,
             max_subagents: 6,
@@ -793,6 +799,7 @@ impl Config {
             &mut self.agent.goal_time_budget_minutes,
             a.goal_time_budget_minutes.map(Some),
         );
+        set(&mut self.agent.goal_keeper, a.goal_keeper);
         set(&mut self.agent.max_subagent_depth, a.max_subagent_depth);
         set(
             &mut self.agent.max_subagents,
@@ -1368,6 +1375,7 @@ struct AgentFile {
     goal_token_budget: Option<u64>,
     goal_cost_budget_usd: Option<f64>,
     goal_time_budget_minutes: Option<u64>,
+    goal_keeper: Option<bool>,
     planner_model: Option<String>,
     max_subagent_depth: Option<u32>,
     max_subagents: Option<u32>,

@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod goal;
 pub mod hooks_laptop;
 pub mod hooks_trust;
+pub mod keeper;
 mod laptop_channels;
 pub mod mcp_host;
 pub mod memory;

@@ -121,6 +121,8 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
     // An OpenSession sent and not answered yet: its notice is still to come.
     let mut open_pending = false;
     let (opened_tx, mut opened_rx) = tokio::sync::mpsc::unbounded_channel();
+    // What became of the goal keeper a goal start or resume asked for (its line).
+    let (keeper_tx, mut keeper_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     // Ctrl-C / SIGTERM: the first cancels the turn on the host and waits for it to end (so
     // `--continue` does not finish it), the second exits at once.
     let mut signals = crate::platform::signals::StopSignals::new();
@@ -138,6 +140,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 read_only: false,
                 takeover: false,
                 settings: settings.clone(),
+                keeper: false,
             };
             let c = client.clone();
             let rid = request_id.clone();
@@ -145,6 +148,7 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
             let home = config.home.clone();
             let (plan, approve_plan) = (opts.plan, opts.approve_plan);
             let goal = opts.goal.clone();
+            let keeper = (config.clone(), keeper_tx.clone());
             let subagent = opts.subagent.clone();
             // Open and submit on a task so connection events keep flowing meanwhile.
             let tx = opened_tx.clone();
@@ -164,10 +168,25 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 // Report the opening (session id, notice) before submitting: after a daemon
                 // restart the catch-up alone can end our turn (interrupted), and its notice
                 // (why, `loginctl enable-linger`) must not wait for the submit's answer.
+                let session = opened.session.clone();
                 let _ = tx.send(Ok(Ok(opened)));
                 if let Some(action) = goal {
-                    if let Err(e) = c.goal_request(&rid, action).await {
-                        let _ = tx.send(Err(e));
+                    let keeps = matches!(
+                        action,
+                        reasonix_forward::proto::GoalAction::Start { .. }
+                            | reasonix_forward::proto::GoalAction::Resume
+                    );
+                    match c.goal_request(&rid, action).await {
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                        }
+                        // The goal goes on with this client killed or its terminal closed.
+                        Ok(_) if keeps => {
+                            let (config, keeper_tx) = keeper;
+                            let started = crate::keeper::start(&config, &session);
+                            let _ = keeper_tx.send(started.line());
+                        }
+                        Ok(_) => {}
                     }
                     return;
                 }
@@ -234,6 +253,10 @@ pub async fn run(config: &Config, connector: Arc<dyn Connector>, opts: RunOption
                 );
             }
             ev = events.recv() => ev,
+            Some(line) = keeper_rx.recv() => {
+                out.notice(&line);
+                continue;
+            }
             Some(r) = opened_rx.recv() => {
                 match r {
                     Ok(Ok(opened)) => {
@@ -954,6 +977,7 @@ pub async fn rewind(
             policy: config.session_policy(),
             ..SessionSettings::default()
         },
+        keeper: false,
     };
     let opened = match client.request(Request::OpenSession(open)).await {
         Ok(Response::SessionOpened(o)) => o,

@@ -1,4 +1,5 @@
-//! A goal over SSH with the client killed mid-goal (real OpenSSH sshd, the static
+//! A goal over SSH with the client killed mid-goal and no goal keeper (`[agent] goal_keeper =
+//! false`; `e2e_goal_keeper.rs` has the keeper) (real OpenSSH sshd, the static
 //! `reasonix-remote` installed over SFTP, the scripted mock provider): `run --goal` starts it,
 //! the client is killed with SIGKILL while the goal's bash command runs; the command finishes
 //! on the host with no client attached and the goal waits for a laptop to reach the model
@@ -141,7 +142,7 @@ async fn a_goal_goes_on_after_the_client_is_killed_and_a_later_client_finds_it_c
     std::fs::write(
         rx.join("config.toml"),
         format!(
-            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_GOAL_SSH_KEY\"\n",
+            "default_model = \"mock/m\"\n[[providers]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ndefault = \"m\"\napi_key_env = \"RX_GOAL_SSH_KEY\"\n[agent]\ngoal_keeper = false\n",
             mock.base_url()
         ),
     )

@@ -396,6 +396,7 @@ fn new_and_sessions_open_the_right_session() {
             driver_attached: false,
             clients: 0,
             goal: None,
+            keeper_attached: false,
         },
         reasonix_forward::proto::SessionInfo {
             id: "b".into(),
@@ -408,6 +409,7 @@ fn new_and_sessions_open_the_right_session() {
             driver_attached: false,
             clients: 0,
             goal: None,
+            keeper_attached: false,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
@@ -984,6 +986,7 @@ fn sessions_overlay_deletes_the_highlighted_session_and_renames_the_open_one() {
         driver_attached: false,
         clients: 0,
         goal: None,
+        keeper_attached: false,
     };
     let mut app = busy_app();
     let open = app

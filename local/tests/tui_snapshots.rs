@@ -431,6 +431,7 @@ fn help_status_sessions_and_model_overlays() {
             driver_attached: true,
             clients: 0,
             goal: None,
+            keeper_attached: false,
         },
         SessionInfo {
             id: "20260430-162210-1b2c".into(),
@@ -443,6 +444,7 @@ fn help_status_sessions_and_model_overlays() {
             driver_attached: false,
             clients: 0,
             goal: None,
+            keeper_attached: false,
         },
         SessionInfo {
             id: "20260429-091500-99aa".into(),
@@ -455,6 +457,7 @@ fn help_status_sessions_and_model_overlays() {
             driver_attached: false,
             clients: 0,
             goal: None,
+            keeper_attached: false,
         },
     ]));
     app.handle_key(key(KeyCode::Down));
@@ -478,6 +481,7 @@ fn help_status_sessions_and_model_overlays() {
                 driver_attached: false,
                 clients: 0,
                 goal: None,
+                keeper_attached: false,
             },
             deleted: deleted.into(),
             purge_after: purge.into(),

@@ -206,6 +206,7 @@ pub async fn open(
         plan_on: Arc::default(),
         goal: crate::goal::GoalView::default(),
         goal_budgets: spec.config.goal_budgets(spec.model.as_deref()),
+        keeper_config: spec.config.clone(),
         remembered: Vec::new(),
         home: home.clone(),
     };
@@ -253,6 +254,8 @@ struct Actor {
     goal: crate::goal::GoalView,
     /// `[agent]` goal budgets, sent with `/goal OBJECTIVE`.
     goal_budgets: reasonix_forward::proto::GoalBudgets,
+    /// The laptop config a goal keeper starts with ([`crate::keeper`]).
+    keeper_config: Config,
     /// (turn, fact id) of every fact a `remember` of this session wrote, as its events said:
     /// a `/rewind` offers to forget those of the rewound turns.
     remembered: Vec<(u64, String)>,
@@ -310,6 +313,7 @@ impl Actor {
             read_only: false,
             takeover: false,
             settings: self.settings.clone(),
+            keeper: false,
         };
         let client = self.client.clone();
         let done = self.done.clone();
@@ -713,6 +717,10 @@ impl Actor {
         if let GoalAction::Start { budgets, .. } = &mut action {
             *budgets = self.goal_budgets.clone();
         }
+        let keeper = self
+            .session
+            .clone()
+            .map(|s| (self.keeper_config.clone(), s));
         let client = self.client.clone();
         let done = self.done.clone();
         tokio::spawn(async move {
@@ -725,7 +733,16 @@ impl Actor {
                 GoalAction::Resume => "Goal resumed.".into(),
                 GoalAction::Clear => "Goal stopped.".into(),
             };
+            let keeps = matches!(action, GoalAction::Start { .. } | GoalAction::Resume);
             let r = match client.goal_request(&request_id, action).await {
+                // The goal goes on when the editor closes: its keeper serves the model.
+                Ok(_) if keeps => match keeper {
+                    Some((config, session)) => Ok(format!(
+                        "{what} {}",
+                        crate::keeper::start(&config, &session).line()
+                    )),
+                    None => Ok(what),
+                },
                 Ok(_) => Ok(what),
                 Err(e) => Err(rpc_error(e)),
             };

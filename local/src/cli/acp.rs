@@ -27,6 +27,11 @@ pub(super) struct AcpArgs {
 /// Serve until the editor closes stdin.
 pub(super) async fn acp(args: AcpArgs) -> Result<(), CliError> {
     use reasonix_local::acp::launch::{factory, Launch};
+    // A goal started from the editor is kept on this laptop (local ACP sessions each have
+    // their own folder: no keeper for them yet).
+    if let Some(dest) = &args.ssh {
+        super::keep::set_origin(Some(dest), &args.ssh_opts, std::path::Path::new("."));
+    }
     let ssh = match &args.ssh {
         Some(dest) => Some((
             dest.clone(),

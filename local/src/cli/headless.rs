@@ -35,6 +35,7 @@ pub(super) async fn run_with(
     subagent: Option<reasonix_local::run::SubagentRun>,
 ) -> Result<(), CliError> {
     let workspace = super::workspace_or_cwd(args.workspace.clone())?;
+    super::keep::set_origin(args.ssh.as_deref(), &args.ssh_opts, &workspace);
     let mode = if args.yolo {
         Some(PermissionMode::Yolo)
     } else if args.auto {

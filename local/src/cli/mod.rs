@@ -9,6 +9,7 @@ mod error;
 mod exec;
 mod headless;
 mod hooks;
+mod keep;
 mod mcp_auth;
 mod memory;
 mod ports;
@@ -194,6 +195,9 @@ enum Cmd {
         #[command(flatten)]
         list: sessions::SessionsListArgs,
     },
+    /// The goal keeper of one session (started by the client that started the goal).
+    #[command(hide = true)]
+    Keep(keep::KeepArgs),
 }
 
 #[derive(Subcommand)]
@@ -531,6 +535,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Some(Cmd::Ports(args)) => ports::ports(args).await,
         Some(Cmd::Cp(args)) => cp::cp(args).await,
         Some(Cmd::Sessions { action, list }) => sessions::sessions(action, list).await,
+        Some(Cmd::Keep(args)) => keep::keep(args).await,
         Some(Cmd::Memory { action }) => memory::memory(action).await,
         Some(Cmd::Mcp {
             action: McpCmd::List(args),

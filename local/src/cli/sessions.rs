@@ -208,6 +208,17 @@ fn short_time(ts: &str) -> String {
     t.replacen('T', " ", 1)
 }
 
+/// Who keeps a session's goal: this laptop's keeper (with its pid) or another laptop's.
+fn keeper_line(session: &str) -> String {
+    let here = reasonix_local::config::reasonix_home()
+        .ok()
+        .and_then(|home| reasonix_local::keeper::running(&home, session));
+    match here {
+        Some(pid) => format!("goal kept by this laptop (pid {pid})"),
+        None => "goal kept by another laptop's keeper".into(),
+    }
+}
+
 fn print_sessions(sessions: &[SessionInfo], json: bool) -> Result<(), CliError> {
     if json {
         return json_lines(sessions);
@@ -237,6 +248,9 @@ fn print_sessions(sessions: &[SessionInfo], json: bool) -> Result<(), CliError> 
             {
                 println!("{:<20} {}", "", reasonix_forward::goal::WAITING_FOR_LAPTOP);
             }
+        }
+        if s.keeper_attached {
+            println!("{:<20} {}", "", keeper_line(&s.id));
         }
     }
     Ok(())

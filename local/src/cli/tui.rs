@@ -32,6 +32,7 @@ pub(super) async fn tui_local(args: TuiArgs) -> Result<(), CliError> {
     let config = load_config(&workspace, args.model.clone(), args.effort, false)?;
     reasonix_local::gateway::preflight_planner(&config).map_err(CliError::usage)?;
     let binary = locate_host_binary().map_err(CliError::usage)?;
+    super::keep::set_origin(None, &SshArgs::default(), &workspace);
     let label = workspace.display().to_string();
     // The TUI asks before replacing a busy daemon of another build.
     let (prompter, prompts) = reasonix_local::tui::prompter_channel();
@@ -71,6 +72,7 @@ pub(super) async fn tui_ssh(
         ));
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    super::keep::set_origin(Some(&dest), &ssh, &cwd);
     let config = load_config(&cwd, args.model.clone(), args.effort, true)?;
     reasonix_local::gateway::preflight_planner(&config).map_err(CliError::usage)?;
     let parsed = reasonix_bootstrap::Destination::parse(&dest).map_err(CliError::usage)?;

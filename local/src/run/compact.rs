@@ -56,6 +56,7 @@ pub async fn compact(
             skills: crate::skills::session_settings(config),
             delegation: config.delegation_settings(),
         },
+        keeper: false,
     };
     let opened = match client.open_session(open).await {
         Ok(o) => o,

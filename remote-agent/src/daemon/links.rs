@@ -62,9 +62,13 @@ impl Daemon {
             .map_err(|e| e.to_string())?;
         let generation = conn.generation.fetch_add(1, Ordering::SeqCst) + 1;
         tracing::info!(link = %conn.link_id, resumed, "transport attached");
+        if resumed {
+            self.keeper_transport_changed(&conn);
+        }
         let err = conn.link.run_transport(reader, writer, peer_received).await;
         tracing::info!(link = %conn.link_id, "transport ended: {err}");
         self.touch();
+        self.keeper_transport_changed(&conn);
         // Keep the link for a resume; close it if no new transport came within the grace.
         // A link that holds nothing a resume would save (a client that only said hello or
         // asked for a status) is kept for a thirtieth of it (60 s by default).

@@ -8,6 +8,7 @@
 //! - `requests`: the dispatch of every request and the small handlers;
 //! - `sessions`: listing, loading, deleting and the trash;
 //! - `roles`: opening a session on a link, driver and spectator, takeover;
+//! - `keeper`: the laptop's goal keeper, a standby gateway beside the driver;
 //! - `workbench`: steering, `!` shell commands, prompt history.
 
 use std::collections::HashMap;
@@ -98,6 +99,7 @@ pub struct Daemon {
 
 mod agent;
 mod conn;
+mod keeper;
 mod lifecycle;
 mod links;
 mod ports;

@@ -194,6 +194,13 @@ impl Daemon {
                     .as_ref()
                     .map(|(s, _)| Arc::clone(s))
                     .ok_or_else(no_session)?;
+                // The laptop's goal keeper stands in for a driver; it never becomes one.
+                if session.is_standby(conn.id) {
+                    return Err(RpcError::new(
+                        ErrorCode::ReadOnly,
+                        "a goal keeper never drives a session; open it from the workbench or `reasonix run` to take it over",
+                    ));
+                }
                 // The taker's own settings replace the previous driver's (a TUI taking over
                 // from a headless run gets its approvals asked, in its own mode and rules).
                 let settings = conn.settings.lock_or_recover().clone().unwrap_or_default();

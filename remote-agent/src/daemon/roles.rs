@@ -97,7 +97,7 @@ impl Daemon {
     }
 
     pub(super) async fn open_session(
-        &self,
+        self: &Arc<Self>,
         conn: &Arc<Conn>,
         open: OpenSession,
     ) -> Result<Response, RpcError> {
@@ -121,7 +121,8 @@ impl Daemon {
         }
         let (session, load_notice) = self.load_session(&id).await?;
         // Before anything changes: a project file that cannot be applied refuses the open.
-        let mut enforced = if open.read_only {
+        // The goal keeper never drives: nothing of its settings is enforced or kept.
+        let mut enforced = if open.read_only || open.keeper {
             None
         } else {
             Some(self.enforce(&open.settings)?)
@@ -148,7 +149,9 @@ impl Daemon {
             .map(|c| c.link.is_connected())
             .unwrap_or(false);
         let mut ignored = Vec::new();
-        let role = if open.read_only || (current_live && current != Some(conn.id) && !open.takeover)
+        let role = if open.read_only
+            || open.keeper
+            || (current_live && current != Some(conn.id) && !open.takeover)
         {
             ClientRole::Spectator
         } else {
@@ -163,6 +166,9 @@ impl Daemon {
         };
         if role == ClientRole::Driver {
             session.setup_laptop_mcp(&open.settings.laptop_mcp).await;
+        }
+        if open.keeper {
+            self.make_keeper(conn, &session);
         }
         let (events, live, state, detail) = session.subscribe(open.since);
         let last_seq = session.last_seq();

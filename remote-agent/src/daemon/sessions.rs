@@ -44,6 +44,10 @@ impl Daemon {
                 Some(s) => {
                     let mut info = s.info();
                     (info.driver_attached, info.clients) = self.attachment(s);
+                    let keepers = s.standby_live_count();
+                    info.keeper_attached = keepers > 0;
+                    // A keeper is no client a person uses: not counted in the listing.
+                    info.clients = info.clients.saturating_sub(keepers);
                     if let Some(t) = catalog.title(&id) {
                         info.title = t;
                     }
@@ -74,6 +78,7 @@ impl Daemon {
                                 driver_attached: false,
                                 clients: 0,
                                 goal: None,
+                                keeper_attached: false,
                             },
                         )),
                         Err(e) => {
@@ -194,6 +199,7 @@ impl Daemon {
                             driver_attached: false,
                             clients: 0,
                             goal: None,
+                            keeper_attached: false,
                         },
                         deleted: rfc(e.deleted),
                         purge_after: rfc(e.deleted + TRASH_KEEP_DAYS * 86_400),

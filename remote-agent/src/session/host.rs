@@ -72,24 +72,8 @@ impl Host for Session {
     }
 
     async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>> {
-        let mut rx = self.driver.subscribe();
-        loop {
-            if let Some(g) = rx.borrow_and_update().clone() {
-                return Some(g);
-            }
-            // A goal runs with no client (#38 §3): say why it stopped and that it goes on
-            // by itself when a laptop attaches.
-            let detail = if self.goal_running() {
-                reasonix_forward::goal::WAITING_FOR_LAPTOP
-            } else {
-                "waiting for laptop: the model is reached through a client's gateway"
-            };
-            self.set_state(TurnState::WaitingForLaptop, Some(detail.into()));
-            tokio::select! {
-                _ = cancel.cancelled() => return None,
-                r = rx.changed() => if r.is_err() { return None; },
-            }
-        }
+        // The driver's gateway, or the laptop's goal keeper standing in for it.
+        self.wait_any_gateway(cancel).await
     }
 
     fn release_driver(&self, conn_id: u64) {

@@ -33,6 +33,7 @@ mod goal;
 mod history;
 mod hooks;
 mod host;
+mod keeper;
 mod lifecycle;
 mod mcp_signin;
 mod plan;
@@ -203,6 +204,9 @@ pub struct Session {
     inner: Mutex<Inner>,
     live: broadcast::Sender<Notification>,
     driver: watch::Sender<Option<Arc<dyn DriverLink>>>,
+    /// The laptops' goal keepers (normally one), latest first: standby gateways used only
+    /// while no driver with a live link is attached ([`keeper`]).
+    standby: watch::Sender<Vec<Arc<dyn DriverLink>>>,
     /// The main conversation (the one the journal rebuilds), driven by the session's
     /// runner ([`Session::runner`]). Lock order: this lock before `inner`, never after.
     main: Mutex<Conversation>,
@@ -365,6 +369,7 @@ impl Session {
         }
         let (live, _) = broadcast::channel(4096);
         let (driver, _) = watch::channel(None);
+        let (standby, _) = watch::channel(Vec::new());
         let session = Arc::new(Session {
             id: id.to_string(),
             inner: Mutex::new(Inner {
@@ -391,6 +396,7 @@ impl Session {
             }),
             live,
             driver,
+            standby,
             main: Mutex::new(main),
             planner: Mutex::new(None),
             workspace: workspace.to_path_buf(),
@@ -566,6 +572,7 @@ impl Session {
             driver_attached: false,
             clients: 0,
             goal: inner.goal.summary(),
+            keeper_attached: false,
         }
     }
 
@@ -744,7 +751,7 @@ impl Session {
         self.driver.borrow().as_ref().map(|g| g.conn_id())
     }
 
-    /// Drop the driver if it is `conn_id` (its link is gone).
+    /// Drop the driver (or a goal keeper) if it is `conn_id` (its link is gone).
     pub fn release_driver(&self, conn_id: u64) {
         self.driver.send_if_modified(|d| {
             if d.as_ref().map(|g| g.conn_id()) == Some(conn_id) {
@@ -754,6 +761,7 @@ impl Session {
                 false
             }
         });
+        self.release_standby(conn_id);
     }
 
     /// Number, keep and broadcast an event and queue it for the journal writer. No I/O

@@ -177,6 +177,10 @@ impl App {
                 self.transcript.notice(text, Level::Info);
                 Vec::new()
             }
+            AppEvent::GoalKeeper(line) => {
+                self.transcript.notice(line, Level::Info);
+                Vec::new()
+            }
             AppEvent::CompactDone(summary) => {
                 self.set_hint(summary.clone());
                 self.transcript.notice(summary, Level::Info);

@@ -32,6 +32,7 @@ impl App {
             request_id,
             action,
             model: self.model.clone(),
+            session: self.session_id().map(str::to_string),
         }]
     }
 }

@@ -151,6 +151,8 @@ pub enum Action {
         action: reasonix_forward::proto::GoalAction,
         /// The model in use (its prices count toward the cost budget).
         model: Option<String>,
+        /// The open session: a start or resume starts its goal keeper ([`crate::keeper`]).
+        session: Option<String>,
     },
     /// Send `Request::Plan` (plan mode: enter, leave, answer the card).
     Plan {
@@ -399,6 +401,8 @@ pub enum AppEvent {
     TookOver,
     /// Answer to `Compact`.
     CompactDone(String),
+    /// What became of the goal keeper a `/goal` start or resume asked for (its line).
+    GoalKeeper(String),
     /// Answer to `ContextReport`.
     Context(reasonix_forward::proto::ContextReport),
     /// Answer to `Rewind`.

@@ -258,6 +258,7 @@ impl Exec {
                     read_only: false,
                     takeover,
                     settings: session_settings(&self.config(), model, effort),
+                    keeper: false,
                 };
                 self.request("open session", Request::OpenSession(open), |r| match r {
                     Response::SessionOpened(o) => Some(AppEvent::SessionOpened(o)),
@@ -345,12 +346,28 @@ impl Exec {
                 request_id,
                 mut action,
                 model,
+                session,
             } => {
                 if let reasonix_forward::proto::GoalAction::Start { budgets, .. } = &mut action {
                     let config = self.config();
                     *budgets = config.goal_budgets(model.as_deref());
                 }
-                self.request("goal", Request::Goal { request_id, action }, |_| None);
+                let keeps = matches!(
+                    action,
+                    reasonix_forward::proto::GoalAction::Start { .. }
+                        | reasonix_forward::proto::GoalAction::Resume
+                );
+                // Once the host took a start or resume, the goal's keeper starts: closing
+                // the workbench then does not stop the goal at its next model step.
+                let keeper = session
+                    .filter(|_| keeps)
+                    .map(|s| (self.config().clone(), s));
+                self.request("goal", Request::Goal { request_id, action }, move |_| {
+                    let (config, session) = keeper?;
+                    Some(AppEvent::GoalKeeper(
+                        crate::keeper::start(&config, &session).line(),
+                    ))
+                });
             }
             Action::Plan { request_id, action } => {
                 self.request("plan", Request::Plan { request_id, action }, |_| None);
