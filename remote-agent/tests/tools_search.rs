@@ -202,7 +202,8 @@ async fn grep_keeps_unicode_perl_classes_and_refuses_property_classes() {
         let o = call(&c, "grep", json!({"pattern": p})).await;
         assert!(
             o.is_error
-                && o.text.starts_with(&format!("invalid regex {p}: Unicode property classes"))
+                && o.text
+                    .starts_with(&format!("invalid regex {p}: Unicode property classes"))
                 && o.text.contains("[A-Za-z]"),
             "{}",
             o.text

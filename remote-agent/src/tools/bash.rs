@@ -346,7 +346,11 @@ impl Tool for BashOutputTool {
             Ok(a) => a,
             Err(e) => return e,
         };
-        if let Some(msg) = a.filter.as_deref().and_then(super::search::unsupported_class) {
+        if let Some(msg) = a
+            .filter
+            .as_deref()
+            .and_then(super::search::unsupported_class)
+        {
             return ToolOutput::err(format!("invalid filter regex: {msg}"));
         }
         let filter = match a.filter.as_deref().map(regex::Regex::new).transpose() {
