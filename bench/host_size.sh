@@ -4,8 +4,8 @@
 # CPU-bound work (the grep and glob tools over a generated tree, the same code the agent
 # runs) timed with binaries built both ways, in the same run.
 #   bench/host_size.sh [files=20000]
-# Prints stripped, xz -9e, zstd -19 and gzip -9 sizes for each, and the z/s ratios of the
-# median times (runs of the two builds alternated).
+# Prints stripped, xz (as uploaded: x86 filter + preset 9e), zstd -19 and gzip -9 sizes for
+# each, and the z/s ratios of the median times (runs of the two builds alternated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${1:-20000}
@@ -34,7 +34,8 @@ declare -A SIZES
 for OPT in s z; do
   B=target/host-size-$OPT/$TRIPLE/host/reasonix-remote
   raw=$(stat -c %s "$B")
-  xzs=$(xz -9e -T1 -c "$B" | wc -c)
+  # As uploaded: LZMA2 preset 9e after the x86 branch filter (bootstrap/src/codec.rs).
+  xzs=$(xz -T1 --x86 --lzma2=preset=9e -c "$B" | wc -c)
   zst=$(zstd -19 -q -c "$B" | wc -c)
   gzs=$(gzip -9 -c "$B" | wc -c)
   echo "opt-level $OPT: stripped $raw bytes, xz $xzs, zstd $zst, gzip $gzs"

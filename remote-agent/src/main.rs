@@ -194,11 +194,21 @@ fn init_logging(file: &std::path::Path) {
     else {
         return;
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("REASONIX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // `REASONIX_LOG`: `debug`, or `target=level` directives (`reasonix_remote=debug,info`); an
+    // unset or unreadable value logs at `info`. (Plain targets, not EnvFilter's span/field
+    // syntax: that one would link a regex DFA builder into the host.)
+    let filter = std::env::var("REASONIX_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+        });
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(filter)
         .with_writer(std::sync::Mutex::new(f))
+        .finish()
+        .with(filter)
         .try_init();
 }

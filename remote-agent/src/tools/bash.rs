@@ -346,6 +346,13 @@ impl Tool for BashOutputTool {
             Ok(a) => a,
             Err(e) => return e,
         };
+        if let Some(msg) = a
+            .filter
+            .as_deref()
+            .and_then(super::search::unsupported_class)
+        {
+            return ToolOutput::err(format!("invalid filter regex: {msg}"));
+        }
         let filter = match a.filter.as_deref().map(regex::Regex::new).transpose() {
             Ok(f) => f,
             Err(e) => return ToolOutput::err(format!("invalid filter regex: {e}")),

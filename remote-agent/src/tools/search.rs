@@ -412,6 +412,9 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
     if a.pattern.is_empty() {
         return ToolOutput::err("pattern is required");
     }
+    if let Some(msg) = unsupported_class(&a.pattern) {
+        return ToolOutput::err(format!("invalid regex {}: {msg}", a.pattern));
+    }
     let re = match regex::bytes::RegexBuilder::new(&a.pattern)
         .multi_line(true)
         .build()
@@ -503,6 +506,29 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
 }
 
 /// Matching lines of one file; binary files (NUL in the first 8 KiB) give none.
+/// A `\p{…}`/`\P{…}` Unicode property class in `pattern`, which the host's regex engine does
+/// not carry (its general category, script and property tables are left out of the host
+/// binary to keep the upload small; `\w`, `\d`, `\s`, `\b` and `(?i)` stay Unicode-aware).
+/// Refused before compiling, naming what to write instead.
+pub fn unsupported_class(pattern: &str) -> Option<String> {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            continue;
+        }
+        match chars.next() {
+            Some(p @ ('p' | 'P')) => {
+                return Some(format!(
+                    "Unicode property classes (\\{p}{{…}}) are not supported on the host; \
+                     use a character class instead (e.g. [A-Za-z], \\w, \\d or \\s)"
+                ));
+            }
+            _ => continue,
+        }
+    }
+    None
+}
+
 fn search_file(path: &Path, re: &regex::bytes::Regex, ctx: &ToolContext) -> Vec<Hit> {
     let Ok(buf) = std::fs::read(path) else {
         return Vec::new();
