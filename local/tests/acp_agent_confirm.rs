@@ -68,7 +68,9 @@ fn fingerprint(public: &Path) -> String {
 }
 
 /// What the model runs on the host: list the keys, then sign `msg.txt` with the laptop's key.
-const SIGN: &str = "ssh-add -l >/dev/null && echo LISTED; rm -f msg.txt.sig; ssh-keygen -Y sign -n test -f key.pub msg.txt && echo SIGNED-OK || echo SIGN-FAILED";
+/// Its markers are computed by the shell, so the command's own text (which the provider
+/// requests carry too) never contains them.
+const SIGN: &str = "ssh-add -l >/dev/null && echo LISTED-$((6*7)); rm -f msg.txt.sig; ssh-keygen -Y sign -n test -f key.pub msg.txt && echo SIGNED-$((6*7)) || echo FAILED-$((6*7))";
 
 fn sign_call(id: &str) -> MockReply {
     MockReply::tool_calls(
@@ -224,16 +226,16 @@ fn each_signature_is_a_permission_request_and_the_answer_decides_it() {
         assert_eq!(reqs.len(), 4, "two turns, each with one tool result");
         let body = |n: usize| reqs[n].body.to_string();
         assert!(
-            body(1).contains("LISTED") && body(1).contains("SIGNED-OK"),
+            body(1).contains("LISTED-42") && body(1).contains("SIGNED-42"),
             "{}",
             body(1)
         );
         assert!(
-            body(3).contains("LISTED"),
+            body(3).contains("LISTED-42"),
             "listing keys was refused too: {}",
             body(3)
         );
-        assert!(body(3).contains("SIGN-FAILED"), "{}", body(3));
+        assert!(body(3).contains("FAILED-42"), "{}", body(3));
         assert!(
             !rig.host_file("msg.txt.sig").exists(),
             "a signature was made although refused"

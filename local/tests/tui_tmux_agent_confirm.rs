@@ -70,7 +70,9 @@ fn fingerprint(public: &Path) -> String {
 }
 
 /// What the model runs on the host: list the keys, then sign `msg.txt` with the laptop's key.
-const SIGN: &str = "ssh-add -l >/dev/null && echo LISTED; rm -f msg.txt.sig; ssh-keygen -Y sign -n test -f key.pub msg.txt && echo SIGNED-OK || echo SIGN-FAILED";
+/// Its markers are computed by the shell, so the command's own text (which the provider
+/// requests carry too) never contains them.
+const SIGN: &str = "ssh-add -l >/dev/null && echo LISTED-$((6*7)); rm -f msg.txt.sig; ssh-keygen -Y sign -n test -f key.pub msg.txt && echo SIGNED-$((6*7)) || echo FAILED-$((6*7))";
 
 fn sign_call(id: &str) -> MockReply {
     MockReply::tool_calls(
@@ -183,10 +185,13 @@ fn the_workbench_asks_before_each_signature_and_the_answer_decides_it() {
         let reqs = rig.mock.requests();
         assert_eq!(reqs.len(), 4, "two turns, each with one tool result");
         let result = |n: usize| reqs[n].body.to_string();
-        assert!(result(1).contains("LISTED"), "{}", result(1));
-        assert!(result(1).contains("SIGNED-OK"), "{}", result(1));
-        assert!(result(3).contains("LISTED"), "listing keys was refused too");
-        assert!(result(3).contains("SIGN-FAILED"), "{}", result(3));
+        assert!(result(1).contains("LISTED-42"), "{}", result(1));
+        assert!(result(1).contains("SIGNED-42"), "{}", result(1));
+        assert!(
+            result(3).contains("LISTED-42"),
+            "listing keys was refused too"
+        );
+        assert!(result(3).contains("FAILED-42"), "{}", result(3));
         t.send_keys(&["C-c"]);
         t.send_keys(&["C-c"]);
     });
