@@ -5,6 +5,8 @@
 //! bash tool, twice. Each signature is a `session/request_permission` naming the key and the
 //! host process: "Allow once" signs on the host, "Reject" makes the signature fail there.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod reconnect_common;
 
 use std::io::Read;

@@ -6,6 +6,8 @@
 //! the key and the host process; `1` (allow) makes the signature on the host, `2` (refuse)
 //! makes it fail there, and listing keys (`ssh-add -l`) asks nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod reconnect_common;
 mod term_common;
 
