@@ -685,13 +685,14 @@ impl std::fmt::Debug for Offer {
 impl Offer {
     /// Accept: this side takes `window` before it grants credit. The answer is queued on
     /// the link before anything this side sends on the channel. A channel the peer already
-    /// cancelled is returned ended (its receiver says why) and nothing is sent.
+    /// cancelled is returned ended (its receiver says why, and gives nothing of what came
+    /// early: the peer gave up before its data was taken) and nothing is sent.
     pub async fn accept(
         mut self,
         accepted: ChannelAccepted,
         window: u32,
     ) -> Result<Channel, LinkError> {
-        let Some(p) = self.parts.take() else {
+        let Some(mut p) = self.parts.take() else {
             return Err(LinkError::Closed);
         };
         // What came early was counted against the early window: the real one is not less.
@@ -714,6 +715,16 @@ impl Offer {
                 accepted,
             };
             p.shared.link.send(Envelope::Channel(msg)).await?;
+        } else {
+            let mut end = ChannelEnd::LinkClosed;
+            while let Ok(item) = p.inbox.try_recv() {
+                if let Inbox::End(e) = item {
+                    end = e;
+                }
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            let _ = tx.send(Inbox::End(end));
+            p.inbox = rx;
         }
         Ok(Channel {
             tx: ChannelSender {

@@ -210,3 +210,40 @@ async fn without_early_data_an_eager_open_waits_for_the_answer() {
         other => panic!("{other:?}"),
     }
 }
+
+/// An eager opener that gives up before the acceptor took the channel (a forwarded
+/// connection whose wait for the host ran out): the late acceptor's channel is ended with
+/// the reason and hands over nothing of what came early, and nothing is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_data_of_a_channel_cancelled_before_the_answer_is_dropped() {
+    let mut e = ends(true);
+    let _conn = connect(&e.a_link, &e.b_link);
+    let (ch, _answer) = e.a.open_channel_eager(kind("gave-up"), 4096).await.unwrap();
+    ch.tx.send(piece(0, 100)).await.unwrap();
+    let offer = guard("the open arrives", e.at_b.recv()).await.unwrap();
+    assert!(ch.tx.handle().cancel("waited too long"));
+    wait_until_gone(&e.b).await;
+    let mut late = offer
+        .offer
+        .accept(ChannelAccepted::Mcp, 1000)
+        .await
+        .unwrap();
+    assert!(
+        guard("ended", late.rx.recv()).await.is_none(),
+        "early data was handed over"
+    );
+    assert_eq!(
+        late.rx.end(),
+        Some(&ChannelEnd::CancelledByPeer("waited too long".into()))
+    );
+    assert_eq!(e.a.channels().count(), 0);
+}
+
+async fn wait_until_gone(rpc: &Rpc) {
+    guard("the cancel arrives", async {
+        while rpc.channels().count() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
