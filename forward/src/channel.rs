@@ -13,6 +13,11 @@
 //!   receive loop never waits for a channel (no head-of-line blocking between channels), no
 //!   queue grows without bound, and a peer that sends more than it was granted has its
 //!   channel cancelled with a reason naming it;
+//! - **early data** ([`Channels::open_eager`]): when the peer said in the handshake that it
+//!   takes it, the opener may send up to [`EARLY_WINDOW`] before the answer to its open
+//!   arrives (as if the acceptor had announced that window), so a forwarded connection's
+//!   first request crosses with its open instead of one round trip later; a refusal ends
+//!   the channel and the acceptor drops what came early;
 //! - **half-close** ([`ChannelSender::close`], also when a sender is dropped): this side
 //!   sends nothing more, the other side's receiver ends after the data before it;
 //! - **cancel** ([`ChannelHandle::cancel`], also when a receiver is dropped before the other
@@ -43,6 +48,12 @@ use crate::sync::LockExt;
 
 pub use ends::{ChannelHandle, ChannelReceiver, ChannelSender};
 pub use wire::{half, ChannelAccepted, ChannelData, ChannelKind, ChannelMsg, ChannelOpen};
+
+/// What an opener may send before the answer to its open, on a link whose peer takes early
+/// data ([`crate::link::Link::early_data`]): the acceptor counts that much as its window
+/// until it answers, and answers with a window at least this big. A piece bigger than half
+/// of it (its cost would depend on which window applies) waits for the answer.
+pub const EARLY_WINDOW: u32 = 128 * 1024;
 
 /// Which end of the link this is; decides the ids of the channels it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,15 +133,39 @@ struct SendState {
     peer_window: AtomicU32,
     /// Set when nothing can be sent any more (cancelled, link closed).
     end: watch::Sender<Option<ChannelEnd>>,
+    /// The peer answered the open (always true on the accepting side); until then the
+    /// credit is the early window, if any.
+    answered: watch::Sender<bool>,
+    /// Credit this side started with before the answer (0, or [`EARLY_WINDOW`]).
+    initial: u32,
 }
 
 impl SendState {
     fn new(peer_window: u32) -> Arc<Self> {
+        Self::build(peer_window, true)
+    }
+
+    /// An opener's state before the answer, with `early` credit.
+    fn opening(early: u32) -> Arc<Self> {
+        Self::build(early, false)
+    }
+
+    fn build(peer_window: u32, answered: bool) -> Arc<Self> {
         Arc::new(SendState {
             credit: Semaphore::new(peer_window as usize),
             peer_window: AtomicU32::new(peer_window),
             end: watch::channel(None).0,
+            answered: watch::channel(answered).0,
+            initial: if answered { 0 } else { peer_window },
         })
+    }
+
+    /// The peer accepted with `window`: the rest of the window becomes credit.
+    fn accepted(&self, window: u32) {
+        self.peer_window.store(window, Ordering::Release);
+        self.credit
+            .add_permits(window.saturating_sub(self.initial) as usize);
+        self.answered.send_replace(true);
     }
 
     fn stop(&self, end: ChannelEnd) {
@@ -270,7 +305,7 @@ impl Channels {
         let ch = self.shared.next.fetch_add(2, Ordering::Relaxed);
         let (answer_tx, answer_rx) = oneshot::channel();
         let (inbox, inbox_rx) = mpsc::unbounded_channel();
-        let send = SendState::new(0);
+        let send = SendState::opening(0);
         {
             let mut t = self.shared.table.lock_or_recover();
             if t.shut {
@@ -321,6 +356,62 @@ impl Channels {
         }
     }
 
+    /// Open a channel and return it at once when the peer takes early data: this side may
+    /// send up to [`EARLY_WINDOW`] before the answer (a bigger piece waits for it), so the
+    /// first bytes cross with the open instead of a round trip later. The [`Acceptance`]
+    /// says what the peer answered; a refusal also ends the channel (the sender stops, the
+    /// receiver ends with [`ChannelEnd::CancelledByPeer`] naming the reason) and the peer
+    /// drops what came early. With a peer that predates early data this is
+    /// [`Channels::open`] (waits for the answer; a refusal is the error).
+    pub async fn open_eager(
+        &self,
+        open: ChannelOpen,
+        window: u32,
+    ) -> Result<(Channel, Acceptance), CallError> {
+        if !self.shared.link.early_data() {
+            let (accepted, channel) = self.open(open, window).await?;
+            return Ok((channel, Acceptance(AcceptanceState::Ready(accepted))));
+        }
+        let ch = self.shared.next.fetch_add(2, Ordering::Relaxed);
+        let (answer_tx, answer_rx) = oneshot::channel();
+        let (inbox, inbox_rx) = mpsc::unbounded_channel();
+        let send = SendState::opening(EARLY_WINDOW);
+        {
+            let mut t = self.shared.table.lock_or_recover();
+            if t.shut {
+                return Err(CallError::Link(LinkError::Closed));
+            }
+            t.slots.insert(
+                ch,
+                Slot {
+                    kind: open.kind(),
+                    inbox,
+                    recv_window: window,
+                    outstanding: 0,
+                    send: Arc::clone(&send),
+                    sent_close: false,
+                    got_close: false,
+                    answer: Some(answer_tx),
+                },
+            );
+        }
+        let msg = ChannelMsg::Open { ch, window, open };
+        if let Err(e) = self.shared.link.send(Envelope::Channel(msg)).await {
+            self.shared.finish(ch, ChannelEnd::LinkClosed);
+            return Err(CallError::Link(e));
+        }
+        let channel = Channel {
+            tx: ChannelSender {
+                shared: Arc::clone(&self.shared),
+                ch,
+                state: send,
+                closed: false,
+            },
+            rx: ChannelReceiver::new(Arc::clone(&self.shared), ch, inbox_rx, window),
+        };
+        Ok((channel, Acceptance(AcceptanceState::Waiting(answer_rx))))
+    }
+
     /// Take one channel message from the peer. Never waits: data goes into the channel's
     /// queue (bounded by its window), so one slow consumer cannot hold up the link. A
     /// channel the peer opens comes back for the caller to accept or refuse.
@@ -340,6 +431,12 @@ impl Channels {
                 }
                 let (inbox, inbox_rx) = mpsc::unbounded_channel();
                 let send = SendState::new(window);
+                // A peer that sends early data may do so within the early window.
+                let early = if shared.link.early_data() {
+                    EARLY_WINDOW
+                } else {
+                    0
+                };
                 {
                     let mut t = shared.table.lock_or_recover();
                     if t.shut {
@@ -355,7 +452,7 @@ impl Channels {
                         Slot {
                             kind: open.kind(),
                             inbox,
-                            recv_window: 0,
+                            recv_window: early,
                             outstanding: 0,
                             send: Arc::clone(&send),
                             sent_close: false,
@@ -386,8 +483,7 @@ impl Channels {
                 // a second accept grants nothing.
                 if let Some(slot) = t.slots.get_mut(&ch) {
                     if let Some(answer) = slot.answer.take() {
-                        slot.send.peer_window.store(window, Ordering::Release);
-                        slot.send.credit.add_permits(window as usize);
+                        slot.send.accepted(window);
                         let _ = answer.send(Ok(accepted));
                     }
                 }
@@ -396,8 +492,10 @@ impl Channels {
             ChannelMsg::Refuse { ch, error } => {
                 let slot = shared.table.lock_or_recover().slots.remove(&ch);
                 if let Some(mut slot) = slot {
-                    slot.send
-                        .stop(ChannelEnd::CancelledByPeer(error.message.clone()));
+                    let end = ChannelEnd::CancelledByPeer(error.message.clone());
+                    slot.send.stop(end.clone());
+                    // An eager opener's receiver exists already: it ends with the reason.
+                    let _ = slot.inbox.send(Inbox::End(end));
                     if let Some(answer) = slot.answer.take() {
                         let _ = answer.send(Err(error));
                     }
@@ -512,6 +610,32 @@ impl Channels {
     }
 }
 
+/// The answer to an [`Channels::open_eager`]. Dropping it changes nothing.
+#[derive(Debug)]
+pub struct Acceptance(AcceptanceState);
+
+#[derive(Debug)]
+enum AcceptanceState {
+    Ready(ChannelAccepted),
+    Waiting(oneshot::Receiver<Result<ChannelAccepted, RpcError>>),
+}
+
+impl Acceptance {
+    /// What the peer answered: its [`ChannelAccepted`], its refusal
+    /// ([`CallError::Remote`]), or [`CallError::Link`] when the link closed (or the channel
+    /// ended on this side) first.
+    pub async fn wait(self) -> Result<ChannelAccepted, CallError> {
+        match self.0 {
+            AcceptanceState::Ready(a) => Ok(a),
+            AcceptanceState::Waiting(rx) => match rx.await {
+                Ok(Ok(a)) => Ok(a),
+                Ok(Err(e)) => Err(CallError::Remote(e)),
+                Err(_) => Err(CallError::Link(LinkError::Closed)),
+            },
+        }
+    }
+}
+
 /// Cancels an open that was given up before its answer came.
 struct OpenGuard<'a> {
     shared: &'a Arc<Shared>,
@@ -561,14 +685,21 @@ impl std::fmt::Debug for Offer {
 impl Offer {
     /// Accept: this side takes `window` before it grants credit. The answer is queued on
     /// the link before anything this side sends on the channel. A channel the peer already
-    /// cancelled is returned ended (its receiver says why) and nothing is sent.
+    /// cancelled is returned ended (its receiver says why, and gives nothing of what came
+    /// early: the peer gave up before its data was taken) and nothing is sent.
     pub async fn accept(
         mut self,
         accepted: ChannelAccepted,
         window: u32,
     ) -> Result<Channel, LinkError> {
-        let Some(p) = self.parts.take() else {
+        let Some(mut p) = self.parts.take() else {
             return Err(LinkError::Closed);
+        };
+        // What came early was counted against the early window: the real one is not less.
+        let window = if p.shared.link.early_data() {
+            window.max(EARLY_WINDOW)
+        } else {
+            window
         };
         let live = match p.shared.table.lock_or_recover().slots.get_mut(&p.ch) {
             Some(slot) => {
@@ -584,6 +715,16 @@ impl Offer {
                 accepted,
             };
             p.shared.link.send(Envelope::Channel(msg)).await?;
+        } else {
+            let mut end = ChannelEnd::LinkClosed;
+            while let Ok(item) = p.inbox.try_recv() {
+                if let Inbox::End(e) = item {
+                    end = e;
+                }
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            let _ = tx.send(Inbox::End(end));
+            p.inbox = rx;
         }
         Ok(Channel {
             tx: ChannelSender {

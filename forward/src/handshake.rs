@@ -319,6 +319,7 @@ where
                 hello.protocol
             )),
             bytes_frames: false,
+            early_data: false,
         };
         // Best effort: the client learns our version; our error is what matters here.
         let _ = server_welcome(writer, &refusal).await;

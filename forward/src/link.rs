@@ -170,6 +170,9 @@ struct Shared {
     wire: Mutex<Option<Arc<Wire>>>,
     /// The peer reads `Bytes` frames (it said so in the handshake): channel bytes go raw.
     bytes_frames: AtomicBool,
+    /// The peer takes channel data before it answered the open (it said so in the
+    /// handshake): see [`crate::channel::EARLY_WINDOW`].
+    early_data: AtomicBool,
 }
 
 /// One end of a resumable link. Cheap to clone; all clones share the same state.
@@ -216,6 +219,7 @@ impl Link {
             generation: watch::channel(0).0,
             wire: Mutex::new(None),
             bytes_frames: AtomicBool::new(false),
+            early_data: AtomicBool::new(false),
         };
         (
             Link {
@@ -240,6 +244,20 @@ impl Link {
     /// Whether channel bytes go out as `Bytes` frames.
     pub fn bytes_frames(&self) -> bool {
         self.shared.bytes_frames.load(Ordering::Acquire)
+    }
+
+    /// The peer said in the handshake that it takes channel data before it answered the
+    /// open, within [`crate::channel::EARLY_WINDOW`] (and sends such data itself): from now
+    /// on [`crate::channel::Channels::open_eager`] returns at once and channels this side
+    /// accepts take data before the answer. Like [`Link::enable_bytes_frames`], never turned
+    /// off.
+    pub fn enable_early_data(&self) {
+        self.shared.early_data.store(true, Ordering::Release);
+    }
+
+    /// Whether the peer takes channel data before its answer to the open.
+    pub fn early_data(&self) -> bool {
+        self.shared.early_data.load(Ordering::Acquire)
     }
 
     /// Queue an envelope. Works while no transport is attached (it waits in the replay

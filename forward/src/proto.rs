@@ -39,6 +39,11 @@ pub struct Hello {
     /// Absent (false) from clients that predate them: the daemon then sends JSON only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bytes_frames: bool,
+    /// The client takes channel data before it answered the open, and may send such data on
+    /// the channels it opens ([`crate::channel::EARLY_WINDOW`]). Absent (false) from clients
+    /// that predate it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub early_data: bool,
 }
 
 /// Resume part of a [`Hello`].
@@ -70,6 +75,11 @@ pub struct Welcome {
     /// that predate them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bytes_frames: bool,
+    /// The daemon takes channel data before it answered the open, and may send such data on
+    /// the channels it opens ([`crate::channel::EARLY_WINDOW`]); absent (false) from
+    /// daemons that predate it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub early_data: bool,
 }
 
 /// The payload of every data frame: requests, responses and notifications multiplexed on

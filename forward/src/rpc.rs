@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::channel::{Channel, ChannelAccepted, ChannelOpen, Channels, IncomingChannel, Side};
+use crate::channel::{
+    Acceptance, Channel, ChannelAccepted, ChannelOpen, Channels, IncomingChannel, Side,
+};
 use crate::link::{Link, LinkError};
 use crate::proto::{Envelope, Notification, Request, Response, RpcError};
 use crate::sync::LockExt;
@@ -207,6 +209,15 @@ impl Rpc {
         window: u32,
     ) -> Result<(ChannelAccepted, Channel), CallError> {
         self.inner.channels.open(open, window).await
+    }
+
+    /// Open a channel, sending early data when the peer takes it ([`Channels::open_eager`]).
+    pub async fn open_channel_eager(
+        &self,
+        open: ChannelOpen,
+        window: u32,
+    ) -> Result<(Channel, Acceptance), CallError> {
+        self.inner.channels.open_eager(open, window).await
     }
 
     /// Number of calls waiting for an answer.

@@ -508,6 +508,8 @@ struct Plan {
     acceptor_pieces: Vec<usize>,
     /// Microseconds the opener's reader sleeps between pieces (a slow consumer).
     slow_reader_us: u64,
+    /// Opened with `open_eager` (early data when the link's peer takes it).
+    eager: bool,
 }
 
 /// Send `pieces` of `tag`'s stream, then half-close.
@@ -586,6 +588,7 @@ fn plan(rng: &mut StdRng, tag: u64) -> Plan {
         } else {
             0
         },
+        eager: rng.gen_bool(0.5),
     }
 }
 
@@ -611,10 +614,19 @@ async fn one_scenario(seed: u64) -> u64 {
     if raw.1 {
         e.b_link.enable_bytes_frames();
     }
+    // Early data (data before the open's answer), as the handshake negotiates it: both
+    // sides or neither; eager openers send it when they may.
+    let early = rng.gen_bool(0.5);
+    if early {
+        e.a_link.enable_early_data();
+        e.b_link.enable_early_data();
+    }
     let plans: Vec<Plan> = (0..rng.gen_range(1..7))
         .map(|t| plan(&mut rng, t + 1))
         .collect();
-    let trace = format!("seed {seed}: limit {replay_limit}, raw bytes {raw:?}, plans {plans:?}");
+    let trace = format!(
+        "seed {seed}: limit {replay_limit}, raw bytes {raw:?}, early data {early:?}, plans {plans:?}"
+    );
     // Each side accepts what the other opens, finding the plan by the label; `accepted`
     // counts the accepting sides that checked everything.
     let accepted = Arc::new(tokio::sync::watch::channel(0usize).0);
@@ -649,10 +661,20 @@ async fn one_scenario(seed: u64) -> u64 {
     for p in plans.clone() {
         let rpc = if p.from_a { e.a.clone() } else { e.b.clone() };
         openers.push(tokio::spawn(async move {
-            let (_, ch) = rpc
-                .open_channel(kind(&format!("plan-{}", p.tag)), p.opener_window)
-                .await
-                .expect("open");
+            let label = kind(&format!("plan-{}", p.tag));
+            let ch = if p.eager {
+                let (ch, answer) = rpc
+                    .open_channel_eager(label, p.opener_window)
+                    .await
+                    .expect("open");
+                tokio::spawn(async move { answer.wait().await.expect("accepted") });
+                ch
+            } else {
+                rpc.open_channel(label, p.opener_window)
+                    .await
+                    .expect("open")
+                    .1
+            };
             let expected: u64 = p.acceptor_pieces.iter().map(|s| *s as u64).sum();
             let send = tokio::spawn(send_all(ch.tx, p.tag, p.opener_pieces));
             check_all(ch.rx, p.tag + 1000, expected, p.slow_reader_us, seed).await;

@@ -21,6 +21,7 @@ fn hello(protocol: u32) -> Hello {
         client_id: "c".into(),
         resume: None,
         bytes_frames: false,
+        early_data: false,
     }
 }
 
@@ -33,6 +34,7 @@ fn welcome(protocol: u32) -> Welcome {
         received: 0,
         resume_refused: None,
         bytes_frames: false,
+        early_data: false,
     }
 }
 

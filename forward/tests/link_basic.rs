@@ -386,6 +386,7 @@ fn hello(resume: Option<ResumeRequest>) -> Hello {
         client_id: "c1".into(),
         resume,
         bytes_frames: false,
+        early_data: false,
     }
 }
 
@@ -409,6 +410,7 @@ async fn serve_once(
         received: server_link.received(),
         resume_refused: None,
         bytes_frames: false,
+        early_data: false,
     };
     server_welcome(&mut w, &welcome).await?;
     let peer_received = hello.resume.as_ref().map_or(0, |r| r.received);

@@ -105,6 +105,7 @@ fn hello() -> Hello {
         client_id: "fuzz-client".into(),
         resume: None,
         bytes_frames: true,
+        early_data: true,
     }
 }
 

@@ -417,6 +417,19 @@ impl Client {
         self.current_rpc().await?.open_channel(open, window).await
     }
 
+    /// Open a channel on the current link, sending early data when the host takes it
+    /// ([`reasonix_forward::channel::Channels::open_eager`]).
+    pub async fn open_channel_eager(
+        &self,
+        open: ChannelOpen,
+        window: u32,
+    ) -> Result<(Channel, reasonix_forward::channel::Acceptance), CallError> {
+        self.current_rpc()
+            .await?
+            .open_channel_eager(open, window)
+            .await
+    }
+
     /// Wait until the host has received everything sent so far on the current link (for a
     /// front end about to exit).
     pub async fn flush(&self) -> Result<(), CallError> {
@@ -511,6 +524,7 @@ impl Supervisor {
                     received: link.received(),
                 }),
                 bytes_frames: true,
+                early_data: true,
             };
             let transport = match self.connector.connect(&hello).await {
                 Ok(t) => t,
@@ -691,6 +705,9 @@ impl Supervisor {
             };
             if welcome.bytes_frames {
                 link.enable_bytes_frames();
+            }
+            if welcome.early_data {
+                link.enable_early_data();
             }
             *self.last_contact.lock_or_recover() = Instant::now();
             self.emit(ClientEvent::Connection(ConnState::Connected { resumed }));

@@ -139,6 +139,7 @@ fn hello(rng: &mut Rng) -> Vec<u8> {
         client_id: format!("hostile-{:x}", rng.next()),
         resume: None,
         bytes_frames: rng.next() & 1 == 0,
+        early_data: rng.next() & 1 == 0,
     };
     frame(
         FrameKind::Hello,

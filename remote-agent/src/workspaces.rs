@@ -94,6 +94,7 @@ pub async fn query(socket: &Path) -> Result<DaemonReport, WorkspacesError> {
             client_id: format!("query-{:012x}", rand::random::<u64>() >> 16),
             resume: None,
             bytes_frames: false,
+            early_data: false,
         };
         let (reader, welcome) = client_handshake(reader, &mut writer, &hello, 4096)
             .await

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{half, ChannelData, ChannelEnd, ChannelError, ChannelMsg, Inbox, SendState, Shared};
+use super::{
+    half, ChannelData, ChannelEnd, ChannelError, ChannelMsg, Inbox, SendState, Shared, EARLY_WINDOW,
+};
 use crate::link::LinkError;
 use crate::proto::Envelope;
 use crate::sync::LockExt;
@@ -81,6 +83,18 @@ impl ChannelSender {
     /// (either side) or its link closed. Dropping the future while it waits for credit
     /// sends nothing.
     pub async fn send(&self, data: ChannelData) -> Result<(), ChannelError> {
+        // Before the answer (early data), a piece whose cost would differ between the early
+        // window and the real one waits for the real one.
+        if !*self.state.answered.borrow() && data.content_len() >= half(EARLY_WINDOW) as usize {
+            let mut answered = self.state.answered.subscribe();
+            let mut end = self.state.end.subscribe();
+            tokio::select! {
+                _ = answered.wait_for(|a| *a) => {}
+                _ = end.wait_for(|e| e.is_some()) => {
+                    return Err(ChannelError::Ended(self.end()));
+                }
+            }
+        }
         let cost = data.cost(self.state.peer_window.load(Ordering::Acquire));
         match self.state.credit.acquire_many(cost).await {
             Ok(permit) => permit.forget(),

@@ -310,16 +310,62 @@ impl Forwards {
         Ok(info)
     }
 
-    /// One accepted connection: a port channel to `target`, waiting for the link at most
-    /// [`PortSettings::connect_wait`]; closed when that runs out or the host refuses.
+    /// One accepted connection: a port channel to `target`, carried at once (what the
+    /// connection sends first crosses with the open when the host takes early data, so a
+    /// request costs one round trip, not two); closed when the host refuses or when the
+    /// host has not answered the open within [`PortSettings::connect_wait`] (the link is
+    /// down).
     async fn carry(&self, stream: tokio::net::TcpStream, target: PortOpen) {
         let Some(client) = self.client.get() else {
             return;
         };
-        let open = client.open_channel(ChannelOpen::Port(target.clone()), PORT_WINDOW);
-        match tokio::time::timeout(self.settings.connect_wait, open).await {
-            Ok(Ok((_, channel))) => {
-                if let Err(e) = splice(stream, channel).await {
+        let wait = self.settings.connect_wait;
+        let open = client.open_channel_eager(ChannelOpen::Port(target.clone()), PORT_WINDOW);
+        let (channel, acceptance) = match tokio::time::timeout(wait, open).await {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(e)) => {
+                tracing::info!(
+                    "forwarded connection to {}:{} refused: {e}",
+                    target.host,
+                    target.port
+                );
+                return;
+            }
+            Err(_) => {
+                tracing::info!(
+                    "forwarded connection to {}:{} refused: the link stayed down for {} s",
+                    target.host,
+                    target.port,
+                    wait.as_secs()
+                );
+                return;
+            }
+        };
+        let handle = channel.tx.handle();
+        let answered = async {
+            match tokio::time::timeout(wait, acceptance.wait()).await {
+                Ok(Ok(_)) => {}
+                // The channel ends with the reason too; splice returns.
+                Ok(Err(e)) => tracing::info!(
+                    "forwarded connection to {}:{} refused: {e}",
+                    target.host,
+                    target.port
+                ),
+                Err(_) => {
+                    let why = format!("the link stayed down for {} s", wait.as_secs());
+                    tracing::info!(
+                        "forwarded connection to {}:{} refused: {why}",
+                        target.host,
+                        target.port
+                    );
+                    handle.cancel(why);
+                }
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            r = splice(stream, channel) => {
+                if let Err(e) = r {
                     tracing::debug!(
                         "forwarded connection to {}:{} ended: {e}",
                         target.host,
@@ -327,17 +373,7 @@ impl Forwards {
                     );
                 }
             }
-            Ok(Err(e)) => tracing::info!(
-                "forwarded connection to {}:{} refused: {e}",
-                target.host,
-                target.port
-            ),
-            Err(_) => tracing::info!(
-                "forwarded connection to {}:{} refused: the link stayed down for {} s",
-                target.host,
-                target.port,
-                self.settings.connect_wait.as_secs()
-            ),
+            () = answered => {}
         }
     }
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use reasonix_forward::agent::{
     failure, kind_name, message_kind, read_message, AgentOpen, Frames, AGENT_WINDOW,
 };
-use reasonix_forward::channel::{Channel, ChannelData, ChannelOpen};
+use reasonix_forward::channel::{Channel, ChannelData, ChannelEnd, ChannelOpen};
 use reasonix_forward::proto::PtyBytes;
 use reasonix_forward::rpc::Rpc;
 use tokio::io::AsyncWriteExt;
@@ -204,15 +204,19 @@ async fn ask(
         *open = None;
     }
     let mut connected = r.rpc.link().watch_connected();
-    if open.is_none() {
+    let fresh = open.is_none();
+    if fresh {
+        // Eager: the request crosses with the open when the laptop takes early data (one
+        // round trip per agent connection, not two); a refusal ends the channel with the
+        // laptop's reason, which the answer below reports.
         let opening = r
             .rpc
-            .open_channel(ChannelOpen::Agent(who.clone()), AGENT_WINDOW);
+            .open_channel_eager(ChannelOpen::Agent(who.clone()), AGENT_WINDOW);
         let answer = tokio::select! {
             a = opening => a,
             _ = connected.wait_for(|c| !*c) => return Err("the laptop's link dropped".into()),
         };
-        let (_, channel) = answer.map_err(|e| format!("the laptop did not open its agent: {e}"))?;
+        let (channel, _) = answer.map_err(|e| format!("the laptop did not open its agent: {e}"))?;
         *open = Some(Open {
             conn: r.conn,
             channel,
@@ -238,14 +242,15 @@ async fn ask(
                 Some(ChannelData::Bytes { data }) => o.frames.push(&data.0),
                 Some(_) => return Err("the laptop sent something other than bytes".to_string()),
                 None => {
-                    return Err(format!(
-                        "the agent channel ended: {}",
-                        o.channel
-                            .rx
-                            .end()
-                            .map(|e| e.to_string())
-                            .unwrap_or_default()
-                    ))
+                    return Err(match o.channel.rx.end() {
+                        Some(ChannelEnd::CancelledByPeer(why)) if fresh => {
+                            format!("the laptop did not open its agent: {why}")
+                        }
+                        end => format!(
+                            "the agent channel ended: {}",
+                            end.map(|e| e.to_string()).unwrap_or_default()
+                        ),
+                    })
                 }
             }
         }

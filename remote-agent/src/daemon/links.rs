@@ -53,9 +53,13 @@ impl Daemon {
             received: conn.link.received(),
             resume_refused: refused,
             bytes_frames: true,
+            early_data: true,
         };
         if hello.bytes_frames {
             conn.link.enable_bytes_frames();
+        }
+        if hello.early_data {
+            conn.link.enable_early_data();
         }
         server_welcome(&mut writer, &welcome)
             .await
