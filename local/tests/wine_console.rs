@@ -7,6 +7,11 @@
 //!   host-key question and a password, and keyboard-interactive rounds from PAM. The secrets
 //!   never show on the screen, and the run completes with the mock provider's answer.
 //! - The workbench (`reasonix.exe ssh`): a prompt typed, the mock answer shown, `/quit`.
+//! - Terminal tabs, both ways a user opens one: `reasonix.exe term DEST` (the console in raw
+//!   mode, its keys forwarded as bytes) and Ctrl-T in the workbench (keys read as console
+//!   events and encoded): a command and its output, Ctrl-C reaching the host's foreground job
+//!   (SIGINT) instead of ending `reasonix.exe`, Backspace, Left and Up (bash's history), and
+//!   the shell's `exit` ending the client cleanly.
 //!
 //! Like `wine_e2e`, these need the Windows build and are `#[ignore]`d in the workspace run;
 //! `.ci/run` runs them after `.ci/cross_build.sh` with `REASONIX_WINE_EXE` and `WINEPREFIX`.
@@ -344,4 +349,117 @@ async fn windows_workbench_prompt_answer_quit() {
     );
     assert_eq!(code, 0, "the workbench quit cleanly");
     assert_eq!(rig.mock.request_count(), 1);
+}
+
+/// Wait for a line of the screen equal to `line` (trailing blanks ignored).
+fn wait_line(t: &Tmux, line: &str) -> String {
+    t.wait_line(GUARD, line)
+}
+
+/// Lines of the whole pane (history too) equal to `line`.
+fn count_lines(t: &Tmux, line: &str) -> usize {
+    t.everything()
+        .lines()
+        .filter(|l| l.trim_end() == line)
+        .count()
+}
+
+/// A bash on the host, typed into through wine's console: a command and its output, Ctrl-C
+/// to the host's foreground job, Backspace, Left, Up. The outputs are spelled so that only
+/// the shell's output, never the echoed command line, matches (`A""B` prints `AB`).
+fn drive_host_shell(t: &Tmux) {
+    t.line("echo RX_$((6*7))");
+    wait_line(t, "RX_42");
+
+    // Ctrl-C: the byte 0x03 reaches the host PTY, whose line discipline sends SIGINT to
+    // `sleep` (status 130); `reasonix.exe` is not stopped by it.
+    t.line("echo SLEEP_""STARTED; sleep 60; echo SLEEP_STATUS=$?");
+    wait_line(t, "SLEEP_STARTED");
+    t.send_keys(&["C-c"]);
+    wait_line(t, "SLEEP_STATUS=130");
+    t.line("echo AFTER_$((1+1))");
+    wait_line(t, "AFTER_2");
+
+    // Backspace and Left edit the line in bash's readline: `echo ABX` ⌫ `C` ← ← `-` gives
+    // `echo A-BC`.
+    t.type_text("echo ABX");
+    t.send_keys(&["BSpace"]);
+    t.type_text("C");
+    t.send_keys(&["Left", "Left"]);
+    t.type_text("-");
+    t.enter();
+    wait_line(t, "A-BC");
+    // Up brings the line back from bash's history; Enter runs it again.
+    t.send_keys(&["Up"]);
+    t.wait_screen(GUARD, "the recalled line", |s| {
+        s.lines().filter(|l| l.trim_end().ends_with("echo A-BC")).count() >= 2
+    });
+    t.enter();
+    t.wait_screen(GUARD, "the line run again", |_| count_lines(t, "A-BC") == 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_term_raw_keys_reach_the_host_shell() {
+    let rig = ConsoleRig::new(SshdConfig::default(), UserOptions::default(), vec![]).await;
+    rig.trust();
+    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
+    rig.user.authorize(&key.public).expect("authorize");
+    let line = rig.wine_line(
+        &["term", &rig.dest()],
+        &[
+            "-i",
+            &key.private.display().to_string(),
+            "-o",
+            "IdentityAgent=none",
+        ],
+    );
+    let t = Tmux::tui(&line);
+    let code = tokio::task::block_in_place(|| {
+        wait(&t, "type ~. at the start of a line to detach");
+        drive_host_shell(&t);
+        // The shell's own `exit` ends the client, which says so and exits 0.
+        t.line("exit 7");
+        wait(&t, "the shell exited");
+        wait_exit(&t, rig.dir.path())
+    });
+    let all = t.everything();
+    assert_eq!(code, 0, "{all}");
+    assert!(all.contains("reasonix: the shell exited (exit status 7)"), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_workbench_terminal_tab_ctrl_t() {
+    let rig = ConsoleRig::new(SshdConfig::default(), UserOptions::default(), vec![]).await;
+    rig.trust();
+    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
+    rig.user.authorize(&key.public).expect("authorize");
+    let line = rig.wine_line(
+        &["ssh", &rig.dest()],
+        &[
+            "-i",
+            &key.private.display().to_string(),
+            "-o",
+            "IdentityAgent=none",
+        ],
+    );
+    let t = Tmux::tui(&line);
+    let code = tokio::task::block_in_place(|| {
+        wait(&t, "connected");
+        // Ctrl-T opens a host shell in a tab beside the conversation.
+        t.send_keys(&["C-t"]);
+        t.wait_screen(GUARD, "the tab bar", |s| {
+            s.contains("chat") && s.contains("1 bash")
+        });
+        drive_host_shell(&t);
+        // Back to the conversation (Ctrl-T again) and out: the Ctrl-C typed in the tab did
+        // not end the workbench.
+        t.send_keys(&["C-t"]);
+        t.wait_screen(GUARD, "the conversation", |s| !s.contains("A-BC"));
+        t.line("/quit");
+        wait_exit(&t, rig.dir.path())
+    });
+    assert_eq!(code, 0, "the workbench quit cleanly:\n{}", t.everything());
+    assert_eq!(rig.mock.request_count(), 0, "no prompt was sent");
 }
