@@ -8,7 +8,7 @@
 //! when the link is back. `~.` at the start of a line detaches (the shell keeps running);
 //! `~~` sends one `~`.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::num::NonZeroU16;
 use std::time::Duration;
 
@@ -355,13 +355,14 @@ pub async fn run(
     std::thread::Builder::new()
         .name("term-stdin".into())
         .spawn(move || {
-            let mut stdin = std::io::stdin().lock();
-            let mut buf = [0u8; 4096];
+            // Not std's stdin: on Windows it takes Ctrl-Z for the end of the input.
+            let mut console = crate::platform::console::Keys::new();
             loop {
-                match stdin.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if keys_tx.send(buf[..n].to_vec()).is_err() {
+                match console.read() {
+                    Ok(bytes) if bytes.is_empty() => return,
+                    Err(_) => return,
+                    Ok(bytes) => {
+                        if keys_tx.send(bytes).is_err() {
                             return;
                         }
                     }

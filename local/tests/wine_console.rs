@@ -10,8 +10,8 @@
 //! - Terminal tabs, both ways a user opens one: `reasonix.exe term DEST` (the console in raw
 //!   mode, its keys forwarded as bytes) and Ctrl-T in the workbench (keys read as console
 //!   events and encoded): a command and its output, Ctrl-C reaching the host's foreground job
-//!   (SIGINT) instead of ending `reasonix.exe`, Backspace, Left and Up (bash's history), and
-//!   the shell's `exit` ending the client cleanly.
+//!   (SIGINT) instead of ending `reasonix.exe`, Ctrl-Z stopping it (SIGTSTP), Backspace,
+//!   Left and Up (bash's history), and the shell's `exit` ending the client cleanly.
 //!
 //! Like `wine_e2e`, these need the Windows build and are `#[ignore]`d in the workspace run;
 //! `.ci/run` runs them after `.ci/cross_build.sh` with `REASONIX_WINE_EXE` and `WINEPREFIX`.
@@ -365,7 +365,7 @@ fn count_lines(t: &Tmux, line: &str) -> usize {
 }
 
 /// A bash on the host, typed into through wine's console: a command and its output, Ctrl-C
-/// to the host's foreground job, Backspace, Left, Up. The outputs are spelled so that only
+/// and Ctrl-Z to the host's foreground job, Backspace, Left, Up. The outputs are spelled so that only
 /// the shell's output, never the echoed command line, matches (`A""B` prints `AB`).
 fn drive_host_shell(t: &Tmux) {
     t.line("echo RX_$((6*7))");
@@ -373,12 +373,21 @@ fn drive_host_shell(t: &Tmux) {
 
     // Ctrl-C: the byte 0x03 reaches the host PTY, whose line discipline sends SIGINT to
     // `sleep` (status 130); `reasonix.exe` is not stopped by it.
-    t.line("echo SLEEP_""STARTED; sleep 60; echo SLEEP_STATUS=$?");
+    t.line(r#"echo SLEEP_""STARTED; sleep 60; echo SLEEP_STATUS=$?"#);
     wait_line(t, "SLEEP_STARTED");
     t.send_keys(&["C-c"]);
     wait_line(t, "SLEEP_STATUS=130");
     t.line("echo AFTER_$((1+1))");
     wait_line(t, "AFTER_2");
+
+    // Ctrl-Z: `0x1a` reaches the PTY (SIGTSTP, the job stopped), not taken for the end of
+    // the console's input as std's stdin on Windows takes it.
+    t.line(r#"echo ZZ_""STARTED; sleep 60"#);
+    wait_line(t, "ZZ_STARTED");
+    t.send_keys(&["C-z"]);
+    t.wait_screen(GUARD, "the stopped job", |s| s.contains("Stopped"));
+    t.line("echo STOPPED_JOBS=$(jobs -s | wc -l); kill -9 %1");
+    wait_line(t, "STOPPED_JOBS=1");
 
     // Backspace and Left edit the line in bash's readline: `echo ABX` ⌫ `C` ← ← `-` gives
     // `echo A-BC`.
