@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds (compiles and links) the laptop binary `reasonix` for the laptop systems other than
-# Linux, in the debug profile: Windows (x86_64-pc-windows-gnu, mingw-w64) and macOS
-# (x86_64/aarch64-apple-darwin, cargo zigbuild with zig's libSystem stubs, no Apple SDK).
+# Linux, in the debug profile: Windows (x86_64-pc-windows-gnu, mingw-w64), macOS
+# (x86_64/aarch64-apple-darwin, cargo zigbuild with zig's libSystem stubs, no Apple SDK) and,
+# when CROSS_TARGETS names it, Windows on Arm (aarch64-pc-windows-gnullvm, cargo zigbuild:
+# zig's clang and lld; it cannot run here, there is no Arm Windows emulation).
 # Then runs the Windows build's `--version` and `--help` under wine when wine is there.
 # Release archives are dist/build.sh's job; this keeps every target building in CI.
 #
@@ -22,7 +24,9 @@ fi
 python3 -c 'import ziglang' 2>/dev/null || retry pip install -q ziglang || echo "warning: could not install ziglang"
 command -v cargo-zigbuild >/dev/null || retry cargo install -q cargo-zigbuild --locked \
   || echo "warning: could not install cargo-zigbuild"
-rustup target add x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin >/dev/null 2>&1 || true
+TARGETS=${CROSS_TARGETS:-x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin}
+# shellcheck disable=SC2086
+rustup target add $TARGETS >/dev/null 2>&1 || true
 
 failed=()
 one() {
@@ -36,11 +40,13 @@ one() {
     failed+=("$target")
   fi
 }
-# CROSS_TARGETS picks the targets (default: all three); CI builds Windows and Apple silicon
-# only, within its time budget (x86_64 macOS compiles the same code; dist/build.sh builds it).
-for target in ${CROSS_TARGETS:-x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin}; do
+# CROSS_TARGETS picks the targets (default: the three above); CI builds Windows x86_64 and
+# Apple silicon only, within its time budget (x86_64 macOS compiles the same code;
+# dist/build.sh builds it and aarch64-pc-windows-gnullvm). mingw-w64 links the `-gnu` Windows
+# target; every other target (`-gnullvm` included) goes through zig.
+for target in $TARGETS; do
   case $target in
-    *windows*) one "$target" cargo build ;;
+    *-windows-gnu) one "$target" cargo build ;;
     *) one "$target" cargo zigbuild ;;
   esac
 done

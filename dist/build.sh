@@ -3,15 +3,17 @@
 # target plus SHA256SUMS into dist/out/ (or $DIST_OUT):
 #
 #   reasonix-<version>-<target>.tar.gz   Linux and macOS
-#   reasonix-<version>-<target>.zip      Windows
+#   reasonix-<version>-<target>.zip      Windows (x86_64-pc-windows-gnu, aarch64-pc-windows-gnullvm)
 #
 # Each archive holds `reasonix` (`reasonix.exe`) and, beside it, the Linux host binaries
 # `reasonix ssh` uploads (reasonix-remote-{x86_64,aarch64}-unknown-linux-musl with their
 # .xz/.zst/.gz copies and .sha256 files): the host side is Linux-only, the same files in every
 # archive. They are built once, by the native release build (local/build.rs), and copied.
 #
-# Needs: rustup; for macOS and Linux aarch64 `cargo zigbuild` (`cargo install cargo-zigbuild`,
-# `pip install ziglang`); for Windows the mingw-w64 toolchain (`apt-get install mingw-w64`).
+# Needs: rustup; for macOS, Linux aarch64 and Windows on Arm `cargo zigbuild` (`cargo install
+# cargo-zigbuild`, `pip install ziglang`); for Windows x86_64 the mingw-w64 toolchain
+# (`apt-get install mingw-w64`). Windows on Arm is the `gnullvm` target (LLVM's mingw ABI):
+# zig's clang and lld build and link it, no Arm mingw gcc exists in Debian.
 # A target whose tools are missing is reported and skipped; the exit status is non-zero when
 # any asked-for target failed.
 #
@@ -26,6 +28,7 @@ ALL_TARGETS=(
   x86_64-apple-darwin
   aarch64-apple-darwin
   x86_64-pc-windows-gnu
+  aarch64-pc-windows-gnullvm
 )
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
@@ -64,7 +67,7 @@ build_one() {
     *-windows-gnu)
       command -v x86_64-w64-mingw32-gcc >/dev/null || { echo "no mingw-w64 (apt-get install mingw-w64)"; return 1; }
       REASONIX_BUILD_HOST=0 cargo build --profile "$PROFILE" -p reasonix --bin reasonix --target "$target" ;;
-    *)
+    *)  # macOS, Linux aarch64, aarch64-pc-windows-gnullvm
       command -v cargo-zigbuild >/dev/null || { echo "no cargo-zigbuild (cargo install cargo-zigbuild; pip install ziglang)"; return 1; }
       REASONIX_BUILD_HOST=0 cargo zigbuild --profile "$PROFILE" -p reasonix --bin reasonix --target "$target" ;;
   esac

@@ -8,8 +8,10 @@
 //! when the link is back. `~.` at the start of a line detaches (the shell keeps running);
 //! `~~` sends one `~`.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::num::NonZeroU16;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelData, ChannelEnd, ChannelOpen};
@@ -192,8 +194,8 @@ fn local_size() -> PtySize {
 }
 
 /// Restores the local terminal's mode when dropped (also on panic). On Windows the console
-/// also delivers keys as VT sequences meanwhile (see `platform::console`).
-struct RawMode(Option<crate::platform::console::VtInput>);
+/// also interprets VT output meanwhile (see `platform::console`).
+struct RawMode(Option<crate::platform::console::TermConsole>);
 
 impl RawMode {
     fn enable() -> Result<RawMode, TermError> {
@@ -202,13 +204,15 @@ impl RawMode {
                 "cannot put the local terminal in raw mode: {e}; run `reasonix term` in a terminal"
             ))
         })?;
-        Ok(RawMode(Some(crate::platform::console::VtInput::enable())))
+        Ok(RawMode(Some(
+            crate::platform::console::TermConsole::enable(),
+        )))
     }
 }
 
 impl Drop for RawMode {
     fn drop(&mut self) {
-        // VT input was switched on after raw mode: undo it first.
+        // VT output was switched on after raw mode: undo it first.
         self.0 = None;
         let _ = crossterm::terminal::disable_raw_mode();
     }
@@ -239,6 +243,11 @@ impl Local {
         let mut out = self.out.lock();
         let _ = out.write_all(bytes);
         let _ = out.flush();
+    }
+
+    /// Whether the shell's program asked for application cursor keys (DECCKM).
+    fn application_cursor(&self) -> bool {
+        self.model.screen().application_cursor()
     }
 
     fn resize(&mut self, size: PtySize) {
@@ -352,16 +361,20 @@ pub async fn run(
     let raw = RawMode::enable()?;
     let mut local = Local::new(size);
     let (keys_tx, mut keys) = mpsc::unbounded_channel::<Vec<u8>>();
+    // The shell's DECCKM (application cursor keys), for the Windows key encoder.
+    let app_cursor = Arc::new(AtomicBool::new(false));
+    let mut interrupts = crate::platform::signals::ConsoleInterrupts::new();
+    let reader_app_cursor = app_cursor.clone();
     std::thread::Builder::new()
         .name("term-stdin".into())
         .spawn(move || {
-            let mut stdin = std::io::stdin().lock();
-            let mut buf = [0u8; 4096];
+            let mut console = crate::platform::console::Keys::new(reader_app_cursor);
             loop {
-                match stdin.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if keys_tx.send(buf[..n].to_vec()).is_err() {
+                match console.read() {
+                    Ok(bytes) if bytes.is_empty() => return,
+                    Err(_) => return,
+                    Ok(bytes) => {
+                        if keys_tx.send(bytes).is_err() {
                             return;
                         }
                     }
@@ -403,6 +416,15 @@ pub async fn run(
                     }
                 }
             }
+            _ = interrupts.next() => {
+                // Ctrl-C that the console made an event of: the key, for the host's shell.
+                for key in escape.feed(&[0x03]) {
+                    if let Key::Send(data) = key {
+                        typed.extend_from_slice(&data);
+                    }
+                }
+                send_typed(channel.as_ref(), &mut typed).await;
+            }
             _ = winch.next() => {
                 let size = local_size();
                 local.resize(size);
@@ -436,12 +458,14 @@ pub async fn run(
                         }
                         if end > at {
                             local.write(&data.0[(at - offset) as usize..]);
+                            app_cursor.store(local.application_cursor(), Ordering::Relaxed);
                             have = Some(end);
                         }
                     }
                     ChannelData::Pty(PtyData::Screen { offset, size, data }) => {
                         local.reset(size);
                         local.write(&data.0);
+                        app_cursor.store(local.application_cursor(), Ordering::Relaxed);
                         have = Some(offset);
                     }
                     ChannelData::Pty(PtyData::Exited { status }) => break TermEnd::Exited(status),

@@ -7,6 +7,14 @@
 //!   host-key question and a password, and keyboard-interactive rounds from PAM. The secrets
 //!   never show on the screen, and the run completes with the mock provider's answer.
 //! - The workbench (`reasonix.exe ssh`): a prompt typed, the mock answer shown, `/quit`.
+//! - Terminal tabs, both ways a user opens one: `reasonix.exe term DEST` and Ctrl-T in the
+//!   workbench (both read key events from the console and encode them as xterm bytes): a
+//!   command and its output, Ctrl-Z stopping the host's foreground job (SIGTSTP), Backspace,
+//!   Left and Up (bash's history); for `term`, Ctrl-C reaching the host's job (SIGINT)
+//!   instead of ending `reasonix.exe` and the shell's `exit` ending the client with exit 0.
+//!   Wine's console leaves the Unix terminal's signal keys on (see `no_signal_keys`), so
+//!   Ctrl-C arrives as a console event, which `reasonix.exe term` sends to the host as the
+//!   key.
 //!
 //! Like `wine_e2e`, these need the Windows build and are `#[ignore]`d in the workspace run;
 //! `.ci/run` runs them after `.ci/cross_build.sh` with `REASONIX_WINE_EXE` and `WINEPREFIX`.
@@ -344,4 +352,144 @@ async fn windows_workbench_prompt_answer_quit() {
     );
     assert_eq!(code, 0, "the workbench quit cleanly");
     assert_eq!(rig.mock.request_count(), 1);
+}
+
+/// Wine's console on a Unix terminal leaves that terminal's line discipline on: its Ctrl-C
+/// and Ctrl-Z become SIGINT and SIGTSTP for the wine processes (SIGINT arrives as a
+/// `CTRL_C_EVENT`; SIGTSTP is lost) before the console sees a key. A Windows console has no
+/// such layer, so the tests switch it off (`stty -isig`) to type those keys the way a
+/// Windows console delivers them, as key events.
+fn no_signal_keys(t: &Tmux) {
+    let status = std::process::Command::new("stty")
+        .args(["-F", &t.pane_tty(), "-isig"])
+        .status()
+        .expect("run stty");
+    assert!(status.success(), "stty -isig: {status}");
+}
+
+/// A bash on the host, typed into through wine's console: a command and its output, Ctrl-Z
+/// to the host's foreground job, Backspace, Left, Up. The pane's Unix terminal has no signal
+/// keys (`stty -isig`, see [`no_signal_keys`]), so Ctrl-Z reaches wine's console as a key, as
+/// it reaches a Windows console. (Ctrl-C cannot be typed that way under wine: with processed
+/// input off, wine 8's console drops the `0x03` it reads from the terminal, no key event and
+/// no console event; a Windows console delivers it as a key event.) The outputs are spelled so that only
+/// the shell's output, never the echoed command line, contains them (`A""B` prints `AB`).
+fn drive_host_shell(t: &Tmux) {
+    t.line("echo RX_$((6*7))");
+    wait(t, "RX_42");
+
+    // Ctrl-Z: `0x1a` reaches the PTY (SIGTSTP, the job stopped), not taken for the end of
+    // the console's input as std's stdin on Windows takes it.
+    t.line(r#"echo ZZ_""STARTED; sleep 60"#);
+    wait(t, "ZZ_STARTED");
+    t.send_keys(&["C-z"]);
+    t.wait_screen(GUARD, "the stopped job", |s| s.contains("Stopped"));
+    t.line("echo STOPPED_JOBS=$(jobs -s | wc -l); kill -9 %1");
+    wait(t, "STOPPED_JOBS=1");
+
+    // Backspace and Left edit the line in bash's readline: `echo O''K_ABX` ⌫ `C` ← ← `-`
+    // gives `echo O''K_A-BC`, which prints `OK_A-BC`.
+    t.type_text("echo O''K_ABX");
+    t.send_keys(&["BSpace"]);
+    t.type_text("C");
+    t.send_keys(&["Left", "Left"]);
+    t.type_text("-");
+    t.enter();
+    wait(t, "OK_A-BC");
+    // Up brings the line back from bash's history; Enter runs it again.
+    t.send_keys(&["Up"]);
+    t.wait_screen(GUARD, "the recalled line", |s| {
+        s.matches("echo O''K_A-BC").count() >= 2
+    });
+    t.enter();
+    t.wait_screen(GUARD, "the line run again", |s| {
+        s.matches("OK_A-BC").count() == 2
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_term_raw_keys_reach_the_host_shell() {
+    let rig = ConsoleRig::new(SshdConfig::default(), UserOptions::default(), vec![]).await;
+    // Wine's console prints the tail of escape sequences it does not know (bash's bracketed
+    // paste switch `ESC [ ? 2004 l` shows as `04l`); a Windows console ignores them.
+    rig.user
+        .write_file(".inputrc", "set enable-bracketed-paste off\n", 0o644)
+        .expect("inputrc");
+    rig.trust();
+    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
+    rig.user.authorize(&key.public).expect("authorize");
+    let line = rig.wine_line(
+        &["term", &rig.dest()],
+        &[
+            "-i",
+            &key.private.display().to_string(),
+            "-o",
+            "IdentityAgent=none",
+        ],
+    );
+    let t = Tmux::tui(&line);
+    let code = tokio::task::block_in_place(|| {
+        wait(&t, "type ~. at the start of a line to detach");
+        // With the Unix terminal's signal keys as wine leaves them, Ctrl-C comes to
+        // `reasonix.exe` as a console event (SIGINT through wine): it sends the key to the
+        // host's shell instead of ending.
+        t.line(r#"echo EV_""STARTED; sleep 60"#);
+        wait(&t, "EV_STARTED");
+        t.send_keys(&["C-c"]);
+        t.line("echo EV_STATUS=$?");
+        wait(&t, "EV_STATUS=130");
+        no_signal_keys(&t);
+        drive_host_shell(&t);
+        // The shell's own `exit` ends the client, which says so and exits 0.
+        t.line("exit 7");
+        wait(&t, "the shell exited");
+        wait_exit(&t, rig.dir.path())
+    });
+    let all = t.everything();
+    assert_eq!(code, 0, "{all}");
+    assert!(
+        all.contains("reasonix: the shell exited (exit status 7)"),
+        "{all}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_workbench_terminal_tab_ctrl_t() {
+    let rig = ConsoleRig::new(SshdConfig::default(), UserOptions::default(), vec![]).await;
+    // Wine's console prints the tail of escape sequences it does not know (bash's bracketed
+    // paste switch `ESC [ ? 2004 l` shows as `04l`); a Windows console ignores them.
+    rig.user
+        .write_file(".inputrc", "set enable-bracketed-paste off\n", 0o644)
+        .expect("inputrc");
+    rig.trust();
+    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
+    rig.user.authorize(&key.public).expect("authorize");
+    let line = rig.wine_line(
+        &["ssh", &rig.dest()],
+        &[
+            "-i",
+            &key.private.display().to_string(),
+            "-o",
+            "IdentityAgent=none",
+        ],
+    );
+    let t = Tmux::tui(&format!("stty -isig; {line}"));
+    let code = tokio::task::block_in_place(|| {
+        wait(&t, "connected");
+        // Ctrl-T opens a host shell in a tab beside the conversation.
+        t.send_keys(&["C-t"]);
+        t.wait_screen(GUARD, "the tab bar", |s| {
+            s.contains("chat") && s.contains("1 bash")
+        });
+        drive_host_shell(&t);
+        // Back to the conversation (Ctrl-T again) and out.
+        t.send_keys(&["C-t"]);
+        t.wait_screen(GUARD, "the conversation", |s| !s.contains("A-BC"));
+        t.line("/quit");
+        wait_exit(&t, rig.dir.path())
+    });
+    assert_eq!(code, 0, "the workbench quit cleanly:\n{}", t.everything());
+    assert_eq!(rig.mock.request_count(), 0, "no prompt was sent");
 }

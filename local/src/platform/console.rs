@@ -1,38 +1,80 @@
-//! The laptop's console as a byte stream (`reasonix term` forwards the bytes it reads to the
-//! host's PTY). A Unix terminal in raw mode already delivers keys as VT sequences; the
-//! Windows console does so only with `ENABLE_VIRTUAL_TERMINAL_INPUT` switched on (and line
-//! editing, echo and Ctrl-C processing off, so Ctrl-C reaches the host's shell as `0x03`).
-//! [`VtInput::enable`] does that for as long as it lives and restores the console after.
+//! The laptop's console as a byte stream for `reasonix term`, which forwards keys to the
+//! host's PTY and writes the PTY's output back. A Unix terminal in raw mode already is one.
+//! A Windows console is not: [`TermConsole::enable`] switches its output to VT processing
+//! (`ENABLE_VIRTUAL_TERMINAL_PROCESSING`, else the classic console prints escape sequences
+//! as text) for as long as it lives, and [`Keys`] reads its input as key events
+//! (`ReadConsoleInputW`, through crossterm) encoded as the bytes an xterm sends
+//! (`tui::keybytes`, the encoder the workbench's terminal tabs use).
+//!
+//! Why not the console's own VT input (`ENABLE_VIRTUAL_TERMINAL_INPUT`) read through std's
+//! stdin: std's stdin follows the DOS convention that Ctrl-Z ends the input (`ReadConsoleW`
+//! told to wake on it, a trailing Ctrl-Z dropped, a lone one read as end of file), so Ctrl-Z
+//! ended the terminal instead of reaching the host's shell; and consoles without VT input
+//! (wine's, older Windows) drop arrows and other keys that have no character. Key events
+//! carry every key on every console.
 
-/// `ENABLE_PROCESSED_INPUT`: Ctrl-C handled by the console.
-pub const ENABLE_PROCESSED_INPUT: u32 = 0x0001;
-/// `ENABLE_LINE_INPUT`: input delivered a line at a time.
-pub const ENABLE_LINE_INPUT: u32 = 0x0002;
-/// `ENABLE_ECHO_INPUT`: the console echoes typed characters.
-pub const ENABLE_ECHO_INPUT: u32 = 0x0004;
-/// `ENABLE_VIRTUAL_TERMINAL_INPUT`: keys arrive as VT sequences (arrows as `ESC [ A`, …).
-pub const ENABLE_VIRTUAL_TERMINAL_INPUT: u32 = 0x0200;
+/// `ENABLE_PROCESSED_OUTPUT`: control characters (CR, LF, BS, BEL) act.
+pub const ENABLE_PROCESSED_OUTPUT: u32 = 0x0001;
+/// `ENABLE_VIRTUAL_TERMINAL_PROCESSING`: escape sequences are interpreted, not printed.
+pub const ENABLE_VIRTUAL_TERMINAL_PROCESSING: u32 = 0x0004;
+/// `DISABLE_NEWLINE_AUTO_RETURN`: LF moves down only, as on a terminal in raw mode (the
+/// host's PTY sends CR LF itself).
+pub const DISABLE_NEWLINE_AUTO_RETURN: u32 = 0x0008;
 
-/// The Windows console input mode for a byte-stream terminal, from the mode it had.
-pub fn vt_input_mode(old: u32) -> u32 {
-    (old | ENABLE_VIRTUAL_TERMINAL_INPUT)
-        & !(ENABLE_LINE_INPUT | ENABLE_ECHO_INPUT | ENABLE_PROCESSED_INPUT)
+/// The Windows console output modes to try for a byte-stream terminal, best first (a console
+/// that does not know `DISABLE_NEWLINE_AUTO_RETURN` refuses the first).
+pub fn vt_output_modes(old: u32) -> [u32; 2] {
+    let vt = old | ENABLE_PROCESSED_OUTPUT | ENABLE_VIRTUAL_TERMINAL_PROCESSING;
+    [vt | DISABLE_NEWLINE_AUTO_RETURN, vt]
 }
 
-/// Keeps the console delivering VT input while it lives (nothing to do on Unix).
-pub struct VtInput(#[allow(dead_code)] imp::Guard);
+/// Keeps the console interpreting VT output while it lives (nothing to do on Unix).
+pub struct TermConsole(#[allow(dead_code)] imp::Guard);
 
-impl VtInput {
-    /// Switch VT input on where the console needs it; best effort (a console that refuses
-    /// keeps its mode, and plain keys still work).
-    pub fn enable() -> VtInput {
-        VtInput(imp::Guard::enable())
+impl TermConsole {
+    /// Switch VT output on where the console needs it; best effort (a console that refuses
+    /// keeps its mode).
+    pub fn enable() -> TermConsole {
+        TermConsole(imp::Guard::enable())
+    }
+}
+
+/// The keyboard as a byte stream, for `reasonix term` (see the module's notes).
+pub struct Keys(imp::Keys);
+
+impl Keys {
+    /// Reads the process's console input (standard input on Unix). `app_cursor` is the host
+    /// program's DECCKM state (arrows as `ESC O x`), kept by the caller from the output; a
+    /// Unix terminal tracks it itself.
+    pub fn new(app_cursor: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Keys {
+        Keys(imp::Keys::new(app_cursor))
+    }
+
+    /// The next keys typed, as UTF-8 and VT sequences; empty at the end of the input.
+    pub fn read(&mut self) -> std::io::Result<Vec<u8>> {
+        self.0.read()
     }
 }
 
 #[cfg(not(windows))]
 mod imp {
+    use std::io::Read;
+
     pub struct Guard;
+
+    pub struct Keys;
+
+    impl Keys {
+        pub fn new(_app_cursor: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Keys {
+            Keys
+        }
+
+        pub fn read(&mut self) -> std::io::Result<Vec<u8>> {
+            let mut buf = [0u8; 4096];
+            let n = std::io::stdin().lock().read(&mut buf)?;
+            Ok(buf[..n].to_vec())
+        }
+    }
 
     impl Guard {
         pub fn enable() -> Guard {
@@ -43,35 +85,82 @@ mod imp {
 
 #[cfg(windows)]
 mod imp {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crossterm::event::{Event, KeyEventKind};
     use windows_sys::Win32::Foundation::{HANDLE, INVALID_HANDLE_VALUE};
     use windows_sys::Win32::System::Console::{
-        GetConsoleMode, GetStdHandle, SetConsoleMode, STD_INPUT_HANDLE,
+        GetConsoleMode, GetStdHandle, SetConsoleMode, STD_INPUT_HANDLE, STD_OUTPUT_HANDLE,
     };
+
+    /// The process's standard handle `which` when it is a console, with its mode.
+    fn console(which: u32) -> Option<(HANDLE, u32)> {
+        // SAFETY: plain Win32 calls on the process's standard handle; `mode` is a valid
+        // out-pointer.
+        unsafe {
+            let h = GetStdHandle(which);
+            let mut mode = 0u32;
+            (!h.is_null() && h != INVALID_HANDLE_VALUE && GetConsoleMode(h, &mut mode) != 0)
+                .then_some((h, mode))
+        }
+    }
+
+    /// Key events from the console (crossterm), or std's stdin when it is not a console.
+    pub struct Keys {
+        console: bool,
+        app_cursor: Arc<AtomicBool>,
+    }
+
+    impl Keys {
+        pub fn new(app_cursor: Arc<AtomicBool>) -> Keys {
+            Keys {
+                console: console(STD_INPUT_HANDLE).is_some(),
+                app_cursor,
+            }
+        }
+
+        pub fn read(&mut self) -> std::io::Result<Vec<u8>> {
+            if !self.console {
+                let mut buf = [0u8; 4096];
+                let n = std::io::stdin().lock().read(&mut buf)?;
+                return Ok(buf[..n].to_vec());
+            }
+            loop {
+                match crossterm::event::read()? {
+                    Event::Key(k) if k.kind != KeyEventKind::Release => {
+                        let app = self.app_cursor.load(Ordering::Relaxed);
+                        if let Some(bytes) = crate::tui::keybytes::key_bytes(&k, app) {
+                            return Ok(bytes);
+                        }
+                    }
+                    Event::Paste(text) => return Ok(text.into_bytes()),
+                    // Sizes are polled (`signals::Resizes`); focus and mouse are not sent.
+                    _ => {}
+                }
+            }
+        }
+    }
 
     pub struct Guard(Option<(HANDLE, u32)>);
 
-    // The handle is the process's own console input handle; it is only used to restore the
+    // The handle is the process's own console output handle; it is only used to restore the
     // mode on drop.
     unsafe impl Send for Guard {}
 
     impl Guard {
         pub fn enable() -> Guard {
-            // SAFETY: plain Win32 calls on the process's standard input handle; `mode` is a
-            // valid out-pointer.
-            unsafe {
-                let h = GetStdHandle(STD_INPUT_HANDLE);
-                if h.is_null() || h == INVALID_HANDLE_VALUE {
-                    return Guard(None);
+            let Some((h, mode)) = console(STD_OUTPUT_HANDLE) else {
+                return Guard(None);
+            };
+            for m in super::vt_output_modes(mode) {
+                // SAFETY: sets the mode of the process's own console output handle.
+                if unsafe { SetConsoleMode(h, m) } != 0 {
+                    return Guard(Some((h, mode)));
                 }
-                let mut mode = 0u32;
-                if GetConsoleMode(h, &mut mode) == 0 {
-                    return Guard(None);
-                }
-                if SetConsoleMode(h, super::vt_input_mode(mode)) == 0 {
-                    return Guard(None);
-                }
-                Guard(Some((h, mode)))
             }
+            Guard(None)
         }
     }
 
@@ -92,25 +181,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_windows_console_mode_for_a_byte_stream() {
-        // The default console input mode (processed, line, echo, window, mouse, insert,
-        // quick edit, extended flags: 0x1f7).
-        let default = 0x01f7;
-        let m = vt_input_mode(default);
-        assert_eq!(
-            m & ENABLE_VIRTUAL_TERMINAL_INPUT,
-            ENABLE_VIRTUAL_TERMINAL_INPUT
-        );
-        assert_eq!(
-            m & (ENABLE_LINE_INPUT | ENABLE_ECHO_INPUT | ENABLE_PROCESSED_INPUT),
-            0
-        );
-        // Everything else is kept (window and mouse input, quick edit, extended flags).
-        assert_eq!(m & 0x01f0, 0x01f0);
-        // crossterm's raw mode already cleared line, echo and processed input: only VT
-        // input is added.
-        assert_eq!(vt_input_mode(0x01f0), 0x03f0);
-        // Idempotent.
-        assert_eq!(vt_input_mode(m), m);
+    fn the_windows_console_output_mode_for_a_byte_stream() {
+        // The classic console's default output mode: processed output, wrap at EOL.
+        let [first, second] = vt_output_modes(0x0003);
+        assert_eq!(first, 0x000f);
+        assert_eq!(second, 0x0007);
+        // Kept: whatever else was on (here a grid flag); idempotent.
+        assert_eq!(vt_output_modes(0x0013)[0], 0x001f);
+        assert_eq!(vt_output_modes(first)[0], first);
     }
 }

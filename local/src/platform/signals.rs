@@ -39,6 +39,31 @@ impl Resizes {
     }
 }
 
+/// Ctrl-C that the Windows console turned into a console event although `reasonix term`
+/// switched processed input off: wine's console on a Unix terminal does (the terminal's own
+/// line discipline sends SIGINT, which wine delivers as `CTRL_C_EVENT`), and a console host
+/// that ignores the mode would. `reasonix term` sends it to the host's shell as the key it
+/// is, instead of the process being ended. Never fires on Unix (raw mode: Ctrl-C is a byte).
+pub struct ConsoleInterrupts(imp::Interrupts);
+
+impl ConsoleInterrupts {
+    /// Starts listening (and so stops Ctrl-C from ending the process on Windows).
+    pub fn new() -> Self {
+        ConsoleInterrupts(imp::Interrupts::new())
+    }
+
+    /// The next Ctrl-C event.
+    pub async fn next(&mut self) {
+        self.0.next().await
+    }
+}
+
+impl Default for ConsoleInterrupts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Waits on an optional stream of events: pending forever when it is absent or ended.
 async fn first_of<F: std::future::Future<Output = Option<()>>>(f: Option<F>) {
     match f {
@@ -77,6 +102,18 @@ mod imp {
                 _ = int => {}
                 _ = term => {}
             }
+        }
+    }
+
+    pub(super) struct Interrupts;
+
+    impl Interrupts {
+        pub(super) fn new() -> Self {
+            Interrupts
+        }
+
+        pub(super) async fn next(&mut self) {
+            std::future::pending().await
         }
     }
 
@@ -125,6 +162,18 @@ mod imp {
                 _ = brk => {}
                 _ = close => {}
             }
+        }
+    }
+
+    pub(super) struct Interrupts(Option<CtrlC>);
+
+    impl Interrupts {
+        pub(super) fn new() -> Self {
+            Interrupts(ctrl_c().ok())
+        }
+
+        pub(super) async fn next(&mut self) {
+            first_of(self.0.as_mut().map(|s| s.recv())).await
         }
     }
 

@@ -16,7 +16,7 @@ mod diff;
 mod elicit;
 mod fullout;
 mod hooks;
-mod keybytes;
+pub(crate) mod keybytes;
 mod markdown;
 mod mcp;
 pub mod osc52;

@@ -133,6 +133,13 @@ impl Tmux {
             .expect("pane pid")
     }
 
+    /// The pane's terminal device (`/dev/pts/N`).
+    pub fn pane_tty(&self) -> String {
+        self.run(&["display-message", "-p", "#{pane_tty}"])
+            .trim()
+            .to_string()
+    }
+
     /// True once the pane's process exited.
     pub fn pane_dead(&self) -> bool {
         self.run(&["display-message", "-p", "#{pane_dead}"]).trim() == "1"
