@@ -19,14 +19,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent_common;
 mod reconnect_common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_common::{fingerprint, LaptopAgent};
 use reasonix_forward::channel::{Channel, ChannelAccepted, ChannelData, ChannelOpen};
 use reasonix_forward::proto::{
     EventKind, OpenSession, PtyBytes, Request, Response, SessionSettings,
@@ -43,61 +45,6 @@ use tokio::sync::mpsc::UnboundedReceiver;
 const SHORT: (u64, u64) = (HEARTBEAT_MS, DEAD_AFTER_MS);
 const SETUP_GUARD: Duration = Duration::from_secs(90);
 const GUARD: Duration = Duration::from_secs(45);
-
-/// The laptop's ssh-agent, killed on drop.
-struct LaptopAgent {
-    child: std::process::Child,
-    sock: PathBuf,
-}
-
-impl Drop for LaptopAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl LaptopAgent {
-    fn start(dir: &Path) -> LaptopAgent {
-        let sock = dir.join("agent.sock");
-        let child = Command::new("ssh-agent")
-            .arg("-D")
-            .arg("-a")
-            .arg(&sock)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ssh-agent");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            assert!(Instant::now() < deadline, "ssh-agent made no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        LaptopAgent { child, sock }
-    }
-
-    fn ssh_add(&self, args: &[&str]) -> std::process::Output {
-        Command::new("ssh-add")
-            .args(args)
-            .env("SSH_AUTH_SOCK", &self.sock)
-            .output()
-            .expect("ssh-add")
-    }
-}
-
-/// The key's SHA-256 fingerprint as `ssh-add -l` prints it.
-fn fingerprint(public: &Path) -> String {
-    let out = Command::new("ssh-keygen")
-        .arg("-lf")
-        .arg(public)
-        .output()
-        .expect("ssh-keygen -l");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.split_whitespace()
-        .nth(1)
-        .unwrap_or_else(|| panic!("no fingerprint in {text:?}"))
-        .to_string()
-}
 
 /// A host terminal driven from the test: type a command, read until its marker.
 struct Term {

@@ -8,84 +8,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent_common;
 mod reconnect_common;
 mod term_common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use reasonix_testkit::mock_provider::{MockReply, MockToolCall};
-use reasonix_testkit::sshd::ClientKey;
+use agent_common::{confirm_setup, sign_call, ConfirmSetup};
+use reasonix_testkit::mock_provider::MockReply;
 use reconnect_common::*;
-use serde_json::json;
 use term_common::{sh_quote, Tmux};
 
 const GUARD: Duration = Duration::from_secs(90);
-
-/// The laptop's ssh-agent, killed on drop.
-struct LaptopAgent {
-    child: std::process::Child,
-    sock: PathBuf,
-}
-
-impl Drop for LaptopAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl LaptopAgent {
-    fn start(dir: &Path) -> LaptopAgent {
-        let sock = dir.join("agent.sock");
-        let child = Command::new("ssh-agent")
-            .arg("-D")
-            .arg("-a")
-            .arg(&sock)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ssh-agent");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            assert!(Instant::now() < deadline, "ssh-agent made no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        LaptopAgent { child, sock }
-    }
-}
-
-/// The key's SHA-256 fingerprint as `ssh-keygen -l` prints it.
-fn fingerprint(public: &Path) -> String {
-    let out = Command::new("ssh-keygen")
-        .arg("-lf")
-        .arg(public)
-        .output()
-        .expect("ssh-keygen -l");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.split_whitespace()
-        .nth(1)
-        .unwrap_or_else(|| panic!("no fingerprint in {text:?}"))
-        .to_string()
-}
-
-/// What the model runs on the host: list the keys, then sign `msg.txt` with the laptop's key.
-/// Its markers are computed by the shell, so the command's own text (which the provider
-/// requests carry too) never contains them.
-const SIGN: &str = "ssh-add -l >/dev/null && echo LISTED-$((6*7)); rm -f msg.txt.sig; ssh-keygen -Y sign -n test -f key.pub msg.txt && echo SIGNED-$((6*7)) || echo FAILED-$((6*7))";
-
-fn sign_call(id: &str) -> MockReply {
-    MockReply::tool_calls(
-        vec![MockToolCall::new(
-            id,
-            "bash",
-            &json!({ "command": SIGN }).to_string(),
-        )],
-        4,
-    )
-}
 
 #[test]
 fn the_workbench_asks_before_each_signature_and_the_answer_decides_it() {
@@ -101,27 +36,7 @@ fn the_workbench_asks_before_each_signature_and_the_answer_decides_it() {
             vec!["AllowAgentForwarding no".into()],
         )
         .await;
-        let keys = tempfile::tempdir().unwrap();
-        let key = ClientKey::generate(keys.path(), "id_tui_confirm", None).expect("key");
-        let public_file = keys.path().join("id_tui_confirm.pub");
-        let fp = fingerprint(&public_file);
-        let agent = LaptopAgent::start(keys.path());
-        let added = Command::new("ssh-add")
-            .arg(&key.private)
-            .env("SSH_AUTH_SOCK", &agent.sock)
-            .output()
-            .expect("ssh-add");
-        assert!(added.status.success(), "{added:?}");
-        std::fs::remove_file(&key.private).unwrap();
-        let public = std::fs::read_to_string(&public_file).unwrap();
-        rig.user.write_file("ws/key.pub", &public, 0o644).unwrap();
-        rig.user
-            .write_file("ws/msg.txt", "sign me\n", 0o644)
-            .unwrap();
-        let config = rig.rx_home().join("config.toml");
-        let mut text = std::fs::read_to_string(&config).unwrap();
-        text.push_str("[permissions]\nmode = \"yolo\"\n[sandbox]\nssh_agent = \"confirm\"\n");
-        std::fs::write(&config, text).unwrap();
+        let ConfirmSetup { agent, fp, _keys } = confirm_setup(&rig, "id_tui_confirm");
 
         let env = [
             ("HOME", rig.home().display().to_string()),
