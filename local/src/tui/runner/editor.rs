@@ -4,7 +4,6 @@
 //! through the same store op as `reasonix memory edit` (`crate::memory::edit`): validated,
 //! the old text kept as a revision, a malformed edit refused naming the problem.
 
-use std::io::Stdout;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -13,11 +12,10 @@ use crossterm::event::{
     PushKeyboardEnhancementFlags,
 };
 use crossterm::terminal::{enable_raw_mode, EnterAlternateScreen};
-use ratatui::backend::CrosstermBackend;
-use ratatui::Terminal;
 
 use super::exec::Exec;
 use super::terminal::restore_terminal;
+use super::Screen;
 use crate::memory::access::Access;
 use crate::tui::app::AppEvent;
 
@@ -35,7 +33,7 @@ impl Suspend<'_> {
         restore_terminal(self.enhanced);
     }
 
-    fn back(&self, terminal: &mut Terminal<CrosstermBackend<Stdout>>) {
+    fn back(&self, terminal: &mut Screen) {
         let _ = enable_raw_mode();
         let mut out = std::io::stdout();
         let _ = crossterm::execute!(
@@ -57,7 +55,7 @@ impl Suspend<'_> {
 
 pub(super) async fn edit_memory(
     ctx: &Exec,
-    terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    terminal: &mut Screen,
     suspend: &Suspend<'_>,
     id: &str,
 ) {

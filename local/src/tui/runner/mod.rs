@@ -27,6 +27,7 @@ use crate::client::Client;
 use crate::config::Config;
 use crate::connect::Connector;
 use crate::gateway::Gateway;
+use crate::platform::frame_out::FrameOut;
 
 mod editor;
 mod exec;
@@ -35,6 +36,9 @@ mod settings;
 mod terminal;
 
 use exec::Exec;
+
+/// The workbench's terminal: ratatui over crossterm, a frame written whole ([`FrameOut`]).
+pub(super) type Screen = Terminal<CrosstermBackend<FrameOut<std::io::Stdout>>>;
 pub use settings::app_settings;
 use terminal::{restore_terminal, spawn_input, Input, PanicHook, TermGuard};
 
@@ -134,7 +138,8 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         restore_terminal(enhanced);
         chained(info);
     }));
-    let mut terminal = match Terminal::new(CrosstermBackend::new(std::io::stdout())) {
+    let mut terminal = match Terminal::new(CrosstermBackend::new(FrameOut::new(std::io::stdout())))
+    {
         Ok(t) => t,
         Err(e) => {
             drop(guard);
