@@ -63,6 +63,25 @@ fn said(log: &[&Value]) -> String {
         .collect()
 }
 
+/// In the log of a `load` scenario: where the answer to `session/load` and the replayed
+/// call `tool_id` stand, asserting the replay came before that answer in order (the user's
+/// turn `user_text`, the call, its completion).
+fn replayed(log: &[&Value], user_text: &str, tool_id: &str) -> (usize, usize) {
+    let loaded = position(log, |v| v["at"] == "loaded");
+    let user = position(log, |v| {
+        v["kind"] == "user_message_chunk" && v["text"] == user_text
+    });
+    let tool = position(log, |v| v["kind"] == "tool_call" && v["id"] == tool_id);
+    let tool_done = position(log, |v| {
+        v["kind"] == "tool_call_update" && v["id"] == tool_id && v["status"] == "completed"
+    });
+    assert!(
+        user < tool && tool < tool_done && tool_done < loaded,
+        "{log:#?}"
+    );
+    (loaded, tool)
+}
+
 fn position(log: &[&Value], pred: impl Fn(&Value) -> bool) -> usize {
     log.iter()
         .position(|v| pred(v))
@@ -285,18 +304,10 @@ fn session_load_replays_a_session_made_with_run_and_continues_it() {
 
     let report = drive(&rig, "load", Some(&session));
     let log = updates(&report);
-    let loaded = position(&log, |v| v["at"] == "loaded");
     // History, before the answer to session/load: the user's turn, the tool, the answer.
-    let user = position(&log, |v| {
-        v["kind"] == "user_message_chunk" && v["text"] == "what is here?"
-    });
-    let tool = position(&log, |v| v["kind"] == "tool_call" && v["id"] == "c-ls");
-    let tool_done = position(&log, |v| {
-        v["kind"] == "tool_call_update" && v["id"] == "c-ls" && v["status"] == "completed"
-    });
+    let (loaded, _) = replayed(&log, "what is here?", "c-ls");
     let first = said(&log[..loaded]);
     assert_eq!(first, "first answer", "{log:#?}");
-    assert!(user < tool && tool < tool_done && tool_done < loaded);
     assert!(log[..loaded]
         .iter()
         .all(|v| v["session"] == session.as_str() || v["at"] != "update"));
@@ -433,24 +444,11 @@ fn session_load_replays_a_session_made_in_the_tui_and_continues_it() {
 
     let report = drive(&rig, "load", Some(session));
     let log = updates(&report);
-    let loaded = position(&log, |v| v["at"] == "loaded");
-    let user = position(&log, |v| {
-        v["kind"] == "user_message_chunk" && v["text"] == "fix the greeting"
-    });
-    let tool = position(&log, |v| {
-        v["kind"] == "tool_call" && v["id"] == "c-tui-edit"
-    });
+    let (loaded, tool) = replayed(&log, "fix the greeting", "c-tui-edit");
     assert_eq!(log[tool]["toolKind"], "edit");
     assert_eq!(log[tool]["content"][0]["newText"], "hello, world");
-    let tool_done = position(&log, |v| {
-        v["kind"] == "tool_call_update" && v["id"] == "c-tui-edit" && v["status"] == "completed"
-    });
     let first = said(&log[..loaded]);
     assert_eq!(first, "Greeting updated.", "{log:#?}");
-    assert!(
-        user < tool && tool < tool_done && tool_done < loaded,
-        "{log:#?}"
-    );
     assert!(
         !log.iter().any(|v| v["at"] == "permission"),
         "the approval answered in the TUI is not asked again: {log:#?}"
