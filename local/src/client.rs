@@ -673,19 +673,23 @@ impl Supervisor {
                     tokio::spawn(serve_incoming(
                         rpc.clone(),
                         incoming,
-                        self.options.laptop_mcp.clone(),
-                        SaveRules {
-                            home: self.options.config_home.clone(),
-                            workspace_key: self.options.workspace_key.clone(),
-                            answered_always: Arc::clone(&self.answered_always),
+                        LinkServices {
+                            laptop_mcp: self.options.laptop_mcp.clone(),
+                            save_rules: SaveRules {
+                                home: self.options.config_home.clone(),
+                                workspace_key: self.options.workspace_key.clone(),
+                                answered_always: Arc::clone(&self.answered_always),
+                            },
+                            gateway: Arc::clone(&self.gateway),
+                            events: self.events.clone(),
+                            last_contact: Arc::clone(&self.last_contact),
+                            ports: self.options.ports.clone(),
+                            laptop_hooks: Arc::new(crate::hooks_laptop::laptop_hooks(
+                                &self.options.user_hooks,
+                            )),
+                            agent: agent.clone(),
+                            agent_confirm: Arc::new(self.options.agent_confirm.clone()),
                         },
-                        Arc::clone(&self.gateway),
-                        self.events.clone(),
-                        Arc::clone(&self.last_contact),
-                        self.options.ports.clone(),
-                        Arc::new(crate::hooks_laptop::laptop_hooks(&self.options.user_hooks)),
-                        agent.clone(),
-                        Arc::new(self.options.agent_confirm.clone()),
                     ));
                     if let Some(ports) = self.options.ports.clone() {
                         tokio::spawn(crate::ports::watch(rpc, ports, self.events.clone()));
@@ -768,21 +772,40 @@ struct SaveRules {
     answered_always: AnsweredAlways,
 }
 
-// One argument per thing the link's traffic reaches; a struct would only rename them.
-#[allow(clippy::too_many_arguments)]
-async fn serve_incoming(
-    rpc: Rpc,
-    mut incoming: mpsc::Receiver<Incoming>,
+/// What the traffic of one link reaches on the laptop ([`serve_incoming`]).
+struct LinkServices {
+    /// The laptop's MCP servers, when the user config has any.
     laptop_mcp: Option<Arc<crate::mcp_host::McpHost>>,
+    /// Where "always allow" rules are saved.
     save_rules: SaveRules,
+    /// Model requests and web fetches.
     gateway: Arc<Gateway>,
+    /// The front end's events.
     events: mpsc::UnboundedSender<ClientEvent>,
+    /// Set at every message from the host (liveness).
     last_contact: Arc<Mutex<Instant>>,
+    /// Forwarding of the host's ports, when on.
     ports: Option<Arc<crate::ports::Forwards>>,
+    /// The user config's hooks that run on the laptop.
     laptop_hooks: Arc<Vec<reasonix_forward::hooks::HookDecl>>,
+    /// The laptop's ssh-agent socket, when forwarded.
     agent: Option<Arc<std::path::PathBuf>>,
+    /// Whether and how its signing requests are confirmed.
     agent_confirm: Arc<crate::agent_confirm::AgentConfirm>,
-) {
+}
+
+async fn serve_incoming(rpc: Rpc, mut incoming: mpsc::Receiver<Incoming>, services: LinkServices) {
+    let LinkServices {
+        laptop_mcp,
+        save_rules,
+        gateway,
+        events,
+        last_contact,
+        ports,
+        laptop_hooks,
+        agent,
+        agent_confirm,
+    } = services;
     // Everything below reaches the front end in link order, with events that came by
     // reference fetched in their place.
     let notices = events.clone();

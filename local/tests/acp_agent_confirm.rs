@@ -7,19 +7,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "acp_common/netns.rs"]
+mod acp_netns;
+#[path = "acp_common/node.rs"]
+mod acp_node_common;
 mod agent_common;
 mod reconnect_common;
 
-use std::io::Read;
-use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agent_common::{confirm_setup, sign_call, ConfirmSetup};
 use reasonix_testkit::mock_provider::MockReply;
 use reconnect_common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const GUARD: Duration = Duration::from_secs(150);
 
@@ -39,11 +40,6 @@ fn each_signature_is_a_permission_request_and_the_answer_decides_it() {
         .await;
         let ConfirmSetup { agent, fp, _keys } = confirm_setup(&rig, "id_acp_confirm");
 
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_node");
-        assert!(
-            dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
-            "the ACP TypeScript SDK is not installed: run `npm ci --prefix local/tests/acp_node` (.ci/run does)"
-        );
         let args: Vec<String> = vec![
             "acp".into(),
             "--ssh".into(),
@@ -63,60 +59,12 @@ fn each_signature_is_a_permission_request_and_the_answer_decides_it() {
             { "prompt": "sign the message", "answer": "allow_once" },
             { "prompt": "sign it again", "answer": "reject_once" },
         ]);
-        let mut child = rig
-            .ns
-            .command("node")
-            .arg(dir.join("drive.mjs"))
-            .arg("prompts")
+        let child = acp_netns::driver_command(&rig, &args, "prompts")
             .arg(steps.to_string())
-            .env("AGENT_ARGV", serde_json::to_string(&args).unwrap())
-            .env("REASONIX_BIN", env!("CARGO_BIN_EXE_reasonix"))
-            .env("WS", rig.laptop.path())
-            .env("HOME", rig.home())
-            .env("REASONIX_HOME", rig.rx_home())
-            .env(
-                "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
-                musl_host_binary(),
-            )
             .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-            .env_remove("RX_RECONNECT_KEY")
-            .env_remove("SSH_AUTH_SOCK")
-            .current_dir(rig.laptop.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .spawn()
             .expect("node");
-        let deadline = Instant::now() + GUARD;
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait") {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("the ACP client did not finish within {GUARD:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let (mut out, mut err) = (String::new(), String::new());
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        let report: Value = out
-            .lines()
-            .last()
-            .and_then(|l| serde_json::from_str(l).ok())
-            .unwrap_or_else(|| panic!("no report; stdout {out}\nstderr {err}"));
-        assert!(status.success(), "ACP client failed: {report:#}\n{err}");
+        let (report, _) = acp_node_common::wait_report(child, GUARD).await;
         assert_eq!(
             report["stopReasons"],
             json!(["end_turn", "end_turn"]),
@@ -124,12 +72,7 @@ fn each_signature_is_a_permission_request_and_the_answer_decides_it() {
         );
 
         // Two questions, each naming the key and the host process, with allow/reject once.
-        let asked: Vec<&Value> = report["log"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|v| v["at"] == "permission")
-            .collect();
+        let asked = acp_node_common::asked(&report);
         assert_eq!(asked.len(), 2, "one question per signature: {asked:#?}");
         for q in &asked {
             let title = q["title"].as_str().unwrap_or_default();

@@ -6,56 +6,15 @@
 //! A form whose required field has a default can be accepted with the default; one whose
 //! required field has none offers only "Decline" (ACP has no forms).
 
+mod acp_common;
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use common::{host_bin, LocalRig};
-use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
-use serde_json::{json, Value};
+use acp_common::{add_config, drive_with, node, NodeScenario};
+use reasonix_testkit::mock_provider::{MockReply, MockToolCall};
+use serde_json::json;
 
 const KEY_ENV: &str = "RX_ACP_ELICIT_KEY";
 const KEY: &str = "sk-acp-elicit-test";
-
-fn sdk_dir(name: &str, package: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(name);
-    assert!(
-        dir.join("node_modules").join(package).is_dir(),
-        "{package} is not installed: run `npm ci --prefix local/tests/{name}` (.ci/run does)"
-    );
-    dir
-}
-
-/// `drive.mjs steps` with `steps`; its JSON report.
-fn drive_steps(rig: &LocalRig, steps: &Value) -> Value {
-    let out = Command::new("node")
-        .arg(sdk_dir("acp_node", "@agentclientprotocol/sdk").join("drive.mjs"))
-        .arg("steps")
-        .arg(steps.to_string())
-        .env("AGENT_ARGV", r#"["acp"]"#)
-        .env("REASONIX_BIN", env!("CARGO_BIN_EXE_reasonix"))
-        .env("WS", &rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .output()
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let report: Value = stdout
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| {
-            panic!("no report from the ACP client; stdout: {stdout}\nstderr: {stderr}")
-        });
-    assert!(out.status.success(), "{report:#}\nstderr: {stderr}");
-    report
-}
 
 fn tool_result(req: &reasonix_testkit::mock_provider::RecordedRequest, id: &str) -> String {
     req.messages()
@@ -67,27 +26,26 @@ fn tool_result(req: &reasonix_testkit::mock_provider::RecordedRequest, id: &str)
 
 #[test]
 fn an_editor_answers_an_mcp_elicitation_and_the_tool_result_reflects_it() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let server = sdk_dir("mcp_node", "@modelcontextprotocol/sdk").join("server.mjs");
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::tool_calls(
-            vec![MockToolCall::new("p1", "mcp__fx__pick_target", "{}")],
-            3,
-        ),
-        MockReply::text(&["deployed"]),
-        MockReply::tool_calls(
-            vec![MockToolCall::new("p2", "mcp__fx__pick_target", "{}")],
-            3,
-        ),
-        MockReply::text(&["not deployed"]),
-        MockReply::tool_calls(vec![MockToolCall::new("n1", "mcp__fx__ask_name", "{}")], 3),
-        MockReply::text(&["nobody greeted"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
-    let config = rig.home.join("config.toml");
-    let mut text = std::fs::read_to_string(&config).expect("config");
-    text.push_str("[permissions]\nmode = \"yolo\"\n");
-    std::fs::write(&config, text).expect("config");
+    let server = node::sdk_dir("mcp_node", "@modelcontextprotocol/sdk").join("server.mjs");
+    let NodeScenario { rt: _rt, mock, rig } = NodeScenario::new(
+        vec![
+            MockReply::tool_calls(
+                vec![MockToolCall::new("p1", "mcp__fx__pick_target", "{}")],
+                3,
+            ),
+            MockReply::text(&["deployed"]),
+            MockReply::tool_calls(
+                vec![MockToolCall::new("p2", "mcp__fx__pick_target", "{}")],
+                3,
+            ),
+            MockReply::text(&["not deployed"]),
+            MockReply::tool_calls(vec![MockToolCall::new("n1", "mcp__fx__ask_name", "{}")], 3),
+            MockReply::text(&["nobody greeted"]),
+        ],
+        KEY_ENV,
+        KEY,
+    );
+    add_config(&rig, "[permissions]\nmode = \"yolo\"\n");
     std::fs::write(
         rig.ws.join("reasonix.toml"),
         format!(
@@ -101,18 +59,19 @@ fn an_editor_answers_an_mcp_elicitation_and_the_tool_result_reflects_it() {
         {"prompt": "deploy it again", "elicit": "reject_once"},
         {"prompt": "greet someone", "elicit": "reject_once"},
     ]);
-    let report = drive_steps(&rig, &steps);
+    let report = drive_with(
+        &rig,
+        &["acp".into()],
+        &[],
+        "steps",
+        Some(&steps.to_string()),
+    );
     assert_eq!(
         report["stopReasons"],
         json!(["end_turn", "end_turn", "end_turn"]),
         "{report:#}"
     );
-    let asked: Vec<&Value> = report["log"]
-        .as_array()
-        .expect("log")
-        .iter()
-        .filter(|v| v["at"] == "permission")
-        .collect();
+    let asked = node::asked(&report);
     assert_eq!(
         asked.len(),
         3,

@@ -3,21 +3,13 @@
 //! ACP permission request even in `yolo` mode; a rejected one writes nothing, an allowed one
 //! is written by the laptop into the user's global store.
 
+mod acp_common;
 mod common;
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, StopReason, TextContent,
-};
-use agent_client_protocol::{Agent, ByteStreams, Client};
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::json;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 fn remember(id: &str, content: &str) -> MockReply {
     MockReply::tool_calls(
@@ -52,70 +44,22 @@ async fn acp_memory_write_asks_even_in_yolo_reject_then_allow() {
     ])
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_MEM_KEY", "sk-acp-mem");
-    let cfg = rig.home.join("config.toml");
-    let mut text = std::fs::read_to_string(&cfg).expect("config");
-    text.push_str("[permissions]\nmode = \"yolo\"\n");
-    std::fs::write(&cfg, text).expect("config");
-    let mut child = common::spawn_acp(&rig);
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
-    let a = Arc::clone(&asked);
-    let ws = rig.ws.clone();
-    let stop = tokio::time::timeout(
-        Duration::from_secs(120),
-        Client
-            .v1()
-            .on_receive_request(
-                async move |req: RequestPermissionRequest, responder, _cx| {
-                    // The first memory write is rejected, the second allowed once.
-                    let want = if a.lock().expect("asked").is_empty() {
-                        PermissionOptionKind::RejectOnce
-                    } else {
-                        PermissionOptionKind::AllowOnce
-                    };
-                    let pick = req
-                        .options
-                        .iter()
-                        .find(|o| o.kind == want)
-                        .map(|o| o.option_id.clone())
-                        .expect("the option");
-                    a.lock().expect("asked").push(req);
-                    responder.respond(RequestPermissionResponse::new(
-                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(pick)),
-                    ))
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .connect_with(
-                transport,
-                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
-                    cx.send_request(InitializeRequest::new(
-                        agent_client_protocol::schema::ProtocolVersion::V1,
-                    ))
-                    .block_task()
-                    .await?;
-                    let session = cx
-                        .send_request(NewSessionRequest::new(ws))
-                        .block_task()
-                        .await?;
-                    let r = cx
-                        .send_request(PromptRequest::new(
-                            session.session_id,
-                            vec![ContentBlock::Text(TextContent::new("remember my style"))],
-                        ))
-                        .block_task()
-                        .await?;
-                    Ok(r.stop_reason)
-                },
-            ),
-    )
-    .await
-    .expect("the prompt ends within 120 s")
-    .expect("ACP exchange");
+    acp_common::add_config(&rig, "[permissions]\nmode = \"yolo\"\n");
+    // The first memory write is rejected, the second allowed once.
+    let reject_then_allow = |n: usize| {
+        if n == 0 {
+            PermissionOptionKind::RejectOnce
+        } else {
+            PermissionOptionKind::AllowOnce
+        }
+    };
+    let done = acp_common::session(&rig, reject_then_allow, async |cx, o| {
+        acp_common::prompt(&cx, &o.session.session_id, "remember my style").await
+    })
+    .await;
+    let stop = done.out;
     assert_eq!(stop, StopReason::EndTurn);
-    let asked = asked.lock().expect("asked");
+    let asked = &done.asked;
     assert_eq!(
         asked.len(),
         2,

@@ -4,23 +4,20 @@
 //! The script prints what it received, in order; these tests check that report and the
 //! files on disk.
 
+mod acp_common;
 mod common;
 mod term_common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
+use acp_common::{drive_with, NodeScenario};
 use common::{host_bin, LocalRig};
-use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
+use reasonix_testkit::mock_provider::{MockReply, MockToolCall};
 use serde_json::{json, Value};
 
 const KEY_ENV: &str = "RX_ACP_NODE_KEY";
 const KEY: &str = "sk-acp-node-test";
-
-fn node_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_node")
-}
 
 /// The `agent_servers` entry of the `n`th JSON example in docs/ACP.md: (command, args).
 pub fn zed_example(n: usize) -> (String, Vec<String>) {
@@ -54,58 +51,35 @@ fn drive(rig: &LocalRig, scenario: &str, arg: Option<&str>) -> Value {
     drive_with(rig, &args, &[], scenario, arg)
 }
 
-/// Run one scenario with these agent arguments and extra environment.
-pub fn drive_with(
-    rig: &LocalRig,
-    args: &[String],
-    env: &[(&str, &str)],
-    scenario: &str,
-    arg: Option<&str>,
-) -> Value {
-    let dir = node_dir();
-    assert!(
-        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
-        "the ACP TypeScript SDK is not installed: run `npm ci --prefix local/tests/acp_node` (.ci/run does)"
-    );
-    let mut cmd = Command::new("node");
-    cmd.arg(dir.join("drive.mjs")).arg(scenario);
-    if let Some(a) = arg {
-        cmd.arg(a);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .env("AGENT_ARGV", serde_json::to_string(args).expect("argv"))
-        .env("REASONIX_BIN", env!("CARGO_BIN_EXE_reasonix"))
-        .env("WS", &rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
-        .output()
-        .expect("node runs (Node 20 is part of the machine)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = stdout
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "no report from the ACP client; stdout: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    assert!(
-        out.status.success(),
-        "the ACP client failed: {report:#}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    report
-}
-
 fn updates(report: &Value) -> Vec<&Value> {
     report["log"].as_array().expect("log").iter().collect()
+}
+
+/// The agent's message text in `log`, joined.
+fn said(log: &[&Value]) -> String {
+    log.iter()
+        .filter(|v| v["kind"] == "agent_message_chunk")
+        .filter_map(|v| v["text"].as_str())
+        .collect()
+}
+
+/// In the log of a `load` scenario: where the answer to `session/load` and the replayed
+/// call `tool_id` stand, asserting the replay came before that answer in order (the user's
+/// turn `user_text`, the call, its completion).
+fn replayed(log: &[&Value], user_text: &str, tool_id: &str) -> (usize, usize) {
+    let loaded = position(log, |v| v["at"] == "loaded");
+    let user = position(log, |v| {
+        v["kind"] == "user_message_chunk" && v["text"] == user_text
+    });
+    let tool = position(log, |v| v["kind"] == "tool_call" && v["id"] == tool_id);
+    let tool_done = position(log, |v| {
+        v["kind"] == "tool_call_update" && v["id"] == tool_id && v["status"] == "completed"
+    });
+    assert!(
+        user < tool && tool < tool_done && tool_done < loaded,
+        "{log:#?}"
+    );
+    (loaded, tool)
 }
 
 fn position(log: &[&Value], pred: impl Fn(&Value) -> bool) -> usize {
@@ -116,10 +90,10 @@ fn position(log: &[&Value], pred: impl Fn(&Value) -> bool) -> usize {
 
 #[test]
 fn prompt_with_an_approved_edit_streams_updates_in_order_and_changes_the_file() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::tool_calls(
-            vec![
+    let NodeScenario { rt: _rt, mock, rig } = NodeScenario::new(
+        vec![
+            MockReply::tool_calls(
+                vec![
                 MockToolCall::new(
                     "c-plan",
                     "todo_write",
@@ -135,22 +109,24 @@ fn prompt_with_an_approved_edit_streams_updates_in_order_and_changes_the_file() 
                         .to_string(),
                 ),
             ],
-            5,
-        ),
-        MockReply::tool_calls(
-            vec![MockToolCall::new(
-                "c-cat",
-                "bash",
-                &json!({"command": "cat a.txt"}).to_string(),
-            )],
-            3,
-        ),
-        MockReply::Reasoning {
-            reasoning: vec!["the file ".into(), "looks right".into()],
-            text: vec!["Done: ".into(), "a.txt changed.".into()],
-        },
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+                5,
+            ),
+            MockReply::tool_calls(
+                vec![MockToolCall::new(
+                    "c-cat",
+                    "bash",
+                    &json!({"command": "cat a.txt"}).to_string(),
+                )],
+                3,
+            ),
+            MockReply::Reasoning {
+                reasoning: vec!["the file ".into(), "looks right".into()],
+                text: vec!["Done: ".into(), "a.txt changed.".into()],
+            },
+        ],
+        KEY_ENV,
+        KEY,
+    );
     std::fs::write(rig.home.join(".env"), format!("{KEY_ENV}={KEY}\n")).expect(".env");
     std::fs::write(rig.ws.join("a.txt"), "old line\n").expect("a.txt");
 
@@ -261,13 +237,19 @@ fn prompt_with_an_approved_edit_streams_updates_in_order_and_changes_the_file() 
 
 #[test]
 fn cancel_mid_stream_ends_the_prompt_as_cancelled_and_the_session_goes_on() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
     let long: Vec<String> = (0..200).map(|i| format!("word{i} ")).collect();
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::text(&long).slow(Duration::from_millis(50)),
-        MockReply::text(&["short"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let NodeScenario {
+        rt: _rt,
+        mock: _mock,
+        rig,
+    } = NodeScenario::new(
+        vec![
+            MockReply::text(&long).slow(Duration::from_millis(50)),
+            MockReply::text(&["short"]),
+        ],
+        KEY_ENV,
+        KEY,
+    );
     let report = drive(&rig, "cancel", None);
     assert_eq!(report["stopReason"], "cancelled", "{report:#}");
     assert_eq!(report["secondStopReason"], "end_turn");
@@ -291,27 +273,24 @@ fn cancel_mid_stream_ends_the_prompt_as_cancelled_and_the_session_goes_on() {
 
 #[test]
 fn session_load_replays_a_session_made_with_run_and_continues_it() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::tool_calls(
-            vec![MockToolCall::new(
-                "c-ls",
-                "ls",
-                &json!({"path": "."}).to_string(),
-            )],
-            3,
-        ),
-        MockReply::text(&["first ", "answer"]),
-        MockReply::text(&["second answer"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
-    let out = Command::new(env!("CARGO_BIN_EXE_reasonix"))
-        .args(["run", "--json", "what is here?"])
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
+    let NodeScenario { rt: _rt, mock, rig } = NodeScenario::new(
+        vec![
+            MockReply::tool_calls(
+                vec![MockToolCall::new(
+                    "c-ls",
+                    "ls",
+                    &json!({"path": "."}).to_string(),
+                )],
+                3,
+            ),
+            MockReply::text(&["first ", "answer"]),
+            MockReply::text(&["second answer"]),
+        ],
+        KEY_ENV,
+        KEY,
+    );
+    let out = common::reasonix_command(&rig, &host_bin(), &["run", "--json", "what is here?"])
         .env("REASONIX_IDLE_TIMEOUT_SECS", "60")
-        .env_remove("XDG_RUNTIME_DIR")
         .output()
         .expect("reasonix run");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -325,32 +304,16 @@ fn session_load_replays_a_session_made_with_run_and_continues_it() {
 
     let report = drive(&rig, "load", Some(&session));
     let log = updates(&report);
-    let loaded = position(&log, |v| v["at"] == "loaded");
     // History, before the answer to session/load: the user's turn, the tool, the answer.
-    let user = position(&log, |v| {
-        v["kind"] == "user_message_chunk" && v["text"] == "what is here?"
-    });
-    let tool = position(&log, |v| v["kind"] == "tool_call" && v["id"] == "c-ls");
-    let tool_done = position(&log, |v| {
-        v["kind"] == "tool_call_update" && v["id"] == "c-ls" && v["status"] == "completed"
-    });
-    let first: String = log[..loaded]
-        .iter()
-        .filter(|v| v["kind"] == "agent_message_chunk")
-        .filter_map(|v| v["text"].as_str())
-        .collect();
+    let (loaded, _) = replayed(&log, "what is here?", "c-ls");
+    let first = said(&log[..loaded]);
     assert_eq!(first, "first answer", "{log:#?}");
-    assert!(user < tool && tool < tool_done && tool_done < loaded);
     assert!(log[..loaded]
         .iter()
         .all(|v| v["session"] == session.as_str() || v["at"] != "update"));
     // The loaded session goes on with its history: the model sees the first turn.
     assert_eq!(report["stopReason"], "end_turn");
-    let after: String = log[loaded..]
-        .iter()
-        .filter(|v| v["kind"] == "agent_message_chunk")
-        .filter_map(|v| v["text"].as_str())
-        .collect();
+    let after = said(&log[loaded..]);
     assert_eq!(after, "second answer");
     let last = mock.requests().last().expect("a request").messages();
     let texts: Vec<String> = last.iter().map(|m| m.to_string()).collect();
@@ -366,15 +329,17 @@ fn session_load_replays_a_session_made_with_run_and_continues_it() {
 
 #[test]
 fn editor_stdio_mcp_servers_run_on_the_laptop_and_other_transports_are_declined() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::tool_calls(
-            vec![MockToolCall::new("c-hello", "mcp__ed__hello", "{}")],
-            2,
-        ),
-        MockReply::text(&["done"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), "RX_ACP_MCP_KEY", "sk-acp-mcp-1");
+    let NodeScenario { rt: _rt, mock, rig } = NodeScenario::new(
+        vec![
+            MockReply::tool_calls(
+                vec![MockToolCall::new("c-hello", "mcp__ed__hello", "{}")],
+                2,
+            ),
+            MockReply::text(&["done"]),
+        ],
+        "RX_ACP_MCP_KEY",
+        "sk-acp-mcp-1",
+    );
     let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_script_server.js");
     let report = drive(&rig, "mcp", Some(&server.display().to_string()));
     assert_eq!(report["stopReason"], "end_turn", "{report:#}");
@@ -420,21 +385,23 @@ fn editor_stdio_mcp_servers_run_on_the_laptop_and_other_transports_are_declined(
 /// (approvals answered interactively, its session settings) loads.
 #[test]
 fn session_load_replays_a_session_made_in_the_tui_and_continues_it() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::tool_calls(
-            vec![MockToolCall::new(
+    let NodeScenario { rt: _rt, mock, rig } = NodeScenario::new(
+        vec![
+            MockReply::tool_calls(
+                vec![MockToolCall::new(
                 "c-tui-edit",
                 "edit_file",
                 &json!({"path": "greet.txt", "old_string": "hello", "new_string": "hello, world"})
                     .to_string(),
             )],
-            5,
-        ),
-        MockReply::text(&["Greeting ", "updated."]),
-        MockReply::text(&["still here"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+                5,
+            ),
+            MockReply::text(&["Greeting ", "updated."]),
+            MockReply::text(&["still here"]),
+        ],
+        KEY_ENV,
+        KEY,
+    );
     std::fs::write(rig.ws.join("greet.txt"), "hello\n").expect("greet");
     let bin = env!("CARGO_BIN_EXE_reasonix");
     let cmd = format!(
@@ -462,12 +429,8 @@ fn session_load_replays_a_session_made_in_the_tui_and_continues_it() {
     tui.wait_screen(guard, "the TUI to exit", |_| tui.pane_dead());
     drop(tui);
 
-    let out = Command::new(bin)
-        .args(["sessions", "--json"])
-        .current_dir(&rig.ws)
-        .env("REASONIX_HOME", &rig.home)
-        .env("REASONIX_REMOTE_BIN", host_bin())
-        .env_remove("XDG_RUNTIME_DIR")
+    let out = common::reasonix_command(&rig, &host_bin(), &["sessions", "--json"])
+        .env_remove("REASONIX_IDLE_TIMEOUT_SECS")
         .output()
         .expect("reasonix sessions");
     let listed = String::from_utf8_lossy(&out.stdout);
@@ -481,38 +444,17 @@ fn session_load_replays_a_session_made_in_the_tui_and_continues_it() {
 
     let report = drive(&rig, "load", Some(session));
     let log = updates(&report);
-    let loaded = position(&log, |v| v["at"] == "loaded");
-    let user = position(&log, |v| {
-        v["kind"] == "user_message_chunk" && v["text"] == "fix the greeting"
-    });
-    let tool = position(&log, |v| {
-        v["kind"] == "tool_call" && v["id"] == "c-tui-edit"
-    });
+    let (loaded, tool) = replayed(&log, "fix the greeting", "c-tui-edit");
     assert_eq!(log[tool]["toolKind"], "edit");
     assert_eq!(log[tool]["content"][0]["newText"], "hello, world");
-    let tool_done = position(&log, |v| {
-        v["kind"] == "tool_call_update" && v["id"] == "c-tui-edit" && v["status"] == "completed"
-    });
-    let first: String = log[..loaded]
-        .iter()
-        .filter(|v| v["kind"] == "agent_message_chunk")
-        .filter_map(|v| v["text"].as_str())
-        .collect();
+    let first = said(&log[..loaded]);
     assert_eq!(first, "Greeting updated.", "{log:#?}");
-    assert!(
-        user < tool && tool < tool_done && tool_done < loaded,
-        "{log:#?}"
-    );
     assert!(
         !log.iter().any(|v| v["at"] == "permission"),
         "the approval answered in the TUI is not asked again: {log:#?}"
     );
     assert_eq!(report["stopReason"], "end_turn", "{report:#}");
-    let after: String = log[loaded..]
-        .iter()
-        .filter(|v| v["kind"] == "agent_message_chunk")
-        .filter_map(|v| v["text"].as_str())
-        .collect();
+    let after = said(&log[loaded..]);
     assert_eq!(after, "still here");
     assert_eq!(mock.request_count(), 3);
     let last: Vec<String> = mock.requests()[2]
@@ -537,13 +479,15 @@ fn session_load_replays_a_session_made_in_the_tui_and_continues_it() {
 /// (what the provider received proves it); an unknown `/path` goes to the model as typed.
 #[test]
 fn custom_commands_are_advertised_and_expanded_like_in_the_tui() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::text(&["reviewed"]),
-        MockReply::text(&["committed"]),
-        MockReply::text(&["as typed"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let NodeScenario { rt: _rt, mock, rig } = NodeScenario::new(
+        vec![
+            MockReply::text(&["reviewed"]),
+            MockReply::text(&["committed"]),
+            MockReply::text(&["as typed"]),
+        ],
+        KEY_ENV,
+        KEY,
+    );
     let ws_cmds = rig.ws.join(".reasonix/commands");
     std::fs::create_dir_all(&ws_cmds).expect("ws commands");
     std::fs::write(
@@ -644,7 +588,6 @@ fn custom_commands_are_advertised_and_expanded_like_in_the_tui() {
 /// workspace runs the same edit unasked, a session in another workspace is asked again.
 #[test]
 fn always_allow_is_stored_for_the_workspace_and_applies_there_only() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
     let edit = |id: &str, from: &str, to: &str| {
         MockReply::tool_calls(
             vec![MockToolCall::new(
@@ -655,15 +598,22 @@ fn always_allow_is_stored_for_the_workspace_and_applies_there_only() {
             5,
         )
     };
-    let mock = rt.block_on(MockProvider::start(vec![
-        edit("c-1", "one", "two"),
-        MockReply::text(&["first"]),
-        edit("c-2", "two", "three"),
-        MockReply::text(&["second"]),
-        edit("c-3", "one", "two"),
-        MockReply::text(&["third"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let NodeScenario {
+        rt: _rt,
+        mock: _mock,
+        rig,
+    } = NodeScenario::new(
+        vec![
+            edit("c-1", "one", "two"),
+            MockReply::text(&["first"]),
+            edit("c-2", "two", "three"),
+            MockReply::text(&["second"]),
+            edit("c-3", "one", "two"),
+            MockReply::text(&["third"]),
+        ],
+        KEY_ENV,
+        KEY,
+    );
     let other = rig.dir.path().join("other");
     std::fs::create_dir_all(&other).expect("other ws");
     std::fs::write(rig.ws.join("a.txt"), "one\n").expect("a.txt");
@@ -725,19 +675,25 @@ fn always_allow_is_stored_for_the_workspace_and_applies_there_only() {
 /// arguments: matching by tool and arguments would name the wrong one.
 #[test]
 fn permission_requests_name_their_call_when_two_calls_look_alike() {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
     let args = json!({"path": "a.txt", "old_string": "one", "new_string": "two"}).to_string();
-    let mock = rt.block_on(MockProvider::start(vec![
-        MockReply::tool_calls(
-            vec![
-                MockToolCall::new("c-z", "edit_file", &args),
-                MockToolCall::new("c-a", "edit_file", &args),
-            ],
-            5,
-        ),
-        MockReply::text(&["done"]),
-    ]));
-    let rig = LocalRig::new(&mock.base_url(), KEY_ENV, KEY);
+    let NodeScenario {
+        rt: _rt,
+        mock: _mock,
+        rig,
+    } = NodeScenario::new(
+        vec![
+            MockReply::tool_calls(
+                vec![
+                    MockToolCall::new("c-z", "edit_file", &args),
+                    MockToolCall::new("c-a", "edit_file", &args),
+                ],
+                5,
+            ),
+            MockReply::text(&["done"]),
+        ],
+        KEY_ENV,
+        KEY,
+    );
     std::fs::write(rig.ws.join("a.txt"), "one\n").expect("a.txt");
     let steps = json!([{"prompt": "edit twice"}]);
     let report = drive(&rig, "steps", Some(&steps.to_string()));

@@ -5,22 +5,15 @@
 //! approval as a permission request; "execute" runs it (the write then asks as in `ask` mode)
 //! and the planning prompt answers once the plan ran.
 
+mod acp_common;
 mod common;
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, SetSessionModeRequest,
-    StopReason, TextContent,
+    ContentBlock, SessionUpdate, SetSessionModeRequest, StopReason,
 };
-use agent_client_protocol::{Agent, ByteStreams, Client};
 use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::json;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 const PLAN: &str = "## Goal\nNotes.\n\n## Steps\n1. Write done.txt\n2. Check it\n\n## Files to touch\n- done.txt\n\n## Verification\n1. cat done.txt\n";
 
@@ -53,74 +46,20 @@ async fn acp_plan_mode_permission_then_execute() {
     ])
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_PLAN_KEY", "sk-acp-plan");
-    let mut child = common::spawn_acp(&rig);
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
-    let (u, a) = (Arc::clone(&updates), Arc::clone(&asked));
-    let ws = rig.ws.clone();
-    let (stop, modes) = tokio::time::timeout(
-        Duration::from_secs(120),
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    u.lock().expect("updates").push(n.update);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .on_receive_request(
-                async move |req: RequestPermissionRequest, responder, _cx| {
-                    // Allow once: for the plan that is "execute".
-                    let allow = req
-                        .options
-                        .iter()
-                        .find(|o| o.kind == PermissionOptionKind::AllowOnce)
-                        .map(|o| o.option_id.clone())
-                        .expect("an allow-once option");
-                    a.lock().expect("asked").push(req);
-                    responder.respond(RequestPermissionResponse::new(
-                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(allow)),
-                    ))
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .connect_with(
-                transport,
-                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
-                    cx.send_request(InitializeRequest::new(
-                        agent_client_protocol::schema::ProtocolVersion::V1,
-                    ))
-                    .block_task()
-                    .await?;
-                    let session = cx
-                        .send_request(NewSessionRequest::new(ws))
-                        .block_task()
-                        .await?;
-                    let modes = session.modes.clone();
-                    cx.send_request(SetSessionModeRequest::new(
-                        session.session_id.clone(),
-                        "plan",
-                    ))
-                    .block_task()
-                    .await?;
-                    let r = cx
-                        .send_request(PromptRequest::new(
-                            session.session_id,
-                            vec![ContentBlock::Text(TextContent::new("add notes"))],
-                        ))
-                        .block_task()
-                        .await?;
-                    Ok((r.stop_reason, modes))
-                },
-            ),
-    )
-    .await
-    .expect("the prompt ends within 120 s")
-    .expect("ACP exchange");
+    // Allow once: for the plan that is "execute".
+    let done = acp_common::session(&rig, acp_common::allow_once, async |cx, o| {
+        let modes = o.session.modes.clone();
+        cx.send_request(SetSessionModeRequest::new(
+            o.session.session_id.clone(),
+            "plan",
+        ))
+        .block_task()
+        .await?;
+        let stop = acp_common::prompt(&cx, &o.session.session_id, "add notes").await?;
+        Ok((stop, modes))
+    })
+    .await;
+    let (stop, modes) = done.out;
     assert_eq!(stop, StopReason::EndTurn);
     let modes = modes.expect("the session offers modes");
     assert_eq!(modes.current_mode_id.0.as_ref(), "default");
@@ -140,13 +79,13 @@ async fn acp_plan_mode_permission_then_execute() {
     );
     // The planning prompt answered only after the executing turn: all five steps ran.
     assert_eq!(mock.request_count(), 5);
-    let asked = asked.lock().expect("asked");
+    let asked = &done.asked;
     assert_eq!(asked.len(), 2, "the plan, then the write in ask mode");
     assert!(asked[0]
         .options
         .iter()
         .any(|o| o.option_id.0.as_ref() == "plan_execute"));
-    let updates = updates.lock().expect("updates");
+    let updates = &done.updates;
     let modes_seen: Vec<String> = updates
         .iter()
         .filter_map(|u| match u {
@@ -177,60 +116,22 @@ async fn acp_shows_the_planners_route_as_a_thought() {
     ])
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_ROUTE_KEY", "sk-acp-route");
-    let config = rig.home.join("config.toml");
-    let mut text = std::fs::read_to_string(&config).expect("config");
-    text.push_str("[agent]\nplanner_model = \"mock/m\"\n");
-    std::fs::write(&config, text).expect("config");
+    acp_common::add_config(&rig, "[agent]\nplanner_model = \"mock/m\"\n");
     std::fs::write(rig.ws.join("README.md"), "the project\n").expect("readme");
-    let mut child = common::spawn_acp(&rig);
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let u = Arc::clone(&updates);
-    let ws = rig.ws.clone();
-    let stop = tokio::time::timeout(
-        Duration::from_secs(120),
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    u.lock().expect("updates").push(n.update);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(
-                transport,
-                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
-                    cx.send_request(InitializeRequest::new(
-                        agent_client_protocol::schema::ProtocolVersion::V1,
-                    ))
-                    .block_task()
-                    .await?;
-                    let session = cx
-                        .send_request(NewSessionRequest::new(ws))
-                        .block_task()
-                        .await?;
-                    let r = cx
-                        .send_request(PromptRequest::new(
-                            session.session_id,
-                            vec![ContentBlock::Text(TextContent::new(
-                                "add a hello section to the readme file",
-                            ))],
-                        ))
-                        .block_task()
-                        .await?;
-                    Ok(r.stop_reason)
-                },
-            ),
-    )
-    .await
-    .expect("the prompt ends within 120 s")
-    .expect("ACP exchange");
+    let done = acp_common::session(&rig, acp_common::allow_once, async |cx, o| {
+        acp_common::prompt(
+            &cx,
+            &o.session.session_id,
+            "add a hello section to the readme file",
+        )
+        .await
+    })
+    .await;
+    let stop = done.out;
+    assert!(done.asked.is_empty(), "{:?}", done.asked);
     assert_eq!(stop, StopReason::EndTurn);
     assert_eq!(mock.request_count(), 2, "the planner, then the executor");
-    let updates = updates.lock().expect("updates");
+    let updates = &done.updates;
     let text_of = |c: &agent_client_protocol::v1::schema::ContentChunk| match &c.content {
         ContentBlock::Text(t) => t.text.clone(),
         _ => String::new(),

@@ -1,27 +1,18 @@
 //! `reasonix acp` driven by the client side of the `agent-client-protocol` crate, and by raw
 //! bytes for what no well-behaved client sends (malformed lines must not kill the agent).
 
+mod acp_common;
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TextContent,
-    ToolCallContent, ToolCallStatus,
+    SessionUpdate, StopReason, ToolCallContent, ToolCallStatus,
 };
-use agent_client_protocol::{Agent, ByteStreams, Client};
 use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-
-fn agent(rig: &LocalRig) -> tokio::process::Child {
-    common::spawn_acp(rig)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crate_client_writes_a_file_after_allowing_it() {
@@ -38,77 +29,21 @@ async fn crate_client_writes_a_file_after_allowing_it() {
     ])
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_RS_KEY", "sk-acp-rs");
-    let mut child = agent(&rig);
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
-    let (u, a) = (Arc::clone(&updates), Arc::clone(&asked));
-    let ws = rig.ws.clone();
-    let stop = tokio::time::timeout(
-        Duration::from_secs(120),
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    u.lock().expect("updates").push(n.update);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .on_receive_request(
-                async move |req: RequestPermissionRequest, responder, _cx| {
-                    let allow = req
-                        .options
-                        .iter()
-                        .find(|o| o.kind == PermissionOptionKind::AllowOnce)
-                        .map(|o| o.option_id.clone())
-                        .expect("an allow-once option");
-                    a.lock().expect("asked").push(req);
-                    responder.respond(RequestPermissionResponse::new(
-                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(allow)),
-                    ))
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .connect_with(
-                transport,
-                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
-                    let init = cx
-                        .send_request(InitializeRequest::new(
-                            agent_client_protocol::schema::ProtocolVersion::V1,
-                        ))
-                        .block_task()
-                        .await?;
-                    assert!(init.agent_capabilities.load_session);
-                    let session = cx
-                        .send_request(NewSessionRequest::new(ws))
-                        .block_task()
-                        .await?;
-                    let r = cx
-                        .send_request(PromptRequest::new(
-                            session.session_id,
-                            vec![ContentBlock::Text(TextContent::new("create new.txt"))],
-                        ))
-                        .block_task()
-                        .await?;
-                    Ok(r.stop_reason)
-                },
-            ),
-    )
-    .await
-    .expect("the prompt ends within 120 s")
-    .expect("ACP exchange");
+    let done = acp_common::session(&rig, acp_common::allow_once, async |cx, o| {
+        assert!(o.init.agent_capabilities.load_session);
+        acp_common::prompt(&cx, &o.session.session_id, "create new.txt").await
+    })
+    .await;
+    let stop = done.out;
     assert_eq!(stop, StopReason::EndTurn);
     assert_eq!(
         std::fs::read_to_string(rig.ws.join("new.txt")).expect("new.txt"),
         "hello from acp\n"
     );
-    let asked = asked.lock().expect("asked");
+    let asked = &done.asked;
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].tool_call.tool_call_id.0.as_ref(), "w1");
-    let updates = updates.lock().expect("updates");
+    let updates = &done.updates;
     let call = updates
         .iter()
         .find_map(|u| match u {
@@ -133,7 +68,7 @@ async fn crate_client_writes_a_file_after_allowing_it() {
 async fn malformed_input_gets_json_rpc_errors_and_the_agent_lives_on() {
     let mock = MockProvider::start(Vec::new()).await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_RS_KEY", "sk-acp-rs");
-    let mut child = agent(&rig);
+    let mut child = common::spawn_acp(&rig);
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
     let input = [

@@ -3,11 +3,13 @@
 //! docs/ACP.md: a blackhole in the middle of a prompt is only a notice to the editor, the
 //! turn completes and its command runs once; an unknown host key fails closed with what to do.
 
+#[path = "acp_common/netns.rs"]
+mod acp_netns;
+#[path = "acp_common/node.rs"]
+mod acp_node_common;
 mod reconnect_common;
 
-use std::io::Read;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,69 +67,12 @@ fn spawn_driver(
     scenario: &str,
     liveness: (u64, u64),
 ) -> std::process::Child {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_node");
-    assert!(
-        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
-        "the ACP TypeScript SDK is not installed: run `npm ci --prefix local/tests/acp_node` (.ci/run does)"
-    );
-    let mut cmd = rig.ns.command("node");
-    cmd.arg(dir.join("drive.mjs"))
-        .arg(scenario)
-        .env("AGENT_ARGV", serde_json::to_string(args).expect("argv"))
-        .env("REASONIX_BIN", env!("CARGO_BIN_EXE_reasonix"))
-        .env("WS", rig.laptop.path())
-        .env("HOME", rig.home())
-        .env("REASONIX_HOME", rig.rx_home())
-        .env(
-            "REASONIX_REMOTE_BIN_X86_64_UNKNOWN_LINUX_MUSL",
-            musl_host_binary(),
-        )
+    acp_netns::driver_command(rig, args, scenario)
         .env("REASONIX_HEARTBEAT_MS", liveness.0.to_string())
         .env("REASONIX_DEAD_AFTER_MS", liveness.1.to_string())
         .env("REASONIX_IDLE_TIMEOUT_SECS", "120")
-        .env_remove("RX_RECONNECT_KEY")
-        .env_remove("SSH_AUTH_SOCK")
-        .current_dir(rig.laptop.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.spawn().expect("node")
-}
-
-/// Wait (hang guard `guard`) for the driver to exit; its report and stderr.
-async fn report_of(mut child: std::process::Child, guard: Duration) -> (Value, String) {
-    let deadline = Instant::now() + guard;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the ACP client did not finish within {guard:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("stdout");
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("stderr");
-    let report: Value = out
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no report; stdout {out}\nstderr {err}"));
-    assert!(status.success(), "ACP client failed: {report:#}\n{err}");
-    (report, err)
+        .spawn()
+        .expect("node")
 }
 
 fn journal_has(rig: &Rig, pred: impl Fn(&Value) -> bool) -> bool {
@@ -171,7 +116,7 @@ fn blackhole_mid_prompt_is_a_notice_and_the_turn_completes_once() {
         tokio::time::sleep_until((fault.since() + Duration::from_secs(8)).into()).await;
         fault.lift().expect("lift");
 
-        let (report, stderr) = report_of(child, Duration::from_secs(90)).await;
+        let (report, stderr) = acp_node_common::wait_report(child, Duration::from_secs(90)).await;
         assert_eq!(report["stopReason"], "end_turn", "{report:#}\n{stderr}");
         let log: Vec<&Value> = report["log"].as_array().expect("log").iter().collect();
         let thoughts: Vec<&str> = log
@@ -231,7 +176,7 @@ fn unknown_host_key_fails_closed_and_says_to_run_reasonix_ssh_once() {
         let port = rig.sshd.port();
         let args = zed_ssh_args(&rig, port);
         let child = spawn_driver(&rig, &args, "new-fails", (HEARTBEAT_MS, DEAD_AFTER_MS));
-        let (report, _) = report_of(child, Duration::from_secs(60)).await;
+        let (report, _) = acp_node_common::wait_report(child, Duration::from_secs(60)).await;
         let err = &report["newSession"];
         assert_eq!(err["code"], -32603, "{report:#}");
         let data = err["data"].as_str().expect("the reason");
@@ -259,7 +204,7 @@ fn a_key_passphrase_the_editor_cannot_type_fails_closed_and_says_to_use_the_agen
         let port = rig.sshd.port();
         let args = zed_ssh_args_with_key(&rig, port, &locked.private);
         let child = spawn_driver(&rig, &args, "new-fails", (HEARTBEAT_MS, DEAD_AFTER_MS));
-        let (report, _) = report_of(child, Duration::from_secs(60)).await;
+        let (report, _) = acp_node_common::wait_report(child, Duration::from_secs(60)).await;
         let err = &report["newSession"];
         assert_eq!(err["code"], -32603, "{report:#}");
         let data = err["data"].as_str().expect("the reason");

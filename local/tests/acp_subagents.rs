@@ -8,20 +8,17 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
+mod acp_common;
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest, SessionNotification,
-    SessionUpdate, StopReason, TextContent, ToolCallStatus,
+    ContentBlock, PromptRequest, SessionUpdate, StopReason, TextContent, ToolCallStatus,
 };
-use agent_client_protocol::{Agent, ByteStreams, Client};
 use common::LocalRig;
 use reasonix_testkit::mock_provider::{MockProvider, MockReply, MockToolCall};
 use serde_json::json;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acp_shows_a_child_as_a_tool_call_with_its_steps() {
@@ -49,53 +46,15 @@ async fn acp_shows_a_child_as_a_tool_call_with_its_steps() {
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_SUB_KEY", "sk-acp-sub");
     std::fs::write(rig.ws.join("notes.txt"), "ALPHA-42\n").expect("notes");
-    let mut child = common::spawn_acp(&rig);
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let u = Arc::clone(&updates);
-    let ws = rig.ws.clone();
-    let stop = tokio::time::timeout(
-        Duration::from_secs(120),
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    u.lock().expect("updates").push(n.update);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(
-                transport,
-                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
-                    cx.send_request(InitializeRequest::new(
-                        agent_client_protocol::schema::ProtocolVersion::V1,
-                    ))
-                    .block_task()
-                    .await?;
-                    let session = cx
-                        .send_request(NewSessionRequest::new(ws))
-                        .block_task()
-                        .await?;
-                    let r = cx
-                        .send_request(PromptRequest::new(
-                            session.session_id,
-                            vec![ContentBlock::Text(TextContent::new("ask a subagent"))],
-                        ))
-                        .block_task()
-                        .await?;
-                    Ok(r.stop_reason)
-                },
-            ),
-    )
-    .await
-    .expect("the prompt ends within 120 s")
-    .expect("ACP exchange");
+    let done = acp_common::session(&rig, acp_common::allow_once, async |cx, o| {
+        acp_common::prompt(&cx, &o.session.session_id, "ask a subagent").await
+    })
+    .await;
+    let stop = done.out;
+    assert!(done.asked.is_empty(), "{:?}", done.asked);
     assert_eq!(stop, StopReason::EndTurn);
     assert_eq!(mock.request_count(), 4);
-    let updates = updates.lock().expect("updates");
+    let updates = &done.updates;
     let id_of = |u: &SessionUpdate| -> Option<String> {
         match u {
             SessionUpdate::ToolCall(t) => Some(t.tool_call_id.0.to_string()),
@@ -190,87 +149,49 @@ async fn acp_cancels_one_child_by_its_tool_call() {
     ])
     .await;
     let rig = LocalRig::new(&mock.base_url(), "RX_ACP_SUB_KEY", "sk-acp-sub");
-    std::fs::write(
-        rig.home.join("config.toml"),
-        format!(
-            "{}[permissions]\nmode = \"yolo\"\n",
-            std::fs::read_to_string(rig.home.join("config.toml")).expect("config")
-        ),
-    )
-    .expect("config");
-    let mut child = common::spawn_acp(&rig);
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let updates: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let u = Arc::clone(&updates);
-    let seen = Arc::clone(&updates);
-    let ws = rig.ws.clone();
-    let (stop, refused) = tokio::time::timeout(
-        Duration::from_secs(120),
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    u.lock().expect("updates").push(n.update);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(
-                transport,
-                async move |cx: agent_client_protocol::v1::ConnectionTo<Agent>| {
-                    cx.send_request(InitializeRequest::new(
-                        agent_client_protocol::schema::ProtocolVersion::V1,
-                    ))
-                    .block_task()
-                    .await?;
-                    let session = cx
-                        .send_request(NewSessionRequest::new(ws))
-                        .block_task()
-                        .await?;
-                    let sid = session.session_id.0.to_string();
-                    let prompt = cx.send_request(PromptRequest::new(
-                        session.session_id,
-                        vec![ContentBlock::Text(TextContent::new(
-                            "delegate the gatekeeper",
-                        ))],
-                    ));
-                    // Wait until the child's tool call shows it running its bash.
-                    loop {
-                        let running = seen.lock().expect("updates").iter().any(|u| {
-                            matches!(u, SessionUpdate::ToolCallUpdate(t)
-                                if t.tool_call_id.0.as_ref() == "call_t/sa-1")
-                                && serde_json::to_string(u).is_ok_and(|s| s.contains("→ bash"))
-                        });
-                        if running {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    // The parent's own call is not a child's: refused, naming the form.
-                    let refused = cx
-                        .send_request(agent_client_protocol::UntypedMessage::new(
-                            "_reasonix/cancel_subagent",
-                            json!({"sessionId": sid, "toolCallId": "call_t"}),
-                        )?)
-                        .block_task()
-                        .await
-                        .expect_err("not a child's call");
-                    cx.send_request(agent_client_protocol::UntypedMessage::new(
-                        "_reasonix/cancel_subagent",
-                        json!({"sessionId": sid, "toolCallId": "call_t/sa-1"}),
-                    )?)
-                    .block_task()
-                    .await?;
-                    let r = prompt.block_task().await?;
-                    Ok((r.stop_reason, format!("{refused:?}")))
-                },
-            ),
-    )
-    .await
-    .expect("the prompt ends within 120 s")
-    .expect("ACP exchange");
+    acp_common::add_config(&rig, "[permissions]\nmode = \"yolo\"\n");
+    let done = acp_common::session(&rig, acp_common::allow_once, async |cx, o| {
+        let seen = o.updates;
+        let sid = o.session.session_id.0.to_string();
+        let prompt = cx.send_request(PromptRequest::new(
+            o.session.session_id,
+            vec![ContentBlock::Text(TextContent::new(
+                "delegate the gatekeeper",
+            ))],
+        ));
+        // Wait until the child's tool call shows it running its bash.
+        loop {
+            let running = seen.lock().expect("updates").iter().any(|u| {
+                matches!(u, SessionUpdate::ToolCallUpdate(t)
+                    if t.tool_call_id.0.as_ref() == "call_t/sa-1")
+                    && serde_json::to_string(u).is_ok_and(|s| s.contains("→ bash"))
+            });
+            if running {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The parent's own call is not a child's: refused, naming the form.
+        let refused = cx
+            .send_request(agent_client_protocol::UntypedMessage::new(
+                "_reasonix/cancel_subagent",
+                json!({"sessionId": sid, "toolCallId": "call_t"}),
+            )?)
+            .block_task()
+            .await
+            .expect_err("not a child's call");
+        cx.send_request(agent_client_protocol::UntypedMessage::new(
+            "_reasonix/cancel_subagent",
+            json!({"sessionId": sid, "toolCallId": "call_t/sa-1"}),
+        )?)
+        .block_task()
+        .await?;
+        let r = prompt.block_task().await?;
+        Ok((r.stop_reason, format!("{refused:?}")))
+    })
+    .await;
+    let (stop, refused) = done.out;
+    assert!(done.asked.is_empty(), "{:?}", done.asked);
     assert_eq!(stop, StopReason::EndTurn, "the parent's turn went on");
     assert!(refused.contains("sa-N"), "{refused}");
     // The child's bash was killed: opening the gate now finishes nothing.
@@ -281,7 +202,7 @@ async fn acp_cancels_one_child_by_its_tool_call() {
         "the cancelled child's bash ran on"
     );
     // Its tool call ended cancelled; the parent's call got it as cancelled.
-    let updates = updates.lock().expect("updates");
+    let updates = &done.updates;
     let last_child = updates
         .iter()
         .rev()
