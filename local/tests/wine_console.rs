@@ -161,6 +161,32 @@ fn wait(t: &Tmux, needle: &str) -> String {
     t.wait_screen(GUARD, needle, |s| on_screen(s, needle))
 }
 
+/// Wait for all `needles` on the workbench's screen, asking it to redraw (Ctrl-L: the screen
+/// cleared and every cell drawn again) whenever it has not shown up for a while. Wine's
+/// console loses bytes on their way to its Unix terminal when that terminal reads slowly
+/// (on a loaded machine: fragments such as `?25l` printed as text, a word's tail a row
+/// down), while its own cell buffer, like the workbench's (`tui_snapshots`), is right; a
+/// redraw sends those cells again. A Windows console has no such second hop.
+fn wait_drawn(t: &Tmux, needles: &[&str]) -> String {
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        let asked = std::time::Instant::now();
+        while asked.elapsed() < Duration::from_secs(3) {
+            let s = t.screen();
+            if needles.iter().all(|n| on_screen(&s, n)) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let s = t.screen();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {needles:?}; screen:\n{s}"
+        );
+        t.send_keys(&["C-l"]);
+    }
+}
+
 /// Whether `needle` is on `screen` with all white space ignored on both sides: wine's
 /// console now and then draws a line's tail at the start of the next row (a status bar's
 /// `connected` came out as `conn` and, a row down, `ected`), so a plain `contains` fails
@@ -345,31 +371,24 @@ async fn windows_workbench_prompt_answer_quit() {
         ],
     );
     let t = Tmux::tui(&line);
-    let (screen, code) = tokio::task::block_in_place(|| {
-        wait(&t, "connected");
+    let code = tokio::task::block_in_place(|| {
+        wait_drawn(&t, &["connected"]);
         t.type_text("hello there");
         t.enter();
-        let answer = wait(&t, "Windows workbench.");
+        wait_drawn(&t, &["Windows workbench."]);
+        // The whole answer (both streamed pieces as one text) and the status bar's host:path,
+        // on one redrawn screen.
+        t.send_keys(&["C-l"]);
+        wait_drawn(&t, &["Hello from the Windows workbench.", "127.0.0.1:ws"]);
         t.line("/quit");
-        (answer, wait_exit(&t, rig.dir.path()))
+        wait_exit(&t, rig.dir.path())
     });
-    // Both streamed pieces are on screen. Not asserted as one string: wine's console now and
-    // then leaves cells of the earlier connect box across the answer's first word (the
-    // workbench's own cell buffer is right: `tui_snapshots` pins it).
-    assert!(
-        on_screen(&screen, "from the Windows workbench.") && on_screen(&screen, "Hel"),
-        "{screen}"
-    );
     let asked = rig.mock.requests();
     assert!(
         asked
             .iter()
             .any(|r| r.body.to_string().contains("hello there")),
         "the prompt did not reach the model"
-    );
-    assert!(
-        on_screen(&screen, "127.0.0.1:ws"),
-        "status bar shows host:path\n{screen}"
     );
     assert_eq!(code, 0, "the workbench quit cleanly");
     assert_eq!(rig.mock.request_count(), 1);
