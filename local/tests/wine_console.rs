@@ -424,8 +424,14 @@ fn drive_host_shell(t: &Tmux) {
     wait(t, "ZZ_STARTED");
     t.send_keys(&["C-z"]);
     t.wait_screen(GUARD, "the stopped job", |s| s.contains("Stopped"));
-    t.line("echo STOPPED_JOBS=$(jobs -s | wc -l); kill -9 %1");
+    // The stopped job killed and reaped before anything else: a kill alone left bash's job
+    // table to catch up later, and the `exit` at the end met "There are stopped jobs".
+    // (`wait` does not wait for a stopped job: the loop asks until bash has reaped it.)
+    t.line(
+        r#"echo STOPPED_JOBS=$(jobs -s | wc -l); kill -9 %1; while jobs %1 >/dev/null 2>&1; do sleep 0.2; done; echo JOBS_""LEFT=$(jobs | wc -l)"#,
+    );
     wait(t, "STOPPED_JOBS=1");
+    wait(t, "JOBS_LEFT=0");
 
     // Backspace and Left edit the line in bash's readline: `echo O''K_ABX` ⌫ `C` ← ← `-`
     // gives `echo O''K_A-BC`, which prints `OK_A-BC`.
