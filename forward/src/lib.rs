@@ -40,6 +40,7 @@ pub mod prefix;
 pub mod private_fs;
 pub mod process_group;
 pub mod proto;
+mod proto_serde;
 pub mod pty;
 pub mod rpc;
 pub mod skills;
