@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::content::{ContentChunk, ContentRef};
-use crate::proto_serde::tagged_enum;
 pub use crate::goal::{GoalAction, GoalBudgets, GoalEvent, GoalReport, GoalStatus, GoalSummary};
 pub use crate::plan::{PlanAction, PlanDecision, PlanEvent};
 pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
     SessionPolicy, Timeouts,
 };
+use crate::proto_serde::tagged_enum;
 pub use crate::pty::{
     PtyBytes, PtyData, PtyInfo, PtyNotification, PtyOpen, PtyRequest, PtyResponse, PtySize,
 };

@@ -155,7 +155,9 @@ impl<'de> de::VariantAccess<'de> for TaggedRest {
     }
 
     fn tuple_variant<V: Visitor<'de>>(self, _len: usize, _v: V) -> Result<V::Value, Self::Error> {
-        Err(de::Error::custom("tuple variants are not used in the protocol"))
+        Err(de::Error::custom(
+            "tuple variants are not used in the protocol",
+        ))
     }
 
     fn struct_variant<V: Visitor<'de>>(

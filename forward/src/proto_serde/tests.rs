@@ -25,7 +25,10 @@ impl SampleDe {
         SampleDe { pick, depth: 0 }
     }
     fn inner(&self) -> Self {
-        SampleDe { pick: 0, depth: self.depth + 1 }
+        SampleDe {
+            pick: 0,
+            depth: self.depth + 1,
+        }
     }
 }
 
@@ -48,7 +51,8 @@ fn nested(what: &str) -> Option<Value> {
     // The variants with a flattened action.
     let flattened = |action: Value| {
         let mut v = action;
-        v.as_object_mut()?.insert("request_id".into(), Value::from("s"));
+        v.as_object_mut()?
+            .insert("request_id".into(), Value::from("s"));
         Some(v)
     };
     match what {
@@ -119,7 +123,11 @@ impl<'de> Deserializer<'de> for SampleDe {
         }
     }
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        let items: Vec<SampleDe> = if self.depth > 4 { vec![] } else { vec![self.inner()] };
+        let items: Vec<SampleDe> = if self.depth > 4 {
+            vec![]
+        } else {
+            vec![self.inner()]
+        };
         visitor.visit_seq(de::value::SeqDeserializer::new(items.into_iter()))
     }
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -153,7 +161,10 @@ impl<'de> Deserializer<'de> for SampleDe {
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
         let name = variants.get(self.pick).copied().unwrap_or("?");
-        visitor.visit_enum(SampleVariant { name, de: self.inner() })
+        visitor.visit_enum(SampleVariant {
+            name,
+            de: self.inner(),
+        })
     }
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
@@ -267,7 +278,12 @@ fn mutations(v: &Value, tag: &str) -> Vec<Value> {
         let mut dropped = obj.clone();
         dropped.remove(key);
         out.push(Value::Object(dropped));
-        for wrong in [Value::from(7), Value::from("x"), Value::Array(vec![]), Value::Null] {
+        for wrong in [
+            Value::from(7),
+            Value::from("x"),
+            Value::Array(vec![]),
+            Value::Null,
+        ] {
             if key == tag && wrong.is_number() {
                 continue; // see `integer_tags_are_refused`
             }
@@ -344,7 +360,12 @@ struct OldEvent {
 impl<'de> serde::Deserialize<'de> for Legacy<Event> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let o = OldEvent::deserialize(d)?;
-        Ok(Legacy(Event { seq: o.seq, ts: o.ts, turn: o.turn, kind: o.kind.0 }))
+        Ok(Legacy(Event {
+            seq: o.seq,
+            ts: o.ts,
+            turn: o.turn,
+            kind: o.kind.0,
+        }))
     }
 }
 
