@@ -427,3 +427,42 @@ fn integer_tags_are_refused() {
         Request::Status
     );
 }
+
+/// Every JSON object inside the fuzz corpus's frames and link sessions (`fuzz/corpus/frame`,
+/// `fuzz/corpus/link`): decoded as each protocol type, both decoders agree.
+#[test]
+fn fuzz_corpus_objects_decode_as_serde_derived_decoder_did() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    let (mut objects, mut accepted) = (0, 0);
+    for dir in ["frame", "link"] {
+        let entries = std::fs::read_dir(root.join(dir)).expect("fuzz corpus");
+        for entry in entries {
+            let data = std::fs::read(entry.expect("entry").path()).expect("read");
+            for start in (0..data.len()).filter(|&i| data[i] == b'{') {
+                let mut it =
+                    serde_json::Deserializer::from_slice(&data[start..]).into_iter::<Value>();
+                let Some(Ok(_)) = it.next() else { continue };
+                let Ok(json) = std::str::from_utf8(&data[start..start + it.byte_offset()]) else {
+                    continue;
+                };
+                objects += 1;
+                let ok = [
+                    same_both_ways::<Envelope>(json).is_some(),
+                    same_both_ways::<Request>(json).is_some(),
+                    same_both_ways::<Response>(json).is_some(),
+                    same_both_ways::<Notification>(json).is_some(),
+                    same_both_ways::<Event>(json).is_some(),
+                    same_both_ways::<EventKind>(json).is_some(),
+                    same_both_ways::<ProviderChunk>(json).is_some(),
+                    same_both_ways::<crate::channel::ChannelMsg>(json).is_some(),
+                ];
+                accepted += ok.iter().filter(|b| **b).count();
+            }
+        }
+    }
+    // The corpus holds envelopes of every kind, not only noise.
+    assert!(
+        objects > 500 && accepted > 300,
+        "{objects} objects, {accepted} decoded"
+    );
+}
