@@ -932,13 +932,16 @@ tagged_enum! {
             /// Sessions, newest first.
             sessions: Vec<SessionInfo>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::OpenSession`].
         SessionOpened(SessionOpened),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::ListDir`].
         DirEntries {
             /// Entries of that directory.
             entries: Vec<DirEntry>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::Rewind`].
         Rewound {
             /// Human-readable summary of what changed (or would change).
@@ -946,37 +949,46 @@ tagged_enum! {
             /// Paths restored or removed.
             paths: Vec<String>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::Hooks`].
         Hooks(crate::hooks::HooksReport),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::Memory`].
         Memory(crate::memory::ops::MemoryReply),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::McpStatus`].
         McpServers {
             /// Every server, host ones first, each group sorted by name.
             servers: Vec<McpServerInfo>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::FetchContent`].
         Content(ContentChunk),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::Pty`].
         Pty(PtyResponse),
 
         // ---- prompt history (issue 16) ----
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// The workspace's prompt history, oldest first.
         History {
             /// The entries.
             entries: Vec<String>,
         },
         // ---- session management and custom commands (issue 16) ----
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::PurgeSessions`].
         Purged {
             /// Ids removed for good.
             sessions: Vec<String>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::ListTrash`].
         Trash {
             /// Trashed sessions, most recently deleted first.
             sessions: Vec<TrashedSession>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::ListCommandFiles`].
         CommandFiles {
             /// Files read, sorted by name.
@@ -984,6 +996,7 @@ tagged_enum! {
             /// Files that could not be read (too big, not UTF-8, unreadable), with the problem.
             skipped: Vec<CommandFileProblem>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::ListSkills`].
         Skills {
             /// Skills sorted by name.
@@ -991,6 +1004,7 @@ tagged_enum! {
             /// One line per skipped or shadowed skill, naming the file (and line) and problem.
             notices: Vec<String>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::McpPrompts`].
         McpPrompts {
             /// Prompts sorted by command name.
@@ -999,12 +1013,14 @@ tagged_enum! {
             #[serde(default)]
             problems: Vec<String>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::McpResources`].
         McpResources {
             /// Resources in the server's order.
             resources: Vec<McpResourceEntry>,
         },
         // ---- #14 long sessions: `/compact` and `/context` ----
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::Compact`].
         CompactDone {
             /// What happened, as the user should read it.
@@ -1014,6 +1030,7 @@ tagged_enum! {
             #[serde(default)]
             last_seq: u64,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::ContextReport`].
         Context(ContextReport),
         /// Answer to [`Request::WebFetch`].
@@ -1023,11 +1040,13 @@ tagged_enum! {
             /// The bearer token, `None` when the laptop has no sign-in for that URL.
             access_token: Option<BearerToken>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::WatchPorts`]: the ports listened on now.
         Ports {
             /// Ports, by number.
             ports: Vec<crate::ports::HostPort>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Answer to [`Request::ForwardAgent`].
         AgentForwarding(crate::agent::AgentForwarding),
     }

@@ -322,6 +322,7 @@ where
 fn every_variant_decodes_as_serde_derived_decoder_did() {
     let r = every_variant::<Request>();
     assert_eq!(r.len(), Request::variants().len());
+    #[cfg(feature = "client")] // see `the_host_decodes_only_the_answers_to_its_own_requests`
     every_variant::<Response>();
     every_variant::<Notification>();
     every_variant::<EventKind>();
@@ -465,4 +466,23 @@ fn fuzz_corpus_objects_decode_as_serde_derived_decoder_did() {
         objects > 500 && accepted > 300,
         "{objects} objects, {accepted} decoded"
     );
+}
+
+/// Without the `client` feature (the host binary) the answers only a laptop receives are not
+/// decoded: they are refused as unknown variants, the host's own answers still decode.
+#[test]
+#[cfg(not(feature = "client"))]
+fn the_host_decodes_only_the_answers_to_its_own_requests() {
+    for json in [
+        r#"{"r":"ok"}"#,
+        r#"{"r":"duplicate"}"#,
+        r#"{"r":"sessions","sessions":[]}"#,
+        r#"{"r":"mcp_token","access_token":null}"#,
+    ] {
+        let r: Response = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+        assert_eq!(serde_json::to_string(&r).expect("encode"), json);
+    }
+    let e =
+        serde_json::from_str::<Response>(r#"{"r":"history","entries":[]}"#).expect_err("refused");
+    assert!(e.to_string().contains("unknown variant `history`"), "{e}");
 }
