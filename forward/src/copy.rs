@@ -337,7 +337,7 @@ fn list(root: &Path, recursive: bool, check: ReadCheck<'_>) -> Result<(bool, Vec
             .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
             .filter_map(|e| e.ok())
             .collect();
-        names.sort_by_key(|e| e.file_name());
+        crate::sort::sort_by_key(&mut names, |e| e.file_name());
         let mut subdirs = Vec::new();
         for e in names {
             let r = rel.join(e.file_name());

@@ -44,6 +44,7 @@ mod proto_serde;
 pub mod pty;
 pub mod rpc;
 pub mod skills;
+pub mod sort;
 pub mod sync;
 pub mod testing;
 pub mod tunnel;
