@@ -81,7 +81,7 @@ mod tests {
                 let mut ours = v.clone();
                 sort_by(&mut ours, |a, b| a.0.cmp(&b.0));
                 let mut std = v.clone();
-                std.sort_by(|a, b| a.0.cmp(&b.0));
+                std.sort_by_key(|a| a.0);
                 assert_eq!(ours, std);
                 let mut ours = v.clone();
                 sort_by_key(&mut ours, |x| std::cmp::Reverse(x.0));
