@@ -89,22 +89,33 @@ impl Serialize for AgentSetting {
     }
 }
 
+// A visitor, not an untagged enum: serde decodes untagged enums by buffering the value in its
+// `Content` tree, code the static host binary does without (see `crate::proto_serde`).
 impl<'de> Deserialize<'de> for AgentSetting {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Bool(bool),
-            Text(String),
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = AgentSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("true, false or \"confirm\"")
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<AgentSetting, E> {
+                Ok(if b {
+                    AgentSetting::On
+                } else {
+                    AgentSetting::Off
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<AgentSetting, E> {
+                match t {
+                    "confirm" => Ok(AgentSetting::Confirm),
+                    _ => Err(E::custom(format!(
+                        "ssh_agent is true, false or \"confirm\", not \"{t}\""
+                    ))),
+                }
+            }
         }
-        match Raw::deserialize(d)? {
-            Raw::Bool(false) => Ok(AgentSetting::Off),
-            Raw::Bool(true) => Ok(AgentSetting::On),
-            Raw::Text(t) if t == "confirm" => Ok(AgentSetting::Confirm),
-            Raw::Text(t) => Err(serde::de::Error::custom(format!(
-                "ssh_agent is true, false or \"confirm\", not \"{t}\""
-            ))),
-        }
+        d.deserialize_any(V)
     }
 }
 
@@ -233,6 +244,23 @@ pub async fn read_message<R: tokio::io::AsyncRead + Unpin>(
 #[allow(clippy::unwrap_used)] // tests may unwrap
 mod tests {
     use super::*;
+
+    #[test]
+    fn ssh_agent_setting_is_true_false_or_confirm() {
+        let de = |j: &str| serde_json::from_str::<AgentSetting>(j);
+        assert_eq!(de("false").unwrap(), AgentSetting::Off);
+        assert_eq!(de("true").unwrap(), AgentSetting::On);
+        assert_eq!(de("\"confirm\"").unwrap(), AgentSetting::Confirm);
+        let e = de("\"ask\"").unwrap_err().to_string();
+        assert!(
+            e.contains("ssh_agent is true, false or \"confirm\", not \"ask\""),
+            "{e}"
+        );
+        assert!(de("1").is_err());
+        for s in [AgentSetting::Off, AgentSetting::On, AgentSetting::Confirm] {
+            assert_eq!(de(&serde_json::to_string(&s).unwrap()).unwrap(), s);
+        }
+    }
 
     #[test]
     fn frames_cut_a_stream_into_messages_whatever_the_pieces() {

@@ -14,36 +14,39 @@ use crate::proto::TurnState;
 /// First word of a report line.
 pub const ATTACH_REPORT_MAGIC: &str = "REASONIX-ATTACH/1";
 
-/// What the bridge reports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "report", rename_all = "snake_case")]
-pub enum AttachReport {
-    /// A daemon of another build runs a turn: nothing was changed and the bridge exited. The
-    /// client asks the user (upgrade and interrupt, attach read-only, wait) or refuses.
-    Busy {
-        /// Build id of the running daemon.
-        build_id: String,
-        /// Its sessions with a turn in progress.
-        sessions: Vec<BusySession>,
-    },
-    /// The daemon of the client's build failed to start after the old one was stopped; the
-    /// old build's daemon was started again and the link that follows goes to it.
-    Fallback {
-        /// Build id of the daemon the link goes to.
-        build_id: String,
-        /// Why the new daemon did not start.
-        reason: String,
-    },
-    /// The workspace (or the host's state folder) cannot be used: nothing was started and
-    /// the bridge exited. Retrying does not help; the client stops with [`WorkspaceProblem::fix`].
-    Refused {
-        /// What is wrong.
-        problem: WorkspaceProblem,
-        /// The path concerned, as the host sees it.
-        path: String,
-        /// The operating system's words (e.g. `No such file or directory (os error 2)`).
-        detail: String,
-    },
+crate::proto_serde::tagged_enum! {
+    AttachReportDe, "report";
+    /// What the bridge reports.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "report", rename_all = "snake_case")]
+    pub enum AttachReport {
+        /// A daemon of another build runs a turn: nothing was changed and the bridge exited. The
+        /// client asks the user (upgrade and interrupt, attach read-only, wait) or refuses.
+        Busy {
+            /// Build id of the running daemon.
+            build_id: String,
+            /// Its sessions with a turn in progress.
+            sessions: Vec<BusySession>,
+        },
+        /// The daemon of the client's build failed to start after the old one was stopped; the
+        /// old build's daemon was started again and the link that follows goes to it.
+        Fallback {
+            /// Build id of the daemon the link goes to.
+            build_id: String,
+            /// Why the new daemon did not start.
+            reason: String,
+        },
+        /// The workspace (or the host's state folder) cannot be used: nothing was started and
+        /// the bridge exited. Retrying does not help; the client stops with [`WorkspaceProblem::fix`].
+        Refused {
+            /// What is wrong.
+            problem: WorkspaceProblem,
+            /// The path concerned, as the host sees it.
+            path: String,
+            /// The operating system's words (e.g. `No such file or directory (os error 2)`).
+            detail: String,
+        },
+    }
 }
 
 /// Why a workspace cannot be used (an [`AttachReport::Refused`]).

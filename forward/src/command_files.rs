@@ -35,7 +35,7 @@ impl Walk<'_> {
         if self.root.is_dir() {
             self.walk(self.root, 0, &mut files, &mut skipped);
         }
-        files.sort_by(|a, b| a.name.cmp(&b.name));
+        crate::sort::sort_by(&mut files, |a, b| a.name.cmp(&b.name));
         (files, skipped)
     }
 
@@ -57,7 +57,7 @@ impl Walk<'_> {
                 return;
             }
         };
-        entries.sort();
+        crate::sort::sort(&mut entries);
         for path in entries {
             let problem = |p: String| CommandFileProblem {
                 path: shown(&path),

@@ -90,72 +90,75 @@ pub struct CopyAccepted {
     pub path: String,
 }
 
-/// A control message on a copy channel (a JSON line).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
-pub enum Ctl {
-    /// What is sent: its name and whether it is a directory.
-    Root {
-        /// The source's own name (what a destination directory receives it as).
-        name: String,
-        /// True for a directory (`-r`).
-        dir: bool,
-    },
-    /// A directory below the root (`/`-separated, relative).
-    Dir {
-        /// Path below the root.
-        p: String,
-        /// Permission bits.
-        mode: u32,
-    },
-    /// A regular file (`p` empty: the root itself is the file).
-    File {
-        /// Path below the root.
-        p: String,
-        /// Length in bytes.
-        size: u64,
-        /// Permission bits.
-        mode: u32,
-    },
-    /// Something not copied, and why (a symlink, a socket).
-    Skip {
-        /// Path below the root.
-        p: String,
-        /// Why.
-        why: String,
-    },
-    /// The list is complete.
-    Listed,
-    /// The receiver's partial files.
-    Resume {
-        /// One per partial file found.
-        files: Vec<Partial>,
-    },
-    /// Content of file `p` follows, from `offset` (the receiver keeps that much of its
-    /// partial file; 0: starts over).
-    Data {
-        /// Path below the root.
-        p: String,
-        /// Where the bytes start.
-        offset: u64,
-    },
-    /// `n` zero bytes, not sent.
-    Hole {
-        /// How many.
-        n: u64,
-    },
-    /// The file is complete; its SHA-256.
-    Done {
-        /// Lowercase hex.
-        sha256: String,
-    },
-    /// Everything was sent.
-    Finished,
-    /// The receiver checked and placed everything.
-    Ok {
-        /// Where it went (the receiver's absolute path).
-        dest: String,
-    },
+crate::proto_serde::tagged_enum! {
+    CtlDe, "t";
+    /// A control message on a copy channel (a JSON line).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "t", rename_all = "snake_case")]
+    pub enum Ctl {
+        /// What is sent: its name and whether it is a directory.
+        Root {
+            /// The source's own name (what a destination directory receives it as).
+            name: String,
+            /// True for a directory (`-r`).
+            dir: bool,
+        },
+        /// A directory below the root (`/`-separated, relative).
+        Dir {
+            /// Path below the root.
+            p: String,
+            /// Permission bits.
+            mode: u32,
+        },
+        /// A regular file (`p` empty: the root itself is the file).
+        File {
+            /// Path below the root.
+            p: String,
+            /// Length in bytes.
+            size: u64,
+            /// Permission bits.
+            mode: u32,
+        },
+        /// Something not copied, and why (a symlink, a socket).
+        Skip {
+            /// Path below the root.
+            p: String,
+            /// Why.
+            why: String,
+        },
+        /// The list is complete.
+        Listed,
+        /// The receiver's partial files.
+        Resume {
+            /// One per partial file found.
+            files: Vec<Partial>,
+        },
+        /// Content of file `p` follows, from `offset` (the receiver keeps that much of its
+        /// partial file; 0: starts over).
+        Data {
+            /// Path below the root.
+            p: String,
+            /// Where the bytes start.
+            offset: u64,
+        },
+        /// `n` zero bytes, not sent.
+        Hole {
+            /// How many.
+            n: u64,
+        },
+        /// The file is complete; its SHA-256.
+        Done {
+            /// Lowercase hex.
+            sha256: String,
+        },
+        /// Everything was sent.
+        Finished,
+        /// The receiver checked and placed everything.
+        Ok {
+            /// Where it went (the receiver's absolute path).
+            dest: String,
+        },
+    }
 }
 
 /// A partial file the receiver has.
@@ -334,7 +337,7 @@ fn list(root: &Path, recursive: bool, check: ReadCheck<'_>) -> Result<(bool, Vec
             .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
             .filter_map(|e| e.ok())
             .collect();
-        names.sort_by_key(|e| e.file_name());
+        crate::sort::sort_by_key(&mut names, |e| e.file_name());
         let mut subdirs = Vec::new();
         for e in names {
             let r = rel.join(e.file_name());

@@ -32,25 +32,28 @@ pub struct GoalBudgets {
     pub prices: Option<[u64; 3]>,
 }
 
-/// What the user does with the session's goal ([`crate::proto::Request::Goal`]). Only a
-/// driving client may send it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case")]
-pub enum GoalAction {
-    /// Start a goal (replacing an ended one); its first turn carries the request's id.
-    Start {
-        /// What the goal is to achieve.
-        objective: String,
-        /// Its budgets.
-        #[serde(default)]
-        budgets: GoalBudgets,
-    },
-    /// Stop starting new turns (the running turn finishes).
-    Pause,
-    /// Continue a paused (or budget-paused) goal.
-    Resume,
-    /// Stop the goal for good: the running turn is cancelled.
-    Clear,
+crate::proto_serde::tagged_enum! {
+    GoalActionDe, "action";
+    /// What the user does with the session's goal ([`crate::proto::Request::Goal`]). Only a
+    /// driving client may send it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "action", rename_all = "snake_case")]
+    pub enum GoalAction {
+        /// Start a goal (replacing an ended one); its first turn carries the request's id.
+        Start {
+            /// What the goal is to achieve.
+            objective: String,
+            /// Its budgets.
+            #[serde(default)]
+            budgets: GoalBudgets,
+        },
+        /// Stop starting new turns (the running turn finishes).
+        Pause,
+        /// Continue a paused (or budget-paused) goal.
+        Resume,
+        /// Stop the goal for good: the running turn is cancelled.
+        Clear,
+    }
 }
 
 /// What the model reports with `update_goal`.
@@ -105,34 +108,37 @@ impl GoalStatus {
     }
 }
 
-/// A goal event of the session journal ([`crate::proto::EventKind::Goal`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum GoalEvent {
-    /// The user started a goal.
-    Started {
-        /// The goal's id (the request id that started it).
-        goal_id: String,
-        /// What it is to achieve.
-        objective: String,
-        /// Its budgets.
-        budgets: GoalBudgets,
-    },
-    /// The model reported with `update_goal`.
-    Reported {
-        /// The report.
-        status: GoalReport,
-        /// What shows it.
-        evidence: String,
-    },
-    /// The goal's status changed (paused, resumed, ended); `detail` says why.
-    Status {
-        /// The new status.
-        status: GoalStatus,
-        /// Why (the budget reached, the blocker, the evidence).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        detail: Option<String>,
-    },
+crate::proto_serde::tagged_enum! {
+    GoalEventDe, "event";
+    /// A goal event of the session journal ([`crate::proto::EventKind::Goal`]).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "event", rename_all = "snake_case")]
+    pub enum GoalEvent {
+        /// The user started a goal.
+        Started {
+            /// The goal's id (the request id that started it).
+            goal_id: String,
+            /// What it is to achieve.
+            objective: String,
+            /// Its budgets.
+            budgets: GoalBudgets,
+        },
+        /// The model reported with `update_goal`.
+        Reported {
+            /// The report.
+            status: GoalReport,
+            /// What shows it.
+            evidence: String,
+        },
+        /// The goal's status changed (paused, resumed, ended); `detail` says why.
+        Status {
+            /// The new status.
+            status: GoalStatus,
+            /// Why (the budget reached, the blocker, the evidence).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            detail: Option<String>,
+        },
+    }
 }
 
 /// A goal as a session listing shows it ([`crate::proto::SessionInfo::goal`]).

@@ -3,31 +3,34 @@
 
 use serde::{Deserialize, Serialize};
 
-/// What the user does with plan mode ([`crate::proto::Request::Plan`]). Only a driving
-/// client may send it (a spectator is refused); the model never can.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case")]
-pub enum PlanAction {
-    /// Turn plan mode on; with `task`, also submit it as a user turn (under the request's id).
-    Enter {
-        /// The task to plan (`/plan TASK`, `run --plan TASK`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        task: Option<String>,
-    },
-    /// Turn plan mode off without approving anything (Shift+Tab past `plan`); a pending
-    /// plan is dropped as cancelled.
-    Leave,
-    /// Answer the pending plan's approval card.
-    Decide {
-        /// The plan answered ([`PlanEvent::Proposed::plan_id`]); `None`: the pending one.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        plan_id: Option<String>,
-        /// Execute, revise or cancel.
-        decision: PlanDecision,
-        /// With `revise`: what to change (sent to the model as the user's message).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        comment: Option<String>,
-    },
+crate::proto_serde::tagged_enum! {
+    PlanActionDe, "action";
+    /// What the user does with plan mode ([`crate::proto::Request::Plan`]). Only a driving
+    /// client may send it (a spectator is refused); the model never can.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "action", rename_all = "snake_case")]
+    pub enum PlanAction {
+        /// Turn plan mode on; with `task`, also submit it as a user turn (under the request's id).
+        Enter {
+            /// The task to plan (`/plan TASK`, `run --plan TASK`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            task: Option<String>,
+        },
+        /// Turn plan mode off without approving anything (Shift+Tab past `plan`); a pending
+        /// plan is dropped as cancelled.
+        Leave,
+        /// Answer the pending plan's approval card.
+        Decide {
+            /// The plan answered ([`PlanEvent::Proposed::plan_id`]); `None`: the pending one.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            plan_id: Option<String>,
+            /// Execute, revise or cancel.
+            decision: PlanDecision,
+            /// With `revise`: what to change (sent to the model as the user's message).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            comment: Option<String>,
+        },
+    }
 }
 
 /// The user's answer to a proposed plan.
@@ -54,62 +57,65 @@ impl PlanDecision {
     }
 }
 
-/// A plan-mode event of the session journal ([`crate::proto::EventKind::Plan`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum PlanEvent {
-    /// The user turned plan mode on or off.
-    Mode {
-        /// Plan mode is on from here.
-        on: bool,
-    },
-    /// The model proposed a plan with `exit_plan_mode`; it waits for the user's answer.
-    Proposed {
-        /// The plan's id (the `exit_plan_mode` call id).
-        plan_id: String,
-        /// The plan, Markdown (goal, ordered steps, files to touch, verification).
-        plan: String,
-        /// The ordered steps read from it (they become the todo list on approval).
-        steps: Vec<String>,
-    },
-    /// The user answered the plan's card.
-    Decided {
-        /// The plan answered.
-        plan_id: String,
-        /// What the user chose.
-        decision: PlanDecision,
-        /// With `revise`: the user's comment.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        comment: Option<String>,
-    },
-    /// How the turn was routed (issue 38 §2, with a planner model): journaled right after
-    /// its user turn. Codes only, never the user's text.
-    Routed {
-        /// `direct`, `plan`, `approval` or `plan_only`.
-        route: String,
-        /// `none`, `light` or `full`.
-        depth: String,
-        /// Why, as a short code (`question`, `small_edit`, `explicit_plan`, ...).
-        reason: String,
-    },
-    /// The planner's handoff, appended to the executor's conversation as a user message
-    /// (a replay of the journal appends it at the same place).
-    Handoff {
-        /// The planner model.
-        model: String,
-        /// The structured message (goal, steps, verified and candidate touch points,
-        /// verification).
-        text: String,
-    },
-    /// The planner did not converge within its research budget; `handed_over`: the original
-    /// task went to the executor (an ordinary turn); otherwise nothing executed (plan only,
-    /// approval).
-    PlannerFailed {
-        /// Why, in words (no user text).
-        reason: String,
-        /// The executor took the task.
-        handed_over: bool,
-    },
+crate::proto_serde::tagged_enum! {
+    PlanEventDe, "event";
+    /// A plan-mode event of the session journal ([`crate::proto::EventKind::Plan`]).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "event", rename_all = "snake_case")]
+    pub enum PlanEvent {
+        /// The user turned plan mode on or off.
+        Mode {
+            /// Plan mode is on from here.
+            on: bool,
+        },
+        /// The model proposed a plan with `exit_plan_mode`; it waits for the user's answer.
+        Proposed {
+            /// The plan's id (the `exit_plan_mode` call id).
+            plan_id: String,
+            /// The plan, Markdown (goal, ordered steps, files to touch, verification).
+            plan: String,
+            /// The ordered steps read from it (they become the todo list on approval).
+            steps: Vec<String>,
+        },
+        /// The user answered the plan's card.
+        Decided {
+            /// The plan answered.
+            plan_id: String,
+            /// What the user chose.
+            decision: PlanDecision,
+            /// With `revise`: the user's comment.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            comment: Option<String>,
+        },
+        /// How the turn was routed (issue 38 §2, with a planner model): journaled right after
+        /// its user turn. Codes only, never the user's text.
+        Routed {
+            /// `direct`, `plan`, `approval` or `plan_only`.
+            route: String,
+            /// `none`, `light` or `full`.
+            depth: String,
+            /// Why, as a short code (`question`, `small_edit`, `explicit_plan`, ...).
+            reason: String,
+        },
+        /// The planner's handoff, appended to the executor's conversation as a user message
+        /// (a replay of the journal appends it at the same place).
+        Handoff {
+            /// The planner model.
+            model: String,
+            /// The structured message (goal, steps, verified and candidate touch points,
+            /// verification).
+            text: String,
+        },
+        /// The planner did not converge within its research budget; `handed_over`: the original
+        /// task went to the executor (an ordinary turn); otherwise nothing executed (plan only,
+        /// approval).
+        PlannerFailed {
+            /// Why, in words (no user text).
+            reason: String,
+            /// The executor took the task.
+            handed_over: bool,
+        },
+    }
 }
 
 #[cfg(test)]

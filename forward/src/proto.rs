@@ -14,6 +14,7 @@ pub use crate::policy::{
     BashSandbox, Ignored, McpRunOn, McpServerSpec, PermissionMode, Rule, Rules, SandboxPolicy,
     SessionPolicy, Timeouts,
 };
+use crate::proto_serde::tagged_enum;
 pub use crate::pty::{
     PtyBytes, PtyData, PtyInfo, PtyNotification, PtyOpen, PtyRequest, PtyResponse, PtySize,
 };
@@ -82,32 +83,35 @@ pub struct Welcome {
     pub early_data: bool,
 }
 
-/// The payload of every data frame: requests, responses and notifications multiplexed on
-/// the one ordered sequence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
-pub enum Envelope {
-    /// A request expecting exactly one [`Envelope::Response`] with the same id.
-    Request {
-        /// Id unique per sender and link.
-        id: u64,
-        /// The request body.
-        body: Request,
-    },
-    /// The answer to a request.
-    Response {
-        /// Id of the request answered.
-        id: u64,
-        /// Result or error.
-        result: Result<Response, RpcError>,
-    },
-    /// A fire-and-forget message.
-    Notify {
-        /// The notification body.
-        body: Notification,
-    },
-    /// A message of a channel (see [`crate::channel`]).
-    Channel(crate::channel::ChannelMsg),
+tagged_enum! {
+    EnvelopeDe, "t";
+    /// The payload of every data frame: requests, responses and notifications multiplexed on
+    /// the one ordered sequence.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "t", rename_all = "snake_case")]
+    pub enum Envelope {
+        /// A request expecting exactly one [`Envelope::Response`] with the same id.
+        Request {
+            /// Id unique per sender and link.
+            id: u64,
+            /// The request body.
+            body: Request,
+        },
+        /// The answer to a request.
+        Response {
+            /// Id of the request answered.
+            id: u64,
+            /// Result or error.
+            result: Result<Response, RpcError>,
+        },
+        /// A fire-and-forget message.
+        Notify {
+            /// The notification body.
+            body: Notification,
+        },
+        /// A message of a channel (see [`crate::channel`]).
+        Channel(crate::channel::ChannelMsg),
+    }
 }
 
 /// An error answer to a request.
@@ -233,327 +237,330 @@ impl std::fmt::Display for RpcError {
     }
 }
 
-/// Requests in either direction.
-// A request is built once and moved into its envelope and onto the wire; boxing the one big
-// variant (`OpenSession`) would only add an allocation to it.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "m", rename_all = "snake_case")]
-pub enum Request {
-    // ---- client -> daemon ----
-    /// Daemon status (build, uptime, sandbox, sessions).
-    Status,
-    /// List the sessions of this workspace, newest first.
-    ListSessions,
-    /// Open (attach to) a session. Answered with [`Response::SessionOpened`]; the events
-    /// after `since` follow as [`Notification::Event`]s, then live events.
-    OpenSession(OpenSession),
-    /// Submit a user turn to the session this link has open. Deduplicated by `request_id`.
-    SubmitTurn {
-        /// Client-chosen id; a repeat with the same id is answered without a second turn.
-        request_id: String,
-        /// The user's text.
-        text: String,
-    },
-    /// Run one subagent as a turn of the session this link has open (`reasonix subagent run
-    /// PROFILE "task"`, #33): the turn's user message names the profile and the task, the
-    /// host runs the `task` tool itself (`read_only_task` when `read_only`) with a call id
-    /// `sub-<request_id>` (no model step of the parent), journals the child's events as
-    /// [`EventKind::Subagent`] under that call, and the child's answer is the turn's answer.
-    /// Deduplicated by `request_id`; an unknown profile is refused (`invalid`) naming the
-    /// known ones, before any turn starts.
-    RunSubagent {
-        /// Client-chosen id; a repeat with the same id is answered without a second turn.
-        request_id: String,
-        /// A built-in profile (`general`, `explore`) or a skill's name.
-        profile: String,
-        /// The task: the child's first user message.
-        task: String,
-        /// Run the child read-only (`reasonix subagent try`).
-        #[serde(default)]
-        read_only: bool,
-    },
-    /// Cancel one running subagent of the open session (the workbench's child view): it
-    /// stops, and its parent call gets it as cancelled (the turn goes on). Only the driving
-    /// client may send it. Answered [`Response::Ok`] (or [`Response::Duplicate`]); the error
-    /// `not_found` names the known children, or says it already ended.
-    CancelSubagent {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-        /// The child's id (`sa-N`, the `child` of its [`EventKind::Subagent`] events).
-        child: String,
-    },
-    /// Continue a turn that paused at its step limit.
-    ContinueTurn {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-    },
-    /// Cancel the running turn.
-    Cancel {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-    },
-    /// Answer an approval request.
-    Approve {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-        /// Id of the approval being answered.
-        approval_id: String,
-        /// The decision.
-        decision: ApprovalDecision,
-    },
-    /// Host → laptop: a current OAuth access token for the host-side MCP server `server` at
-    /// `url`, for one connection (`reasonix mcp login` stored it on the laptop; refreshed
-    /// there when expired). Answered with [`Response::McpToken`]; `None` when nobody signed in
-    /// to that URL.
-    McpToken {
-        /// The server's name (for messages).
-        server: String,
-        /// The server's URL, as declared (the key of the laptop's token file).
-        url: String,
-    },
-    /// Answer an MCP server's elicitation (`EventKind::ElicitationRequested`).
-    AnswerElicitation {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-        /// Id of the elicitation being answered.
-        elicitation_id: String,
-        /// `accept`, `decline` or `cancel`.
-        action: ElicitAction,
-        /// With `accept`: the form's values, keyed by field name, typed per the schema.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        content: Option<serde_json::Map<String, serde_json::Value>>,
-    },
-    /// Take over driving the open session (the previous driver becomes read-only).
-    Takeover,
-    /// This client is done with the session it has open (a `run` that finished, a TUI that
-    /// quits): it stops driving it before the answer, so a client that attaches right after
-    /// (`run --continue` of the next turn) drives it instead of finding it still driven by
-    /// a link the daemon has not yet seen close. Answered `Ok`; nothing open is `Ok` too.
-    Leave,
-    /// Rewind the open session (checkpoints).
-    Rewind {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-        /// Turn number; state is restored to just before this turn began.
-        to_turn: u64,
-        /// What to restore.
-        scope: RewindScope,
-        /// Only report what would change.
-        dry_run: bool,
-    },
-    /// List one directory of the workspace (for `@path` completion).
-    ListDir {
-        /// Path relative to the workspace root.
-        path: String,
-    },
-    /// The MCP servers this client can use, started first so each is `ready` (with its tools)
-    /// or `failed` (with the reason). Answered with [`Response::McpServers`]. With a session
-    /// open: the workspace's host servers plus the session's laptop servers. Without one:
-    /// the host servers plus the laptop servers named in `laptop`, each started through this
-    /// link for the answer only and stopped again.
-    McpStatus {
-        /// Laptop-side servers to list when no session is open (names from the laptop's
-        /// config); ignored when a session is open.
-        #[serde(default)]
-        laptop: Vec<String>,
-    },
-    /// Drop the connection to MCP server `server` of the open session (or, without one, of
-    /// the workspace) and connect again now: after `/mcp login` or `/mcp logout` on the
-    /// laptop, so an HTTP server picks up the new sign-in token (asked again by
-    /// [`Request::McpToken`]) without restarting the session. A server whose tools the
-    /// session did not have yet (its start failed for want of a sign-in) adds them, with a
-    /// notice (the tool list is part of the prompt prefix). Answered with
-    /// [`Response::McpServers`] (every server, after the reconnect); `NotFound` for an
-    /// unknown name.
-    McpReconnect {
-        /// The server's name.
-        server: String,
-    },
-    /// A chunk of content stored by reference (a [`ContentRef`] in an event, or the
-    /// messages of a large [`ProviderRequest`]). Answered with [`Response::Content`].
-    FetchContent {
-        /// The content's SHA-256 (lower-case hex).
-        sha256: String,
-        /// First byte wanted.
-        offset: u64,
-        /// Bytes wanted (the answer holds at most [`crate::content::FETCH_CHUNK_MAX`]).
-        len: u32,
-    },
-    /// Host terminals: open, list, attach, detach, close (see [`crate::pty`]).
-    Pty(PtyRequest),
-    // ---- #14 long sessions: `/compact` and `/context` ----
-    /// Compact the open session now (`/compact [focus]`): snip old tool results and have the
-    /// model summarise the older part, `focus` steering what the summary keeps. Answered
-    /// with [`Response::CompactDone`] when the rewrite is journaled (or found unnecessary).
-    Compact {
-        /// Client-chosen id; a repeat with the same id does not compact twice.
-        request_id: String,
-        /// What the summary should keep above all (the text after `/compact`).
-        #[serde(default)]
-        focus: Option<String>,
-    },
-    /// The open session's context window split (`/context`). Answered with
-    /// [`Response::Context`].
-    ContextReport,
+tagged_enum! {
+    RequestDe, "m";
+    /// Requests in either direction.
+    // A request is built once and moved into its envelope and onto the wire; boxing the one big
+    // variant (`OpenSession`) would only add an allocation to it.
+    #[allow(clippy::large_enum_variant)]
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "m", rename_all = "snake_case")]
+    pub enum Request {
+        // ---- client -> daemon ----
+        /// Daemon status (build, uptime, sandbox, sessions).
+        Status,
+        /// List the sessions of this workspace, newest first.
+        ListSessions,
+        /// Open (attach to) a session. Answered with [`Response::SessionOpened`]; the events
+        /// after `since` follow as [`Notification::Event`]s, then live events.
+        OpenSession(OpenSession),
+        /// Submit a user turn to the session this link has open. Deduplicated by `request_id`.
+        SubmitTurn {
+            /// Client-chosen id; a repeat with the same id is answered without a second turn.
+            request_id: String,
+            /// The user's text.
+            text: String,
+        },
+        /// Run one subagent as a turn of the session this link has open (`reasonix subagent run
+        /// PROFILE "task"`, #33): the turn's user message names the profile and the task, the
+        /// host runs the `task` tool itself (`read_only_task` when `read_only`) with a call id
+        /// `sub-<request_id>` (no model step of the parent), journals the child's events as
+        /// [`EventKind::Subagent`] under that call, and the child's answer is the turn's answer.
+        /// Deduplicated by `request_id`; an unknown profile is refused (`invalid`) naming the
+        /// known ones, before any turn starts.
+        RunSubagent {
+            /// Client-chosen id; a repeat with the same id is answered without a second turn.
+            request_id: String,
+            /// A built-in profile (`general`, `explore`) or a skill's name.
+            profile: String,
+            /// The task: the child's first user message.
+            task: String,
+            /// Run the child read-only (`reasonix subagent try`).
+            #[serde(default)]
+            read_only: bool,
+        },
+        /// Cancel one running subagent of the open session (the workbench's child view): it
+        /// stops, and its parent call gets it as cancelled (the turn goes on). Only the driving
+        /// client may send it. Answered [`Response::Ok`] (or [`Response::Duplicate`]); the error
+        /// `not_found` names the known children, or says it already ended.
+        CancelSubagent {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+            /// The child's id (`sa-N`, the `child` of its [`EventKind::Subagent`] events).
+            child: String,
+        },
+        /// Continue a turn that paused at its step limit.
+        ContinueTurn {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+        },
+        /// Cancel the running turn.
+        Cancel {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+        },
+        /// Answer an approval request.
+        Approve {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+            /// Id of the approval being answered.
+            approval_id: String,
+            /// The decision.
+            decision: ApprovalDecision,
+        },
+        /// Host → laptop: a current OAuth access token for the host-side MCP server `server` at
+        /// `url`, for one connection (`reasonix mcp login` stored it on the laptop; refreshed
+        /// there when expired). Answered with [`Response::McpToken`]; `None` when nobody signed in
+        /// to that URL.
+        McpToken {
+            /// The server's name (for messages).
+            server: String,
+            /// The server's URL, as declared (the key of the laptop's token file).
+            url: String,
+        },
+        /// Answer an MCP server's elicitation (`EventKind::ElicitationRequested`).
+        AnswerElicitation {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+            /// Id of the elicitation being answered.
+            elicitation_id: String,
+            /// `accept`, `decline` or `cancel`.
+            action: ElicitAction,
+            /// With `accept`: the form's values, keyed by field name, typed per the schema.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            content: Option<serde_json::Map<String, serde_json::Value>>,
+        },
+        /// Take over driving the open session (the previous driver becomes read-only).
+        Takeover,
+        /// This client is done with the session it has open (a `run` that finished, a TUI that
+        /// quits): it stops driving it before the answer, so a client that attaches right after
+        /// (`run --continue` of the next turn) drives it instead of finding it still driven by
+        /// a link the daemon has not yet seen close. Answered `Ok`; nothing open is `Ok` too.
+        Leave,
+        /// Rewind the open session (checkpoints).
+        Rewind {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+            /// Turn number; state is restored to just before this turn began.
+            to_turn: u64,
+            /// What to restore.
+            scope: RewindScope,
+            /// Only report what would change.
+            dry_run: bool,
+        },
+        /// List one directory of the workspace (for `@path` completion).
+        ListDir {
+            /// Path relative to the workspace root.
+            path: String,
+        },
+        /// The MCP servers this client can use, started first so each is `ready` (with its tools)
+        /// or `failed` (with the reason). Answered with [`Response::McpServers`]. With a session
+        /// open: the workspace's host servers plus the session's laptop servers. Without one:
+        /// the host servers plus the laptop servers named in `laptop`, each started through this
+        /// link for the answer only and stopped again.
+        McpStatus {
+            /// Laptop-side servers to list when no session is open (names from the laptop's
+            /// config); ignored when a session is open.
+            #[serde(default)]
+            laptop: Vec<String>,
+        },
+        /// Drop the connection to MCP server `server` of the open session (or, without one, of
+        /// the workspace) and connect again now: after `/mcp login` or `/mcp logout` on the
+        /// laptop, so an HTTP server picks up the new sign-in token (asked again by
+        /// [`Request::McpToken`]) without restarting the session. A server whose tools the
+        /// session did not have yet (its start failed for want of a sign-in) adds them, with a
+        /// notice (the tool list is part of the prompt prefix). Answered with
+        /// [`Response::McpServers`] (every server, after the reconnect); `NotFound` for an
+        /// unknown name.
+        McpReconnect {
+            /// The server's name.
+            server: String,
+        },
+        /// A chunk of content stored by reference (a [`ContentRef`] in an event, or the
+        /// messages of a large [`ProviderRequest`]). Answered with [`Response::Content`].
+        FetchContent {
+            /// The content's SHA-256 (lower-case hex).
+            sha256: String,
+            /// First byte wanted.
+            offset: u64,
+            /// Bytes wanted (the answer holds at most [`crate::content::FETCH_CHUNK_MAX`]).
+            len: u32,
+        },
+        /// Host terminals: open, list, attach, detach, close (see [`crate::pty`]).
+        Pty(PtyRequest),
+        // ---- #14 long sessions: `/compact` and `/context` ----
+        /// Compact the open session now (`/compact [focus]`): snip old tool results and have the
+        /// model summarise the older part, `focus` steering what the summary keeps. Answered
+        /// with [`Response::CompactDone`] when the rewrite is journaled (or found unnecessary).
+        Compact {
+            /// Client-chosen id; a repeat with the same id does not compact twice.
+            request_id: String,
+            /// What the summary should keep above all (the text after `/compact`).
+            #[serde(default)]
+            focus: Option<String>,
+        },
+        /// The open session's context window split (`/context`). Answered with
+        /// [`Response::Context`].
+        ContextReport,
 
-    // ---- steer, `!` shell and prompt history (issue 16) ----
-    /// Steer the running turn of the open session: the text is journaled at once
-    /// ([`EventKind::Steer`]) and given to the model as a user message before the turn's next
-    /// model step ([`EventKind::SteerInjected`]). Answered with [`Response::Ok`] once the
-    /// steer is on disk, or the error `not_running` when no turn runs (send a
-    /// [`Request::SubmitTurn`] instead). Deduplicated by `request_id`.
-    Steer {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-        /// The steering text.
-        text: String,
-    },
-    /// Run a shell command the user typed as `!command` in the workspace, under the
-    /// session's sandbox and permission policy for `bash` (a denied command is refused with
-    /// the error `denied` naming the reason). Answered with [`Response::Ok`] when it finished;
-    /// the result is the journaled [`EventKind::ShellRan`]. With `add_to_context`, its output
-    /// joins the next user turn's message (the tail, never the system prefix).
-    Shell {
-        /// Client-chosen id for deduplication.
-        request_id: String,
-        /// The command line (without the leading `!`).
-        command: String,
-        /// Give the output to the model with the next turn.
-        add_to_context: bool,
-    },
-    /// The workspace's prompt history, oldest first (shared by every client of the
-    /// workspace). Answered with [`Response::History`].
-    HistoryList,
-    /// Add a prompt the user sent from the composer to the workspace's prompt history.
-    /// Answered with [`Response::Ok`].
-    HistoryAppend {
-        /// The prompt as typed.
-        text: String,
-    },
-    // ---- session management and custom commands (issue 16) ----
-    /// Give a session a title (replaces the one taken from its first prompt). Stored in the
-    /// session's meta file on the host, so every client lists the same title.
-    RenameSession {
-        /// Session id.
-        session: String,
-        /// The new title (one line, at most 80 characters are kept; empty restores the
-        /// title taken from the first prompt).
-        title: String,
-    },
-    /// Move a session to the workspace's trash (restorable for [`TRASH_KEEP_DAYS`] days).
-    /// Refused with `busy` while a turn runs and with `attached` while a client has the
-    /// session open.
-    DeleteSession {
-        /// Session id.
-        session: String,
-    },
-    /// Bring a session back from the trash.
-    RestoreSession {
-        /// Session id.
-        session: String,
-    },
-    /// Remove sessions from the trash for good. Answered with [`Response::Purged`].
-    PurgeSessions {
-        /// One trashed session, or `None` for the whole trash.
-        session: Option<String>,
-    },
-    /// The trashed sessions of this workspace. Answered with [`Response::Trash`].
-    ListTrash,
-    /// The command files of the workspace (`.reasonix/commands/**/*.md` on the host), raw;
-    /// the client parses them together with the laptop's own. Answered with
-    /// [`Response::CommandFiles`].
-    ListCommandFiles,
-    /// The prompts of the MCP servers this client can use (the open session's workspace and
-    /// laptop servers; without a session, the workspace's), offered as slash commands
-    /// `/mcp__<server>__<prompt>`. Answered with [`Response::McpPrompts`]. The host expands
-    /// such a command itself when it arrives as a [`Request::SubmitTurn`] text.
-    McpPrompts,
-    /// The skills a `/<name>` may run: the built-in ones, `user` (the laptop's
-    /// `~/.reasonix/skills/`, sent with the request) and the workspace's
-    /// `.reasonix/skills/`, parsed by the host. Answered with [`Response::Skills`].
-    ListSkills {
-        /// The laptop's user skills and configured model labels.
-        #[serde(default)]
-        skills: crate::skills::SkillSettings,
-    },
-    /// The first resources (`resources/list`, first page, at most
-    /// [`MCP_RESOURCES_MAX`]) of MCP server `server`, for `@server:uri` completion.
-    /// Answered with [`Response::McpResources`], or the error `not_found` for an unknown
-    /// server.
-    McpResources {
-        /// Server name.
-        server: String,
-    },
+        // ---- steer, `!` shell and prompt history (issue 16) ----
+        /// Steer the running turn of the open session: the text is journaled at once
+        /// ([`EventKind::Steer`]) and given to the model as a user message before the turn's next
+        /// model step ([`EventKind::SteerInjected`]). Answered with [`Response::Ok`] once the
+        /// steer is on disk, or the error `not_running` when no turn runs (send a
+        /// [`Request::SubmitTurn`] instead). Deduplicated by `request_id`.
+        Steer {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+            /// The steering text.
+            text: String,
+        },
+        /// Run a shell command the user typed as `!command` in the workspace, under the
+        /// session's sandbox and permission policy for `bash` (a denied command is refused with
+        /// the error `denied` naming the reason). Answered with [`Response::Ok`] when it finished;
+        /// the result is the journaled [`EventKind::ShellRan`]. With `add_to_context`, its output
+        /// joins the next user turn's message (the tail, never the system prefix).
+        Shell {
+            /// Client-chosen id for deduplication.
+            request_id: String,
+            /// The command line (without the leading `!`).
+            command: String,
+            /// Give the output to the model with the next turn.
+            add_to_context: bool,
+        },
+        /// The workspace's prompt history, oldest first (shared by every client of the
+        /// workspace). Answered with [`Response::History`].
+        HistoryList,
+        /// Add a prompt the user sent from the composer to the workspace's prompt history.
+        /// Answered with [`Response::Ok`].
+        HistoryAppend {
+            /// The prompt as typed.
+            text: String,
+        },
+        // ---- session management and custom commands (issue 16) ----
+        /// Give a session a title (replaces the one taken from its first prompt). Stored in the
+        /// session's meta file on the host, so every client lists the same title.
+        RenameSession {
+            /// Session id.
+            session: String,
+            /// The new title (one line, at most 80 characters are kept; empty restores the
+            /// title taken from the first prompt).
+            title: String,
+        },
+        /// Move a session to the workspace's trash (restorable for [`TRASH_KEEP_DAYS`] days).
+        /// Refused with `busy` while a turn runs and with `attached` while a client has the
+        /// session open.
+        DeleteSession {
+            /// Session id.
+            session: String,
+        },
+        /// Bring a session back from the trash.
+        RestoreSession {
+            /// Session id.
+            session: String,
+        },
+        /// Remove sessions from the trash for good. Answered with [`Response::Purged`].
+        PurgeSessions {
+            /// One trashed session, or `None` for the whole trash.
+            session: Option<String>,
+        },
+        /// The trashed sessions of this workspace. Answered with [`Response::Trash`].
+        ListTrash,
+        /// The command files of the workspace (`.reasonix/commands/**/*.md` on the host), raw;
+        /// the client parses them together with the laptop's own. Answered with
+        /// [`Response::CommandFiles`].
+        ListCommandFiles,
+        /// The prompts of the MCP servers this client can use (the open session's workspace and
+        /// laptop servers; without a session, the workspace's), offered as slash commands
+        /// `/mcp__<server>__<prompt>`. Answered with [`Response::McpPrompts`]. The host expands
+        /// such a command itself when it arrives as a [`Request::SubmitTurn`] text.
+        McpPrompts,
+        /// The skills a `/<name>` may run: the built-in ones, `user` (the laptop's
+        /// `~/.reasonix/skills/`, sent with the request) and the workspace's
+        /// `.reasonix/skills/`, parsed by the host. Answered with [`Response::Skills`].
+        ListSkills {
+            /// The laptop's user skills and configured model labels.
+            #[serde(default)]
+            skills: crate::skills::SkillSettings,
+        },
+        /// The first resources (`resources/list`, first page, at most
+        /// [`MCP_RESOURCES_MAX`]) of MCP server `server`, for `@server:uri` completion.
+        /// Answered with [`Response::McpResources`], or the error `not_found` for an unknown
+        /// server.
+        McpResources {
+            /// Server name.
+            server: String,
+        },
 
-    /// The workspace's hooks (#34): the project hook files with their SHA-256 and trust,
-    /// every hook and its last run in the open session. `hooks` is the laptop's user hooks
-    /// and current trust records for this workspace; a session this link drives adopts them
-    /// (so `/hooks trust` applies at once). Answered with [`Response::Hooks`].
-    Hooks {
-        /// The user's hooks and trusted project hook files.
-        #[serde(default)]
-        hooks: crate::hooks::HookSettings,
-    },
-    /// A person's own change to (or look at) the workspace's project memory store on the
-    /// host (`/memory`, `# note`, `reasonix memory --ssh`; issue 32). The global store is
-    /// the laptop's and never goes through here. Answered with [`Response::Memory`], or the
-    /// error `invalid` naming what was wrong (a malformed or secret-looking fact, an unknown
-    /// id).
-    Memory {
-        /// What to do.
-        op: crate::memory::ops::MemoryOp,
-    },
-    // ---- plan mode (issue 38 §1) ----
-    /// Plan mode of the open session: enter (optionally with a task, submitted as a turn
-    /// under `request_id`), leave, or answer the pending plan. Only the driving client may
-    /// send it. Answered with [`Response::Ok`] (or [`Response::Duplicate`]); an `execute`
-    /// or `revise` starts a turn whose [`EventKind::UserTurn`] carries `request_id`.
-    Plan {
-        /// Client-chosen id for deduplication (and of the turn it starts).
-        request_id: String,
-        /// What to do.
-        #[serde(flatten)]
-        action: PlanAction,
-    },
-    // ---- goals (issue 38 §3) ----
-    /// The open session's goal: start, pause, resume, clear. Only the driving client may
-    /// send it. Answered with [`Response::Ok`] (or [`Response::Duplicate`]); a start starts
-    /// a turn whose [`EventKind::UserTurn`] carries `request_id`.
-    Goal {
-        /// Client-chosen id for deduplication (and the goal's id on a start).
-        request_id: String,
-        /// What to do.
-        #[serde(flatten)]
-        action: GoalAction,
-    },
-    // #36 §1 forwarded ports.
-    /// The TCP ports the workspace's processes listen on now, answered with
-    /// [`Response::Ports`]; afterwards this link gets a [`Notification::Ports`] whenever
-    /// the list changes (until the link closes).
-    WatchPorts,
-    // #36 §2 ssh-agent forwarding.
-    /// This laptop forwards its ssh-agent (`ForwardAgent` for the host): the daemon serves
-    /// the workspace's stable `SSH_AUTH_SOCK` (made on the first offer) and sends its
-    /// requests to the driving laptop that offered one. Answered with
-    /// [`Response::AgentForwarding`].
-    ForwardAgent(crate::agent::AgentOffer),
+        /// The workspace's hooks (#34): the project hook files with their SHA-256 and trust,
+        /// every hook and its last run in the open session. `hooks` is the laptop's user hooks
+        /// and current trust records for this workspace; a session this link drives adopts them
+        /// (so `/hooks trust` applies at once). Answered with [`Response::Hooks`].
+        Hooks {
+            /// The user's hooks and trusted project hook files.
+            #[serde(default)]
+            hooks: crate::hooks::HookSettings,
+        },
+        /// A person's own change to (or look at) the workspace's project memory store on the
+        /// host (`/memory`, `# note`, `reasonix memory --ssh`; issue 32). The global store is
+        /// the laptop's and never goes through here. Answered with [`Response::Memory`], or the
+        /// error `invalid` naming what was wrong (a malformed or secret-looking fact, an unknown
+        /// id).
+        Memory {
+            /// What to do.
+            op: crate::memory::ops::MemoryOp,
+        },
+        // ---- plan mode (issue 38 §1) ----
+        /// Plan mode of the open session: enter (optionally with a task, submitted as a turn
+        /// under `request_id`), leave, or answer the pending plan. Only the driving client may
+        /// send it. Answered with [`Response::Ok`] (or [`Response::Duplicate`]); an `execute`
+        /// or `revise` starts a turn whose [`EventKind::UserTurn`] carries `request_id`.
+        Plan {
+            /// Client-chosen id for deduplication (and of the turn it starts).
+            request_id: String,
+            /// What to do.
+            #[serde(flatten)]
+            action: PlanAction,
+        },
+        // ---- goals (issue 38 §3) ----
+        /// The open session's goal: start, pause, resume, clear. Only the driving client may
+        /// send it. Answered with [`Response::Ok`] (or [`Response::Duplicate`]); a start starts
+        /// a turn whose [`EventKind::UserTurn`] carries `request_id`.
+        Goal {
+            /// Client-chosen id for deduplication (and the goal's id on a start).
+            request_id: String,
+            /// What to do.
+            #[serde(flatten)]
+            action: GoalAction,
+        },
+        // #36 §1 forwarded ports.
+        /// The TCP ports the workspace's processes listen on now, answered with
+        /// [`Response::Ports`]; afterwards this link gets a [`Notification::Ports`] whenever
+        /// the list changes (until the link closes).
+        WatchPorts,
+        // #36 §2 ssh-agent forwarding.
+        /// This laptop forwards its ssh-agent (`ForwardAgent` for the host): the daemon serves
+        /// the workspace's stable `SSH_AUTH_SOCK` (made on the first offer) and sends its
+        /// requests to the driving laptop that offered one. Answered with
+        /// [`Response::AgentForwarding`].
+        ForwardAgent(crate::agent::AgentOffer),
 
-    // ---- daemon -> client ----
-    /// The messages the session's next provider request will start with, sent when this
-    /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
-    /// request of the link can then go by prefix too (see `reasonix_forward::prefix`).
-    ProviderBase {
-        /// The name later requests give it in [`MessagesBase::stream_id`].
-        stream_id: String,
-        /// OpenAI-format messages (the system prompt and the conversation); shared, so the
-        /// daemon keeps them as its base without a copy.
-        messages: std::sync::Arc<Vec<Value>>,
-    },
-    /// Fetch a web page with the laptop's network (the `web_fetch` tool). Answered with
-    /// [`Response::WebFetch`], or an error whose message says why the laptop refused or
-    /// failed (`denied`: the address rule or a deny rule; `io`: the fetch failed).
-    WebFetch(WebFetchRequest),
+        // ---- daemon -> client ----
+        /// The messages the session's next provider request will start with, sent when this
+        /// link starts to drive a session (answered [`Response::Ok`] once stored): the first
+        /// request of the link can then go by prefix too (see `reasonix_forward::prefix`).
+        ProviderBase {
+            /// The name later requests give it in [`MessagesBase::stream_id`].
+            stream_id: String,
+            /// OpenAI-format messages (the system prompt and the conversation); shared, so the
+            /// daemon keeps them as its base without a copy.
+            messages: std::sync::Arc<Vec<Value>>,
+        },
+        /// Fetch a web page with the laptop's network (the `web_fetch` tool). Answered with
+        /// [`Response::WebFetch`], or an error whose message says why the laptop refused or
+        /// failed (`denied`: the address rule or a deny rule; `io`: the fetch failed).
+        WebFetch(WebFetchRequest),
+    }
 }
 
 /// Parameters of [`Request::WebFetch`].
@@ -908,119 +915,141 @@ impl std::fmt::Debug for BearerToken {
     }
 }
 
-/// Responses to [`Request`]s.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "r", rename_all = "snake_case")]
-pub enum Response {
-    /// Generic success.
-    Ok,
-    /// A duplicate request id: the original was already applied.
-    Duplicate,
-    /// Answer to [`Request::Status`].
-    Status(DaemonStatus),
-    /// Answer to [`Request::ListSessions`].
-    Sessions {
-        /// Sessions, newest first.
-        sessions: Vec<SessionInfo>,
-    },
-    /// Answer to [`Request::OpenSession`].
-    SessionOpened(SessionOpened),
-    /// Answer to [`Request::ListDir`].
-    DirEntries {
-        /// Entries of that directory.
-        entries: Vec<DirEntry>,
-    },
-    /// Answer to [`Request::Rewind`].
-    Rewound {
-        /// Human-readable summary of what changed (or would change).
-        summary: String,
-        /// Paths restored or removed.
-        paths: Vec<String>,
-    },
-    /// Answer to [`Request::Hooks`].
-    Hooks(crate::hooks::HooksReport),
-    /// Answer to [`Request::Memory`].
-    Memory(crate::memory::ops::MemoryReply),
-    /// Answer to [`Request::McpStatus`].
-    McpServers {
-        /// Every server, host ones first, each group sorted by name.
-        servers: Vec<McpServerInfo>,
-    },
-    /// Answer to [`Request::FetchContent`].
-    Content(ContentChunk),
-    /// Answer to [`Request::Pty`].
-    Pty(PtyResponse),
+tagged_enum! {
+    ResponseDe, "r";
+    /// Responses to [`Request`]s.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "r", rename_all = "snake_case")]
+    pub enum Response {
+        /// Generic success.
+        Ok,
+        /// A duplicate request id: the original was already applied.
+        Duplicate,
+        /// Answer to [`Request::Status`].
+        Status(DaemonStatus),
+        /// Answer to [`Request::ListSessions`].
+        Sessions {
+            /// Sessions, newest first.
+            sessions: Vec<SessionInfo>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::OpenSession`].
+        SessionOpened(SessionOpened),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::ListDir`].
+        DirEntries {
+            /// Entries of that directory.
+            entries: Vec<DirEntry>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::Rewind`].
+        Rewound {
+            /// Human-readable summary of what changed (or would change).
+            summary: String,
+            /// Paths restored or removed.
+            paths: Vec<String>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::Hooks`].
+        Hooks(crate::hooks::HooksReport),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::Memory`].
+        Memory(crate::memory::ops::MemoryReply),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::McpStatus`].
+        McpServers {
+            /// Every server, host ones first, each group sorted by name.
+            servers: Vec<McpServerInfo>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::FetchContent`].
+        Content(ContentChunk),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::Pty`].
+        Pty(PtyResponse),
 
-    // ---- prompt history (issue 16) ----
-    /// The workspace's prompt history, oldest first.
-    History {
-        /// The entries.
-        entries: Vec<String>,
-    },
-    // ---- session management and custom commands (issue 16) ----
-    /// Answer to [`Request::PurgeSessions`].
-    Purged {
-        /// Ids removed for good.
-        sessions: Vec<String>,
-    },
-    /// Answer to [`Request::ListTrash`].
-    Trash {
-        /// Trashed sessions, most recently deleted first.
-        sessions: Vec<TrashedSession>,
-    },
-    /// Answer to [`Request::ListCommandFiles`].
-    CommandFiles {
-        /// Files read, sorted by name.
-        files: Vec<CommandFile>,
-        /// Files that could not be read (too big, not UTF-8, unreadable), with the problem.
-        skipped: Vec<CommandFileProblem>,
-    },
-    /// Answer to [`Request::ListSkills`].
-    Skills {
-        /// Skills sorted by name.
-        skills: Vec<crate::skills::SkillInfo>,
-        /// One line per skipped or shadowed skill, naming the file (and line) and problem.
-        notices: Vec<String>,
-    },
-    /// Answer to [`Request::McpPrompts`].
-    McpPrompts {
-        /// Prompts sorted by command name.
-        prompts: Vec<McpPromptEntry>,
-        /// Servers whose prompts could not be listed, with the reason.
-        #[serde(default)]
-        problems: Vec<String>,
-    },
-    /// Answer to [`Request::McpResources`].
-    McpResources {
-        /// Resources in the server's order.
-        resources: Vec<McpResourceEntry>,
-    },
-    // ---- #14 long sessions: `/compact` and `/context` ----
-    /// Answer to [`Request::Compact`].
-    CompactDone {
-        /// What happened, as the user should read it.
-        summary: String,
-        /// Seq of the session's last event when it ended: the `compacted` events are at or
-        /// before it (they may reach the client after this answer).
-        #[serde(default)]
-        last_seq: u64,
-    },
-    /// Answer to [`Request::ContextReport`].
-    Context(ContextReport),
-    /// Answer to [`Request::WebFetch`].
-    WebFetch(WebFetchReply),
-    /// Answer to [`Request::McpToken`].
-    McpToken {
-        /// The bearer token, `None` when the laptop has no sign-in for that URL.
-        access_token: Option<BearerToken>,
-    },
-    /// Answer to [`Request::WatchPorts`]: the ports listened on now.
-    Ports {
-        /// Ports, by number.
-        ports: Vec<crate::ports::HostPort>,
-    },
-    /// Answer to [`Request::ForwardAgent`].
-    AgentForwarding(crate::agent::AgentForwarding),
+        // ---- prompt history (issue 16) ----
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// The workspace's prompt history, oldest first.
+        History {
+            /// The entries.
+            entries: Vec<String>,
+        },
+        // ---- session management and custom commands (issue 16) ----
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::PurgeSessions`].
+        Purged {
+            /// Ids removed for good.
+            sessions: Vec<String>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::ListTrash`].
+        Trash {
+            /// Trashed sessions, most recently deleted first.
+            sessions: Vec<TrashedSession>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::ListCommandFiles`].
+        CommandFiles {
+            /// Files read, sorted by name.
+            files: Vec<CommandFile>,
+            /// Files that could not be read (too big, not UTF-8, unreadable), with the problem.
+            skipped: Vec<CommandFileProblem>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::ListSkills`].
+        Skills {
+            /// Skills sorted by name.
+            skills: Vec<crate::skills::SkillInfo>,
+            /// One line per skipped or shadowed skill, naming the file (and line) and problem.
+            notices: Vec<String>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::McpPrompts`].
+        McpPrompts {
+            /// Prompts sorted by command name.
+            prompts: Vec<McpPromptEntry>,
+            /// Servers whose prompts could not be listed, with the reason.
+            #[serde(default)]
+            problems: Vec<String>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::McpResources`].
+        McpResources {
+            /// Resources in the server's order.
+            resources: Vec<McpResourceEntry>,
+        },
+        // ---- #14 long sessions: `/compact` and `/context` ----
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::Compact`].
+        CompactDone {
+            /// What happened, as the user should read it.
+            summary: String,
+            /// Seq of the session's last event when it ended: the `compacted` events are at or
+            /// before it (they may reach the client after this answer).
+            #[serde(default)]
+            last_seq: u64,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::ContextReport`].
+        Context(ContextReport),
+        /// Answer to [`Request::WebFetch`].
+        WebFetch(WebFetchReply),
+        /// Answer to [`Request::McpToken`].
+        McpToken {
+            /// The bearer token, `None` when the laptop has no sign-in for that URL.
+            access_token: Option<BearerToken>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::WatchPorts`]: the ports listened on now.
+        Ports {
+            /// Ports, by number.
+            ports: Vec<crate::ports::HostPort>,
+        },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
+        /// Answer to [`Request::ForwardAgent`].
+        AgentForwarding(crate::agent::AgentForwarding),
+    }
 }
 
 /// Days a deleted session stays restorable in the trash before the host purges it.
@@ -1317,70 +1346,73 @@ pub struct DirEntry {
     pub is_dir: bool,
 }
 
-/// Notifications in either direction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "n", rename_all = "snake_case")]
-pub enum Notification {
-    /// A journal event of the open session (daemon -> client).
-    Event(Event),
-    /// The turn state changed (daemon -> client), not journaled.
-    State {
-        /// New state.
-        state: TurnState,
-        /// Optional detail (e.g. "waiting for laptop").
-        detail: Option<String>,
-    },
-    /// This client's role changed (daemon -> client).
-    Role {
-        /// New role.
-        role: ClientRole,
-        /// Why.
-        reason: String,
-    },
-    /// Progress of a running tool (daemon -> client).
-    ToolProgress {
-        /// Tool call id.
-        call_id: String,
-        /// Progress text or streamed output.
-        message: String,
-    },
-    /// A journal event too big for one frame (daemon -> client): the encoded [`Event`] is in
-    /// the workspace's content store and the client fetches it with
-    /// [`Request::FetchContent`] (checking the SHA-256) and handles it in the place of this
-    /// notification, so an event of any size arrives whole and in order. Never journaled.
-    EventByRef {
-        /// The event's seq.
-        seq: u64,
-        /// Its timestamp.
-        ts: String,
-        /// Its turn.
-        turn: u64,
-        /// The event's type (its wire name), for messages when it cannot be fetched.
-        kind: String,
-        /// The JSON encoding of the whole event.
-        event_ref: ContentRef,
-    },
-    /// The workspace's listening TCP ports changed (daemon -> client, to links that sent
-    /// [`Request::WatchPorts`]): the whole list, not journaled.
-    Ports {
-        /// Ports, by number.
-        ports: Vec<crate::ports::HostPort>,
-    },
-    /// A `Notification` hook event for the laptop's own `run_on = "laptop"` hooks (#34;
-    /// daemon -> client, live only, never journaled, so a catch-up never repeats it): the
-    /// JSON such a hook reads on stdin (`hook_event_name`, `session_id`, `cwd`, `message`,
-    /// ...). The laptop runs only hooks from its own config; the host chooses no command.
-    HookNotice {
-        /// The event, as a hook reads it on stdin.
-        input: Value,
-    },
-    /// A marker that frames were dropped because a replay window was exceeded.
-    Dropped {
-        /// How many frames.
-        frames: u64,
-        /// How many bytes.
-        bytes: u64,
-    },
+tagged_enum! {
+    NotificationDe, "n";
+    /// Notifications in either direction.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "n", rename_all = "snake_case")]
+    pub enum Notification {
+        /// A journal event of the open session (daemon -> client).
+        Event(Event),
+        /// The turn state changed (daemon -> client), not journaled.
+        State {
+            /// New state.
+            state: TurnState,
+            /// Optional detail (e.g. "waiting for laptop").
+            detail: Option<String>,
+        },
+        /// This client's role changed (daemon -> client).
+        Role {
+            /// New role.
+            role: ClientRole,
+            /// Why.
+            reason: String,
+        },
+        /// Progress of a running tool (daemon -> client).
+        ToolProgress {
+            /// Tool call id.
+            call_id: String,
+            /// Progress text or streamed output.
+            message: String,
+        },
+        /// A journal event too big for one frame (daemon -> client): the encoded [`Event`] is in
+        /// the workspace's content store and the client fetches it with
+        /// [`Request::FetchContent`] (checking the SHA-256) and handles it in the place of this
+        /// notification, so an event of any size arrives whole and in order. Never journaled.
+        EventByRef {
+            /// The event's seq.
+            seq: u64,
+            /// Its timestamp.
+            ts: String,
+            /// Its turn.
+            turn: u64,
+            /// The event's type (its wire name), for messages when it cannot be fetched.
+            kind: String,
+            /// The JSON encoding of the whole event.
+            event_ref: ContentRef,
+        },
+        /// The workspace's listening TCP ports changed (daemon -> client, to links that sent
+        /// [`Request::WatchPorts`]): the whole list, not journaled.
+        Ports {
+            /// Ports, by number.
+            ports: Vec<crate::ports::HostPort>,
+        },
+        /// A `Notification` hook event for the laptop's own `run_on = "laptop"` hooks (#34;
+        /// daemon -> client, live only, never journaled, so a catch-up never repeats it): the
+        /// JSON such a hook reads on stdin (`hook_event_name`, `session_id`, `cwd`, `message`,
+        /// ...). The laptop runs only hooks from its own config; the host chooses no command.
+        HookNotice {
+            /// The event, as a hook reads it on stdin.
+            input: Value,
+        },
+        /// A marker that frames were dropped because a replay window was exceeded.
+        Dropped {
+            /// How many frames.
+            frames: u64,
+            /// How many bytes.
+            bytes: u64,
+        },
+    }
 }
 
 /// A chat completion the daemon asks the gateway to run: the parameters of a provider
@@ -1424,53 +1456,56 @@ pub struct MessagesBase {
     pub count: usize,
 }
 
-/// One typed piece of a provider stream, as produced by the gateway's SSE parser.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "k", rename_all = "snake_case")]
-pub enum ProviderChunk {
-    /// Visible assistant text.
-    Text {
-        /// The delta.
-        text: String,
-    },
-    /// Reasoning text (`reasoning_content` or `<think>`).
-    Reasoning {
-        /// The delta.
-        text: String,
-    },
-    /// A complete tool call (deltas already aggregated by index).
-    ToolCall(ToolCall),
-    /// Data the provider needs back, unchanged, when this assistant message is sent again
-    /// (the Anthropic wire: each thinking block's signature). Opaque to the host: it keeps
-    /// it on the assistant message ([`EventKind::AssistantMessage`], `provider_replay`) and
-    /// returns it as that message's `provider_replay` key; only the gateway of the wire
-    /// format that produced it reads it. At most one per stream, before `Done`.
-    Replay {
-        /// The wire format's data.
-        data: Value,
-    },
-    /// Token usage.
-    Usage(Usage),
-    /// The stream finished.
-    Done {
-        /// The provider's finish reason.
-        finish_reason: Option<String>,
-        /// Resolved model name actually used.
-        model: String,
-    },
-    /// The stream failed.
-    Error {
-        /// What went wrong and what to do.
-        message: String,
-        /// True when re-issuing the same request may succeed: the failure came after the
-        /// provider accepted the request (a broken or stalled stream). An error after the
-        /// gateway spent its own retries is `false`: asking again would only repeat them.
-        retryable: bool,
-    },
-    // #15 provider failures visible and bounded.
-    /// The gateway's request failed before the stream began and is tried again after
-    /// `delay_ms`; more chunks follow (this is not the end of the stream).
-    Retrying(ProviderRetry),
+tagged_enum! {
+    ProviderChunkDe, "k";
+    /// One typed piece of a provider stream, as produced by the gateway's SSE parser.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "k", rename_all = "snake_case")]
+    pub enum ProviderChunk {
+        /// Visible assistant text.
+        Text {
+            /// The delta.
+            text: String,
+        },
+        /// Reasoning text (`reasoning_content` or `<think>`).
+        Reasoning {
+            /// The delta.
+            text: String,
+        },
+        /// A complete tool call (deltas already aggregated by index).
+        ToolCall(ToolCall),
+        /// Data the provider needs back, unchanged, when this assistant message is sent again
+        /// (the Anthropic wire: each thinking block's signature). Opaque to the host: it keeps
+        /// it on the assistant message ([`EventKind::AssistantMessage`], `provider_replay`) and
+        /// returns it as that message's `provider_replay` key; only the gateway of the wire
+        /// format that produced it reads it. At most one per stream, before `Done`.
+        Replay {
+            /// The wire format's data.
+            data: Value,
+        },
+        /// Token usage.
+        Usage(Usage),
+        /// The stream finished.
+        Done {
+            /// The provider's finish reason.
+            finish_reason: Option<String>,
+            /// Resolved model name actually used.
+            model: String,
+        },
+        /// The stream failed.
+        Error {
+            /// What went wrong and what to do.
+            message: String,
+            /// True when re-issuing the same request may succeed: the failure came after the
+            /// provider accepted the request (a broken or stalled stream). An error after the
+            /// gateway spent its own retries is `false`: asking again would only repeat them.
+            retryable: bool,
+        },
+        // #15 provider failures visible and bounded.
+        /// The gateway's request failed before the stream began and is tried again after
+        /// `delay_ms`; more chunks follow (this is not the end of the stream).
+        Retrying(ProviderRetry),
+    }
 }
 
 // #15 provider failures visible and bounded.
@@ -1554,7 +1589,9 @@ pub struct Usage {
 }
 
 /// A numbered journal event of a session; what clients render.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// Decoded by hand (below): serde's decoder for a `flatten`ed field buffers the object in its
+// `Content` tree, see `crate::proto_serde`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
     /// Monotonic number within the session, starting at 1.
     pub seq: u64,
@@ -1565,6 +1602,22 @@ pub struct Event {
     /// The event itself.
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use crate::proto_serde::{from_tagged_map, read_object, take_field};
+        let mut map = read_object(d, "struct Event")?;
+        let decode = |map: &mut serde_json::Map<String, Value>| {
+            Ok::<_, serde_json::Error>(Event {
+                seq: take_field(map, "seq")?,
+                ts: take_field(map, "ts")?,
+                turn: take_field(map, "turn")?,
+                kind: from_tagged_map::<EventKindDe>(std::mem::take(map), "type")?.into(),
+            })
+        };
+        decode(&mut map).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Why a tool call was not run (in [`EventKind::ToolFinished`]).
@@ -1622,270 +1675,273 @@ impl std::fmt::Display for TurnOutcome {
     }
 }
 
-/// What happened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum EventKind {
-    /// Session created.
-    SessionStarted {
-        /// Workspace path.
-        workspace: String,
-        /// Hash of the system prompt.
-        system_hash: String,
-        /// Hash of the tool schemas.
-        tools_hash: String,
-    },
-    /// A user turn began.
-    UserTurn {
-        /// The request id that submitted it.
-        request_id: String,
-        /// The text.
-        text: String,
-        /// Workspace files mentioned as `@path` and attached to the turn (contents as read
-        /// when the turn was submitted, so the conversation stays byte-stable).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        attachments: Vec<Attachment>,
-    },
-    /// Streaming text delta (journaled so a catch-up shows partial answers too).
-    TextDelta {
-        /// The delta.
-        text: String,
-    },
-    /// Streaming reasoning delta.
-    ReasoningDelta {
-        /// The delta.
-        text: String,
-    },
-    /// A complete assistant message (one model step).
-    AssistantMessage {
-        /// Visible text.
-        content: String,
-        /// Reasoning, if any.
-        reasoning: Option<String>,
-        /// Tool calls requested.
-        tool_calls: Vec<ToolCall>,
-        /// What the provider needs back with this message ([`ProviderChunk::Replay`]);
-        /// absent in journals written before it existed.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        provider_replay: Option<Value>,
-    },
-    /// A tool call is about to run (permission granted).
-    ToolStarted {
-        /// Call id.
-        call_id: String,
-        /// Tool name.
-        name: String,
-        /// JSON arguments.
-        arguments: String,
-    },
-    /// A tool call finished.
-    ToolFinished {
-        /// Call id.
-        call_id: String,
-        /// Tool name.
-        name: String,
-        /// True when the tool reported an error.
-        is_error: bool,
-        /// The output in full, or, when `output_ref` is set, the bounded view the model saw
-        /// (head and tail with a marker saying how much was cut).
-        output: String,
-        /// Set when the output was longer than [`crate::content::EXTERNALIZE_OVER`]: the
-        /// full output is stored on the host and fetched with [`Request::FetchContent`].
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        output_ref: Option<ContentRef>,
-        /// Set when the call was not run because it was denied, and by whom.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        denied: Option<Denied>,
-        /// Bytes of the output the model saw, when the session's context window made that
-        /// bound smaller than the usual 32 KiB (a small window cannot hold one result of that
-        /// size); replaying the journal bounds the output the same way.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        context_bytes: Option<u64>,
-    },
-    /// An approval is needed.
-    ApprovalRequested {
-        /// Approval id.
-        approval_id: String,
-        /// The tool call this approval is about (its `ToolStarted`/`ToolFinished` id), so a
-        /// client ties the question to the call it shows. `None` in journals written before
-        /// this field existed (clients then match the queued call by tool and arguments).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        call_id: Option<String>,
-        /// Tool name.
-        tool: String,
-        /// JSON arguments.
-        arguments: String,
-        /// Why it is asked (the matching rule or fallback).
-        reason: String,
-        /// Unified diff preview for file edits.
-        preview: Option<String>,
-        // #15 "always allow" scope.
-        /// The rule an "always allow" answer would store (`None`: too dangerous to allow
-        /// forever; "always" then allows for this session only), so the dialog can say it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        always_rule: Option<String>,
-    },
-    /// An approval was answered.
-    ApprovalAnswered {
-        /// Approval id.
-        approval_id: String,
-        /// The decision.
-        decision: ApprovalDecision,
-        /// For "always": the rule the laptop persists to the user's config (`None` when the
-        /// call is too dangerous to allow forever; it is then allowed for this session only).
-        #[serde(default)]
-        rule: Option<String>,
-    },
-    /// An MCP server asks the user to fill a form during a tool call (`elicitation/create`).
-    /// Answered with `Request::AnswerElicitation`.
-    ElicitationRequested {
-        /// Elicitation id.
-        elicitation_id: String,
-        /// The server asking.
-        server: String,
-        /// Its message.
-        message: String,
-        /// `requestedSchema` as JSON text: a flat object of string, number, integer and
-        /// boolean fields (with `title`, `description`, `enum`, `default`) and `required`.
-        schema: String,
-    },
-    /// An elicitation was answered (the values themselves are not journaled).
-    ElicitationAnswered {
-        /// Elicitation id.
-        elicitation_id: String,
-        /// What the user chose.
-        action: ElicitAction,
-    },
-    /// Usage of one model request, with prefix-stability diagnostics.
-    Usage {
-        /// Token figures.
-        usage: Usage,
-        /// Model actually used.
-        model: String,
-        /// Hash of the system prompt of this request.
-        system_hash: String,
-        /// Hash of the tool schemas of this request.
-        tools_hash: String,
-        /// Set when cache-hit tokens dropped: which part of the prefix changed.
-        cache_note: Option<String>,
-    },
-    /// The turn finished.
-    TurnFinished {
-        /// How it ended.
-        outcome: TurnOutcome,
-        /// Detail, e.g. the error.
-        detail: Option<String>,
-    },
-    /// A notice for the user.
-    Notice {
-        /// The text.
-        text: String,
-    },
-    // #15 provider failures visible and bounded.
-    /// A model request failed and is tried again (journaled, so a replay shows it too).
-    ProviderRetry(ProviderRetry),
-    /// Plan mode: on/off, a proposed plan, the user's answer (see [`PlanEvent`]).
-    Plan(PlanEvent),
-    /// The session's goal: started, reported on, paused, resumed, ended (see [`GoalEvent`]).
-    Goal(GoalEvent),
-    /// A checkpoint was taken.
-    Checkpoint {
-        /// Checkpoint id.
-        id: String,
-        /// Paths captured.
-        paths: Vec<String>,
-    },
-    /// The history was rewritten to stay inside the context window: a declared cache reset
-    /// (the next request misses the provider's cache once, from the rewrite on). The
-    /// originals are in the session's archive; replaying the journal applies the rewrite
-    /// again, and a rewind to before it restores the conversation as it was.
-    Compacted {
-        /// Snip or summary.
-        kind: CompactionKind,
-        /// Why it ran.
-        trigger: CompactionTrigger,
-        /// Estimated prompt tokens of the next request before the rewrite.
-        tokens_before: u64,
-        /// Estimated prompt tokens after it.
-        tokens_after: u64,
-        /// Snip: the tool results replaced by placeholders.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        snipped: Vec<SnippedResult>,
-        /// Summary: conversation messages `[start, end)` (0 = first message after the
-        /// system prompt) replaced by one summary message.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        replaced: Option<(u64, u64)>,
-        /// Summary: the summary message's content (`<compaction-summary>…`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        summary: Option<String>,
-        /// Archive ids of the summarised messages, in order.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        archived: Vec<String>,
-        /// Archive file (name, relative to the sessions directory).
-        archive: String,
-        /// Summary: the most bytes of the range's normal-sized user messages kept verbatim
-        /// after the summary (the newest that fit), when the window made that bound necessary;
-        /// `None` keeps them all (and in journals from before this field existed).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        kept_user_bytes: Option<u64>,
-    },
+tagged_enum! {
+    EventKindDe, "type";
+    /// What happened.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum EventKind {
+        /// Session created.
+        SessionStarted {
+            /// Workspace path.
+            workspace: String,
+            /// Hash of the system prompt.
+            system_hash: String,
+            /// Hash of the tool schemas.
+            tools_hash: String,
+        },
+        /// A user turn began.
+        UserTurn {
+            /// The request id that submitted it.
+            request_id: String,
+            /// The text.
+            text: String,
+            /// Workspace files mentioned as `@path` and attached to the turn (contents as read
+            /// when the turn was submitted, so the conversation stays byte-stable).
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            attachments: Vec<Attachment>,
+        },
+        /// Streaming text delta (journaled so a catch-up shows partial answers too).
+        TextDelta {
+            /// The delta.
+            text: String,
+        },
+        /// Streaming reasoning delta.
+        ReasoningDelta {
+            /// The delta.
+            text: String,
+        },
+        /// A complete assistant message (one model step).
+        AssistantMessage {
+            /// Visible text.
+            content: String,
+            /// Reasoning, if any.
+            reasoning: Option<String>,
+            /// Tool calls requested.
+            tool_calls: Vec<ToolCall>,
+            /// What the provider needs back with this message ([`ProviderChunk::Replay`]);
+            /// absent in journals written before it existed.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            provider_replay: Option<Value>,
+        },
+        /// A tool call is about to run (permission granted).
+        ToolStarted {
+            /// Call id.
+            call_id: String,
+            /// Tool name.
+            name: String,
+            /// JSON arguments.
+            arguments: String,
+        },
+        /// A tool call finished.
+        ToolFinished {
+            /// Call id.
+            call_id: String,
+            /// Tool name.
+            name: String,
+            /// True when the tool reported an error.
+            is_error: bool,
+            /// The output in full, or, when `output_ref` is set, the bounded view the model saw
+            /// (head and tail with a marker saying how much was cut).
+            output: String,
+            /// Set when the output was longer than [`crate::content::EXTERNALIZE_OVER`]: the
+            /// full output is stored on the host and fetched with [`Request::FetchContent`].
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            output_ref: Option<ContentRef>,
+            /// Set when the call was not run because it was denied, and by whom.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            denied: Option<Denied>,
+            /// Bytes of the output the model saw, when the session's context window made that
+            /// bound smaller than the usual 32 KiB (a small window cannot hold one result of that
+            /// size); replaying the journal bounds the output the same way.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            context_bytes: Option<u64>,
+        },
+        /// An approval is needed.
+        ApprovalRequested {
+            /// Approval id.
+            approval_id: String,
+            /// The tool call this approval is about (its `ToolStarted`/`ToolFinished` id), so a
+            /// client ties the question to the call it shows. `None` in journals written before
+            /// this field existed (clients then match the queued call by tool and arguments).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            call_id: Option<String>,
+            /// Tool name.
+            tool: String,
+            /// JSON arguments.
+            arguments: String,
+            /// Why it is asked (the matching rule or fallback).
+            reason: String,
+            /// Unified diff preview for file edits.
+            preview: Option<String>,
+            // #15 "always allow" scope.
+            /// The rule an "always allow" answer would store (`None`: too dangerous to allow
+            /// forever; "always" then allows for this session only), so the dialog can say it.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            always_rule: Option<String>,
+        },
+        /// An approval was answered.
+        ApprovalAnswered {
+            /// Approval id.
+            approval_id: String,
+            /// The decision.
+            decision: ApprovalDecision,
+            /// For "always": the rule the laptop persists to the user's config (`None` when the
+            /// call is too dangerous to allow forever; it is then allowed for this session only).
+            #[serde(default)]
+            rule: Option<String>,
+        },
+        /// An MCP server asks the user to fill a form during a tool call (`elicitation/create`).
+        /// Answered with `Request::AnswerElicitation`.
+        ElicitationRequested {
+            /// Elicitation id.
+            elicitation_id: String,
+            /// The server asking.
+            server: String,
+            /// Its message.
+            message: String,
+            /// `requestedSchema` as JSON text: a flat object of string, number, integer and
+            /// boolean fields (with `title`, `description`, `enum`, `default`) and `required`.
+            schema: String,
+        },
+        /// An elicitation was answered (the values themselves are not journaled).
+        ElicitationAnswered {
+            /// Elicitation id.
+            elicitation_id: String,
+            /// What the user chose.
+            action: ElicitAction,
+        },
+        /// Usage of one model request, with prefix-stability diagnostics.
+        Usage {
+            /// Token figures.
+            usage: Usage,
+            /// Model actually used.
+            model: String,
+            /// Hash of the system prompt of this request.
+            system_hash: String,
+            /// Hash of the tool schemas of this request.
+            tools_hash: String,
+            /// Set when cache-hit tokens dropped: which part of the prefix changed.
+            cache_note: Option<String>,
+        },
+        /// The turn finished.
+        TurnFinished {
+            /// How it ended.
+            outcome: TurnOutcome,
+            /// Detail, e.g. the error.
+            detail: Option<String>,
+        },
+        /// A notice for the user.
+        Notice {
+            /// The text.
+            text: String,
+        },
+        // #15 provider failures visible and bounded.
+        /// A model request failed and is tried again (journaled, so a replay shows it too).
+        ProviderRetry(ProviderRetry),
+        /// Plan mode: on/off, a proposed plan, the user's answer (see [`PlanEvent`]).
+        Plan(PlanEvent),
+        /// The session's goal: started, reported on, paused, resumed, ended (see [`GoalEvent`]).
+        Goal(GoalEvent),
+        /// A checkpoint was taken.
+        Checkpoint {
+            /// Checkpoint id.
+            id: String,
+            /// Paths captured.
+            paths: Vec<String>,
+        },
+        /// The history was rewritten to stay inside the context window: a declared cache reset
+        /// (the next request misses the provider's cache once, from the rewrite on). The
+        /// originals are in the session's archive; replaying the journal applies the rewrite
+        /// again, and a rewind to before it restores the conversation as it was.
+        Compacted {
+            /// Snip or summary.
+            kind: CompactionKind,
+            /// Why it ran.
+            trigger: CompactionTrigger,
+            /// Estimated prompt tokens of the next request before the rewrite.
+            tokens_before: u64,
+            /// Estimated prompt tokens after it.
+            tokens_after: u64,
+            /// Snip: the tool results replaced by placeholders.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            snipped: Vec<SnippedResult>,
+            /// Summary: conversation messages `[start, end)` (0 = first message after the
+            /// system prompt) replaced by one summary message.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            replaced: Option<(u64, u64)>,
+            /// Summary: the summary message's content (`<compaction-summary>…`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            summary: Option<String>,
+            /// Archive ids of the summarised messages, in order.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            archived: Vec<String>,
+            /// Archive file (name, relative to the sessions directory).
+            archive: String,
+            /// Summary: the most bytes of the range's normal-sized user messages kept verbatim
+            /// after the summary (the newest that fit), when the window made that bound necessary;
+            /// `None` keeps them all (and in journals from before this field existed).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            kept_user_bytes: Option<u64>,
+        },
 
-    // ---- steer and `!` shell (issue 16) ----
-    /// The user steered the running turn (journaled when it arrived; not yet seen by the
-    /// model).
-    Steer {
-        /// The request id that sent it.
-        request_id: String,
-        /// The text.
-        text: String,
-    },
-    /// Steers were given to the model as one user message appended after the last message,
-    /// before this model step. Appending extends the previous request, so the cached prefix
-    /// is kept; the step's uncached cost is the new tail, of which the steer is `est_tokens`.
-    SteerInjected {
-        /// The [`EventKind::Steer`] request ids, in order.
-        request_ids: Vec<String>,
-        /// Estimated prompt tokens the steer text adds.
-        est_tokens: u64,
-    },
-    /// A `!command` the user ran in the workspace.
-    ShellRan {
-        /// The request id that ran it.
-        request_id: String,
-        /// The command line.
-        command: String,
-        /// True when it failed (non-zero exit, signal, timeout, sandbox error).
-        is_error: bool,
-        /// Combined stdout and stderr (bounded like a tool result, with the exit status).
-        output: String,
-        /// The output joins the next user turn's message.
-        added_to_context: bool,
-    },
+        // ---- steer and `!` shell (issue 16) ----
+        /// The user steered the running turn (journaled when it arrived; not yet seen by the
+        /// model).
+        Steer {
+            /// The request id that sent it.
+            request_id: String,
+            /// The text.
+            text: String,
+        },
+        /// Steers were given to the model as one user message appended after the last message,
+        /// before this model step. Appending extends the previous request, so the cached prefix
+        /// is kept; the step's uncached cost is the new tail, of which the steer is `est_tokens`.
+        SteerInjected {
+            /// The [`EventKind::Steer`] request ids, in order.
+            request_ids: Vec<String>,
+            /// Estimated prompt tokens the steer text adds.
+            est_tokens: u64,
+        },
+        /// A `!command` the user ran in the workspace.
+        ShellRan {
+            /// The request id that ran it.
+            request_id: String,
+            /// The command line.
+            command: String,
+            /// True when it failed (non-zero exit, signal, timeout, sandbox error).
+            is_error: bool,
+            /// Combined stdout and stderr (bounded like a tool result, with the exit status).
+            output: String,
+            /// The output joins the next user turn's message.
+            added_to_context: bool,
+        },
 
-    // ---- delegation (issue 33) ----
-    /// An event of a child conversation (`task`, `parallel_tasks`, `fleet`), journaled in the
-    /// session's journal: `event` is what the child's runner recorded, `call_id` the parent's
-    /// tool call that runs the child, `child` the child's id. A grandchild's events are
-    /// wrapped twice. The parent conversation never replays these.
-    Subagent {
-        /// The parent's tool call that runs this child.
-        call_id: String,
-        /// The child's id (`sa-…`).
-        child: String,
-        /// What the child recorded.
-        event: Box<EventKind>,
-    },
+        // ---- delegation (issue 33) ----
+        /// An event of a child conversation (`task`, `parallel_tasks`, `fleet`), journaled in the
+        /// session's journal: `event` is what the child's runner recorded, `call_id` the parent's
+        /// tool call that runs the child, `child` the child's id. A grandchild's events are
+        /// wrapped twice. The parent conversation never replays these.
+        Subagent {
+            /// The parent's tool call that runs this child.
+            call_id: String,
+            /// The child's id (`sa-…`).
+            child: String,
+            /// What the child recorded.
+            event: Box<EventKind>,
+        },
 
-    // ---- the planner beside the executor (issue 38 §2) ----
-    /// An event of the planner's conversation (its turn's user message, its assistant
-    /// messages, its tool calls and results), journaled in the session's journal so the
-    /// planner's conversation is rebuilt byte for byte after a daemon restart or a rewind.
-    /// The executor's conversation never replays these; the planner's streamed deltas are
-    /// not journaled.
-    Planner {
-        /// What the planner's runner recorded.
-        event: Box<EventKind>,
-    },
+        // ---- the planner beside the executor (issue 38 §2) ----
+        /// An event of the planner's conversation (its turn's user message, its assistant
+        /// messages, its tool calls and results), journaled in the session's journal so the
+        /// planner's conversation is rebuilt byte for byte after a daemon restart or a rewind.
+        /// The executor's conversation never replays these; the planner's streamed deltas are
+        /// not journaled.
+        Planner {
+            /// What the planner's runner recorded.
+            event: Box<EventKind>,
+        },
+    }
 }
 
 #[cfg(test)]

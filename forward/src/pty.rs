@@ -46,58 +46,67 @@ pub struct PtySize {
     pub rows: u16,
 }
 
-/// What a terminal channel opens (client -> daemon), inside
-/// [`crate::channel::ChannelOpen::Pty`]. Accepted with
-/// [`crate::channel::ChannelAccepted::Pty`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "p", rename_all = "snake_case")]
-pub enum PtyOpen {
-    /// Start the host user's login shell on a new PTY in the workspace; output from offset
-    /// 0 follows on the channel.
-    Open {
-        /// Initial size.
-        size: PtySize,
-        /// `TERM` for the shell (the laptop terminal's); `xterm-256color` when empty.
-        term: String,
-    },
-    /// Follow a running terminal. Output follows on the channel: raw from `have` when the
-    /// daemon still holds those bytes, otherwise one [`PtyData::Screen`] (the current screen)
-    /// and the output after it.
-    Attach {
-        /// Terminal id.
-        pty: u64,
-        /// Output offset this client already shows (it had this terminal before), if any.
-        have: Option<u64>,
-        /// The client's size; the terminal is resized to it.
-        size: PtySize,
-    },
+crate::proto_serde::tagged_enum! {
+    PtyOpenDe, "p";
+    /// What a terminal channel opens (client -> daemon), inside
+    /// [`crate::channel::ChannelOpen::Pty`]. Accepted with
+    /// [`crate::channel::ChannelAccepted::Pty`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "p", rename_all = "snake_case")]
+    pub enum PtyOpen {
+        /// Start the host user's login shell on a new PTY in the workspace; output from offset
+        /// 0 follows on the channel.
+        Open {
+            /// Initial size.
+            size: PtySize,
+            /// `TERM` for the shell (the laptop terminal's); `xterm-256color` when empty.
+            term: String,
+        },
+        /// Follow a running terminal. Output follows on the channel: raw from `have` when the
+        /// daemon still holds those bytes, otherwise one [`PtyData::Screen`] (the current screen)
+        /// and the output after it.
+        Attach {
+            /// Terminal id.
+            pty: u64,
+            /// Output offset this client already shows (it had this terminal before), if any.
+            have: Option<u64>,
+            /// The client's size; the terminal is resized to it.
+            size: PtySize,
+        },
+    }
 }
 
-/// Requests about terminals (client -> daemon), inside [`crate::proto::Request::Pty`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "p", rename_all = "snake_case")]
-pub enum PtyRequest {
-    /// The workspace's terminals. Answered with [`PtyResponse::List`].
-    List,
-    /// End a terminal: its shell gets SIGHUP, then SIGKILL if it is still there after 2 s.
-    /// Answered with [`PtyResponse::Done`].
-    Close {
-        /// Terminal id.
-        pty: u64,
-    },
+crate::proto_serde::tagged_enum! {
+    PtyRequestDe, "p";
+    /// Requests about terminals (client -> daemon), inside [`crate::proto::Request::Pty`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "p", rename_all = "snake_case")]
+    pub enum PtyRequest {
+        /// The workspace's terminals. Answered with [`PtyResponse::List`].
+        List,
+        /// End a terminal: its shell gets SIGHUP, then SIGKILL if it is still there after 2 s.
+        /// Answered with [`PtyResponse::Done`].
+        Close {
+            /// Terminal id.
+            pty: u64,
+        },
+    }
 }
 
-/// Answers to [`PtyRequest`]s, inside [`crate::proto::Response::Pty`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "p", rename_all = "snake_case")]
-pub enum PtyResponse {
-    /// Answer to `List`: every terminal, oldest first.
-    List {
-        /// The terminals.
-        ptys: Vec<PtyInfo>,
-    },
-    /// Answer to `Close`.
-    Done,
+crate::proto_serde::tagged_enum! {
+    PtyResponseDe, "p";
+    /// Answers to [`PtyRequest`]s, inside [`crate::proto::Response::Pty`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "p", rename_all = "snake_case")]
+    pub enum PtyResponse {
+        /// Answer to `List`: every terminal, oldest first.
+        List {
+            /// The terminals.
+            ptys: Vec<PtyInfo>,
+        },
+        /// Answer to `Close`.
+        Done,
+    }
 }
 
 /// One terminal as listed.
@@ -121,44 +130,47 @@ pub struct PtyInfo {
     pub exited: Option<String>,
 }
 
-/// Terminal traffic on a terminal channel, inside [`crate::channel::ChannelData::Pty`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "p", rename_all = "snake_case")]
-pub enum PtyData {
-    /// Keystrokes (client -> daemon), written to the PTY as they are.
-    Input {
-        /// The bytes.
-        data: PtyBytes,
-    },
-    /// The client's terminal changed size (client -> daemon); the shell gets SIGWINCH.
-    Resize {
-        /// New size.
-        size: PtySize,
-    },
-    /// Output of the shell (daemon -> client), consecutive from `offset`.
-    Output {
-        /// Offset of the first byte in the terminal's output stream.
-        offset: u64,
-        /// The bytes (at most [`OUTPUT_CHUNK_MAX`]).
-        data: PtyBytes,
-    },
-    /// The terminal's current screen (daemon -> client), sent instead of raw output the
-    /// client lacks and the daemon no longer holds. Writing `data` to a terminal of `size`
-    /// draws the screen as it was at `offset`; output continues from `offset`.
-    Screen {
-        /// Output offset the screen corresponds to.
-        offset: u64,
-        /// Size of the screen.
-        size: PtySize,
-        /// Escape sequences that clear the terminal and draw the screen.
-        data: PtyBytes,
-    },
-    /// The shell exited (daemon -> client), after its last output; the daemon closes the
-    /// channel after it.
-    Exited {
-        /// How (exit status or signal).
-        status: String,
-    },
+crate::proto_serde::tagged_enum! {
+    PtyDataDe, "p";
+    /// Terminal traffic on a terminal channel, inside [`crate::channel::ChannelData::Pty`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "p", rename_all = "snake_case")]
+    pub enum PtyData {
+        /// Keystrokes (client -> daemon), written to the PTY as they are.
+        Input {
+            /// The bytes.
+            data: PtyBytes,
+        },
+        /// The client's terminal changed size (client -> daemon); the shell gets SIGWINCH.
+        Resize {
+            /// New size.
+            size: PtySize,
+        },
+        /// Output of the shell (daemon -> client), consecutive from `offset`.
+        Output {
+            /// Offset of the first byte in the terminal's output stream.
+            offset: u64,
+            /// The bytes (at most [`OUTPUT_CHUNK_MAX`]).
+            data: PtyBytes,
+        },
+        /// The terminal's current screen (daemon -> client), sent instead of raw output the
+        /// client lacks and the daemon no longer holds. Writing `data` to a terminal of `size`
+        /// draws the screen as it was at `offset`; output continues from `offset`.
+        Screen {
+            /// Output offset the screen corresponds to.
+            offset: u64,
+            /// Size of the screen.
+            size: PtySize,
+            /// Escape sequences that clear the terminal and draw the screen.
+            data: PtyBytes,
+        },
+        /// The shell exited (daemon -> client), after its last output; the daemon closes the
+        /// channel after it.
+        Exited {
+            /// How (exit status or signal).
+            status: String,
+        },
+    }
 }
 
 /// Terminal traffic as a laptop front end handles it: one terminal channel's

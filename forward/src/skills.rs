@@ -128,7 +128,7 @@ impl Walk<'_> {
             return (skills, skipped);
         };
         let mut dirs: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-        dirs.sort();
+        crate::sort::sort(&mut dirs);
         for dir in dirs {
             let problem = |p: &Path, why: String| CommandFileProblem {
                 path: (self.shown)(p),
@@ -238,7 +238,7 @@ impl Walk<'_> {
             return;
         };
         let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-        entries.sort();
+        crate::sort::sort(&mut entries);
         for p in entries {
             if out.len() >= MAX_ASSETS || !self.inside(&p) {
                 continue;

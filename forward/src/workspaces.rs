@@ -58,19 +58,22 @@ pub fn state_busy(state: TurnState) -> bool {
     }
 }
 
-/// One line of `reasonix-remote status --json`: a daemon, or a socket nobody answers on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum StatusLine {
-    /// A daemon answered.
-    Daemon(DaemonReport),
-    /// A socket whose daemon did not answer (stale socket or a hung daemon).
-    Unreachable {
-        /// Socket path.
-        socket: String,
-        /// Why.
-        reason: String,
-    },
+crate::proto_serde::tagged_enum! {
+    StatusLineDe, "kind";
+    /// One line of `reasonix-remote status --json`: a daemon, or a socket nobody answers on.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    pub enum StatusLine {
+        /// A daemon answered.
+        Daemon(DaemonReport),
+        /// A socket whose daemon did not answer (stale socket or a hung daemon).
+        Unreachable {
+            /// Socket path.
+            socket: String,
+            /// Why.
+            reason: String,
+        },
+    }
 }
 
 /// One line of `reasonix-remote stop --json`.

@@ -249,7 +249,9 @@ impl Catalog {
                 journal,
             });
         }
-        out.sort_by(|a, b| b.deleted.cmp(&a.deleted).then_with(|| b.id.cmp(&a.id)));
+        reasonix_forward::sort::sort_by(&mut out, |a, b| {
+            b.deleted.cmp(&a.deleted).then_with(|| b.id.cmp(&a.id))
+        });
         out
     }
 

@@ -58,7 +58,7 @@ mod tests {
         assert_eq!(names, ["git:commit", "review"]);
         assert_eq!(files[1].path, ".reasonix/commands/review.md");
         let mut bad: Vec<&str> = skipped.iter().map(|p| p.path.as_str()).collect();
-        bad.sort();
+        reasonix_forward::sort::sort(&mut bad);
         assert_eq!(
             bad,
             [

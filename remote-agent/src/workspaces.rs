@@ -73,7 +73,7 @@ pub fn sockets() -> Vec<PathBuf> {
             }
         }
     }
-    out.sort();
+    reasonix_forward::sort::sort(&mut out);
     out
 }
 

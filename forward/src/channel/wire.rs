@@ -5,7 +5,7 @@
 //! [`ChannelData`] in both directions under credit ([`ChannelMsg::Credit`]). See
 //! `docs/PROTOCOL.md`, "Channels".
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::agent::AgentOpen;
 use crate::copy::{CopyAccepted, CopyOpen};
@@ -13,68 +13,71 @@ use crate::ports::PortOpen;
 use crate::proto::{ProviderChunk, ProviderRequest, PtyBytes, PtyInfo, RpcError};
 use crate::pty::{PtyData, PtyOpen};
 
-/// One message about one channel. `ch` is the channel's id: the side that opened it chose
-/// it (the client odd ids, the daemon even ones), so the two sides never pick the same.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "c", rename_all = "snake_case")]
-pub enum ChannelMsg {
-    /// Open channel `ch` (opener -> acceptor). `window` is the opener's receive window: the
-    /// acceptor may send that much before it needs credit.
-    Open {
-        /// The new channel's id.
-        ch: u64,
-        /// Bytes of data the opener takes before it grants credit.
-        window: u32,
-        /// What to open.
-        open: ChannelOpen,
-    },
-    /// The acceptor took the channel (acceptor -> opener); data may follow at once.
-    Accept {
-        /// The channel.
-        ch: u64,
-        /// The acceptor's receive window.
-        window: u32,
-        /// What the acceptor says about it.
-        accepted: ChannelAccepted,
-    },
-    /// The acceptor refused the channel (acceptor -> opener); the channel is gone.
-    Refuse {
-        /// The channel.
-        ch: u64,
-        /// Why, with a code the opener acts on.
-        error: RpcError,
-    },
-    /// Data, in order, costing the sender credit ([`ChannelData::cost`]).
-    Data {
-        /// The channel.
-        ch: u64,
-        /// The data.
-        data: ChannelData,
-    },
-    /// The receiver's consumer took `bytes` more of the sender's data: it may send that much
-    /// more.
-    Credit {
-        /// The channel.
-        ch: u64,
-        /// Credit granted back.
-        bytes: u64,
-    },
-    /// Half-close: the sender sends nothing more on this channel (it still receives).
-    Close {
-        /// The channel.
-        ch: u64,
-        /// Why it stopped, when that matters to the other side (an MCP server's exit).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-    },
-    /// Abort both directions: the channel is gone. Data that arrived before it is still
-    /// delivered; data after it is dropped.
-    Cancel {
-        /// The channel.
-        ch: u64,
-        /// Why, for the user.
-        reason: String,
-    },
+crate::proto_serde::tagged_enum! {
+    ChannelMsgDe, "c";
+    /// One message about one channel. `ch` is the channel's id: the side that opened it chose
+    /// it (the client odd ids, the daemon even ones), so the two sides never pick the same.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "c", rename_all = "snake_case")]
+    pub enum ChannelMsg {
+        /// Open channel `ch` (opener -> acceptor). `window` is the opener's receive window: the
+        /// acceptor may send that much before it needs credit.
+        Open {
+            /// The new channel's id.
+            ch: u64,
+            /// Bytes of data the opener takes before it grants credit.
+            window: u32,
+            /// What to open.
+            open: ChannelOpen,
+        },
+        /// The acceptor took the channel (acceptor -> opener); data may follow at once.
+        Accept {
+            /// The channel.
+            ch: u64,
+            /// The acceptor's receive window.
+            window: u32,
+            /// What the acceptor says about it.
+            accepted: ChannelAccepted,
+        },
+        /// The acceptor refused the channel (acceptor -> opener); the channel is gone.
+        Refuse {
+            /// The channel.
+            ch: u64,
+            /// Why, with a code the opener acts on.
+            error: RpcError,
+        },
+        /// Data, in order, costing the sender credit ([`ChannelData::cost`]).
+        Data {
+            /// The channel.
+            ch: u64,
+            /// The data.
+            data: ChannelData,
+        },
+        /// The receiver's consumer took `bytes` more of the sender's data: it may send that much
+        /// more.
+        Credit {
+            /// The channel.
+            ch: u64,
+            /// Credit granted back.
+            bytes: u64,
+        },
+        /// Half-close: the sender sends nothing more on this channel (it still receives).
+        Close {
+            /// The channel.
+            ch: u64,
+            /// Why it stopped, when that matters to the other side (an MCP server's exit).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            reason: Option<String>,
+        },
+        /// Abort both directions: the channel is gone. Data that arrived before it is still
+        /// delivered; data after it is dropped.
+        Cancel {
+            /// The channel.
+            ch: u64,
+            /// Why, for the user.
+            reason: String,
+        },
+    }
 }
 
 impl ChannelMsg {
@@ -92,32 +95,35 @@ impl ChannelMsg {
     }
 }
 
-/// What a channel is for, and its parameters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "k", rename_all = "snake_case")]
-pub enum ChannelOpen {
-    /// A chat completion through the laptop's gateway (daemon -> client). The laptop sends
-    /// the stream's [`ChannelData::Provider`] chunks and closes after `Done` or `Error`.
-    Provider(ProviderRequest),
-    /// A laptop-side MCP server (daemon -> client): JSON-RPC lines both ways as
-    /// [`ChannelData::Line`] pieces. Opening starts the server (a previous instance of it is
-    /// killed first); the laptop closes its direction, with the exit status and stderr tail as
-    /// the reason, when the server exits.
-    Mcp {
-        /// Server name from the laptop's config.
-        server: String,
-    },
-    /// A host terminal (client -> daemon): [`ChannelData::Pty`] both ways.
-    Pty(PtyOpen),
-    /// A TCP connection to a port on the host (client -> daemon): [`ChannelData::Bytes`]
-    /// both ways; each side closes its direction when its end of the socket does.
-    Port(PortOpen),
-    /// A file copy between laptop and host (client -> daemon, issue #36 §3): control lines
-    /// and file bytes both ways, see [`crate::copy`].
-    Copy(CopyOpen),
-    /// One connection to the host's forwarded `SSH_AUTH_SOCK` (daemon -> client, #36 §2):
-    /// agent messages as [`ChannelData::Bytes`] both ways, to the laptop's own agent.
-    Agent(AgentOpen),
+crate::proto_serde::tagged_enum! {
+    ChannelOpenDe, "k";
+    /// What a channel is for, and its parameters.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "k", rename_all = "snake_case")]
+    pub enum ChannelOpen {
+        /// A chat completion through the laptop's gateway (daemon -> client). The laptop sends
+        /// the stream's [`ChannelData::Provider`] chunks and closes after `Done` or `Error`.
+        Provider(ProviderRequest),
+        /// A laptop-side MCP server (daemon -> client): JSON-RPC lines both ways as
+        /// [`ChannelData::Line`] pieces. Opening starts the server (a previous instance of it is
+        /// killed first); the laptop closes its direction, with the exit status and stderr tail as
+        /// the reason, when the server exits.
+        Mcp {
+            /// Server name from the laptop's config.
+            server: String,
+        },
+        /// A host terminal (client -> daemon): [`ChannelData::Pty`] both ways.
+        Pty(PtyOpen),
+        /// A TCP connection to a port on the host (client -> daemon): [`ChannelData::Bytes`]
+        /// both ways; each side closes its direction when its end of the socket does.
+        Port(PortOpen),
+        /// A file copy between laptop and host (client -> daemon, issue #36 §3): control lines
+        /// and file bytes both ways, see [`crate::copy`].
+        Copy(CopyOpen),
+        /// One connection to the host's forwarded `SSH_AUTH_SOCK` (daemon -> client, #36 §2):
+        /// agent messages as [`ChannelData::Bytes`] both ways, to the laptop's own agent.
+        Agent(AgentOpen),
+    }
 }
 
 impl ChannelOpen {
@@ -164,46 +170,52 @@ impl std::fmt::Display for ChannelKind {
     }
 }
 
-/// The acceptor's answer to a [`ChannelOpen`], by kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "k", rename_all = "snake_case")]
-pub enum ChannelAccepted {
-    /// The gateway took the provider request (it has every message).
-    Provider,
-    /// The MCP server was started.
-    Mcp,
-    /// The terminal opened or attached; its output follows on the channel.
-    Pty(PtyInfo),
-    /// The daemon connected to the port.
-    Port,
-    /// The daemon checked the host path and takes the copy.
-    Copy(CopyAccepted),
-    /// The laptop connected to its agent.
-    Agent,
+crate::proto_serde::tagged_enum! {
+    ChannelAcceptedDe, "k";
+    /// The acceptor's answer to a [`ChannelOpen`], by kind.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "k", rename_all = "snake_case")]
+    pub enum ChannelAccepted {
+        /// The gateway took the provider request (it has every message).
+        Provider,
+        /// The MCP server was started.
+        Mcp,
+        /// The terminal opened or attached; its output follows on the channel.
+        Pty(PtyInfo),
+        /// The daemon connected to the port.
+        Port,
+        /// The daemon checked the host path and takes the copy.
+        Copy(CopyAccepted),
+        /// The laptop connected to its agent.
+        Agent,
+    }
 }
 
-/// One piece of ordered data on a channel.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "d", rename_all = "snake_case")]
-pub enum ChannelData {
-    /// Raw bytes (standard padded base64 on the wire).
-    Bytes {
-        /// The bytes.
-        data: PtyBytes,
-    },
-    /// A text line without its newline, or one piece of it: a line longer than
-    /// [`crate::content::MCP_LINE_PIECE`] goes in pieces, all but the last with `more`.
-    Line {
-        /// The line or piece.
-        line: String,
-        /// True when more pieces of this line follow.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        more: bool,
-    },
-    /// A chunk of a provider stream.
-    Provider(ProviderChunk),
-    /// Terminal traffic.
-    Pty(PtyData),
+crate::proto_serde::tagged_enum! {
+    ChannelDataDe, "d";
+    /// One piece of ordered data on a channel.
+    #[derive(Debug, Clone, PartialEq, Serialize)]
+    #[serde(tag = "d", rename_all = "snake_case")]
+    pub enum ChannelData {
+        /// Raw bytes (standard padded base64 on the wire).
+        Bytes {
+            /// The bytes.
+            data: PtyBytes,
+        },
+        /// A text line without its newline, or one piece of it: a line longer than
+        /// [`crate::content::MCP_LINE_PIECE`] goes in pieces, all but the last with `more`.
+        Line {
+            /// The line or piece.
+            line: String,
+            /// True when more pieces of this line follow.
+            #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+            more: bool,
+        },
+        /// A chunk of a provider stream.
+        Provider(ProviderChunk),
+        /// Terminal traffic.
+        Pty(PtyData),
+    }
 }
 
 impl ChannelData {

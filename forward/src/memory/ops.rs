@@ -12,42 +12,45 @@ use super::store::{accept, Origin};
 use super::{Fact, Store, StoreError};
 use crate::proto::MemoryFile;
 
-/// One operation on a store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum MemoryOp {
-    /// The active facts (or, `archived`, the forgotten ones), with the skipped-file notices.
-    List {
-        /// The archive instead.
-        #[serde(default)]
-        archived: bool,
-    },
-    /// One fact, then its earlier revisions, oldest first.
-    Show {
-        /// Fact id.
-        id: String,
-    },
-    /// Write a new fact file (create-only).
-    Create {
-        /// The fact file.
-        file: MemoryFile,
-    },
-    /// Replace the active fact with the same id by `file` (an edit, a pin): the old file is
-    /// kept as a revision, the new one gets the next revision number and `updated` now.
-    Replace {
-        /// The fact file.
-        file: MemoryFile,
-    },
-    /// Archive a fact (recoverable).
-    Forget {
-        /// Fact id.
-        id: String,
-    },
-    /// Bring an archived fact back.
-    Restore {
-        /// Fact id.
-        id: String,
-    },
+crate::proto_serde::tagged_enum! {
+    MemoryOpDe, "op";
+    /// One operation on a store.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+    #[serde(tag = "op", rename_all = "snake_case")]
+    pub enum MemoryOp {
+        /// The active facts (or, `archived`, the forgotten ones), with the skipped-file notices.
+        List {
+            /// The archive instead.
+            #[serde(default)]
+            archived: bool,
+        },
+        /// One fact, then its earlier revisions, oldest first.
+        Show {
+            /// Fact id.
+            id: String,
+        },
+        /// Write a new fact file (create-only).
+        Create {
+            /// The fact file.
+            file: MemoryFile,
+        },
+        /// Replace the active fact with the same id by `file` (an edit, a pin): the old file is
+        /// kept as a revision, the new one gets the next revision number and `updated` now.
+        Replace {
+            /// The fact file.
+            file: MemoryFile,
+        },
+        /// Archive a fact (recoverable).
+        Forget {
+            /// Fact id.
+            id: String,
+        },
+        /// Bring an archived fact back.
+        Restore {
+            /// Fact id.
+            id: String,
+        },
+    }
 }
 
 /// The answer to a [`MemoryOp`].

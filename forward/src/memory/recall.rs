@@ -172,7 +172,7 @@ impl Index {
     /// the rest.
     pub fn search_top(&self, query: &str, k: usize) -> Vec<(usize, f64)> {
         let mut terms = tokenize(query);
-        terms.sort();
+        crate::sort::sort(&mut terms);
         terms.dedup();
         let n = self.docs as f64;
         // Dense accumulator: one slot per fact, and the list of the facts touched.
@@ -202,7 +202,7 @@ impl Index {
             scores.select_nth_unstable_by(k, order);
             scores.truncate(k);
         }
-        scores.sort_by(order);
+        crate::sort::sort_by(&mut scores, order);
         scores
     }
 
@@ -294,7 +294,9 @@ pub fn pinned_block(facts: &[Fact], now: &str) -> (String, Vec<String>) {
         .iter()
         .filter(|f| f.pinned && !f.expired(now))
         .collect();
-    pinned.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
+    crate::sort::sort_by(&mut pinned, |a, b| {
+        a.created.cmp(&b.created).then(a.id.cmp(&b.id))
+    });
     let mut text = String::new();
     let mut left_out = Vec::new();
     let mut chars = 0;

@@ -77,7 +77,7 @@ pub fn load_named(files: &[(String, Vec<u8>)], origin: Origin) -> Loaded {
 }
 
 fn dedup(out: &mut Loaded) {
-    out.facts.sort_by(|a, b| a.id.cmp(&b.id));
+    crate::sort::sort_by(&mut out.facts, |a, b| a.id.cmp(&b.id));
     let mut i = 1;
     while i < out.facts.len() {
         if out.facts[i].id == out.facts[i - 1].id {
@@ -99,7 +99,7 @@ pub fn load_dir(dir: &Path, origin: Origin) -> Loaded {
         return out;
     };
     let mut names: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    names.sort();
+    crate::sort::sort(&mut names);
     for path in names {
         let shown = path.display().to_string();
         if path.extension().and_then(|e| e.to_str()) != Some("md") {
@@ -219,7 +219,7 @@ impl Store {
             .filter_map(|b| Fact::parse(&b).ok())
             .filter(|f| f.id == id)
             .collect();
-        out.sort_by_key(|f| f.revision);
+        crate::sort::sort_by_key(&mut out, |f| f.revision);
         out
     }
 

@@ -230,7 +230,7 @@ impl CheckpointStore {
                 }
             }
         }
-        records.sort_by_key(|r| r.seq);
+        reasonix_forward::sort::sort_by_key(&mut records, |r| r.seq);
         if let Some(last) = records.last() {
             store.next_seq = store.next_seq.max(last.seq + 1);
         }

@@ -446,10 +446,10 @@ impl CheckpointStore {
                 Op::Chmod { .. } => report.mode_changed.push(shown),
             }
         }
-        report.restored.sort();
-        report.removed.sort();
-        report.mode_changed.sort();
-        report.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        reasonix_forward::sort::sort(&mut report.restored);
+        reasonix_forward::sort::sort(&mut report.removed);
+        reasonix_forward::sort::sort(&mut report.mode_changed);
+        reasonix_forward::sort::sort_by(&mut report.skipped, |a, b| a.path.cmp(&b.path));
         // Everything is checked and staged before the first change, even for a dry run, so a
         // dry run also reports a restore that would be refused.
         let shadow = self.shadow.clone();

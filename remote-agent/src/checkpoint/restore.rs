@@ -241,7 +241,7 @@ pub(crate) fn prepare(
     }
     read_git(&git_shas, &git_dests)?;
     // Apply order: deletes, then writes (parents before children), then mode changes.
-    ready.sort_by_key(rank);
+    reasonix_forward::sort::sort_by_key(&mut ready, rank);
     Ok(Prepared {
         ready,
         clear_dirs,
@@ -624,7 +624,7 @@ fn commit(workspace: &Path, done: &[Done]) {
     }
     // Deepest first; `remove_dir` only succeeds on empty directories, and we stop at the root.
     let mut levels: Vec<_> = emptied.into_iter().collect();
-    levels.sort_by_key(|l| std::cmp::Reverse(l.0));
+    reasonix_forward::sort::sort_by_key(&mut levels, |l| std::cmp::Reverse(l.0));
     let mut seen = BTreeSet::new();
     for (_, dirs) in levels {
         for mut dir in dirs {

@@ -302,7 +302,7 @@ impl RewindReport {
             .chain(&self.mode_changed)
             .cloned()
             .collect();
-        all.sort();
+        reasonix_forward::sort::sort(&mut all);
         all.dedup();
         all
     }

@@ -46,7 +46,7 @@ pub fn tokenize(text: &str) -> Vec<String> {
 pub fn bm25(docs: &[HistoryDoc], query: &str) -> Vec<(usize, f64)> {
     let terms: Vec<String> = {
         let mut t = tokenize(query);
-        t.sort();
+        reasonix_forward::sort::sort(&mut t);
         t.dedup();
         t
     };
@@ -81,7 +81,7 @@ pub fn bm25(docs: &[HistoryDoc], query: &str) -> Vec<(usize, f64)> {
             scores.push((i, s));
         }
     }
-    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    reasonix_forward::sort::sort_by(&mut scores, |a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     scores
 }
 

@@ -540,7 +540,7 @@ impl Daemon {
                 is_dir: e.file_type().map(|t| t.is_dir()).unwrap_or(false),
             })
             .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        reasonix_forward::sort::sort_by(&mut entries, |a, b| a.name.cmp(&b.name));
         Ok(Response::DirEntries { entries })
     }
 }

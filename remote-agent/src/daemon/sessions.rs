@@ -26,7 +26,7 @@ impl Daemon {
                 }
             }
         }
-        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        reasonix_forward::sort::sort_by(&mut out, |a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
         out
     }
 

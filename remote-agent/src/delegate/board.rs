@@ -189,7 +189,7 @@ impl Board {
                 usage: e.result.as_ref().map(|r| r.usage).unwrap_or_default(),
             })
             .collect();
-        out.sort_by_key(|l| l.id[3..].parse::<u64>().unwrap_or(0));
+        reasonix_forward::sort::sort_by_key(&mut out, |l| l.id[3..].parse::<u64>().unwrap_or(0));
         out
     }
 

@@ -57,7 +57,7 @@ pub(crate) fn close_interrupted_children(
         })
         .collect();
     // A grandchild ends before its parent child.
-    open.sort_by_key(|(route, _)| std::cmp::Reverse(route.len()));
+    reasonix_forward::sort::sort_by_key(&mut open, |(route, _)| std::cmp::Reverse(route.len()));
     let mut out = Vec::new();
     for (route, evs) in open {
         for (call, started) in crate::agent::unfinished_calls(evs) {

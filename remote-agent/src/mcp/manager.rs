@@ -429,7 +429,7 @@ impl McpManager {
                     .filter(|t| t.server_name() == s.spec.name)
                     .map(|t| crate::tools::Tool::name(t.as_ref()).to_string())
                     .collect();
-                names.sort();
+                reasonix_forward::sort::sort(&mut names);
                 McpServerStatus {
                     name: s.spec.name.clone(),
                     run_on: s.spec.runs_on(),
@@ -440,7 +440,7 @@ impl McpManager {
                 }
             })
             .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
+        reasonix_forward::sort::sort_by(&mut out, |a, b| a.name.cmp(&b.name));
         out
     }
 

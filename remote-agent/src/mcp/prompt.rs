@@ -54,7 +54,7 @@ pub async fn list_prompts(managers: &[Arc<McpManager>]) -> (Vec<McpPromptEntry>,
             Err(e) => problems.push(format!("MCP server `{server}`: {e}")),
         }
     }
-    out.sort_by(|a, b| a.command.cmp(&b.command));
+    reasonix_forward::sort::sort_by(&mut out, |a, b| a.command.cmp(&b.command));
     out.dedup_by(|a, b| a.command == b.command);
     (out, problems)
 }
@@ -141,7 +141,7 @@ pub async fn expand_command(
             }
         }
     }
-    known.sort();
+    reasonix_forward::sort::sort(&mut known);
     Some(Err(if known.is_empty() {
         format!("unknown MCP prompt /{command}; no MCP server offers prompts")
     } else {

@@ -45,7 +45,7 @@ pub fn sanitize_name(name: &str) -> String {
 /// name already taken), so the result depends only on the set of pairs, never on start order.
 pub fn exposed_names(pairs: &[(String, String)]) -> Vec<String> {
     let mut order: Vec<usize> = (0..pairs.len()).collect();
-    order.sort_by(|&a, &b| pairs[a].cmp(&pairs[b]));
+    reasonix_forward::sort::sort_by(&mut order, |&a, &b| pairs[a].cmp(&pairs[b]));
     let bases: Vec<String> = pairs
         .iter()
         .map(|(s, t)| format!("mcp__{}__{}", sanitize_name(s), sanitize_name(t)))

@@ -59,7 +59,7 @@ impl Session {
             schemas.extend(laptop.schemas());
         }
         schemas.extend(late.schemas());
-        schemas.sort_by(|a, b| {
+        reasonix_forward::sort::sort_by(&mut schemas, |a, b| {
             a["function"]["name"]
                 .as_str()
                 .unwrap_or("")

@@ -472,7 +472,7 @@ impl Session {
         manager.register_tools(&mut registry);
         let mut tools = self.tools.schemas();
         tools.extend(registry.schemas());
-        tools.sort_by(|a, b| {
+        reasonix_forward::sort::sort_by(&mut tools, |a, b| {
             a["function"]["name"]
                 .as_str()
                 .unwrap_or("")
@@ -741,7 +741,7 @@ impl Session {
         if let Some(late) = self.late_tools.lock_or_recover().clone() {
             names.extend(late.names().iter().map(|s| s.to_string()));
         }
-        names.sort();
+        reasonix_forward::sort::sort(&mut names);
         names.dedup();
         names
     }

@@ -206,7 +206,7 @@ impl Skills {
                 set.skills.push(p);
             }
         }
-        set.skills.sort_by(|a, b| a.name.cmp(&b.name));
+        reasonix_forward::sort::sort_by(&mut set.skills, |a, b| a.name.cmp(&b.name));
         set
     }
 

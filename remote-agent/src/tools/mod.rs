@@ -349,7 +349,7 @@ pub fn canonicalize(v: &Value) -> Value {
     match v {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            reasonix_forward::sort::sort(&mut keys);
             let mut out = serde_json::Map::new();
             for k in keys {
                 if let Some(child) = map.get(k) {

@@ -170,7 +170,7 @@ fn list_dir(
             (e.file_name().to_string_lossy().into_owned(), is_dir)
         })
         .collect();
-    entries.sort();
+    reasonix_forward::sort::sort(&mut entries);
     for (name, is_dir) in entries {
         if out.len() > LS_MAX_ENTRIES {
             return Ok(());
@@ -311,7 +311,7 @@ fn glob(ctx: &ToolContext, pattern: &str) -> ToolOutput {
     if found.is_empty() {
         return ToolOutput::ok(format!("no files match {pattern}"));
     }
-    found.sort();
+    reasonix_forward::sort::sort(&mut found);
     let total = found.len();
     found.truncate(GLOB_MAX_RESULTS);
     let mut text = found.join("\n");
@@ -480,7 +480,9 @@ fn grep(ctx: &ToolContext, a: &GrepArgs) -> ToolOutput {
         }
         return ToolOutput::ok(text);
     }
-    hits.sort_by(|x, y| x.path.cmp(&y.path).then(x.line.cmp(&y.line)));
+    reasonix_forward::sort::sort_by(&mut hits, |x, y| {
+        x.path.cmp(&y.path).then(x.line.cmp(&y.line))
+    });
     let total = hits.len();
     let mut text = String::new();
     for h in hits.iter().take(GREP_MAX_RESULTS) {

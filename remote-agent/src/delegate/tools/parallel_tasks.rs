@@ -111,7 +111,7 @@ impl Tool for ParallelTasksTool {
                 }
             }
         }
-        results.sort_by_key(|(i, _, _)| *i);
+        reasonix_forward::sort::sort_by_key(&mut results, |(i, _, _)| *i);
         let ok = results.iter().filter(|(_, _, r)| r.ok()).count();
         let mut text = format!("{ok} of {} tasks completed.\n", results.len());
         for (i, description, r) in &results {

@@ -115,7 +115,7 @@ impl Scope {
 /// Drops duplicate walks and walks inside an unbounded one (keeping the deeper of two walks
 /// of the same start).
 fn simplify(mut walks: Vec<(PathBuf, Option<usize>)>) -> Vec<(PathBuf, Option<usize>)> {
-    walks.sort();
+    reasonix_forward::sort::sort(&mut walks);
     let mut out: Vec<(PathBuf, Option<usize>)> = Vec::new();
     for (p, d) in walks {
         if out.iter().any(|(q, dq)| dq.is_none() && p.starts_with(q)) {
