@@ -165,16 +165,16 @@ mod tests {
         let mut out = FrameOut::new(Writes(Vec::new()));
         let data = frame(400);
         for chunk in data.chunks(7) {
-            out.write_all(chunk).unwrap();
+            out.write_all(chunk).expect("write");
         }
         assert!(
             out.inner.0.is_empty(),
             "written before the frame was flushed"
         );
-        out.flush().unwrap();
+        out.flush().expect("flush");
         assert_eq!(out.inner.0.concat(), data);
         assert!(out.inner.0.iter().all(|w| w.len() <= PIECE && w[0] == ESC));
-        out.flush().unwrap();
+        out.flush().expect("flush");
         assert_eq!(
             out.inner.0.concat(),
             data,
