@@ -476,3 +476,54 @@ async fn windows_term_raw_keys_reach_the_host_shell() {
         "{all}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
+async fn windows_workbench_terminal_tab_ctrl_t() {
+    let rig = ConsoleRig::new(SshdConfig::default(), UserOptions::default(), vec![]).await;
+    rig.user
+        .write_file(".inputrc", "set enable-bracketed-paste off\n", 0o644)
+        .expect("inputrc");
+    rig.trust();
+    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
+    rig.user.authorize(&key.public).expect("authorize");
+    let line = rig.wine_line(
+        &["ssh", &rig.dest()],
+        &[
+            "-i",
+            &key.private.display().to_string(),
+            "-o",
+            "IdentityAgent=none",
+        ],
+    );
+    let t = Tmux::tui(&line);
+    if let Some(p) = std::env::var_os("RX_WINE_PANE_LOG") {
+        t.log_output(Path::new(&p));
+    }
+    let code = tokio::task::block_in_place(|| {
+        wait(&t, "connected");
+        // Ctrl-T opens a host shell in a tab beside the conversation.
+        t.send_keys(&["C-t"]);
+        t.wait_screen(GUARD, "the tab bar", |s| {
+            on_screen(s, "chat") && on_screen(s, "1 bash")
+        });
+        // The host's shell runs what is typed: only its output has `RX_42`.
+        t.line("clear; echo; echo RX_$((6*7))");
+        wait(&t, "RX_42");
+        // Ctrl-C with the Unix terminal's signal keys on, as wine leaves them: a console
+        // event (SIGINT through wine), which the tab sends to the host's shell as the key.
+        t.line(r#"clear; echo; echo EV_""STARTED; sleep 60"#);
+        wait(&t, "EV_STARTED");
+        t.send_keys(&["C-c"]);
+        t.line("echo EV_STATUS=$?");
+        wait(&t, "EV_STATUS=130");
+        // Back to the conversation: Ctrl-C there is the workbench's (once: a hint, no quit).
+        t.send_keys(&["C-t"]);
+        t.send_keys(&["C-c"]);
+        wait(&t, "press Ctrl-C again to quit");
+        t.line("/quit");
+        wait_exit(&t, rig.dir.path())
+    });
+    assert_eq!(code, 0, "the workbench quit cleanly:\n{}", t.everything());
+    assert_eq!(rig.mock.request_count(), 0, "no prompt was sent");
+}

@@ -19,6 +19,7 @@ use ratatui::Terminal;
 use super::exec::Exec;
 use super::terminal::restore_terminal;
 use crate::memory::access::Access;
+use crate::platform::console_rows::ConsoleRows;
 use crate::tui::app::AppEvent;
 
 /// What giving the terminal away needs.
@@ -35,7 +36,7 @@ impl Suspend<'_> {
         restore_terminal(self.enhanced);
     }
 
-    fn back(&self, terminal: &mut Terminal<CrosstermBackend<Stdout>>) {
+    fn back(&self, terminal: &mut Terminal<CrosstermBackend<ConsoleRows<Stdout>>>) {
         let _ = enable_raw_mode();
         let mut out = std::io::stdout();
         let _ = crossterm::execute!(
@@ -57,7 +58,7 @@ impl Suspend<'_> {
 
 pub(super) async fn edit_memory(
     ctx: &Exec,
-    terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    terminal: &mut Terminal<CrosstermBackend<ConsoleRows<Stdout>>>,
     suspend: &Suspend<'_>,
     id: &str,
 ) {
