@@ -514,11 +514,16 @@ async fn windows_workbench_terminal_tab_ctrl_t() {
         // event (SIGINT through wine), which the tab sends to the host's shell as the key.
         t.line(r#"clear; echo; echo EV_""STARTED; sleep 60"#);
         wait(&t, "EV_STARTED");
+        // The event takes another way than typed keys (a signal, then a console event):
+        // the next line is typed once the host's terminal echoed the `0x03` (`^C`).
         t.send_keys(&["C-c"]);
+        wait(&t, "^C");
         t.line("echo EV_STATUS=$?");
         wait(&t, "EV_STATUS=130");
-        // Back to the conversation: Ctrl-C there is the workbench's (once: a hint, no quit).
+        // Back to the conversation (its input line shown): Ctrl-C there is the workbench's
+        // (once: a hint, no quit).
         t.send_keys(&["C-t"]);
+        wait(&t, "Ask Reasonix");
         t.send_keys(&["C-c"]);
         wait(&t, "press Ctrl-C again to quit");
         t.line("/quit");
