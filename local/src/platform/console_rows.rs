@@ -239,8 +239,8 @@ mod tests {
     fn cut(limit: fn() -> usize, writes: &[&str]) -> Vec<u8> {
         let mut w = ConsoleRows::with_limit(Vec::new(), Some(limit));
         for s in writes {
-            w.write_all(s.as_bytes()).unwrap();
-            w.flush().unwrap();
+            w.write_all(s.as_bytes()).expect("write");
+            w.flush().expect("flush");
         }
         w.inner
     }
@@ -248,7 +248,7 @@ mod tests {
     /// The pieces written (each starts with `\r`).
     fn pieces(out: &[u8]) -> Vec<String> {
         String::from_utf8(out.to_vec())
-            .unwrap()
+            .expect("utf-8")
             .split('\r')
             .skip(1)
             .map(str::to_string)
@@ -257,7 +257,7 @@ mod tests {
 
     /// A screen drawn from VT output, as a VT terminal shows it (`vt100`).
     fn screen(out: &[u8]) -> String {
-        let nz = |n| std::num::NonZeroU16::new(n).unwrap();
+        let nz = |n| std::num::NonZeroU16::new(n).expect("non-zero");
         let mut p = vt100::Parser::new(nz(10), nz(60), 0);
         p.process(out);
         p.screen().contents()
@@ -299,7 +299,10 @@ mod tests {
         let pieces = pieces(&out);
         assert!(pieces.len() >= 3, "{pieces:?}");
         assert!(pieces[0].starts_with("\x1b[7;10H "), "{pieces:?}");
-        assert!(pieces.last().unwrap().ends_with("\x1b[7;50H"), "{pieces:?}");
+        assert!(
+            pieces.last().is_some_and(|p| p.ends_with("\x1b[7;50H")),
+            "{pieces:?}"
+        );
         assert!(pieces.iter().all(|p| p.ends_with('H')), "{pieces:?}");
         assert_eq!(screen(&out), screen(clear.as_bytes()));
     }
@@ -341,8 +344,8 @@ mod tests {
     #[test]
     fn without_a_limit_the_output_is_unchanged() {
         let mut w = ConsoleRows::with_limit(Vec::new(), None);
-        w.write_all(b"\x1b[2;5H   ").unwrap();
-        w.flush().unwrap();
+        w.write_all(b"\x1b[2;5H   ").expect("write");
+        w.flush().expect("flush");
         assert_eq!(w.inner, b"\x1b[2;5H   ");
     }
 }
