@@ -7,16 +7,20 @@
 //!   host-key question and a password, and keyboard-interactive rounds from PAM. The secrets
 //!   never show on the screen, and the run completes with the mock provider's answer.
 //! - The workbench (`reasonix.exe ssh`): a prompt typed, the mock answer shown, `/quit`.
-//! - The terminal, `reasonix.exe term DEST` (keys read as console key events and encoded as
-//!   xterm bytes, as the workbench's Ctrl-T tabs do): a command and its output, Ctrl-Z
-//!   stopping the host's foreground job (SIGTSTP), Backspace, Left and Up (bash's history),
-//!   Ctrl-C reaching the host's job (SIGINT) instead of ending `reasonix.exe`, and the
-//!   shell's `exit` ending the client with exit 0. (The workbench's Ctrl-T tab is not driven
-//!   here: under wine its screen kept cells of the connect box and the test passed 1 run in
-//!   5; the tab's keys and screen are covered on Linux by `tui_terminal_tmux`.)
+//! - Terminals, both ways a user opens one: `reasonix.exe term DEST` (keys read as console
+//!   key events and encoded as xterm bytes) and the workbench's Ctrl-T tab (crossterm's key
+//!   events, the same encoder): a command and its output, Ctrl-Z stopping the host's
+//!   foreground job (SIGTSTP), Backspace, Left and Up (bash's history), Ctrl-C reaching the
+//!   host's job (SIGINT) instead of ending `reasonix.exe`; for `term`, the shell's `exit`
+//!   ending the client with exit 0; for the tab, Ctrl-C in the conversation being the
+//!   workbench's (a hint, no quit) and `/quit` exiting 0.
 //!   Wine's console leaves the Unix terminal's signal keys on (see `no_signal_keys`), so
-//!   Ctrl-C arrives as a console event, which `reasonix.exe term` sends to the host as the
-//!   key.
+//!   Ctrl-C arrives as a console event, which `reasonix.exe term` and the workbench take as
+//!   the Ctrl-C key.
+//!
+//! Wine 8's console does not interpret VT output and broke rows of the workbench's screen
+//! (see `platform::console_rows`, which writes it in row-sized pieces). To see what a pane
+//! was sent, set `RX_WINE_PANE_LOG=FILE` for the Ctrl-T test: the raw output goes there.
 //!
 //! Like `wine_e2e`, these need the Windows build and are `#[ignore]`d in the workspace run;
 //! `.ci/run` runs them after `.ci/cross_build.sh` with `REASONIX_WINE_EXE` and `WINEPREFIX`.
