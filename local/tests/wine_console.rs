@@ -462,7 +462,10 @@ async fn windows_term_raw_keys_reach_the_host_shell() {
         // host's shell instead of ending.
         t.line(r#"echo EV_""STARTED; sleep 60"#);
         wait(&t, "EV_STARTED");
+        // The event comes another way than typed keys (see the Ctrl-T test): the next line
+        // is typed once the host's terminal echoed the `0x03` (`^C`).
         t.send_keys(&["C-c"]);
+        wait(&t, "^C");
         t.line("echo EV_STATUS=$?");
         wait(&t, "EV_STATUS=130");
         no_signal_keys(&t);
