@@ -417,7 +417,8 @@ pub async fn run(
                 }
             }
             _ = interrupts.next() => {
-                // Ctrl-C that the console made an event of: the key, for the host's shell.
+                // Ctrl-C (or Ctrl-Break) that the console made an event of: the Ctrl-C key,
+                // for the host's shell.
                 for key in escape.feed(&[0x03]) {
                     if let Key::Send(data) = key {
                         typed.extend_from_slice(&data);

@@ -124,6 +124,39 @@ fn keys_go_to_the_pty_except_ctrl_t() {
     );
 }
 
+/// Ctrl-C (or Ctrl-Break) that the Windows console delivered as a console event, not a key
+/// (wine's console on a Unix terminal does; `platform::signals::ConsoleInterrupts`): in a
+/// terminal tab it is the shell's `0x03`, as many times as it comes, never the workbench's
+/// cancel or quit; in the conversation it is the workbench's Ctrl-C (cancel the turn, twice
+/// quits), as the key is.
+#[test]
+fn a_console_interrupt_is_the_ctrl_c_key_in_a_tab_and_outside() {
+    let mut app = busy_app();
+    app.set_screen_size(60, 20);
+    assert!(matches!(
+        app.handle_key(ctrl('t')).as_slice(),
+        [Action::Pty(PtyAction::Open { .. })]
+    ));
+    app.handle(AppEvent::Pty(PtyEvent::Attached {
+        info: info(1),
+        opened: true,
+    }));
+    let sigint = vec![Action::Pty(PtyAction::Input {
+        pty: 1,
+        data: b"\x03".to_vec(),
+    })];
+    assert_eq!(app.console_interrupt(), sigint, "the shell's Ctrl-C");
+    assert_eq!(app.console_interrupt(), sigint, "again, not a quit");
+    assert!(!app.should_quit());
+    // Back in the conversation (with the turn still running) it cancels, then quits.
+    assert!(app.handle_key(ctrl('t')).is_empty());
+    let a = app.console_interrupt();
+    assert!(matches!(a.as_slice(), [Action::Cancel { .. }]), "{a:?}");
+    assert!(!app.should_quit());
+    assert_eq!(app.console_interrupt(), vec![Action::Quit]);
+    assert!(app.should_quit());
+}
+
 #[test]
 fn conversation_with_tab_bar_and_term_completion() {
     let mut app = app_with_terminal();

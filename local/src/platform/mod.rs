@@ -1,17 +1,17 @@
 //! What differs between the laptop systems (Linux, macOS, Windows) on the laptop side, one
 //! module per concern, so that feature code has no `#[cfg]`: console signals and resizes
-//! ([`signals`]), the console as a byte stream for `reasonix term` ([`console`]), what local
-//! mode (no SSH) can do here ([`local_mode`]), and reaching the laptop's ssh-agent for
-//! forwarding ([`agent`]), starting the detached goal keeper ([`detach`]), and the
-//! workbench's screen output written a frame at a time ([`frame_out`]). The SSH side's
+//! ([`signals`]), the console as a byte stream for `reasonix term` ([`console`]), the
+//! workbench's screen output in row-sized pieces for wine's console ([`console_rows`]), what
+//! local mode (no SSH) can do here ([`local_mode`]), reaching the laptop's ssh-agent for
+//! forwarding ([`agent`]), and starting the detached goal keeper ([`detach`]). The SSH side's
 //! differences (home, agent, prompts) are in
 //! `reasonix_bootstrap::platform`, file modes in `reasonix_sftpfs::mode`, process trees in
 //! `reasonix_forward::process_group`.
 
 pub mod agent;
 pub mod console;
+pub mod console_rows;
 pub mod detach;
-pub mod frame_out;
 pub mod local_mode;
 pub mod signals;
 

@@ -39,20 +39,24 @@ impl Resizes {
     }
 }
 
-/// Ctrl-C that the Windows console turned into a console event although `reasonix term`
-/// switched processed input off: wine's console on a Unix terminal does (the terminal's own
+/// Ctrl-C that the Windows console turned into a console event although the program switched
+/// processed input off (raw mode): wine's console on a Unix terminal does (the terminal's own
 /// line discipline sends SIGINT, which wine delivers as `CTRL_C_EVENT`), and a console host
-/// that ignores the mode would. `reasonix term` sends it to the host's shell as the key it
-/// is, instead of the process being ended. Never fires on Unix (raw mode: Ctrl-C is a byte).
+/// that ignores the mode would. Ctrl-Break is always an event (`CTRL_BREAK_EVENT`; processed
+/// input does not cover it). Both would end the process. `reasonix term` sends either to the
+/// host's shell as the Ctrl-C key (`0x03`); the workbench handles either as its Ctrl-C key
+/// (in a terminal tab: `0x03` for the host's shell; elsewhere: cancel the turn, twice
+/// quits). Never fires on Unix (raw mode: Ctrl-C is a byte, Ctrl-Break does not exist).
 pub struct ConsoleInterrupts(imp::Interrupts);
 
 impl ConsoleInterrupts {
-    /// Starts listening (and so stops Ctrl-C from ending the process on Windows).
+    /// Starts listening (and so stops Ctrl-C and Ctrl-Break from ending the process on
+    /// Windows).
     pub fn new() -> Self {
         ConsoleInterrupts(imp::Interrupts::new())
     }
 
-    /// The next Ctrl-C event.
+    /// The next Ctrl-C or Ctrl-Break event.
     pub async fn next(&mut self) {
         self.0.next().await
     }
@@ -165,15 +169,26 @@ mod imp {
         }
     }
 
-    pub(super) struct Interrupts(Option<CtrlC>);
+    pub(super) struct Interrupts {
+        c: Option<CtrlC>,
+        brk: Option<CtrlBreak>,
+    }
 
     impl Interrupts {
         pub(super) fn new() -> Self {
-            Interrupts(ctrl_c().ok())
+            Interrupts {
+                c: ctrl_c().ok(),
+                brk: ctrl_break().ok(),
+            }
         }
 
         pub(super) async fn next(&mut self) {
-            first_of(self.0.as_mut().map(|s| s.recv())).await
+            let c = first_of(self.c.as_mut().map(|s| s.recv()));
+            let brk = first_of(self.brk.as_mut().map(|s| s.recv()));
+            tokio::select! {
+                _ = c => {}
+                _ = brk => {}
+            }
         }
     }
 

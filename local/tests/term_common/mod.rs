@@ -140,6 +140,13 @@ impl Tmux {
             .to_string()
     }
 
+    /// Copy everything the pane's program writes from now on (raw bytes, escape sequences
+    /// included) to `path`, for looking at what a terminal was sent.
+    pub fn log_output(&self, path: &Path) {
+        let cmd = format!("cat >> {}", sh_quote(&path.display().to_string()));
+        self.run(&["pipe-pane", "-o", &cmd]);
+    }
+
     /// True once the pane's process exited.
     pub fn pane_dead(&self) -> bool {
         self.run(&["display-message", "-p", "#{pane_dead}"]).trim() == "1"

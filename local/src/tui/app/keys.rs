@@ -229,6 +229,15 @@ impl App {
         self.composer_key(key)
     }
 
+    /// A Ctrl-C (or Ctrl-Break) the laptop's console delivered as a console event instead of
+    /// a key ([`crate::platform::signals::ConsoleInterrupts`]: wine's console on a Unix
+    /// terminal, Ctrl-Break on any Windows console): handled exactly as the Ctrl-C key, so a
+    /// terminal tab sends `0x03` to the host's shell and everywhere else it is the workbench's
+    /// Ctrl-C (cancel the turn, clear the input; twice quits).
+    pub fn console_interrupt(&mut self) -> Vec<Action> {
+        self.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL))
+    }
+
     pub(super) fn ctrl_c(&mut self) -> Vec<Action> {
         let now = self.mono_ms;
         let double = self.last_ctrl_c.map(|t| now - t <= 2000).unwrap_or(false);

@@ -4,6 +4,7 @@
 //! through the same store op as `reasonix memory edit` (`crate::memory::edit`): validated,
 //! the old text kept as a revision, a malformed edit refused naming the problem.
 
+use std::io::Stdout;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -12,11 +13,13 @@ use crossterm::event::{
     PushKeyboardEnhancementFlags,
 };
 use crossterm::terminal::{enable_raw_mode, EnterAlternateScreen};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
 
 use super::exec::Exec;
 use super::terminal::restore_terminal;
-use super::Screen;
 use crate::memory::access::Access;
+use crate::platform::console_rows::ConsoleRows;
 use crate::tui::app::AppEvent;
 
 /// What giving the terminal away needs.
@@ -33,7 +36,7 @@ impl Suspend<'_> {
         restore_terminal(self.enhanced);
     }
 
-    fn back(&self, terminal: &mut Screen) {
+    fn back(&self, terminal: &mut Terminal<CrosstermBackend<ConsoleRows<Stdout>>>) {
         let _ = enable_raw_mode();
         let mut out = std::io::stdout();
         let _ = crossterm::execute!(
@@ -55,7 +58,7 @@ impl Suspend<'_> {
 
 pub(super) async fn edit_memory(
     ctx: &Exec,
-    terminal: &mut Screen,
+    terminal: &mut Terminal<CrosstermBackend<ConsoleRows<Stdout>>>,
     suspend: &Suspend<'_>,
     id: &str,
 ) {

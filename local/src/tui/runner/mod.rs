@@ -27,7 +27,6 @@ use crate::client::Client;
 use crate::config::Config;
 use crate::connect::Connector;
 use crate::gateway::Gateway;
-use crate::platform::frame_out::FrameOut;
 
 mod editor;
 mod exec;
@@ -36,9 +35,6 @@ mod settings;
 mod terminal;
 
 use exec::Exec;
-
-/// The workbench's terminal: ratatui over crossterm, a frame written whole ([`FrameOut`]).
-pub(super) type Screen = Terminal<CrosstermBackend<FrameOut<std::io::Stdout>>>;
 pub use settings::app_settings;
 use terminal::{restore_terminal, spawn_input, Input, PanicHook, TermGuard};
 
@@ -138,8 +134,10 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         restore_terminal(enhanced);
         chained(info);
     }));
-    let mut terminal = match Terminal::new(CrosstermBackend::new(FrameOut::new(std::io::stdout())))
-    {
+    // On Windows, each frame in pieces that fit a console row (wine's console lays VT output
+    // out as text; see `platform::console_rows`).
+    let screen = crate::platform::console_rows::ConsoleRows::for_this_console(std::io::stdout());
+    let mut terminal = match Terminal::new(CrosstermBackend::new(screen)) {
         Ok(t) => t,
         Err(e) => {
             drop(guard);
@@ -148,6 +146,9 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
         }
     };
 
+    // Ctrl-C (and Ctrl-Break) that the Windows console sends as an event instead of a key:
+    // handled as the key, not ending the process (never fires on Unix).
+    let mut interrupts = crate::platform::signals::ConsoleInterrupts::new();
     let stop = Arc::new(AtomicBool::new(false));
     let (input_tx, mut input_rx) = mpsc::unbounded_channel();
     let input_paused = Arc::new(AtomicBool::new(false));
@@ -212,6 +213,7 @@ pub async fn run_tui(config: Config, connector: Arc<dyn Connector>, opts: TuiOpt
                 }
                 None => break,
             },
+            _ = interrupts.next() => actions.extend(app.console_interrupt()),
             _ = tick.tick() => {}
         }
         // Drain whatever else is ready so a fast stream is drawn once per batch.
