@@ -95,6 +95,33 @@ struct ConsoleRig {
 }
 
 impl ConsoleRig {
+    /// The host key trusted, a fresh client key authorized, and `reasonix.exe SUB DEST` with
+    /// that key (no agent) started in wine's console on a tmux pane.
+    fn keyed_pane(&self, sub: &str) -> Tmux {
+        self.trust();
+        let key = ClientKey::generate(&self.ssh_dir(), "id_rx", None).expect("key");
+        self.user.authorize(&key.public).expect("authorize");
+        let line = self.wine_line(
+            &[sub, &self.dest()],
+            &[
+                "-i",
+                &key.private.display().to_string(),
+                "-o",
+                "IdentityAgent=none",
+            ],
+        );
+        Tmux::tui(&line)
+    }
+
+    /// Bash's bracketed paste off on the host: wine's console prints the tail of escape
+    /// sequences it does not know (the switch `ESC [ ? 2004 l` shows as `04l`); a Windows
+    /// console ignores them.
+    fn no_bracketed_paste(&self) {
+        self.user
+            .write_file(".inputrc", "set enable-bracketed-paste off\n", 0o644)
+            .expect("inputrc");
+    }
+
     async fn new(config: SshdConfig, user: UserOptions, script: Vec<MockReply>) -> ConsoleRig {
         let sshd = Sshd::start(config).expect("sshd");
         let user = TestUser::create(&user).expect("user");
@@ -336,19 +363,7 @@ async fn windows_workbench_prompt_answer_quit() {
         vec![MockReply::text(&["Hello from the ", "Windows workbench."])],
     )
     .await;
-    rig.trust();
-    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
-    rig.user.authorize(&key.public).expect("authorize");
-    let line = rig.wine_line(
-        &["ssh", &rig.dest()],
-        &[
-            "-i",
-            &key.private.display().to_string(),
-            "-o",
-            "IdentityAgent=none",
-        ],
-    );
-    let t = Tmux::tui(&line);
+    let t = rig.keyed_pane("ssh");
     let (screen, code) = tokio::task::block_in_place(|| {
         wait(&t, "connected");
         t.type_text("hello there");
@@ -443,24 +458,8 @@ fn drive_host_shell(t: &Tmux) {
 #[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
 async fn windows_term_raw_keys_reach_the_host_shell() {
     let rig = ConsoleRig::new(SshdConfig::default(), UserOptions::default(), vec![]).await;
-    // Wine's console prints the tail of escape sequences it does not know (bash's bracketed
-    // paste switch `ESC [ ? 2004 l` shows as `04l`); a Windows console ignores them.
-    rig.user
-        .write_file(".inputrc", "set enable-bracketed-paste off\n", 0o644)
-        .expect("inputrc");
-    rig.trust();
-    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
-    rig.user.authorize(&key.public).expect("authorize");
-    let line = rig.wine_line(
-        &["term", &rig.dest()],
-        &[
-            "-i",
-            &key.private.display().to_string(),
-            "-o",
-            "IdentityAgent=none",
-        ],
-    );
-    let t = Tmux::tui(&line);
+    rig.no_bracketed_paste();
+    let t = rig.keyed_pane("term");
     let code = tokio::task::block_in_place(|| {
         wait(&t, "type ~. at the start of a line to detach");
         // With the Unix terminal's signal keys as wine leaves them, Ctrl-C comes to
@@ -493,22 +492,8 @@ async fn windows_term_raw_keys_reach_the_host_shell() {
 #[ignore = "needs the Windows build under wine: run by .ci/run after .ci/cross_build.sh"]
 async fn windows_workbench_terminal_tab_ctrl_t() {
     let rig = ConsoleRig::new(SshdConfig::default(), UserOptions::default(), vec![]).await;
-    rig.user
-        .write_file(".inputrc", "set enable-bracketed-paste off\n", 0o644)
-        .expect("inputrc");
-    rig.trust();
-    let key = ClientKey::generate(&rig.ssh_dir(), "id_rx", None).expect("key");
-    rig.user.authorize(&key.public).expect("authorize");
-    let line = rig.wine_line(
-        &["ssh", &rig.dest()],
-        &[
-            "-i",
-            &key.private.display().to_string(),
-            "-o",
-            "IdentityAgent=none",
-        ],
-    );
-    let t = Tmux::tui(&line);
+    rig.no_bracketed_paste();
+    let t = rig.keyed_pane("ssh");
     if let Some(p) = std::env::var_os("RX_WINE_PANE_LOG") {
         t.log_output(Path::new(&p));
     }
