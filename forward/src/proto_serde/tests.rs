@@ -495,10 +495,22 @@ fn the_host_decodes_only_the_answers_to_its_own_requests() {
 fn the_host_decodes_no_notification_but_dropped() {
     let json = r#"{"n":"dropped","frames":2,"bytes":9}"#;
     let n: Notification = serde_json::from_str(json).expect("dropped decodes");
-    assert_eq!(n, Notification::Dropped { frames: 2, bytes: 9 });
+    assert_eq!(
+        n,
+        Notification::Dropped {
+            frames: 2,
+            bytes: 9
+        }
+    );
     for n in [
-        Notification::State { state: crate::proto::TurnState::Idle, detail: None },
-        Notification::ToolProgress { call_id: "c".into(), message: "m".into() },
+        Notification::State {
+            state: crate::proto::TurnState::Idle,
+            detail: None,
+        },
+        Notification::ToolProgress {
+            call_id: "c".into(),
+            message: "m".into(),
+        },
         Notification::Ports { ports: vec![] },
         Notification::HookNotice { input: Value::Null },
     ] {
@@ -506,5 +518,9 @@ fn the_host_decodes_no_notification_but_dropped() {
         let e = serde_json::from_str::<Notification>(&json).expect_err("refused");
         assert!(e.to_string().contains("unknown variant"), "{json}: {e}");
     }
-    assert_eq!(Notification::variants().len(), 8, "a new notification: add it above");
+    assert_eq!(
+        Notification::variants().len(),
+        8,
+        "a new notification: add it above"
+    );
 }

@@ -101,10 +101,11 @@ impl Host for ChildHost {
         // The session's state is the parent's: a child neither runs nor parks it.
     }
 
-    fn wait_gateway<'a>(&'a self, cancel: &'a CancellationToken) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
-        Box::pin(async move {
-            Host::wait_gateway(&*self.session, cancel).await
-        })
+    fn wait_gateway<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+        Box::pin(async move { Host::wait_gateway(&*self.session, cancel).await })
     }
 
     fn release_driver(&self, conn_id: u64) {
@@ -194,9 +195,10 @@ impl Host for ChildHost {
         Host::content_store(&*self.session)
     }
 
-    fn hooks<'a>(&'a self, input: crate::hooks::Input) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
-        Box::pin(async move {
-            Host::hooks(&*self.session, input).await
-        })
+    fn hooks<'a>(
+        &'a self,
+        input: crate::hooks::Input,
+    ) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
+        Box::pin(async move { Host::hooks(&*self.session, input).await })
     }
 }

@@ -127,10 +127,11 @@ impl Host for TestHost {
         format!("{what}: {e}")
     }
     fn set_state(&self, _state: TurnState, _detail: Option<String>) {}
-    fn wait_gateway<'a>(&'a self, _cancel: &'a CancellationToken) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
-        Box::pin(async move {
-            Some(Arc::clone(&self.driver) as Arc<dyn DriverLink>)
-        })
+    fn wait_gateway<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+        Box::pin(async move { Some(Arc::clone(&self.driver) as Arc<dyn DriverLink>) })
     }
     fn release_driver(&self, _conn_id: u64) {}
     fn inject_steers(&self, _estimator: &crate::compaction::Estimator) -> Option<Value> {
@@ -155,9 +156,7 @@ impl Host for TestHost {
         _reason: String,
         _cancel: &'a CancellationToken,
     ) -> crate::runner::HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>> {
-        Box::pin(async move {
-            Ok(None)
-        })
+        Box::pin(async move { Ok(None) })
     }
     fn tool_ctx(&self) -> ToolContext {
         self.ctx.clone()

@@ -71,7 +71,10 @@ impl Host for Session {
         Session::set_state(self, state, detail)
     }
 
-    fn wait_gateway<'a>(&'a self, cancel: &'a CancellationToken) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+    fn wait_gateway<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
         Box::pin(async move {
             // The driver's gateway, or the laptop's goal keeper standing in for it.
             self.wait_any_gateway(cancel).await
@@ -120,9 +123,7 @@ impl Host for Session {
         reason: String,
         cancel: &'a CancellationToken,
     ) -> crate::runner::HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>> {
-        Box::pin(async move {
-            Session::ask_approval(self, call, args, reason, cancel).await
-        })
+        Box::pin(async move { Session::ask_approval(self, call, args, reason, cancel).await })
     }
 
     fn tool_ctx(&self) -> ToolContext {
@@ -144,9 +145,10 @@ impl Host for Session {
         Session::content_store(self)
     }
 
-    fn hooks<'a>(&'a self, input: crate::hooks::Input) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
-        Box::pin(async move {
-            self.fire_hooks(input).await
-        })
+    fn hooks<'a>(
+        &'a self,
+        input: crate::hooks::Input,
+    ) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
+        Box::pin(async move { self.fire_hooks(input).await })
     }
 }

@@ -404,10 +404,11 @@ impl Host for PlannerHost<'_> {
             detail.or_else(|| (state == TurnState::Running).then(|| "planning".to_string()));
         self.session.set_state(state, detail)
     }
-    fn wait_gateway<'a>(&'a self, cancel: &'a CancellationToken) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
-        Box::pin(async move {
-            Host::wait_gateway(self.session, cancel).await
-        })
+    fn wait_gateway<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+        Box::pin(async move { Host::wait_gateway(self.session, cancel).await })
     }
     fn release_driver(&self, conn_id: u64) {
         self.session.release_driver(conn_id)
@@ -444,9 +445,7 @@ impl Host for PlannerHost<'_> {
         reason: String,
         cancel: &'a CancellationToken,
     ) -> crate::runner::HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>> {
-        Box::pin(async move {
-            self.session.ask_approval(call, args, reason, cancel).await
-        })
+        Box::pin(async move { self.session.ask_approval(call, args, reason, cancel).await })
     }
     fn tool_ctx(&self) -> ToolContext {
         // Plan mode's context: bash in a read-only sandbox.
@@ -460,7 +459,10 @@ impl Host for PlannerHost<'_> {
     fn content_store(&self) -> ContentStore {
         self.session.content_store()
     }
-    fn hooks<'a>(&'a self, input: crate::hooks::Input) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
+    fn hooks<'a>(
+        &'a self,
+        input: crate::hooks::Input,
+    ) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
         Box::pin(async move {
             // The session's hooks, told the call is the planner's (a hook may tell the two
             // apart; its `match` is on the tool name as for any call).
