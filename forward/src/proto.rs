@@ -1348,12 +1348,17 @@ pub struct DirEntry {
 
 tagged_enum! {
     NotificationDe, "n";
-    /// Notifications in either direction.
+    /// Notifications in either direction. Without the `client` feature (the host binary)
+    /// only [`Notification::Dropped`] decodes: the daemon reads no notification from a client
+    /// (it ignores one) and the laptop sends none, so the host carries no decoder for the others
+    /// (issue 17's size goal); a client's other notification is refused as an unknown variant.
     #[derive(Debug, Clone, PartialEq, Serialize)]
     #[serde(tag = "n", rename_all = "snake_case")]
     pub enum Notification {
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// A journal event of the open session (daemon -> client).
         Event(Event),
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// The turn state changed (daemon -> client), not journaled.
         State {
             /// New state.
@@ -1361,6 +1366,7 @@ tagged_enum! {
             /// Optional detail (e.g. "waiting for laptop").
             detail: Option<String>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// This client's role changed (daemon -> client).
         Role {
             /// New role.
@@ -1368,6 +1374,7 @@ tagged_enum! {
             /// Why.
             reason: String,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// Progress of a running tool (daemon -> client).
         ToolProgress {
             /// Tool call id.
@@ -1375,6 +1382,7 @@ tagged_enum! {
             /// Progress text or streamed output.
             message: String,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// A journal event too big for one frame (daemon -> client): the encoded [`Event`] is in
         /// the workspace's content store and the client fetches it with
         /// [`Request::FetchContent`] (checking the SHA-256) and handles it in the place of this
@@ -1391,12 +1399,14 @@ tagged_enum! {
             /// The JSON encoding of the whole event.
             event_ref: ContentRef,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// The workspace's listening TCP ports changed (daemon -> client, to links that sent
         /// [`Request::WatchPorts`]): the whole list, not journaled.
         Ports {
             /// Ports, by number.
             ports: Vec<crate::ports::HostPort>,
         },
+        #[cfg_attr(not(feature = "client"), serde(skip_deserializing))]
         /// A `Notification` hook event for the laptop's own `run_on = "laptop"` hooks (#34;
         /// daemon -> client, live only, never journaled, so a catch-up never repeats it): the
         /// JSON such a hook reads on stdin (`hook_event_name`, `session_id`, `cwd`, `message`,

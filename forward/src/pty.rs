@@ -246,14 +246,10 @@ mod tests {
 
     #[test]
     fn nested_enums_round_trip_in_envelopes() {
-        let cases = vec![
+        let mut cases = vec![
             Envelope::Request {
                 id: 1,
                 body: Request::Pty(PtyRequest::Close { pty: 3 }),
-            },
-            Envelope::Response {
-                id: 2,
-                result: Ok(Response::Pty(PtyResponse::List { ptys: vec![] })),
             },
             Envelope::Channel(ChannelMsg::Open {
                 ch: 1,
@@ -272,6 +268,13 @@ mod tests {
                 }),
             }),
         ];
+        // Only a client decodes the terminal answers (the `client` feature, see proto_serde).
+        if cfg!(feature = "client") {
+            cases.push(Envelope::Response {
+                id: 2,
+                result: Ok(Response::Pty(PtyResponse::List { ptys: vec![] })),
+            });
+        }
         for e in cases {
             let json = serde_json::to_string(&e).expect("encode");
             let back: Envelope = serde_json::from_str(&json).expect("decode");

@@ -324,6 +324,7 @@ fn every_variant_decodes_as_serde_derived_decoder_did() {
     assert_eq!(r.len(), Request::variants().len());
     #[cfg(feature = "client")] // see `the_host_decodes_only_the_answers_to_its_own_requests`
     every_variant::<Response>();
+    #[cfg(feature = "client")] // see `the_host_decodes_no_notification_but_dropped`
     every_variant::<Notification>();
     every_variant::<EventKind>();
     every_variant::<ProviderChunk>();
@@ -485,4 +486,41 @@ fn the_host_decodes_only_the_answers_to_its_own_requests() {
     let e =
         serde_json::from_str::<Response>(r#"{"r":"history","entries":[]}"#).expect_err("refused");
     assert!(e.to_string().contains("unknown variant `history`"), "{e}");
+}
+
+/// Without the `client` feature (the host binary) no notification but `dropped` decodes: the
+/// daemon reads none from a client. Encoding is unchanged.
+#[test]
+#[cfg(not(feature = "client"))]
+fn the_host_decodes_no_notification_but_dropped() {
+    let json = r#"{"n":"dropped","frames":2,"bytes":9}"#;
+    let n: Notification = serde_json::from_str(json).expect("dropped decodes");
+    assert_eq!(
+        n,
+        Notification::Dropped {
+            frames: 2,
+            bytes: 9
+        }
+    );
+    for n in [
+        Notification::State {
+            state: crate::proto::TurnState::Idle,
+            detail: None,
+        },
+        Notification::ToolProgress {
+            call_id: "c".into(),
+            message: "m".into(),
+        },
+        Notification::Ports { ports: vec![] },
+        Notification::HookNotice { input: Value::Null },
+    ] {
+        let json = serde_json::to_string(&n).expect("encode");
+        let e = serde_json::from_str::<Notification>(&json).expect_err("refused");
+        assert!(e.to_string().contains("unknown variant"), "{json}: {e}");
+    }
+    assert_eq!(
+        Notification::variants().len(),
+        8,
+        "a new notification: add it above"
+    );
 }

@@ -180,7 +180,7 @@ pub enum CheckpointKind {
 }
 
 /// The state of one path before a file tool first changed it in a turn.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum PriorState {
     /// The path did not exist.
@@ -204,6 +204,50 @@ pub enum PriorState {
         /// Why (too large, a directory, store full, ...).
         reason: String,
     },
+}
+
+/// Decoded from one flat struct, not by serde's internally tagged decoder (which buffers the
+/// object as `Content` first: a copy of that machinery in the host binary, issue 17). The
+/// encoding is the derived one; the tests compare the decoding with serde's.
+impl<'de> Deserialize<'de> for PriorState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum State {
+            Absent,
+            File,
+            Symlink,
+            NotCovered,
+        }
+        #[derive(Deserialize)]
+        struct Flat {
+            state: State,
+            sha256: Option<String>,
+            mode: Option<u32>,
+            size: Option<u64>,
+            target: Option<String>,
+            reason: Option<String>,
+        }
+        let f = Flat::deserialize(d)?;
+        fn need<T, E: Error>(v: Option<T>, name: &'static str) -> Result<T, E> {
+            v.ok_or_else(|| E::missing_field(name))
+        }
+        Ok(match f.state {
+            State::Absent => PriorState::Absent,
+            State::File => PriorState::File {
+                sha256: need::<_, D::Error>(f.sha256, "sha256")?,
+                mode: need(f.mode, "mode")?,
+                size: need(f.size, "size")?,
+            },
+            State::Symlink => PriorState::Symlink {
+                target: need(f.target, "target")?,
+            },
+            State::NotCovered => PriorState::NotCovered {
+                reason: need(f.reason, "reason")?,
+            },
+        })
+    }
 }
 
 /// A path a checkpoint does not cover, and why.
@@ -327,4 +371,84 @@ pub struct StoreStats {
     pub shadow: bool,
     /// [`CheckpointStore::coverage`].
     pub coverage: String,
+}
+
+#[cfg(test)]
+mod prior_state_tests {
+    use super::PriorState;
+
+    /// serde's derived decoder of [`PriorState`], for comparison.
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    #[serde(tag = "state", rename_all = "snake_case")]
+    enum Derived {
+        Absent,
+        File {
+            sha256: String,
+            mode: u32,
+            size: u64,
+        },
+        Symlink {
+            target: String,
+        },
+        NotCovered {
+            reason: String,
+        },
+    }
+
+    fn same(json: &str) -> Result<PriorState, String> {
+        let ours = serde_json::from_str::<PriorState>(json).map_err(|e| e.to_string());
+        let theirs = serde_json::from_str::<Derived>(json).map_err(|e| e.to_string());
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{json}: {ours:?} vs {theirs:?}"
+        );
+        // Objects fail for the same reason (a JSON array, never written, only fails alike).
+        if let (Err(a), Err(b), true) = (&ours, &theirs, json.starts_with('{')) {
+            let first = |m: &str| m.split(" at line").next().unwrap_or("").to_string();
+            assert_eq!(first(a), first(b), "{json}");
+        }
+        ours
+    }
+
+    #[test]
+    fn prior_state_decodes_as_serde_derived_decoder_did() {
+        for v in [
+            PriorState::Absent,
+            PriorState::File {
+                sha256: "ab".into(),
+                mode: 0o755,
+                size: 7,
+            },
+            PriorState::Symlink {
+                target: "../x".into(),
+            },
+            PriorState::NotCovered {
+                reason: "too large".into(),
+            },
+        ] {
+            let json = serde_json::to_string(&v).expect("encode");
+            assert_eq!(same(&json).expect("decodes"), v, "{json}");
+        }
+        // Field order, unknown fields, and the refusals.
+        let file = same(r#"{"size":1,"mode":420,"x":[1],"sha256":"c","state":"file"}"#);
+        assert_eq!(
+            file.expect("decodes"),
+            PriorState::File {
+                sha256: "c".into(),
+                mode: 420,
+                size: 1
+            }
+        );
+        for bad in [
+            r#"{"sha256":"c"}"#,
+            r#"{"state":"file","sha256":"c","mode":420}"#,
+            r#"{"state":"symlink"}"#,
+            r#"{"state":"dir"}"#,
+            r#"{"state":"file","sha256":"c","mode":-1,"size":1}"#,
+            r#"[]"#,
+        ] {
+            assert!(same(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -101,8 +101,11 @@ impl Host for ChildHost {
         // The session's state is the parent's: a child neither runs nor parks it.
     }
 
-    async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>> {
-        Host::wait_gateway(&*self.session, cancel).await
+    fn wait_gateway<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+        Box::pin(async move { Host::wait_gateway(&*self.session, cancel).await })
     }
 
     fn release_driver(&self, conn_id: u64) {
@@ -152,22 +155,24 @@ impl Host for ChildHost {
         Host::headless(&*self.session)
     }
 
-    async fn ask_approval(
-        &self,
-        call: &ToolCall,
-        args: &Value,
+    fn ask_approval<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        args: &'a Value,
         reason: String,
-        cancel: &CancellationToken,
-    ) -> Result<Option<ApprovalDecision>, JournalError> {
-        // The question reaches the user at the top level, naming the child and its task; the
-        // call id is made unique in the session (a child's ids may repeat the parent's).
-        let mut named = call.clone();
-        named.id = format!("{}/{}", self.id, call.id);
-        let reason = format!(
-            "subagent {} ({}: {}): {reason}",
-            self.id, self.profile, self.description
-        );
-        Host::ask_approval(&*self.session, &named, args, reason, cancel).await
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>> {
+        Box::pin(async move {
+            // The question reaches the user at the top level, naming the child and its task; the
+            // call id is made unique in the session (a child's ids may repeat the parent's).
+            let mut named = call.clone();
+            named.id = format!("{}/{}", self.id, call.id);
+            let reason = format!(
+                "subagent {} ({}: {}): {reason}",
+                self.id, self.profile, self.description
+            );
+            Host::ask_approval(&*self.session, &named, args, reason, cancel).await
+        })
     }
 
     fn tool_ctx(&self) -> ToolContext {
@@ -190,7 +195,10 @@ impl Host for ChildHost {
         Host::content_store(&*self.session)
     }
 
-    async fn hooks(&self, input: crate::hooks::Input) -> crate::hooks::Verdict {
-        Host::hooks(&*self.session, input).await
+    fn hooks<'a>(
+        &'a self,
+        input: crate::hooks::Input,
+    ) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
+        Box::pin(async move { Host::hooks(&*self.session, input).await })
     }
 }

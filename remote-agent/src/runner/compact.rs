@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::conversation::{request_bytes_of, request_messages, Conversation};
-use super::{Host, Runner};
+use super::Runner;
 use crate::compaction::{self, archive, estimate, Level, Rewrite, Thresholds};
 
 /// What a snip now would leave, in estimated tokens.
@@ -39,7 +39,7 @@ pub(crate) fn small_window_bound(conv: &Conversation, window: u64) -> Option<u64
     (bound < crate::tools::CONTEXT_BOUND_BYTES).then_some(bound as u64)
 }
 
-impl<H: Host> Runner<'_, H> {
+impl Runner<'_> {
     /// Before a model request: run the ladder's rungs the next request calls for.
     /// `turn_start` is true for the first request of a user turn.
     pub(crate) async fn keep_in_window(

@@ -7,10 +7,10 @@
 use reasonix_forward::proto::{EventKind, ToolCall, TurnOutcome};
 use tokio_util::sync::CancellationToken;
 
-use super::{Host, Runner};
+use super::Runner;
 use crate::agent;
 
-impl<H: Host> Runner<'_, H> {
+impl Runner<'_> {
     /// Run `call` as the turn's one step and answer with the child's answer.
     pub(crate) async fn run_direct(
         &self,

@@ -14,6 +14,8 @@
 //! reader that takes both, conversation first, sees them agree); the session never takes a
 //! conversation's lock while holding its own.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use reasonix_forward::proto::{
@@ -40,6 +42,10 @@ mod tests;
 
 pub(crate) use compact::CompactEnd;
 pub(crate) use conversation::{request_bytes_of, Conversation};
+
+/// What a [`Host`]'s waiting methods return: a boxed future, so that `Host` is object safe
+/// and the runner is compiled once for every host (the host binary's size, issue 17).
+pub(crate) type HostFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a runner needs from the session it runs in: the journal and the state clients see,
 /// the driving client's gateway, steers, the policy and approvals, and the tools. The session
@@ -74,7 +80,10 @@ pub(crate) trait Host: Send + Sync {
 
     /// Wait for a driving client's gateway, showing "waiting for laptop" meanwhile; `None`
     /// when `cancel` fired first.
-    async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>>;
+    fn wait_gateway<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> HostFuture<'a, Option<Arc<dyn DriverLink>>>;
     /// The gateway of connection `conn_id` is gone for good: stop using it.
     fn release_driver(&self, conn_id: u64);
 
@@ -93,13 +102,13 @@ pub(crate) trait Host: Send + Sync {
     fn headless(&self) -> bool;
     /// Ask the user to approve `call` (journaled durably before anyone is asked). `Ok(None)`
     /// when nobody answered: headless, or cancelled meanwhile.
-    async fn ask_approval(
-        &self,
-        call: &ToolCall,
-        args: &Value,
+    fn ask_approval<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        args: &'a Value,
         reason: String,
-        cancel: &CancellationToken,
-    ) -> Result<Option<ApprovalDecision>, JournalError>;
+        cancel: &'a CancellationToken,
+    ) -> HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>>;
     /// The context tools run with (workspace, sandbox, limits of the current policy).
     fn tool_ctx(&self) -> ToolContext;
     /// Where a running tool's progress goes (to the clients watching, not journaled).
@@ -107,20 +116,21 @@ pub(crate) trait Host: Send + Sync {
     /// Where outputs too big for an event go.
     fn content_store(&self) -> ContentStore;
     /// Run the hooks of an event (#34) and return what they decided; none by default.
-    async fn hooks(&self, _input: crate::hooks::Input) -> crate::hooks::Verdict {
-        crate::hooks::Verdict::default()
+    fn hooks(&self, _input: crate::hooks::Input) -> HostFuture<'_, crate::hooks::Verdict> {
+        Box::pin(async { crate::hooks::Verdict::default() })
     }
 }
 
-/// Drives one conversation through its [`Host`].
-pub(crate) struct Runner<'a, H: Host> {
-    host: &'a H,
+/// Drives one conversation through its [`Host`] (a trait object: one compiled runner serves
+/// the session, its subagents and its planner).
+pub(crate) struct Runner<'a> {
+    host: &'a dyn Host,
     conversation: &'a Mutex<Conversation>,
 }
 
-impl<'a, H: Host> Runner<'a, H> {
+impl<'a> Runner<'a> {
     /// A runner of `conversation` in `host`.
-    pub(crate) fn new(host: &'a H, conversation: &'a Mutex<Conversation>) -> Runner<'a, H> {
+    pub(crate) fn new(host: &'a dyn Host, conversation: &'a Mutex<Conversation>) -> Runner<'a> {
         Runner { host, conversation }
     }
 

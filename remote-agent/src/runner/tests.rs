@@ -127,8 +127,11 @@ impl Host for TestHost {
         format!("{what}: {e}")
     }
     fn set_state(&self, _state: TurnState, _detail: Option<String>) {}
-    async fn wait_gateway(&self, _cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>> {
-        Some(Arc::clone(&self.driver) as Arc<dyn DriverLink>)
+    fn wait_gateway<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+        Box::pin(async move { Some(Arc::clone(&self.driver) as Arc<dyn DriverLink>) })
     }
     fn release_driver(&self, _conn_id: u64) {}
     fn inject_steers(&self, _estimator: &crate::compaction::Estimator) -> Option<Value> {
@@ -146,14 +149,14 @@ impl Host for TestHost {
     fn headless(&self) -> bool {
         false
     }
-    async fn ask_approval(
-        &self,
-        _call: &ToolCall,
-        _args: &Value,
+    fn ask_approval<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        _args: &'a Value,
         _reason: String,
-        _cancel: &CancellationToken,
-    ) -> Result<Option<ApprovalDecision>, JournalError> {
-        Ok(None)
+        _cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>> {
+        Box::pin(async move { Ok(None) })
     }
     fn tool_ctx(&self) -> ToolContext {
         self.ctx.clone()

@@ -8,12 +8,12 @@ use reasonix_forward::proto::{ApprovalDecision, Denied, EventKind, ToolCall};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Host, Runner};
+use super::Runner;
 use crate::agent;
 use crate::hooks::Input;
 use crate::policy::Decision;
 
-impl<H: Host> Runner<'_, H> {
+impl Runner<'_> {
     pub(super) async fn finish_tool(&self, call: &ToolCall, is_error: bool, output: String) {
         self.finish_tool_as(call, is_error, output, None).await
     }

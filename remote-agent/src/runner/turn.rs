@@ -9,13 +9,13 @@ use reasonix_forward::proto::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{CompactEnd, Host, Runner};
+use super::{CompactEnd, Runner};
 use crate::agent;
 
 /// How many times a provider error marked retryable is re-issued within one step.
 const PROVIDER_REISSUES: u32 = 3;
 
-impl<H: Host> Runner<'_, H> {
+impl Runner<'_> {
     /// Run model steps until the model answers without tool calls (`Completed`), the step
     /// limit pauses the turn, or it is cancelled or fails. `fresh` is true for a turn the
     /// user just submitted (its first request may climb the whole compaction ladder).

@@ -71,9 +71,14 @@ impl Host for Session {
         Session::set_state(self, state, detail)
     }
 
-    async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>> {
-        // The driver's gateway, or the laptop's goal keeper standing in for it.
-        self.wait_any_gateway(cancel).await
+    fn wait_gateway<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+        Box::pin(async move {
+            // The driver's gateway, or the laptop's goal keeper standing in for it.
+            self.wait_any_gateway(cancel).await
+        })
     }
 
     fn release_driver(&self, conn_id: u64) {
@@ -111,14 +116,14 @@ impl Host for Session {
         Session::headless(self)
     }
 
-    async fn ask_approval(
-        &self,
-        call: &ToolCall,
-        args: &Value,
+    fn ask_approval<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        args: &'a Value,
         reason: String,
-        cancel: &CancellationToken,
-    ) -> Result<Option<ApprovalDecision>, JournalError> {
-        Session::ask_approval(self, call, args, reason, cancel).await
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>> {
+        Box::pin(async move { Session::ask_approval(self, call, args, reason, cancel).await })
     }
 
     fn tool_ctx(&self) -> ToolContext {
@@ -140,7 +145,10 @@ impl Host for Session {
         Session::content_store(self)
     }
 
-    async fn hooks(&self, input: crate::hooks::Input) -> crate::hooks::Verdict {
-        self.fire_hooks(input).await
+    fn hooks<'a>(
+        &'a self,
+        input: crate::hooks::Input,
+    ) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
+        Box::pin(async move { self.fire_hooks(input).await })
     }
 }

@@ -97,7 +97,7 @@ impl Session {
     }
 
     /// The runner of the session's main conversation.
-    pub(super) fn runner(&self) -> Runner<'_, Session> {
+    pub(super) fn runner(&self) -> Runner<'_> {
         Runner::new(self, &self.main)
     }
 }

@@ -404,8 +404,11 @@ impl Host for PlannerHost<'_> {
             detail.or_else(|| (state == TurnState::Running).then(|| "planning".to_string()));
         self.session.set_state(state, detail)
     }
-    async fn wait_gateway(&self, cancel: &CancellationToken) -> Option<Arc<dyn DriverLink>> {
-        Host::wait_gateway(self.session, cancel).await
+    fn wait_gateway<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Option<Arc<dyn DriverLink>>> {
+        Box::pin(async move { Host::wait_gateway(self.session, cancel).await })
     }
     fn release_driver(&self, conn_id: u64) {
         self.session.release_driver(conn_id)
@@ -435,14 +438,14 @@ impl Host for PlannerHost<'_> {
     fn headless(&self) -> bool {
         self.session.headless()
     }
-    async fn ask_approval(
-        &self,
-        call: &ToolCall,
-        args: &Value,
+    fn ask_approval<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        args: &'a Value,
         reason: String,
-        cancel: &CancellationToken,
-    ) -> Result<Option<ApprovalDecision>, JournalError> {
-        self.session.ask_approval(call, args, reason, cancel).await
+        cancel: &'a CancellationToken,
+    ) -> crate::runner::HostFuture<'a, Result<Option<ApprovalDecision>, JournalError>> {
+        Box::pin(async move { self.session.ask_approval(call, args, reason, cancel).await })
     }
     fn tool_ctx(&self) -> ToolContext {
         // Plan mode's context: bash in a read-only sandbox.
@@ -456,12 +459,17 @@ impl Host for PlannerHost<'_> {
     fn content_store(&self) -> ContentStore {
         self.session.content_store()
     }
-    async fn hooks(&self, input: crate::hooks::Input) -> crate::hooks::Verdict {
-        // The session's hooks, told the call is the planner's (a hook may tell the two
-        // apart; its `match` is on the tool name as for any call).
-        self.session
-            .fire_hooks(input.with("agent", json!(PLANNER_AGENT)))
-            .await
+    fn hooks<'a>(
+        &'a self,
+        input: crate::hooks::Input,
+    ) -> crate::runner::HostFuture<'a, crate::hooks::Verdict> {
+        Box::pin(async move {
+            // The session's hooks, told the call is the planner's (a hook may tell the two
+            // apart; its `match` is on the tool name as for any call).
+            self.session
+                .fire_hooks(input.with("agent", json!(PLANNER_AGENT)))
+                .await
+        })
     }
 }
 
